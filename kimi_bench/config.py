@@ -1,0 +1,193 @@
+"""Preprocessing configuration: presets and checkpoint ``preprocessor_config.json`` loading.
+
+See SPEC section 2. Everything here is immutable data; nothing touches tensors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
+
+# Fallbacks the runtime applies when a chessboard config omits a key (SPEC section 2).
+_BG_FALLBACK: dict[str, Any] = {
+    "pattern": "black",
+    "square_size": 16,
+    "white_value": 255,
+    "gray_value": 200,
+    "white_top_left": True,
+}
+
+
+class ConfigError(ValueError):
+    """A preset name or a preprocessor_config.json that cannot be used."""
+
+
+@dataclass(frozen=True)
+class BackgroundConfig:
+    """How transparent pixels are filled (K3: a chessboard composited after the resize)."""
+
+    pattern: str = "chessboard"
+    square_size: int = 8
+    white_value: int = 255
+    gray_value: int = 180
+    white_top_left: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pattern not in BACKGROUND_PATTERNS:
+            raise ConfigError(
+                f"unknown background pattern {self.pattern!r}; "
+                f"expected one of {', '.join(BACKGROUND_PATTERNS)}"
+            )
+        if self.square_size < 1:
+            raise ConfigError(f"square_size must be >= 1, got {self.square_size}")
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any]) -> BackgroundConfig:
+        known = set(_BG_FALLBACK)
+        unknown = set(raw) - known - {"fill_stage"}
+        if unknown:
+            raise ConfigError(f"unknown transparent_bg_config keys: {sorted(unknown)}")
+        values = {k: raw.get(k, v) for k, v in _BG_FALLBACK.items()}
+        return cls(
+            pattern=str(values["pattern"]),
+            square_size=int(values["square_size"]),
+            white_value=int(values["white_value"]),
+            gray_value=int(values["gray_value"]),
+            white_top_left=bool(values["white_top_left"]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern,
+            "square_size": self.square_size,
+            "white_value": self.white_value,
+            "gray_value": self.gray_value,
+            "white_top_left": self.white_top_left,
+        }
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """The numbers the resize plan and the materializer need (SPEC section 2)."""
+
+    name: str
+    patch_size: int = 14
+    merge_kernel_size: int = 2
+    in_patch_limit: int = 16384
+    patch_limit_on_one_side: int = 512
+    fixed_output_tokens: int | None = None
+    image_mean: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    image_std: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    transparent_bg: BackgroundConfig | None = None
+    bg_fill_stage: str = "after_resize"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for key in ("patch_size", "merge_kernel_size", "in_patch_limit", "patch_limit_on_one_side"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"{key} must be a positive integer, got {getattr(self, key)}")
+        if len(self.image_mean) != 3 or len(self.image_std) != 3:
+            raise ConfigError("image_mean and image_std need three values (R, G, B)")
+        if any(s == 0 for s in self.image_std):
+            raise ConfigError("image_std may not contain 0")
+        if self.bg_fill_stage != "after_resize":
+            raise ConfigError(
+                f"transparent_bg_fill_stage {self.bg_fill_stage!r} is not supported "
+                "(the runtime composites after the resize)"
+            )
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "patch_size": self.patch_size,
+            "merge_kernel_size": self.merge_kernel_size,
+            "in_patch_limit": self.in_patch_limit,
+            "patch_limit_on_one_side": self.patch_limit_on_one_side,
+            "fixed_output_tokens": self.fixed_output_tokens,
+            "image_mean": list(self.image_mean),
+            "image_std": list(self.image_std),
+            "transparent_bg_config": self.transparent_bg.as_dict() if self.transparent_bg else None,
+        }
+
+
+PRESETS: dict[str, PreprocessConfig] = {
+    "kimi-k2.5": PreprocessConfig(name="kimi-k2.5", in_patch_limit=16384),
+    "kimi-k3": PreprocessConfig(
+        name="kimi-k3", in_patch_limit=65536, transparent_bg=BackgroundConfig()
+    ),
+}
+
+
+def get_preset(name: str) -> PreprocessConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown preset {name!r}; available: {', '.join(sorted(PRESETS))}"
+        ) from None
+
+
+def _triple(value: Any, key: str) -> tuple[float, float, float]:
+    if isinstance(value, (int, float)):
+        return (float(value),) * 3
+    if isinstance(value, (list, tuple)) and len(value) == 3:
+        return (float(value[0]), float(value[1]), float(value[2]))
+    raise ConfigError(f"{key} must be a number or a list of three numbers, got {value!r}")
+
+
+def config_from_mapping(raw: dict[str, Any], name: str = "custom") -> PreprocessConfig:
+    """Build a config from a checkpoint's preprocessor config (keys under
+    ``media_proc_cfg`` or at the top level). Missing keys take the K2.5 defaults."""
+    body = raw.get("media_proc_cfg", raw)
+    if not isinstance(body, dict):
+        raise ConfigError("media_proc_cfg must be a JSON object")
+    base = PreprocessConfig(name=name)
+    bg_raw = body.get("transparent_bg_config")
+    bg = BackgroundConfig.from_mapping(bg_raw) if isinstance(bg_raw, dict) else None
+    try:
+        return replace(
+            base,
+            patch_size=int(body.get("patch_size", base.patch_size)),
+            merge_kernel_size=int(body.get("merge_kernel_size", base.merge_kernel_size)),
+            in_patch_limit=int(body.get("in_patch_limit", base.in_patch_limit)),
+            patch_limit_on_one_side=int(
+                body.get("patch_limit_on_one_side", base.patch_limit_on_one_side)
+            ),
+            fixed_output_tokens=(
+                None
+                if body.get("fixed_output_tokens") is None
+                else int(body["fixed_output_tokens"])
+            ),
+            image_mean=_triple(body.get("image_mean", base.image_mean), "image_mean"),
+            image_std=_triple(body.get("image_std", base.image_std), "image_std"),
+            transparent_bg=bg,
+            bg_fill_stage=str(body.get("transparent_bg_fill_stage", "after_resize")),
+        )
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"bad value in preprocessor config: {exc}") from exc
+
+
+def load_preprocessor_config(path: str | Path) -> PreprocessConfig:
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"preprocessor config not found: {p}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{p} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p} must hold a JSON object")
+    return config_from_mapping(raw, name=f"file:{p.name}")
+
+
+def resolve_config(preset: str | None, config_path: str | Path | None) -> PreprocessConfig:
+    """CLI helper: a checkpoint file wins over a preset name."""
+    if config_path is not None:
+        return load_preprocessor_config(config_path)
+    return get_preset(preset or "kimi-k3")
