@@ -13,6 +13,13 @@ import torch
 import torch.nn.functional as F
 
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.contract import (
+    DEFERRED_KEY,
+    GRID_KEY,
+    ContractError,
+    MMItem,
+    read_deferred_record,
+)
 from kimi_bench.navit import ResizePlan
 from kimi_bench.pixels import composite_alpha, normalization_tensors
 
@@ -113,3 +120,36 @@ def to_tower_buffer(
         out[offset : offset + n].copy_(f, non_blocking=True)
         offset += n
     return out
+
+
+def materialize_items(
+    items: Sequence[MMItem], base: PreprocessConfig, device: torch.device | str = "cpu"
+) -> MaterializedBatch:
+    """Owner-side: turn a batch of items into FP32 patches on ``device``, in input order.
+
+    Deferred items (uint8 + record) are materialized here with the record's plan; eager
+    items (FP32 patches) are only moved. A batch may mix both (per-image decisions, cache
+    hits); the upstream PR raised ``ValueError`` on such a batch, this does not.
+    """
+    dev = torch.device(device)
+    out: list[torch.Tensor | None] = [None] * len(items)
+    deferred: dict[PreprocessConfig, list[tuple[int, torch.Tensor, ResizePlan]]] = {}
+    for i, item in enumerate(items):
+        item.validate()
+        if item.is_deferred:
+            h, w = int(item.feature.shape[1]), int(item.feature.shape[2])
+            spec = read_deferred_record(item.model_specific_data[DEFERRED_KEY], w, h, base)
+            if spec.plan.grid_thw != item.grid_thw:
+                raise ContractError(
+                    f"item {i}: grid_thw {item.grid_thw} disagrees with its record's plan "
+                    f"{spec.plan.grid_thw}"
+                )
+            deferred.setdefault(spec.cfg, []).append((i, item.feature, spec.plan))
+        else:
+            out[i] = item.feature.to(dev, non_blocking=True)
+    for cfg, members in deferred.items():
+        batch = materialize([m[1] for m in members], [m[2] for m in members], cfg, dev)
+        for (i, _, _), patches in zip(members, batch.split(), strict=True):
+            out[i] = patches
+    grids = torch.cat([item.model_specific_data[GRID_KEY] for item in items], dim=0)
+    return MaterializedBatch(torch.cat([t for t in out if t is not None], dim=0), grids)

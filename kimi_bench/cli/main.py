@@ -1,0 +1,33 @@
+"""Entry point: ``kimi-bench <command>``."""
+
+from __future__ import annotations
+
+import typer
+
+from kimi_bench.cli.parity import parity
+
+app = typer.Typer(
+    name="kimi-bench",
+    help="Validate and benchmark deferred (raw uint8) image preprocessing for multimodal "
+    "LLM serving: bit-exactness (parity), stage-by-stage cost (micro), serving A/B "
+    "(serve-ab) and CI gating (gate, compare, run).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """kimi-bench: is the deferred path bit-exact, what does it save, does it regress?"""
+
+
+app.command("parity")(parity)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

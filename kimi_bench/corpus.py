@@ -1,0 +1,232 @@
+"""Inputs for parity runs: the built-in deterministic corpus and a user's folder.
+
+Every entry loads lazily and a load failure becomes a per-input error, never an abort.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from kimi_bench.config import PreprocessConfig
+from kimi_bench.navit import plan_resize
+from kimi_bench.policy import decide_request
+
+# Pixel count above which an input is refused before it is decoded (a decompression
+# bomb guard). 100 M pixels is ~7x the largest image a K3 plan keeps (7168 x 7168 side
+# cap, 65536 patches); PIL's own guard warns at 89 M and refuses at 179 M.
+DEFAULT_MAX_PIXELS = 100_000_000
+TENSOR_SUFFIXES = (".pt", ".pth", ".npy")
+
+
+class InputError(ValueError):
+    """One input that cannot be used; the run records it and goes on."""
+
+
+@dataclass
+class CorpusEntry:
+    name: str
+    source: str  # "generated", "package:<name>", or a file path
+    load: Callable[[], Any]
+
+
+def describe_input(obj: Any) -> str:
+    if isinstance(obj, Image.Image):
+        return obj.mode
+    if isinstance(obj, torch.Tensor):
+        layout = "HW" if obj.dim() == 2 else f"C{obj.shape[0]}HW" if obj.dim() == 3 else "?"
+        return f"tensor {str(obj.dtype).replace('torch.', '')} {layout}"
+    return type(obj).__name__
+
+
+def _rng(seed: int, salt: int) -> np.random.Generator:
+    return np.random.default_rng([seed, salt])
+
+
+def _noise(seed: int, salt: int, h: int, w: int, c: int) -> np.ndarray:
+    return _rng(seed, salt).integers(0, 256, size=(h, w, c), dtype=np.uint8)
+
+
+def _pil(arr: np.ndarray, mode: str) -> Image.Image:
+    h, w = arr.shape[:2]
+    return Image.frombytes(mode, (w, h), np.ascontiguousarray(arr).tobytes())
+
+
+def _partial_alpha(seed: int, h: int, w: int) -> Image.Image:
+    arr = _noise(seed, 7, h, w, 4)
+    arr[: h // 3, :, 3] = 0  # fully transparent band
+    arr[h // 3 : 2 * h // 3, :, 3] = 255  # opaque band; bottom third keeps random alpha
+    return _pil(arr, "RGBA")
+
+
+def _palette(seed: int, h: int, w: int, transparency: bool) -> Image.Image:
+    im = _pil(_noise(seed, 11, h, w, 3), "RGB").quantize(colors=64, dither=0)
+    if transparency:
+        im.info["transparency"] = 0
+    return im
+
+
+def _gradient(h: int, w: int) -> Image.Image:
+    x = np.linspace(0, 255, w, dtype=np.float64)[None, :].repeat(h, 0)
+    y = np.linspace(0, 255, h, dtype=np.float64)[:, None].repeat(w, 1)
+    arr = np.stack([x, y, 255 - x], axis=-1).round().astype(np.uint8)
+    return _pil(arr, "RGB")
+
+
+def _i16(seed: int, h: int, w: int) -> Image.Image:
+    arr = _rng(seed, 13).integers(0, 1024, size=(h, w), dtype=np.uint16)
+    return Image.frombytes("I;16", (w, h), arr.astype("<u2").tobytes())
+
+
+def flip_width(cfg: PreprocessConfig, height: int = 28, channels: int = 3) -> int:
+    """The largest width (at ``height``) that the byte heuristic still defers.
+
+    Past the one-side cap the plan's FP32 size stops growing while the raw size keeps
+    growing, so the verdict flips exactly once; binary search for it."""
+    def defers(w: int) -> bool:
+        obj = torch.zeros((channels, height, 1), dtype=torch.uint8).expand(channels, height, w)
+        return decide_request([obj], [plan_resize(w, height, cfg)]).defer
+
+    lo, hi = 1, 1 << 20
+    if defers(hi):
+        raise ValueError("the byte heuristic never flips for this config")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if defers(mid) else (lo, mid)
+    return lo
+
+
+def package_photos() -> list[CorpusEntry]:
+    """Real photographs shipped as package data: matplotlib's ``grace_hopper.jpg`` and
+    scikit-learn's ``china.jpg`` and ``flower.jpg`` (read from disk, never imported)."""
+    wanted = [
+        ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
+        ("sklearn", "datasets/images/china.jpg"),
+        ("sklearn", "datasets/images/flower.jpg"),
+    ]
+    out = []
+    for pkg, rel in wanted:
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        path = Path(next(iter(spec.submodule_search_locations))) / rel
+        if path.is_file():
+            out.append(
+                CorpusEntry(
+                    f"photo_{path.stem}", f"package:{pkg}", lambda p=path: _open_image(p, 10**9)
+                )
+            )
+    return out
+
+
+def builtin_corpus(cfg: PreprocessConfig, seed: int = 0) -> list[CorpusEntry]:
+    """At least 24 deterministic inputs covering modes, tensor layouts, sizes and the
+    byte-heuristic boundary (see the README for the full list)."""
+    fw = flip_width(cfg)
+    g = "generated"
+
+    def rgb(salt: int, w: int, h: int) -> Callable[[], Any]:
+        return lambda: _pil(_noise(seed, salt, h, w, 3), "RGB")
+
+    def tensor(salt: int, shape: tuple[int, ...], dtype: torch.dtype = torch.uint8) -> Any:
+        def make() -> torch.Tensor:
+            t = torch.from_numpy(_rng(seed, salt).integers(0, 256, size=shape, dtype=np.uint8))
+            return t if dtype == torch.uint8 else t.to(dtype)
+
+        return make
+
+    entries = [
+        CorpusEntry("rgb_640x480", g, rgb(1, 640, 480)),
+        CorpusEntry("rgb_57x29_odd", g, rgb(2, 57, 29)),
+        CorpusEntry("rgb_1x1", g, rgb(3, 1, 1)),
+        CorpusEntry("rgb_3x5_tiny", g, rgb(4, 3, 5)),
+        CorpusEntry("rgb_448x448_mult28", g, rgb(5, 448, 448)),
+        CorpusEntry("rgb_896x560_mult28", g, rgb(6, 896, 560)),
+        CorpusEntry("gradient_700x300", g, lambda: _gradient(300, 700)),
+        CorpusEntry("rgba_300x200_partial_alpha", g, lambda: _partial_alpha(seed, 200, 300)),
+        CorpusEntry("la_120x90", g, lambda: _pil(_noise(seed, 8, 90, 120, 2), "LA")),
+        CorpusEntry("l_333x111", g, lambda: _pil(_noise(seed, 9, 111, 333, 1), "L")),
+        CorpusEntry(
+            "bw_150x77_1bit", g, lambda: _pil(_noise(seed, 10, 77, 150, 1), "L").convert("1")
+        ),
+        CorpusEntry("p_96x64", g, lambda: _palette(seed, 64, 96, transparency=False)),
+        CorpusEntry("p_96x64_transparency", g, lambda: _palette(seed, 64, 96, transparency=True)),
+        CorpusEntry("i16_200x100_16bit", g, lambda: _i16(seed, 100, 200)),
+        CorpusEntry(
+            "cmyk_160x120", g, lambda: _pil(_noise(seed, 12, 120, 160, 4), "CMYK")
+        ),
+        CorpusEntry("tensor_c3_320x240", g, tensor(20, (3, 240, 320))),
+        CorpusEntry("tensor_c4_200x150", g, tensor(21, (4, 150, 200))),
+        CorpusEntry("tensor_c1_100x80", g, tensor(22, (1, 80, 100))),
+        CorpusEntry("tensor_2d_90x60", g, tensor(23, (60, 90))),
+        CorpusEntry("tensor_float32_64x48", g, tensor(24, (3, 48, 64), torch.float32)),
+        CorpusEntry("large_4800x3600_downscaled", g, rgb(30, 4800, 3600)),
+        CorpusEntry("extreme_8000x50", g, rgb(31, 8000, 50)),
+        CorpusEntry(f"flip_deferred_{fw}x28", g, rgb(32, fw, 28)),
+        CorpusEntry(f"flip_eager_{fw + 1}x28", g, rgb(33, fw + 1, 28)),
+    ]
+    return entries + package_photos()
+
+
+def _open_image(path: Path, max_pixels: int) -> Image.Image:
+    if path.stat().st_size == 0:
+        raise InputError("zero-byte file")
+    try:
+        im = Image.open(path)
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"not an image PIL can open: {exc}") from None
+    w, h = im.size
+    if w * h > max_pixels:
+        raise InputError(
+            f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,} "
+            "(raise it with --max-pixels)"
+        )
+    try:
+        im.load()
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"corrupt or truncated image: {exc}") from None
+    return im
+
+
+def _open_tensor(path: Path) -> torch.Tensor:
+    if path.stat().st_size == 0:
+        raise InputError("zero-byte file")
+    try:
+        if path.suffix == ".npy":
+            obj: Any = torch.from_numpy(np.load(path, allow_pickle=False))
+        else:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # any unreadable tensor file is one bad input
+        raise InputError(f"cannot read tensor file: {exc}") from None
+    if not isinstance(obj, torch.Tensor):
+        raise InputError(f"tensor file holds a {type(obj).__name__}, not a tensor")
+    return obj
+
+
+def folder_corpus(folder: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[CorpusEntry]:
+    """Every regular, non-hidden file in ``folder`` (sorted). Images are opened with PIL;
+    ``.pt``/``.pth``/``.npy`` files are read as tensors."""
+    if not folder.is_dir():
+        raise InputError(f"--images {folder} is not a directory")
+    entries = []
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        if path.suffix.lower() in TENSOR_SUFFIXES:
+            entries.append(CorpusEntry(path.name, str(path), lambda p=path: _open_tensor(p)))
+        else:
+            entries.append(
+                CorpusEntry(path.name, str(path), lambda p=path: _open_image(p, max_pixels))
+            )
+    return entries
