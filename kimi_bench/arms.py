@@ -98,9 +98,7 @@ def _owner_stage(
         batch = materialize_items(rank_items, cfg, device)
         buffer = to_tower_buffer(batch.split(), torch.bfloat16)
         counts = batch.patch_counts()
-        for j, (pv, bf) in enumerate(
-            zip(batch.split(), torch.split(buffer, counts), strict=True)
-        ):
+        for j, (pv, bf) in enumerate(zip(batch.split(), torch.split(buffer, counts), strict=True)):
             fp32[mine[j]] = pv.cpu()
             bf16[mine[j]] = bf.cpu()
     return (
@@ -120,9 +118,7 @@ def run_eager(
 ) -> OwnerOutput:
     items = [eager_item(o, p, cfg, producer_device) for o, p in zip(inputs, plans, strict=True)]
     carried, nbytes = _carry(items)
-    fp32, bf16, owners = _owner_stage(
-        carried, cfg, n_ranks, rank_device, EAGER_MODEL_CLASS
-    )
+    fp32, bf16, owners = _owner_stage(carried, cfg, n_ranks, rank_device, EAGER_MODEL_CLASS)
     return OwnerOutput(fp32, bf16, owners, nbytes)
 
 

@@ -30,6 +30,7 @@ class FrozenRecord(Mapping[str, Any]):
     """A read-only, picklable mapping (``MappingProxyType`` cannot be pickled)."""
 
     __slots__ = ("_data",)
+    _data: dict[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         object.__setattr__(self, "_data", dict(data))
@@ -100,8 +101,8 @@ def read_deferred_record(
         in_patch_limit=base.in_patch_limit,
         patch_limit_on_one_side=base.patch_limit_on_one_side,
         fixed_output_tokens=base.fixed_output_tokens,
-        image_mean=tuple(record["image_mean"]),  # type: ignore[arg-type]
-        image_std=tuple(record["image_std"]),  # type: ignore[arg-type]
+        image_mean=tuple(record["image_mean"]),
+        image_std=tuple(record["image_std"]),
         transparent_bg=bg,
     )
     plan = ResizePlan(

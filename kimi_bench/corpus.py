@@ -46,6 +46,11 @@ def describe_input(obj: Any) -> str:
     return type(obj).__name__
 
 
+def _loader(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Bind arguments now (a bare lambda in a loop would see the last path)."""
+    return lambda: fn(*args)
+
+
 def _rng(seed: int, salt: int) -> np.random.Generator:
     return np.random.default_rng([seed, salt])
 
@@ -67,7 +72,7 @@ def _partial_alpha(seed: int, h: int, w: int) -> Image.Image:
 
 
 def _palette(seed: int, h: int, w: int, transparency: bool) -> Image.Image:
-    im = _pil(_noise(seed, 11, h, w, 3), "RGB").quantize(colors=64, dither=0)
+    im = _pil(_noise(seed, 11, h, w, 3), "RGB").quantize(colors=64, dither=Image.Dither.NONE)
     if transparency:
         im.info["transparency"] = 0
     return im
@@ -90,6 +95,7 @@ def flip_width(cfg: PreprocessConfig, height: int = 28, channels: int = 3) -> in
 
     Past the one-side cap the plan's FP32 size stops growing while the raw size keeps
     growing, so the verdict flips exactly once; binary search for it."""
+
     def defers(w: int) -> bool:
         obj = torch.zeros((channels, height, 1), dtype=torch.uint8).expand(channels, height, w)
         return decide_request([obj], [plan_resize(w, height, cfg)]).defer
@@ -120,7 +126,7 @@ def package_photos() -> list[CorpusEntry]:
         if path.is_file():
             out.append(
                 CorpusEntry(
-                    f"photo_{path.stem}", f"package:{pkg}", lambda p=path: _open_image(p, 10**9)
+                    f"photo_{path.stem}", f"package:{pkg}", _loader(_open_image, path, 10**9)
                 )
             )
     return out
@@ -159,9 +165,7 @@ def builtin_corpus(cfg: PreprocessConfig, seed: int = 0) -> list[CorpusEntry]:
         CorpusEntry("p_96x64", g, lambda: _palette(seed, 64, 96, transparency=False)),
         CorpusEntry("p_96x64_transparency", g, lambda: _palette(seed, 64, 96, transparency=True)),
         CorpusEntry("i16_200x100_16bit", g, lambda: _i16(seed, 100, 200)),
-        CorpusEntry(
-            "cmyk_160x120", g, lambda: _pil(_noise(seed, 12, 120, 160, 4), "CMYK")
-        ),
+        CorpusEntry("cmyk_160x120", g, lambda: _pil(_noise(seed, 12, 120, 160, 4), "CMYK")),
         CorpusEntry("tensor_c3_320x240", g, tensor(20, (3, 240, 320))),
         CorpusEntry("tensor_c4_200x150", g, tensor(21, (4, 150, 200))),
         CorpusEntry("tensor_c1_100x80", g, tensor(22, (1, 80, 100))),
@@ -224,9 +228,9 @@ def folder_corpus(folder: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Co
         if path.name.startswith(".") or not path.is_file():
             continue
         if path.suffix.lower() in TENSOR_SUFFIXES:
-            entries.append(CorpusEntry(path.name, str(path), lambda p=path: _open_tensor(p)))
+            entries.append(CorpusEntry(path.name, str(path), _loader(_open_tensor, path)))
         else:
             entries.append(
-                CorpusEntry(path.name, str(path), lambda p=path: _open_image(p, max_pixels))
+                CorpusEntry(path.name, str(path), _loader(_open_image, path, max_pixels))
             )
     return entries

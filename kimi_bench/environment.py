@@ -25,7 +25,10 @@ def git_commit(start: Path | None = None) -> dict[str, Any]:
                 continue
             dirty = subprocess.run(
                 ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=where, capture_output=True, text=True, timeout=5,
+                cwd=where,
+                capture_output=True,
+                text=True,
+                timeout=5,
             )
             return {"commit": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
         except (OSError, subprocess.SubprocessError):

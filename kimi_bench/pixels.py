@@ -60,7 +60,9 @@ def tensor_to_chw(t: torch.Tensor, *, require_uint8: bool = True) -> torch.Tenso
     if t.dim() == 2:
         t = t.unsqueeze(0)
     if t.dim() != 3:
-        raise StagingError(f"image tensor must be 2-D (H, W) or 3-D (C, H, W); got {tuple(t.shape)}")
+        raise StagingError(
+            f"image tensor must be 2-D (H, W) or 3-D (C, H, W); got {tuple(t.shape)}"
+        )
     if _looks_hwc(t):
         h, w, c = t.shape
         raise StagingError(
@@ -86,7 +88,9 @@ def stage_input(obj: Any, cfg: PreprocessConfig, *, require_uint8: bool = True) 
         if t.shape[0] == 4 and cfg.transparent_bg is None:
             t = t[:3].contiguous()
         return t
-    raise StagingError(f"unsupported input type {type(obj).__name__}; expected a PIL image or a tensor")
+    raise StagingError(
+        f"unsupported input type {type(obj).__name__}; expected a PIL image or a tensor"
+    )
 
 
 def input_size(obj: Any) -> tuple[int, int]:

@@ -29,10 +29,22 @@ from kimi_bench.reference import max_abs_diff, pil_reference
 from kimi_bench.report import Report, View
 
 RESULT_KEYS = (
-    "name", "width", "height", "mode", "deferred", "reason", "grid_thw", "num_tokens",
-    "raw_bytes", "processed_bytes", "owner_rank", "bit_exact_fp32", "bit_exact_bf16",
-    "max_abs_diff_vs_pil", "error",
-)  # fmt: skip
+    "name",
+    "width",
+    "height",
+    "mode",
+    "deferred",
+    "reason",
+    "grid_thw",
+    "num_tokens",
+    "raw_bytes",
+    "processed_bytes",
+    "owner_rank",
+    "bit_exact_fp32",
+    "bit_exact_bf16",
+    "max_abs_diff_vs_pil",
+    "error",
+)
 
 
 @dataclass
@@ -100,9 +112,15 @@ def _run_batch(
     plans = [a.plan for a in batch]
     eager = run_eager(objs, plans, opts.cfg, opts.ranks, producer, rank_dev)
     deferred = run_deferred(
-        objs, plans, opts.cfg, opts.ranks, producer, rank_dev,
-        policy=opts.policy, images_per_request=opts.images_per_request,
-    )  # fmt: skip
+        objs,
+        plans,
+        opts.cfg,
+        opts.ranks,
+        producer,
+        rank_dev,
+        policy=opts.policy,
+        images_per_request=opts.images_per_request,
+    )
     for i, acc in enumerate(batch):
         d = deferred.decisions[i]
         e_fp, d_fp = eager.fp32[i], deferred.fp32[i]
@@ -126,9 +144,7 @@ def _run_batch(
             )
 
 
-def run_parity(
-    opts: ParityOptions, progress: Callable[[str, int], None] | None = None
-) -> Report:
+def run_parity(opts: ParityOptions, progress: Callable[[str, int], None] | None = None) -> Report:
     """Run both arms over the corpus. ``progress(name, n_done)`` is called per input."""
     opts.validate()
     rank_dev = resolve_device(opts.device)
@@ -228,8 +244,20 @@ def _build_report(
         "max_pixels": opts.max_pixels,
     }
     env = environment(device, opts.cfg.name, opts.seed, owner_device_emulated=device.type == "cpu")
-    cols = ["name", "width", "height", "mode", "deferred", "grid_thw", "owner_rank",
-            "bit_exact_fp32", "bit_exact_bf16", "max_abs_diff_vs_pil", "reason", "error"]  # fmt: skip
+    cols = [
+        "name",
+        "width",
+        "height",
+        "mode",
+        "deferred",
+        "grid_thw",
+        "owner_rank",
+        "bit_exact_fp32",
+        "bit_exact_bf16",
+        "max_abs_diff_vs_pil",
+        "reason",
+        "error",
+    ]
     return Report(
         kind="parity",
         environment=env,

@@ -83,10 +83,17 @@ def parity(
     try:
         cfg = resolve_config(preset, config)
         opts = ParityOptions(
-            cfg=cfg, images_dir=images, device=device, ranks=ranks, policy=policy,  # type: ignore[arg-type]
-            images_per_request=images_per_request, batch_size=batch_size, seed=seed,
-            max_pixels=max_pixels, dump_dir=dump,
-        )  # fmt: skip
+            cfg=cfg,
+            images_dir=images,
+            device=device,
+            ranks=ranks,
+            policy=policy,  # type: ignore[arg-type]
+            images_per_request=images_per_request,
+            batch_size=batch_size,
+            seed=seed,
+            max_pixels=max_pixels,
+            dump_dir=dump,
+        )
         opts.validate()
     except (ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
@@ -105,13 +112,23 @@ def parity(
     write_markdown(report, out_dir / "report.md")
     write_csv(report.results, out_dir / "parity.csv")
     rows = [
-        {"input": r["name"], "WxH": f"{r['width']}x{r['height']}" if r["width"] else None,
-         "mode": r["mode"], "defer": r["deferred"], "grid": r["grid_thw"],
-         "owner": r["owner_rank"], "fp32": r["bit_exact_fp32"], "bf16": r["bit_exact_bf16"],
-         "vs PIL": r["max_abs_diff_vs_pil"], "error": r["error"]}
+        {
+            "input": r["name"],
+            "WxH": f"{r['width']}x{r['height']}" if r["width"] else None,
+            "mode": r["mode"],
+            "defer": r["deferred"],
+            "grid": r["grid_thw"],
+            "owner": r["owner_rank"],
+            "fp32": r["bit_exact_fp32"],
+            "bf16": r["bit_exact_bf16"],
+            "vs PIL": r["max_abs_diff_vs_pil"],
+            "error": r["error"],
+        }
         for r in report.results
-    ]  # fmt: skip
-    console.print(rich_table("parity (eager vs deferred, torch.equal)", rows, list(rows[0]) if rows else []))
+    ]
+    console.print(
+        rich_table("parity (eager vs deferred, torch.equal)", rows, list(rows[0]) if rows else [])
+    )
     for note in report.notes:
         err_console.print(f"[dim]note: {note}[/]")
     code = exit_code(report)

@@ -91,8 +91,10 @@ def write_csv(rows: list[dict[str, Any]], path: Path, columns: list[str] | None 
         writer.writeheader()
         for r in rows:
             writer.writerow(
-                {c: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
-                 for c, v in r.items()}
+                {
+                    c: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
+                    for c, v in r.items()
+                }
             )
     os.replace(tmp, path)
     return path

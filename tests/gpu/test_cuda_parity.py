@@ -1,0 +1,46 @@
+"""GPU-only: the CUDA materializer. Run with ``pytest -m gpu`` on a CUDA machine."""
+
+import json
+
+import pytest
+import torch
+from PIL import Image
+
+from kimi_bench.arms import run_deferred, run_eager
+from kimi_bench.config import get_preset
+from kimi_bench.corpus import builtin_corpus
+from kimi_bench.materialize import materialize
+from kimi_bench.navit import plan_resize
+from kimi_bench.pixels import stage_input
+from tests.conftest import DATA, golden_images_dir
+from tests.unit.test_golden_features import digests
+
+pytestmark = pytest.mark.gpu
+CUDA = torch.device("cuda")
+
+
+def test_eager_and_deferred_identical_on_cuda():
+    cfg = get_preset("kimi-k3")
+    objs = [e.load() for e in builtin_corpus(cfg)[:20]]
+    plans = [
+        plan_resize(*(o.size if hasattr(o, "mode") else (o.shape[-1], o.shape[-2])), cfg)
+        for o in objs
+    ]
+    eager = run_eager(objs, plans, cfg, 4, CUDA, CUDA)
+    deferred = run_deferred(objs, plans, cfg, 4, CUDA, CUDA)
+    for a, b in zip(eager.bf16, deferred.bf16, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(eager.fp32, deferred.fp32, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_rgb_cuda_matches_cpu_golden_digest():
+    images = golden_images_dir()
+    if images is None:
+        pytest.skip("golden images not found")
+    golden = json.loads((DATA / "expected_features.json").read_text())["images"]
+    cfg = get_preset("kimi-k3")
+    for name in ("rgb_640x480.png", "rgb_57x29.png", "texture_4000x3000.jpg"):
+        img = Image.open(images / name)
+        batch = materialize([stage_input(img, cfg)], [plan_resize(*img.size, cfg)], cfg, CUDA)
+        assert digests(batch.pixel_values.cpu())[0] == golden[name]["kimi-k3"]["sha256_fp32"]

@@ -1,0 +1,61 @@
+"""The materializer against SHA-256 digests computed by the runtime's own functions on
+the CPU (../shared/golden). Bit-exact: FP32 bytes and BF16 bytes viewed as int16."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+from PIL import Image
+
+from kimi_bench.config import get_preset
+from kimi_bench.materialize import materialize
+from kimi_bench.navit import plan_resize
+from kimi_bench.pixels import stage_input
+from tests.conftest import DATA, golden_images_dir
+
+GOLDEN = json.loads((DATA / "expected_features.json").read_text())
+IMAGES = golden_images_dir()
+CASES = [(name, preset) for name in GOLDEN["images"] for preset in ("kimi-k3", "kimi-k2.5")]
+needs_images = pytest.mark.skipif(IMAGES is None, reason="../shared/golden/images not found")
+
+
+def digests(pv: torch.Tensor) -> tuple[str, str]:
+    fp32 = hashlib.sha256(pv.contiguous().numpy().tobytes()).hexdigest()
+    bf16 = hashlib.sha256(pv.to(torch.bfloat16).view(torch.int16).numpy().tobytes()).hexdigest()
+    return fp32, bf16
+
+
+def test_golden_covers_thirteen_images():
+    assert len(GOLDEN["images"]) == 13
+
+
+@needs_images
+@pytest.mark.parametrize(("name", "preset"), CASES)
+def test_features_match_runtime_digests(name, preset):
+    assert IMAGES is not None
+    want = GOLDEN["images"][name][preset]
+    cfg = get_preset(preset)
+    img = Image.open(IMAGES / name)
+    plan = plan_resize(*img.size, cfg)
+    batch = materialize([stage_input(img, cfg)], [plan], cfg)
+    assert list(plan.grid_thw) == want["grid_thw"]
+    assert list(batch.pixel_values.shape) == want["shape"]
+    fp32, bf16 = digests(batch.pixel_values)
+    assert fp32 == want["sha256_fp32"]
+    assert bf16 == want["sha256_bf16"]
+    assert batch.pixel_values.flatten()[:4].tolist() == want["first_values"]
+
+
+@needs_images
+def test_batched_equals_alone_for_same_group():
+    """Two images with one plan, materialized together, equal each alone (bitwise)."""
+    assert IMAGES is not None
+    cfg = get_preset("kimi-k3")
+    img = Image.open(IMAGES / "rgb_640x480.png")
+    chw = stage_input(img, cfg)
+    flipped = chw.flip(-1).contiguous()
+    plan = plan_resize(640, 480, cfg)
+    both = materialize([chw, flipped], [plan, plan], cfg).split()
+    assert torch.equal(both[0], materialize([chw], [plan], cfg).pixel_values)
+    assert torch.equal(both[1], materialize([flipped], [plan], cfg).pixel_values)
