@@ -148,11 +148,14 @@ class MMItem:
         t, h, w = self.grid_thw
         return t * h * w
 
-    def validate(self) -> None:
+    def validate(self, require_cpu: bool = True) -> None:
+        """Check the item against the contract. ``require_cpu=False`` on the owner, where a
+        deferred uint8 feature may already have been copied to the device."""
         grid = self.grid_thw
         if self.is_deferred:
             f = self.feature
-            if f.dtype != torch.uint8 or f.dim() != 3 or f.device.type != "cpu":
+            on_cpu = f.device.type == "cpu" or not require_cpu
+            if f.dtype != torch.uint8 or f.dim() != 3 or not on_cpu:
                 raise ContractError(
                     "a deferred item's feature must be a CPU uint8 CHW tensor, got "
                     f"{f.dtype} {tuple(f.shape)} on {f.device}"

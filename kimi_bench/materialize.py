@@ -135,7 +135,7 @@ def materialize_items(
     out: list[torch.Tensor | None] = [None] * len(items)
     deferred: dict[PreprocessConfig, list[tuple[int, torch.Tensor, ResizePlan]]] = {}
     for i, item in enumerate(items):
-        item.validate()
+        item.validate(require_cpu=False)
         if item.is_deferred:
             h, w = int(item.feature.shape[1]), int(item.feature.shape[2])
             spec = read_deferred_record(item.model_specific_data[DEFERRED_KEY], w, h, base)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ def _root() -> None:
 
 
 app.command("parity")(parity)
+app.command("micro")(micro)
 
 
 def main() -> None:

@@ -1,0 +1,125 @@
+import json
+import multiprocessing as mp
+
+import pytest
+from typer.testing import CliRunner
+
+from kimi_bench.bench.images import ImageSpecError, describe_spec, parse_image_spec
+from kimi_bench.bench.micro import MicroFailed, MicroOptions, run_micro
+from kimi_bench.bench.micro_worker import STAGES
+from kimi_bench.cli.main import app
+from kimi_bench.config import get_preset
+from kimi_bench.navit import plan_resize
+from kimi_bench.transport import SHM_DIR
+
+K3 = get_preset("kimi-k3")
+
+
+def _segments() -> set[str]:
+    return {p.name for p in SHM_DIR.iterdir() if p.name.startswith("kimibench_")}
+
+
+def test_spec_parser():
+    assert parse_image_spec("4x1536x1024") == ((4, 1536, 1024),)
+    assert parse_image_spec("2x1536x1024, 1x4096x3072") == ((2, 1536, 1024), (1, 4096, 3072))
+    assert describe_spec(((2, 640, 480),)) == "2 images of width 640 and height 480"
+    for bad in ("4x0x10", "x", "-1x2x3", "4x1536", "0x2x2", ""):
+        with pytest.raises(ImageSpecError):
+            parse_image_spec(bad)
+
+
+@pytest.mark.parametrize("spec", ["4x0x10", "x", "-1x2x3"])
+def test_bad_spec_exits_2(spec, tmp_path):
+    res = CliRunner().invoke(app, ["micro", "--images", spec, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "COUNTxWIDTHxHEIGHT" in res.output or "must be >= 1" in res.output
+
+
+@pytest.mark.slow
+def test_stage_bookkeeping_and_bytes_cpu_two_ranks():
+    before = _segments()
+    report = run_micro(
+        MicroOptions(
+            cfg=K3,
+            groups=((2, 64, 48), (1, 30, 20)),
+            ranks=2,
+            repeats=2,
+            warmup=1,
+            device="cpu",
+            transport="shm",
+        )
+    )
+    eager, deferred = report.data["arms"]["eager"], report.data["arms"]["deferred"]
+    plans = [plan_resize(64, 48, K3)] * 2 + [plan_resize(30, 20, K3)]
+    fp32 = sum(3 * p.padded_width * p.padded_height * 4 for p in plans)
+    raw = 2 * 3 * 64 * 48 + 3 * 30 * 20
+    assert eager["stages"]["producer"]["bytes"] == fp32
+    assert deferred["stages"]["producer"]["bytes"] == raw
+    assert eager["stages"]["take_copy"]["bytes"] == 2 * fp32  # every rank clones everything
+    assert deferred["stages"]["take_copy"]["bytes"] == 2 * raw
+    assert not eager["stages"]["d2h"]["applicable"]  # CPU: labelled n/a, not faked
+    assert not deferred["stages"]["pre_embed_move"]["applicable"]
+    for arm in (eager, deferred):
+        totals = arm["total_ms"]["samples"]
+        assert len(totals) == 2
+        for i, total in enumerate(totals):
+            parts = sum(st["samples_ms"][i] for st in arm["stages"].values() if st["applicable"])
+            assert parts + arm["unattributed_ms"][i] == pytest.approx(total, rel=1e-6)
+            assert arm["unattributed_ms"][i] < 0.5 * total
+    assert report.summary["bit_exact_all_repeats"] is True
+    assert report.summary["bytes_ratio"] >= 3
+    assert len(report.data["speedup"]["samples"]) == 2
+    assert report.summary["floor_ms"] > 0
+    assert set(eager["stages"]) == set(STAGES)
+    assert _segments() == before
+    assert mp.active_children() == []
+
+
+@pytest.mark.slow
+def test_rank_failure_cleans_up_and_keeps_partial_results():
+    before = _segments()
+    with pytest.raises(MicroFailed) as info:
+        run_micro(
+            MicroOptions(
+                cfg=K3,
+                groups=((2, 64, 48),),
+                ranks=2,
+                repeats=3,
+                warmup=0,
+                device="cpu",
+                fault="rank:1:repeat:1",
+                timeout_s=60,
+            )
+        )
+    report = info.value.report
+    assert "injected fault" in str(info.value)
+    assert report.summary["error"] and report.summary["verdict"].startswith("INCOMPLETE")
+    assert report.summary["repeats_completed"] == 1  # repeat 0 finished before the fault
+    assert _segments() == before
+    assert mp.active_children() == []
+
+
+@pytest.mark.slow
+def test_cli_micro_cpu(tmp_path):
+    out = tmp_path / "m"
+    res = CliRunner().invoke(
+        app,
+        [
+            "micro",
+            "--images",
+            "2x640x480",
+            "--ranks",
+            "2",
+            "--repeats",
+            "3",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["kind"] == "micro" and rep["schema_version"] == 1
+    assert rep["summary"]["eager_moved_bytes"] >= 3 * rep["summary"]["deferred_moved_bytes"]
+    assert (out / "stages.csv").exists() and (out / "report.md").exists()
