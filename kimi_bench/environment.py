@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 import subprocess
 import sys
@@ -15,7 +16,13 @@ import kimi_bench
 
 
 def git_commit(start: Path | None = None) -> dict[str, Any]:
-    """HEAD of the checkout kimi-bench runs from (or of the working directory)."""
+    """HEAD of the checkout kimi-bench runs from (or of the working directory).
+
+    ``KIMI_BENCH_GIT_COMMIT`` wins: set it where the code runs from a copy without ``.git``
+    (e.g. a remote GPU machine)."""
+    forced = os.environ.get("KIMI_BENCH_GIT_COMMIT")
+    if forced:
+        return {"commit": forced, "dirty": os.environ.get("KIMI_BENCH_GIT_DIRTY") == "1"}
     for where in (start or Path.cwd(), Path(kimi_bench.__file__).resolve().parent):
         try:
             sha = subprocess.run(

@@ -28,10 +28,14 @@ def test_eager_and_deferred_identical_on_cuda():
     ]
     eager = run_eager(objs, plans, cfg, 4, CUDA, CUDA)
     deferred = run_deferred(objs, plans, cfg, 4, CUDA, CUDA)
-    for a, b in zip(eager.bf16, deferred.bf16, strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(eager.fp32, deferred.fp32, strict=True):
-        assert torch.equal(a, b)
+    names = [e.name for e in builtin_corpus(cfg)[:20]]
+    differ = [
+        (n, float((a - b).abs().max()))
+        for n, a, b in zip(names, eager.fp32, deferred.fp32, strict=True)
+        if not torch.equal(a, b)
+    ]
+    assert differ == []
+    assert all(torch.equal(a, b) for a, b in zip(eager.bf16, deferred.bf16, strict=True))
 
 
 def test_rgb_cuda_matches_cpu_golden_digest():
