@@ -75,6 +75,6 @@ def environment(device: torch.device, preset: str, seed: int, **extra: Any) -> d
         "git": git_commit(),
         "preset": preset,
         "seed": seed,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         **extra,
     }

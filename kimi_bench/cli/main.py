@@ -6,6 +6,7 @@ import typer
 
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
+from kimi_bench.cli.serve import serve_ab
 
 app = typer.Typer(
     name="kimi-bench",
@@ -25,6 +26,7 @@ def _root() -> None:
 
 app.command("parity")(parity)
 app.command("micro")(micro)
+app.command("serve-ab")(serve_ab)
 
 
 def main() -> None:

@@ -1,0 +1,52 @@
+"""Stand-ins for the vision encoder and the LLM prefill in ``serve-ab``.
+
+They are *not* the model: each runs a chain of square matmuls whose FLOP count is set by
+the scenario (``encoder_gflop_per_patch``, ``prefill_gflop_per_token``), so GPU (or CPU)
+time grows with the patch and token counts the way a real tower and prefill do. Defaults
+are sized from public figures: MoonViT (~0.4 B parameters) costs ~0.8 GFLOP per patch;
+the prefill default (6 GFLOP per token, split over the TP ranks) is a ~3 B-active model,
+far smaller than Kimi-K3, so that eight ranks sharing one GPU finish in reasonable time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class StandinCost:
+    encoder_gflop_per_patch: float = 0.8
+    prefill_gflop_per_token: float = 6.0
+    text_tokens_per_request: int = 128
+    cpu_flops_scale: float = 0.002  # on CPU-only runs, FLOPs are scaled down by this
+
+    def scaled(self, device: torch.device) -> float:
+        return 1.0 if device.type == "cuda" else self.cpu_flops_scale
+
+
+class MatmulChain:
+    """``rows x width`` activations through square ``width x width`` weights, repeated
+    until the requested FLOPs are spent (at least once when any work is asked for)."""
+
+    def __init__(self, device: torch.device, width: int | None = None, seed: int = 0) -> None:
+        self.device = device
+        self.width = width or (1024 if device.type == "cuda" else 256)
+        self.dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        w = torch.randn(self.width, self.width, generator=gen) / self.width**0.5
+        self.weight = w.to(device=device, dtype=self.dtype)
+
+    def run(self, rows: int, gflop: float) -> float:
+        """Spend ~``gflop`` GFLOP on ``rows`` rows; returns the GFLOP actually executed."""
+        if rows <= 0 or gflop <= 0:
+            return 0.0
+        per_pass = 2.0 * rows * self.width * self.width / 1e9
+        passes = max(1, round(gflop / per_pass))
+        x = torch.ones(rows, self.width, device=self.device, dtype=self.dtype)
+        for _ in range(passes):
+            x = torch.tanh(x @ self.weight)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return passes * per_pass
