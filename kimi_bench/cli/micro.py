@@ -65,10 +65,9 @@ def micro(
     """
     from kimi_bench.bench.images import ImageSpecError, parse_image_spec
     from kimi_bench.bench.micro import MicroFailed, MicroOptions, exit_code, run_micro
-    from kimi_bench.bench.micro_worker import STAGES
     from kimi_bench.config import ConfigError, resolve_config
-    from kimi_bench.report.plots import PLOT_HINT, stage_bars
-    from kimi_bench.report.writers import write_csv, write_json, write_markdown
+    from kimi_bench.report.emit import emit_micro
+    from kimi_bench.report.plots import PLOT_HINT
 
     try:
         opts = MicroOptions(
@@ -101,15 +100,7 @@ def micro(
         report, failed = exc.report, str(exc)
     except ValueError as exc:
         raise usage_error(str(exc)) from None
-    write_json(report, out_dir / "report.json")
-    write_markdown(report, out_dir / "report.md")
-    write_csv(report.results, out_dir / "stages.csv")
-    chart = stage_bars(
-        report.data["arms"],
-        list(STAGES),
-        f"{images}, {ranks} ranks, {transport}",
-        out_dir / "stages.png",
-    )
+    written = emit_micro(report, out_dir)
     console.print(
         rich_table(
             "micro: stage medians",
@@ -119,7 +110,7 @@ def micro(
     )
     for note in report.notes:
         err_console.print(f"[dim]note: {note}[/]")
-    if chart is None:
+    if not any(p.suffix == ".png" for p in written):
         err_console.print(f"[yellow]no chart:[/] {PLOT_HINT}")
     s = report.summary
     if s.get("floor_ms"):

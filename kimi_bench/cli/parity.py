@@ -78,7 +78,7 @@ def parity(
     from kimi_bench.bench.parity import ParityOptions, exit_code, run_parity
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.corpus import InputError
-    from kimi_bench.report.writers import write_csv, write_json, write_markdown
+    from kimi_bench.report.emit import emit_parity
 
     try:
         cfg = resolve_config(preset, config)
@@ -108,9 +108,7 @@ def parity(
             report = run_parity(opts, progress=tick)
     except (InputError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    write_json(report, out_dir / "report.json")
-    write_markdown(report, out_dir / "report.md")
-    write_csv(report.results, out_dir / "parity.csv")
+    emit_parity(report, out_dir)
     rows = [
         {
             "input": r["name"],

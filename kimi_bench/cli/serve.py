@@ -84,6 +84,8 @@ def serve_ab(
     from kimi_bench.bench.standins import StandinCost
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import resolve_device
+    from kimi_bench.report.emit import emit_serve
+    from kimi_bench.report.plots import PLOT_HINT
     from kimi_bench.scenario import ScenarioError, load_scenario, pick
 
     try:
@@ -120,13 +122,9 @@ def serve_ab(
     error = None
 
     def write(runs: list[dict[str, Any]], err: str | None) -> Any:
-        from kimi_bench.report.writers import write_csv, write_json, write_markdown
-
         report = build_serve_report(opts, runs, dev, err)
-        write_json(report, out_dir / "report.json")
-        write_markdown(report, out_dir / "report.md")
-        write_csv(report.data["requests"], out_dir / "requests.csv")
-        return report
+        written = emit_serve(report, out_dir)
+        return report, written
 
     with progress_bar(total, "serve-ab") as bar:
         task = bar.add_task("serve-ab", total=total, item="")
@@ -142,8 +140,9 @@ def serve_ab(
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt:
             runs, error = [], "interrupted by the user (Ctrl-C)"
-    report = write(runs, error)
-    _plots(report, out_dir)
+    report, written = write(runs, error)
+    if not any(p.suffix == ".png" for p in written):
+        err_console.print(f"[yellow]no plots:[/] {PLOT_HINT}")
     console.print(rich_table("serve-ab", report.results, report.views[0].columns or []))
     console.print(
         rich_table(
@@ -157,23 +156,3 @@ def serve_ab(
     console.print(f"[{'bold red' if error else 'bold green'}]{report.summary['verdict']}[/]")
     console.print(f"report: {out_dir / 'report.json'}")
     raise typer.Exit(code=1 if error or report.summary["failed_requests"] else 0)
-
-
-def _plots(report: Any, out_dir: Path) -> None:
-    from kimi_bench.report.plots import PLOT_HINT, ttft_cdf, ttft_vs_rate
-
-    series: dict[str, list[float]] = {}
-    for r in report.data["requests"]:
-        if r.get("ttft_ms") is not None:
-            series.setdefault(f"{r['arm']} @ {r['rate']}", []).append(r["ttft_ms"])
-    rates = report.summary["rates"]
-    lines: dict[str, list[float | None]] = {}
-    for arm in ("eager", "deferred"):
-        for stat in ("median", "p90"):
-            by_rate = {r["rate"]: r[f"ttft_{stat}_ms"] for r in report.results if r["arm"] == arm}
-            if by_rate:
-                lines[f"{arm} {stat}"] = [by_rate.get(rt) for rt in rates]
-    a = ttft_cdf(series, "TTFT CDF per arm and rate", out_dir / "ttft_cdf.png")
-    b = ttft_vs_rate(rates, lines, "TTFT vs request rate", out_dir / "ttft_vs_rate.png")
-    if a is None or b is None:
-        err_console.print(f"[yellow]no plots:[/] {PLOT_HINT}")

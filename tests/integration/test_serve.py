@@ -1,0 +1,100 @@
+import json
+import math
+import multiprocessing as mp
+
+import pytest
+from typer.testing import CliRunner
+
+from kimi_bench.bench.serve import ServeFailed, ServeOptions, run_serve_ab
+from kimi_bench.bench.serve_report import build_serve_report
+from kimi_bench.cli.main import app
+from kimi_bench.config import get_preset
+from kimi_bench.transport import SHM_DIR
+
+pytestmark = pytest.mark.slow
+
+
+def _segments() -> set[str]:
+    return {p.name for p in SHM_DIR.iterdir() if p.name.startswith("kimibench_")}
+
+
+def test_two_rank_cpu_end_to_end(tmp_path):
+    out = tmp_path / "sab"
+    res = CliRunner().invoke(
+        app,
+        [
+            "serve-ab",
+            "--rates",
+            "inf,20",
+            "--requests",
+            "6",
+            "--ranks",
+            "2",
+            "--resolution",
+            "160x120",
+            "--warmup-requests",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["kind"] == "serve-ab"
+    rows = {(r["rate"], r["arm"]): r for r in rep["results"]}
+    assert set(rows) == {("inf", "eager"), ("inf", "deferred"), ("20", "eager"), ("20", "deferred")}
+    for r in rows.values():
+        assert r["completed"] == 6 and r["failed"] == 0
+        assert r["ttft_median_ms"] > 0 and r["req_per_s"] > 0
+    for rate in ("inf", "20"):  # the deferred arm moves fewer bytes
+        assert rows[(rate, "deferred")]["bytes_moved"] < rows[(rate, "eager")]["bytes_moved"]
+    assert set(rep["ab"]) == {"inf", "20"}
+    assert isinstance(rep["ab"]["inf"]["median_ttft"]["significant"], bool)
+    assert len(rep["requests"]) == 24
+    assert (out / "requests.csv").exists()
+    assert (out / "ttft_cdf.png").exists() and (out / "ttft_vs_rate.png").exists()
+
+
+def test_same_trace_and_payloads_for_both_arms():
+    opts = ServeOptions(
+        cfg=get_preset("kimi-k3"),
+        rates=[5.0],
+        requests=4,
+        ranks=2,
+        processor_workers=1,
+        resolution=(96, 64),
+        warmup_requests=0,
+        device="cpu",
+    )
+    runs = run_serve_ab(opts)
+    assert [r["arm"] for r in runs] == ["eager", "deferred"]
+    assert runs[0]["arrivals"] == runs[1]["arrivals"]
+    assert len(runs[0]["arrivals"]) == 4 and runs[0]["arrivals"] == sorted(runs[0]["arrivals"])
+    tokens = [sorted((r["rid"], r["image_tokens"]) for r in run["records"]) for run in runs]
+    assert tokens[0] == tokens[1]
+
+
+def test_worker_crash_ends_the_run_cleanly():
+    before = _segments()
+    opts = ServeOptions(
+        cfg=get_preset("kimi-k3"),
+        rates=[math.inf],
+        requests=6,
+        ranks=2,
+        processor_workers=1,
+        resolution=(96, 64),
+        warmup_requests=0,
+        device="cpu",
+        fault="producer:3",
+    )
+    with pytest.raises(ServeFailed) as info:
+        run_serve_ab(opts)
+    assert "producer0 died with exit code 3" in str(info.value)
+    runs = info.value.runs
+    report = build_serve_report(opts, runs, __import__("torch").device("cpu"), str(info.value))
+    assert report.summary["verdict"].startswith("INCOMPLETE")
+    assert report.results[0]["completed"] < 6
+    assert mp.active_children() == []
+    assert _segments() == before

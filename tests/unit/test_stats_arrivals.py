@@ -1,0 +1,58 @@
+import math
+
+import pytest
+
+from kimi_bench.bench.serve import arrival_offsets, parse_rates
+from kimi_bench.bench.stats import bootstrap_interval, percentile, relative_change, summarize
+
+
+def test_percentile_hand_values():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile(list(range(1, 11)), 90) == pytest.approx(9.1)
+    assert percentile([5], 99) == 5
+    assert percentile([3, 1, 2], 0) == 1 and percentile([3, 1, 2], 100) == 3
+    assert math.isnan(percentile([], 50))
+    s = summarize([10, 20, 30, 40, 50])
+    assert (s.median, s.p10, s.p90, s.mean) == (30, 14, 46, 30)
+
+
+def test_relative_change_and_bootstrap():
+    assert relative_change(100, 21) == pytest.approx(-0.79)
+    a = [100.0 + (i % 5) for i in range(50)]
+    b = [50.0 + (i % 5) for i in range(50)]
+    lo, hi = bootstrap_interval(
+        a, b, lambda x, y: relative_change(percentile(x, 50), percentile(y, 50))
+    )
+    assert lo < -0.45 < -0.5 + 0.1 and hi < 0  # clearly below zero: significant
+    same = bootstrap_interval(
+        a, a, lambda x, y: relative_change(percentile(x, 50), percentile(y, 50))
+    )
+    assert same[0] <= 0 <= same[1]  # identical samples straddle zero
+
+
+def test_poisson_arrivals_are_seeded_with_the_right_mean():
+    t1 = arrival_offsets(8.0, 4000, 1.0, seed=3)
+    assert t1 == arrival_offsets(8.0, 4000, 1.0, seed=3)
+    assert t1 != arrival_offsets(8.0, 4000, 1.0, seed=4)
+    gaps = [b - a for a, b in zip((0.0, *t1[:-1]), t1, strict=True)]
+    mean = sum(gaps) / len(gaps)
+    assert mean == pytest.approx(1 / 8, rel=0.05)
+    cv = math.sqrt(sum((g - mean) ** 2 for g in gaps) / len(gaps)) / mean
+    assert cv == pytest.approx(1.0, rel=0.08)  # exponential gaps
+
+
+def test_gamma_burstiness_keeps_the_mean_and_changes_the_spread():
+    t = arrival_offsets(2.0, 4000, burstiness=4.0, seed=0)
+    gaps = [b - a for a, b in zip((0.0, *t[:-1]), t, strict=True)]
+    mean = sum(gaps) / len(gaps)
+    cv = math.sqrt(sum((g - mean) ** 2 for g in gaps) / len(gaps)) / mean
+    assert mean == pytest.approx(0.5, rel=0.05)
+    assert cv == pytest.approx(0.5, rel=0.1)  # 1 / sqrt(4)
+
+
+def test_inf_rate_and_rate_parsing():
+    assert arrival_offsets(math.inf, 3) == (0.0, 0.0, 0.0)
+    assert parse_rates("2, 8,inf") == [2.0, 8.0, math.inf]
+    for bad in ("0", "-1", "fast", "nan"):
+        with pytest.raises(ValueError):
+            parse_rates(bad)
