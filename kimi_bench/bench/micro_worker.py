@@ -24,9 +24,16 @@ from kimi_bench.transport import broadcast_bytes, dumps, loads, pack, unlink, un
 ARMS = ("eager", "deferred")
 # Boundaries of the critical path; stage k lasts from boundary k-1 to boundary k.
 STAGES = (
-    "producer", "d2h", "serialize", "to_rank0", "broadcast",
-    "take_copy", "pre_embed_move", "owner_h2d", "owner_materialize",
-)  # fmt: skip
+    "producer",
+    "d2h",
+    "serialize",
+    "to_rank0",
+    "broadcast",
+    "take_copy",
+    "pre_embed_move",
+    "owner_h2d",
+    "owner_materialize",
+)
 
 
 @dataclass(frozen=True)

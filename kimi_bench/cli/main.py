@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
+from kimi_bench.cli.run import run
 from kimi_bench.cli.serve import serve_ab
 
 app = typer.Typer(
@@ -27,6 +29,9 @@ def _root() -> None:
 app.command("parity")(parity)
 app.command("micro")(micro)
 app.command("serve-ab")(serve_ab)
+app.command("gate")(gate)
+app.command("compare")(compare)
+app.command("run")(run)
 
 
 def main() -> None:

@@ -1,0 +1,36 @@
+"""JUnit XML for gate results: one test case per rule (CI systems render these)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+
+def junit_xml(results: list[dict[str, Any]], suite: str = "kimi-bench gate") -> str:
+    failures = sum(1 for r in results if r["verdict"] == "fail")
+    skipped = sum(1 for r in results if r["verdict"] == "skip")
+    root = ET.Element(
+        "testsuite",
+        name=suite,
+        tests=str(len(results)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
+    for r in results:
+        case = ET.SubElement(root, "testcase", classname="kimi_bench.gate", name=r["rule"])
+        text = f"measured={r['measured']!r} limit={r['limit']!r}: {r['reason']}"
+        if r["verdict"] == "fail":
+            ET.SubElement(case, "failure", message=r["reason"]).text = text
+        elif r["verdict"] == "skip":
+            ET.SubElement(case, "skipped", message=r["reason"])
+        else:
+            ET.SubElement(case, "system-out").text = text
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(results: list[dict[str, Any]], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(junit_xml(results))
+    return path
