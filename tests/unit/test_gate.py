@@ -115,7 +115,7 @@ def test_mann_whitney_direction():
 def test_rules_validation(tmp_path):
     p = tmp_path / "r.toml"
     p.write_text("[micro]\nmin_sppedup = 3\n")
-    with pytest.raises(RulesError, match="unknown rule micro.min_sppedup"):
+    with pytest.raises(RulesError, match=r"unknown rule micro\.min_sppedup"):
         load_rules(p)
     p.write_text("[micro]\nmin_speedup = 'fast'\n")
     with pytest.raises(RulesError, match="wrong type"):

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Refresh the committed H200 baselines (reports/baselines/h200/...).
+# Usage on a CUDA machine, from the repository root:
+#   KIMI_BENCH_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200-baselines.sh OUTDIR [parts]
+# parts: any of "parity micro serve" (default: all). Every run writes its own folder.
+set -u -o pipefail
+out=${1:?usage: h200-baselines.sh OUTDIR [parts]}
+parts=${2:-"parity micro serve"}
+kb=(python3 -m kimi_bench.cli.main)
+export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
+mkdir -p "$out"
+status=0
+if [[ $parts == *parity* ]]; then
+  "${kb[@]}" parity --device cuda --out "$out/parity/builtin-k3" || status=1
+  "${kb[@]}" parity --device cuda --preset kimi-k2.5 --out "$out/parity/builtin-k25" || status=1
+  "${kb[@]}" parity --device cuda --batch-size 32 --ranks 8 --policy image \
+    --out "$out/parity/builtin-k3-batch32-image" || status=1
+fi
+if [[ $parts == *micro* ]]; then
+  for t in shm pickle; do
+    for r in 2 4 8; do
+      "${kb[@]}" micro --images 4x1536x1024 --ranks "$r" --transport "$t" --repeats 20 \
+        --warmup 3 --device cuda --out "$out/micro/r$r-$t" || status=1
+    done
+  done
+fi
+if [[ $parts == *serve* ]]; then
+  for t in ${SERVE_TRANSPORTS:-shm pickle}; do
+    "${kb[@]}" serve-ab --rates 2,8,inf --ranks 8 --resolution 1536x1024 --preset kimi-k3 \
+      --requests "${SERVE_REQUESTS:-60}" --transport "$t" --device cuda \
+      --out "$out/serve-ab/r8-$t" || status=1
+  done
+fi
+exit $status
