@@ -33,6 +33,7 @@ class MicroOptions:
     content: str = "random"
     timeout_s: float = 300.0
     fault: str | None = None
+    notes: tuple[str, ...] = ()  # free-form explanations carried into the report
 
     def validate(self) -> None:
         if self.ranks < 1:
@@ -255,6 +256,7 @@ def build_report(
                     f"noisy: {arm}/{s} p10-p90 spread is over {_NOISY:.0%} of its "
                     "median; use more --repeats or a quieter machine."
                 )
+    notes += where_time_goes(arms, floor_ms) + list(opts.notes)
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     if leftovers:
@@ -320,6 +322,41 @@ def build_report(
         },
         views=[View("Stages (ms, bytes)", rows)],
     )
+
+
+def _top_stages(arm: dict[str, Any], n: int = 3) -> list[tuple[str, float]]:
+    meds = [
+        (s, st["summary_ms"]["median"]) for s, st in arm["stages"].items() if st.get("summary_ms")
+    ]
+    return sorted(meds, key=lambda x: -x[1])[:n]
+
+
+def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
+    """Data-driven explanation: the stages that dominate each arm, and what separates the
+    deferred arm from the floor."""
+    out = []
+    for arm in ARMS:
+        total = arms[arm]["total_ms"]["median"]
+        if not total or math.isnan(total):
+            continue
+        top = ", ".join(f"{s} {ms:.1f} ms ({ms / total:.0%})" for s, ms in _top_stages(arms[arm]))
+        out.append(f"where {arm} time goes (median {total:.1f} ms): {top}.")
+    d = arms["deferred"]
+    total = d["total_ms"]["median"]
+    if floor_ms and total and not math.isnan(total):
+        host = [
+            s
+            for s in ("producer", "serialize", "to_rank0", "broadcast", "take_copy")
+            if d["stages"][s].get("summary_ms")
+        ]
+        host_ms = sum(d["stages"][s]["summary_ms"]["median"] for s in host)
+        out.append(
+            f"deferred vs floor: {total:.1f} ms vs {floor_ms:.2f} ms; {host_ms:.1f} ms "
+            f"({host_ms / total:.0%}) is host-side work on the raw bytes ({', '.join(host)}): "
+            "staging, carrier copies and pickling that scale with raw bytes x ranks and that "
+            "the floor (one pinned H2D + the kernel) does not include."
+        )
+    return out
 
 
 def exit_code(report: Report) -> int:

@@ -175,7 +175,7 @@ class _Rank:
         self.job, self.rank, self.dev = job, rank, dev
         self.conns, self.req_q, self.warm_evt, self.outbox = conns, req_q, warm_evt, outbox
         self.chain = MatmulChain(dev, seed=rank)
-        self.scale = job.cost.scaled(dev)
+        self.scale = job.cost.scaled(dev, job.ranks)
         self.done = 0
         self.warm_done = 0
         self.last_progress = time.perf_counter()

@@ -22,8 +22,14 @@ class StandinCost:
     text_tokens_per_request: int = 128
     cpu_flops_scale: float = 0.002  # on CPU-only runs, FLOPs are scaled down by this
 
-    def scaled(self, device: torch.device) -> float:
-        return 1.0 if device.type == "cuda" else self.cpu_flops_scale
+    def scaled(self, device: torch.device, ranks: int = 1) -> float:
+        """FLOP multiplier for one rank. On CPU: ``cpu_flops_scale``. When R ranks share
+        G < R GPUs, each rank does G/R of its work, so the device time per step matches R
+        ranks on R GPUs (the shape the stand-ins model)."""
+        if device.type != "cuda":
+            return self.cpu_flops_scale
+        gpus = max(1, torch.cuda.device_count())
+        return min(1.0, gpus / max(1, ranks))
 
 
 class MatmulChain:

@@ -51,6 +51,10 @@ def micro(
         float, typer.Option("--timeout", help="Fail if no worker reports for this many s.")
     ] = 300.0,
     seed: SeedOpt = 0,
+    note: Annotated[
+        list[str] | None,
+        typer.Option("--note", help="Text added to the report's notes (repeatable)."),
+    ] = None,
     out: OutOpt = None,
 ) -> None:
     """Where do the milliseconds and bytes go? Stage-by-stage eager vs deferred with a real
@@ -63,7 +67,7 @@ def micro(
 
     Example: kimi-bench micro --images 4x1536x1024 --ranks 8 --transport shm --out m8
     """
-    from kimi_bench.bench.images import ImageSpecError, parse_image_spec
+    from kimi_bench.bench.images import ImageSpecError, describe_spec, parse_image_spec
     from kimi_bench.bench.micro import MicroFailed, MicroOptions, exit_code, run_micro
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.report.emit import emit_micro
@@ -81,6 +85,7 @@ def micro(
             seed=seed,
             content=content,
             timeout_s=timeout,
+            notes=tuple(note or ()),
         )
         opts.validate()
         if content not in ("random", "blank", "photo"):
@@ -88,7 +93,7 @@ def micro(
     except (ConfigError, ImageSpecError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     out_dir = out or default_out("micro")
-    err_console.print(f"[dim]micro: {opts.groups} -> {images}; {ranks} ranks, {transport}[/]")
+    err_console.print(f"[dim]micro: {describe_spec(opts.groups)}; {ranks} ranks, {transport}[/]")
     failed: str | None = None
     try:
         with progress_bar(None, "micro") as bar:
@@ -108,8 +113,8 @@ def micro(
             ["arm", "stage", "median_ms", "p10_ms", "p90_ms", "bytes", "note"],
         )
     )
-    for note in report.notes:
-        err_console.print(f"[dim]note: {note}[/]")
+    for line in report.notes:
+        err_console.print(f"[dim]note: {line}[/]")
     if not any(p.suffix == ".png" for p in written):
         err_console.print(f"[yellow]no chart:[/] {PLOT_HINT}")
     s = report.summary

@@ -11,7 +11,7 @@ from kimi_bench.config import get_preset
 from kimi_bench.corpus import builtin_corpus
 from kimi_bench.materialize import materialize
 from kimi_bench.navit import plan_resize
-from kimi_bench.pixels import stage_input
+from kimi_bench.pixels import input_size, stage_input
 from tests.conftest import DATA, golden_images_dir
 from tests.unit.test_golden_features import digests
 
@@ -22,10 +22,7 @@ CUDA = torch.device("cuda")
 def test_eager_and_deferred_identical_on_cuda():
     cfg = get_preset("kimi-k3")
     objs = [e.load() for e in builtin_corpus(cfg)[:20]]
-    plans = [
-        plan_resize(*(o.size if hasattr(o, "mode") else (o.shape[-1], o.shape[-2])), cfg)
-        for o in objs
-    ]
+    plans = [plan_resize(*input_size(o), cfg) for o in objs]
     eager = run_eager(objs, plans, cfg, 4, CUDA, CUDA)
     deferred = run_deferred(objs, plans, cfg, 4, CUDA, CUDA)
     names = [e.name for e in builtin_corpus(cfg)[:20]]
