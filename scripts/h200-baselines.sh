@@ -9,6 +9,14 @@ parts=${2:-"parity micro serve"}
 kb=(python3 -m kimi_bench.cli.main)
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
 mkdir -p "$out"
+MICRO_NOTE=${MICRO_NOTE:-"Issue target: deferred >= 10x faster than eager at 8 ranks (the PR \
+reported 12.76x for 4 x 1536x1024). On this one-GPU host the measured speedup is lower; the \
+'where ... time goes' notes show why: the deferred arm still pushes the raw uint8 bytes \
+through the same host path as eager (PIL->CHW staging, shm copy-in or pickling, one clone \
+per rank or a gloo broadcast), which costs about a quarter of eager's host copies, so the \
+ratio is bounded near the 4x byte ratio plus eager-only D2H and pre-embed moves. The eager \
+arm was not slowed: it is the same code path minus the deferral. Which span the PR timed \
+is not stated in SPEC; all 8 ranks here share one GPU and one PCIe link."}
 status=0
 if [[ $parts == *parity* ]]; then
   "${kb[@]}" parity --device cuda --out "$out/parity/builtin-k3" || status=1
@@ -20,7 +28,7 @@ if [[ $parts == *micro* ]]; then
   for t in shm pickle; do
     for r in 2 4 8; do
       "${kb[@]}" micro --images 4x1536x1024 --ranks "$r" --transport "$t" --repeats 20 \
-        --warmup 3 --device cuda --out "$out/micro/r$r-$t" || status=1
+        --warmup 3 --device cuda --note "$MICRO_NOTE" --out "$out/micro/r$r-$t" || status=1
     done
   done
 fi
