@@ -54,9 +54,11 @@ class RuleResult:
     limit: Any
     verdict: str  # "pass", "fail" or "skip"
     reason: str
+    report: str = ""  # which report the rule was applied to
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "report": self.report,
             "rule": self.rule,
             "measured": self.measured,
             "limit": self.limit,
@@ -327,11 +329,22 @@ def find_baseline(report: Report, where: Path | None) -> Report | None:
     return None
 
 
+def report_label(rep: Report) -> str:
+    """Short identity of a report for tables and JUnit class names."""
+    cfg = rep.config
+    if rep.kind == "micro":
+        return f"micro[{cfg.get('ranks')} ranks, {cfg.get('transport')}]"
+    if rep.kind == "serve-ab":
+        return f"serve-ab[{cfg.get('ranks')} ranks, {cfg.get('transport')}]"
+    return f"parity[{cfg.get('preprocess', {}).get('name')}, {cfg.get('policy')}]"
+
+
 def evaluate(
     reports: list[Report], rules: dict[str, Any], baseline: Path | None
 ) -> list[RuleResult]:
     results: list[RuleResult] = []
     for rep in reports:
+        start = len(results)
         table = rules.get(KIND_TABLE.get(rep.kind, ""), {})
         if rep.kind == "parity":
             results += parity_rules(rep, table)
@@ -341,6 +354,8 @@ def evaluate(
             results += serve_rules(rep, table)
         if "baseline" in rules and rep.kind in KIND_TABLE:
             results += relative_rules(rep, find_baseline(rep, baseline), rules["baseline"])
+        for r in results[start:]:
+            r.report = report_label(rep)
     return results
 
 

@@ -78,6 +78,7 @@ class ServeOptions:
     request_timeout_s: float = 60.0
     cost: StandinCost = field(default_factory=StandinCost)
     fault: str | None = None
+    notes: tuple[str, ...] = ()  # free-form explanations carried into the report
 
     def validate(self) -> None:
         if not self.rates:

@@ -148,9 +148,12 @@ def build_serve_report(
             "device copies (pre-embed move and owner H2D do not apply)."
         )
     elif torch.cuda.device_count() < opts.ranks:
+        gpus = torch.cuda.device_count()
         notes.append(
-            f"{opts.ranks} ranks share {torch.cuda.device_count()} GPU(s): encoder "
-            "and prefill stand-ins of all ranks contend for one device."
+            f"{opts.ranks} ranks share {gpus} GPU(s): each rank's stand-in FLOPs are scaled "
+            f"by {gpus}/{opts.ranks} so that stand-in device time per step matches "
+            f"{opts.ranks} ranks on {opts.ranks} GPUs; host-to-device copies of all ranks "
+            "still share one PCIe link."
         )
     for i, rate in enumerate(opts.rates):
         label = rate_label(rate)
@@ -194,6 +197,7 @@ def build_serve_report(
                 f"rate {r['rate']}: eager TTFT is dominated by {r['dominant_stage']} "
                 f"({r[r['dominant_stage'] + '_ms']:.0f} ms median): queueing."
             )
+    notes += list(opts.notes)
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     ab_rows = [
@@ -239,6 +243,7 @@ def build_serve_report(
         "unique_images": opts.unique_images,
         "request_timeout_s": opts.request_timeout_s,
         "standins": vars(opts.cost),
+        "standin_flops_scale_per_rank": opts.cost.scaled(device, opts.ranks),
         "preprocess": opts.cfg.summary(),
     }
     env = environment(device, opts.cfg.name, opts.seed)

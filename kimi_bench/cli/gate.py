@@ -68,7 +68,7 @@ def gate(
         base = baseline or default_baseline_dir(rep)
         results += evaluate([rep], rule_set, base)
     rows = [r.as_dict() for r in results]
-    console.print(rich_table("gate", rows, ["rule", "measured", "limit", "verdict", "reason"]))
+    console.print(rich_table("gate", rows, ["report", "rule", "measured", "verdict", "reason"]))
     failed = [r for r in results if r.verdict == "fail"]
     if junit:
         write_junit(rows, junit)

@@ -41,7 +41,7 @@ def run(
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     rows = [r.as_dict() for r in results]
-    console.print(rich_table("gate", rows, ["rule", "measured", "limit", "verdict", "reason"]))
+    console.print(rich_table("gate", rows, ["report", "rule", "measured", "verdict", "reason"]))
     failed = any(r.verdict == "fail" for r in results)
     console.print(
         f"[{'bold red' if failed else 'bold green'}]gate {'FAIL' if failed else 'PASS'}[/]"

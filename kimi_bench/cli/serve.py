@@ -62,6 +62,10 @@ def serve_ab(
     config: ConfigOpt = None,
     device: Annotated[str | None, _opt("auto, cpu or cuda.", "--device")] = None,
     seed: Annotated[int | None, _opt("Seed for images and arrivals.", "--seed")] = None,
+    note: Annotated[
+        list[str] | None,
+        typer.Option("--note", help="Text added to the report's notes (repeatable)."),
+    ] = None,
     scenario: Annotated[
         str, typer.Option("--scenario", help="Scenario TOML (a built-in name or a path).")
     ] = "serve-ab",
@@ -112,6 +116,7 @@ def serve_ab(
             unique_images=sc.get("unique_images", 16),
             request_timeout_s=float(pick(request_timeout, sc, "request_timeout_s", 60.0)),
             cost=StandinCost(**sc.get("standins", {})),
+            notes=tuple(note or ()),
         )
         opts.validate()
         dev = resolve_device(opts.device)

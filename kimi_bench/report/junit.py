@@ -19,7 +19,9 @@ def junit_xml(results: list[dict[str, Any]], suite: str = "kimi-bench gate") -> 
         skipped=str(skipped),
     )
     for r in results:
-        case = ET.SubElement(root, "testcase", classname="kimi_bench.gate", name=r["rule"])
+        case = ET.SubElement(
+            root, "testcase", classname=r.get("report") or "kimi_bench.gate", name=r["rule"]
+        )
         text = f"measured={r['measured']!r} limit={r['limit']!r}: {r['reason']}"
         if r["verdict"] == "fail":
             ET.SubElement(case, "failure", message=r["reason"]).text = text

@@ -147,7 +147,8 @@ def test_cli_gate_exit_codes_and_junit(tmp_path):
     root = ET.parse(junit).getroot()
     cases = root.findall("testcase")
     assert root.tag == "testsuite" and int(root.get("tests")) == len(cases) >= 5
-    assert len({c.get("name") for c in cases}) == len(cases)  # one case per rule
+    names = {(c.get("classname"), c.get("name")) for c in cases}
+    assert len(names) == len(cases)  # one case per rule and report
     assert "PASS" in summary.read_text()
     res = runner.invoke(app, ["gate", str(bad)])
     assert res.exit_code == 1 and "c.png" in res.output
