@@ -126,6 +126,10 @@ def ab_for_rate(per_arm: dict[str, list[dict[str, Any]]], seed: int) -> dict[str
     return out
 
 
+def _fmt_ci(ci: list[float] | None) -> str | None:
+    return None if ci is None else f"{ci[0]:+.1%} .. {ci[1]:+.1%}"
+
+
 def build_serve_report(
     opts: ServeOptions, runs: list[dict[str, Any]], device: Any, error: str | None
 ) -> Report:
@@ -204,10 +208,10 @@ def build_serve_report(
         {
             "rate": k,
             "median_ttft_delta": v["median_ttft"]["delta"],
-            "median_ttft_ci95": v["median_ttft"]["ci95"],
+            "median_ttft_ci95": _fmt_ci(v["median_ttft"]["ci95"]),
             "p90_ttft_delta": v["p90_ttft"]["delta"],
             "throughput_delta": v["throughput"]["delta"],
-            "throughput_ci95": v["throughput"]["ci95"],
+            "throughput_ci95": _fmt_ci(v["throughput"]["ci95"]),
             "significant": v["median_ttft"]["significant"],
         }
         for k, v in ab.items()

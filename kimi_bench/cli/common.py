@@ -84,8 +84,8 @@ def _fmt(v: Any) -> str:
 
 def rich_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
     table = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        table.add_column(c, overflow="fold")
+    for i, c in enumerate(columns):
+        table.add_column(c, overflow="fold", no_wrap=i == 0)
     for r in rows:
         table.add_row(*[_fmt(r.get(c)) for c in columns])
     return table
