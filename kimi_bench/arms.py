@@ -87,14 +87,21 @@ def _owner_stage(
     owners = assign_owners(sizes, n_ranks)
     fp32: list[torch.Tensor | None] = [None] * len(items)
     bf16: list[torch.Tensor | None] = [None] * len(items)
+    pre_embed = needs_pre_embed_move(model_class)
     for rank in range(n_ranks):
+        # the pre-embed move: every rank copies every item to its device, used or not
+        moved = (
+            [
+                MMItem(it.feature.to(device, non_blocking=True), it.model_specific_data)
+                for it in items
+            ]
+            if pre_embed
+            else items
+        )
         mine = images_of_rank(owners, rank)
         if not mine:
             continue
-        rank_items = [items[i] for i in mine]
-        if needs_pre_embed_move(model_class):
-            for it in rank_items:  # every rank moves every item; the owner's copy is kept
-                it.feature = it.feature.to(device, non_blocking=True)
+        rank_items = [moved[i] for i in mine]
         batch = materialize_items(rank_items, cfg, device)
         buffer = to_tower_buffer(batch.split(), torch.bfloat16)
         counts = batch.patch_counts()

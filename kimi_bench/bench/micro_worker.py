@@ -5,7 +5,6 @@ a CUDA synchronize where GPU work precedes the clock read."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import torch
 
 from kimi_bench.arms import deferred_item
+from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import GRID_KEY, MMItem, grid_tensor
 from kimi_bench.materialize import materialize, materialize_items, to_tower_buffer
@@ -67,16 +67,6 @@ def _now(dev: torch.device | None = None) -> float:
     return time.perf_counter()
 
 
-def _threads(job: MicroJob) -> None:
-    torch.set_num_threads(max(1, (os.cpu_count() or 2) // (job.ranks + 1)))
-
-
-def rank_device(job: MicroJob, rank: int) -> torch.device:
-    if job.device != "cuda":
-        return torch.device("cpu")
-    return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
-
-
 def _maybe_fault(job: MicroJob, who: str, it: int) -> None:
     if job.fault and job.fault == f"{who}:repeat:{it}":
         raise RuntimeError(f"injected fault at {who}, iteration {it}")
@@ -85,8 +75,8 @@ def _maybe_fault(job: MicroJob, who: str, it: int) -> None:
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     from kimi_bench.bench.images import make_images
 
-    _threads(job)
-    dev = rank_device(job, 0)
+    torch.set_num_threads(worker_threads(job.ranks + 1))
+    dev = rank_device(job.device, 0)
     images = make_images(job.groups, job.content, job.seed)
     plans = [plan_resize(*im.size, job.cfg) for im in images]
     for it in range(job.iterations):
@@ -131,19 +121,10 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
-    import torch.distributed as dist
-
-    _threads(job)
-    dev = rank_device(job, rank)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{job.init_file}", rank=rank, world_size=job.ranks
-    )
-    try:
+    torch.set_num_threads(worker_threads(job.ranks + 1))
+    dev = rank_device(job.device, rank)
+    with gloo_rank(job.init_file, rank, job.ranks, dev):
         _rank_loop(job, rank, dev, conn, q)
-    finally:
-        dist.destroy_process_group()
 
 
 def _rank_loop(job: MicroJob, rank: int, dev: torch.device, conn: Any, q: Any) -> None:

@@ -4,6 +4,7 @@ memory segments, rendezvous files), also on Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -18,6 +19,35 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.transport import cleanup_segments, new_prefix
+
+
+def worker_threads(processes: int) -> int:
+    """Torch CPU threads per worker so that ``processes`` workers share the cores."""
+    return max(1, (os.cpu_count() or 2) // max(1, processes))
+
+
+def rank_device(kind: str, rank: int) -> Any:
+    """cuda:(rank mod GPUs) on CUDA runs (ranks map round robin), else the CPU."""
+    import torch
+
+    if kind != "cuda":
+        return torch.device("cpu")
+    return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
+
+
+@contextlib.contextmanager
+def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[None]:
+    """Join the gloo group of a run (file rendezvous) on ``device``; leave it on exit."""
+    import torch
+    import torch.distributed as dist
+
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 class WorkerFailed(RuntimeError):

@@ -23,6 +23,7 @@ from PIL import Image
 
 from kimi_bench.arms import deferred_item, eager_item
 from kimi_bench.bench.images import make_images
+from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.bench.standins import MatmulChain, StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
@@ -73,16 +74,6 @@ def make_payloads(job: ServeJob) -> list[bytes]:
     return out
 
 
-def _device(job: ServeJob, rank: int) -> torch.device:
-    if job.device != "cuda":
-        return torch.device("cpu")
-    return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
-
-
-def _threads(job: ServeJob) -> None:
-    torch.set_num_threads(max(1, (os.cpu_count() or 2) // (job.ranks + job.workers + 1)))
-
-
 def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
     for rid in range(job.warmup_requests):
         req_q.put((rid, True, time.perf_counter()))
@@ -98,8 +89,8 @@ def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
 
 
 def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -> None:
-    _threads(job)
-    dev = _device(job, 0)
+    torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
+    dev = rank_device(job.device, 0)
     payloads = make_payloads(job)
     while True:
         msg = req_q.get()
@@ -146,19 +137,10 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
 def rank_main(
     job: ServeJob, rank: int, conns: list[Any], req_q: Any, warm_evt: Any, outbox: Any
 ) -> None:
-    import torch.distributed as dist
-
-    _threads(job)
-    dev = _device(job, rank)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{job.init_file}", rank=rank, world_size=job.ranks
-    )
-    try:
+    torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
+    dev = rank_device(job.device, rank)
+    with gloo_rank(job.init_file, rank, job.ranks, dev):
         _Rank(job, rank, dev, conns, req_q, warm_evt, outbox).loop()
-    finally:
-        dist.destroy_process_group()
 
 
 class _Rank:

@@ -20,6 +20,20 @@ def _pyplot() -> Any:
     return plt
 
 
+def _finish(plt: Any, fig: Any, ax: Any, labels: tuple[str, str, str], path: Path) -> Path:
+    xlabel, ylabel, title = labels
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def stage_bars(arms: dict[str, Any], stages: list[str], title: str, path: Path) -> Path | None:
     """Stacked bars of stage medians (ms), one bar per arm."""
     plt = _pyplot()
@@ -59,15 +73,7 @@ def ttft_cdf(series: dict[str, list[float]], title: str, path: Path) -> Path | N
             continue
         ys = sorted(xs)
         ax.step(ys, [(i + 1) / len(ys) for i in range(len(ys))], where="post", label=label)
-    ax.set_xlabel("TTFT (ms)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _finish(plt, fig, ax, ("TTFT (ms)", "fraction of requests", title), path)
 
 
 def ttft_vs_rate(
@@ -80,13 +86,5 @@ def ttft_vs_rate(
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, ys in lines.items():
         ax.plot(rates, [float("nan") if y is None else y for y in ys], marker="o", label=label)
-    ax.set_xlabel("request rate (req/s)")
-    ax.set_ylabel("TTFT (ms)")
     ax.set_yscale("log")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _finish(plt, fig, ax, ("request rate (req/s)", "TTFT (ms)", title), path)
