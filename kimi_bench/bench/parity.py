@@ -144,8 +144,10 @@ def _run_batch(
             )
 
 
-def run_parity(opts: ParityOptions, progress: Callable[[str, int], None] | None = None) -> Report:
-    """Run both arms over the corpus. ``progress(name, n_done)`` is called per input."""
+def run_parity(
+    opts: ParityOptions, progress: Callable[[str, int, int], None] | None = None
+) -> Report:
+    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input."""
     opts.validate()
     rank_dev = resolve_device(opts.device)
     producer = rank_dev
@@ -170,7 +172,7 @@ def run_parity(opts: ParityOptions, progress: Callable[[str, int], None] | None 
         for acc in pending:
             done += 1
             if progress:
-                progress(acc.row["name"], done)
+                progress(acc.row["name"], done, len(entries))
         pending.clear()
 
     for entry in entries:
@@ -184,7 +186,7 @@ def run_parity(opts: ParityOptions, progress: Callable[[str, int], None] | None 
             rows.append(prepared)
             done += 1
             if progress:
-                progress(prepared["name"], done)
+                progress(prepared["name"], done, len(entries))
     flush()
     return _build_report(opts, rows, rank_dev, len(entries))
 

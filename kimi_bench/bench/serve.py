@@ -150,6 +150,7 @@ def run_pipeline(opts: ServeOptions, arm: str, arrivals: tuple[float, ...]) -> d
                 out["trace_start"] = payload
             elif kind == "stalled":
                 out["error"] = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
+                break  # the ranks are done; stop() below ends any wedged producer
     except KeyboardInterrupt:
         out["error"] = "interrupted by the user (Ctrl-C)"
     except Exception as exc:

@@ -202,6 +202,7 @@ def build_serve_report(
                 f"({r[r['dominant_stage'] + '_ms']:.0f} ms median): queueing."
             )
     notes += list(opts.notes)
+    notes += [f"{r['arm']} at rate {r['rate_label']}: {r['error']}" for r in runs if r.get("error")]
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     ab_rows = [

@@ -53,7 +53,7 @@ class ServeJob:
     prefix: str
     init_file: str
     request_timeout_s: float = 60.0
-    fault: str | None = None  # "producer:RID" makes the producer die on that request
+    fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
 
     @property
     def total(self) -> int:
@@ -99,6 +99,8 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
         rid, warm, t_sent = msg
         if job.fault == f"producer:{rid}":
             os._exit(3)  # a hard crash, as a segfaulting worker would
+        if job.fault == f"hang:{rid}":
+            time.sleep(3600)  # a wedged worker: the request must time out, not hang the run
         rec: dict[str, Any] = {
             "rid": rid,
             "warm": warm,

@@ -102,8 +102,8 @@ def parity(
         with progress_bar(None, "parity") as bar:
             task = bar.add_task("parity", total=None, item="")
 
-            def tick(name: str, done: int) -> None:
-                bar.update(task, completed=done, item=name)
+            def tick(name: str, done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total, item=name)
 
             report = run_parity(opts, progress=tick)
     except (InputError, ValueError) as exc:

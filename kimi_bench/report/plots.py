@@ -63,16 +63,28 @@ def stage_bars(arms: dict[str, Any], stages: list[str], title: str, path: Path) 
 
 
 def ttft_cdf(series: dict[str, list[float]], title: str, path: Path) -> Path | None:
-    """Empirical CDF of TTFT (ms) per labelled series."""
+    """Empirical CDF of TTFT (ms) per ``"arm @ rate"`` series: one colour per rate,
+    dashed eager, solid deferred, log time axis."""
     plt = _pyplot()
     if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    cmap = plt.get_cmap("tab10")
+    groups = sorted({label.split(" @ ")[-1] for label in series})
     for label, xs in series.items():
         if not xs:
             continue
         ys = sorted(xs)
-        ax.step(ys, [(i + 1) / len(ys) for i in range(len(ys))], where="post", label=label)
+        group = label.split(" @ ")[-1]
+        ax.step(
+            ys,
+            [(i + 1) / len(ys) for i in range(len(ys))],
+            where="post",
+            label=label,
+            color=cmap(groups.index(group) % 10),
+            linestyle="--" if label.startswith("eager") else "-",
+        )
+    ax.set_xscale("log")
     return _finish(plt, fig, ax, ("TTFT (ms)", "fraction of requests", title), path)
 
 

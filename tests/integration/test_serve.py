@@ -98,3 +98,27 @@ def test_worker_crash_ends_the_run_cleanly():
     assert report.results[0]["completed"] < 6
     assert mp.active_children() == []
     assert _segments() == before
+
+
+def test_wedged_request_times_out_and_counts_as_failed():
+    opts = ServeOptions(
+        cfg=get_preset("kimi-k3"),
+        rates=[math.inf],
+        requests=5,
+        ranks=2,
+        processor_workers=2,
+        resolution=(96, 64),
+        warmup_requests=0,
+        device="cpu",
+        fault="hang:2",
+        request_timeout_s=3.0,
+    )
+    runs = run_serve_ab(opts)  # a timeout is a result, not a crash: both arms run
+    assert [r["arm"] for r in runs] == ["eager", "deferred"]
+    for run in runs:
+        assert "1 request(s) timed out" in run["error"]
+        assert sorted(r["rid"] for r in run["records"]) == [0, 1, 3, 4]
+    report = build_serve_report(opts, runs, __import__("torch").device("cpu"), None)
+    assert report.summary["failed_requests"] == 2  # one per arm
+    assert all(row["failed"] == 1 and row["completed"] == 4 for row in report.results)
+    assert mp.active_children() == []
