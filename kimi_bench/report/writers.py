@@ -5,7 +5,6 @@ Writers write atomically (temp file + rename) so a crash never leaves half a rep
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from collections.abc import Iterable
@@ -83,19 +82,17 @@ def write_markdown(report: Report, path: Path, title: str | None = None) -> Path
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path, columns: list[str] | None = None) -> Path:
+    """Rows to CSV through pandas; list cells (grid_thw) become ``1x36x46``."""
+    import pandas as pd
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    cols = columns or (list(rows[0]) if rows else [])
+    flat = [
+        {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()}
+        for r in rows
+    ]
+    frame = pd.DataFrame(flat, columns=columns or (list(flat[0]) if flat else []))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow(
-                {
-                    c: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
-                    for c, v in r.items()
-                }
-            )
+    frame.to_csv(tmp, index=False)
     os.replace(tmp, path)
     return path
 

@@ -64,3 +64,11 @@ def test_fixed_output_tokens_and_no_upscale():
 def test_rejects_empty_size():
     with pytest.raises(ValueError):
         plan_resize(0, 10, get_preset("kimi-k3"))
+
+
+def test_plan_can_exceed_the_patch_limit_like_the_runtime():
+    # found by the property test: the limit is applied to the source's floored grid
+    p = plan_resize(1024, 3154, get_preset("kimi-k2.5"))
+    assert (p.new_width, p.new_height) == (1022, 3150)
+    assert (p.new_width // 14) * (p.new_height // 14) == 16425 > 16384
+    assert p.num_patches == 74 * 226
