@@ -70,6 +70,7 @@ def micro(
     from kimi_bench.bench.images import ImageSpecError, describe_spec, parse_image_spec
     from kimi_bench.bench.micro import MicroFailed, MicroOptions, exit_code, run_micro
     from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.environment import resolve_device
     from kimi_bench.report.emit import emit_micro
     from kimi_bench.report.plots import PLOT_HINT
 
@@ -88,6 +89,7 @@ def micro(
             notes=tuple(note or ()),
         )
         opts.validate()
+        resolve_device(device)  # a missing CUDA device is a usage error, before any work
         if content not in ("random", "blank", "photo"):
             raise ValueError(f"--content must be random, blank or photo, got {content!r}")
     except (ConfigError, ImageSpecError, ValueError) as exc:

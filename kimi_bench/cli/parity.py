@@ -78,6 +78,7 @@ def parity(
     from kimi_bench.bench.parity import ParityOptions, exit_code, run_parity
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.corpus import InputError
+    from kimi_bench.environment import resolve_device
     from kimi_bench.report.emit import emit_parity
 
     try:
@@ -95,6 +96,7 @@ def parity(
             dump_dir=dump,
         )
         opts.validate()
+        resolve_device(device)  # a missing CUDA device is a usage error, before any work
     except (ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     out_dir = out or default_out("parity")

@@ -173,3 +173,12 @@ def test_checkpoint_config_file(tmp_path: Path, mixed_folder: Path):
         "gray_value": 200,
         "white_top_left": True,
     }
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+@pytest.mark.parametrize("cmd", [["parity"], ["micro", "--images", "1x8x8"]])
+def test_cuda_without_a_gpu_is_a_usage_error(cmd, tmp_path: Path):
+    res = runner.invoke(app, [*cmd, "--device", "cuda", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "sees no CUDA device" in res.output
+    assert not (tmp_path / "o").exists()  # refused before any work
