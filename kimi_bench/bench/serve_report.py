@@ -126,6 +126,28 @@ def ab_for_rate(per_arm: dict[str, list[dict[str, Any]]], seed: int) -> dict[str
     return out
 
 
+def stage_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Per rate: the per-request stage medians of both arms and the stage that makes the
+    largest part of the TTFT difference (data-driven explanation of the A/B)."""
+    by = {(r["rate"], r["arm"]): r for r in rows}
+    out = []
+    for rate in dict.fromkeys(r["rate"] for r in rows):
+        e, d = by.get((rate, "eager")), by.get((rate, "deferred"))
+        if not e or not d:
+            continue
+        diffs = {s: e[f"{s}_ms"] - d[f"{s}_ms"] for s in STAGES}
+        if any(math.isnan(v) for v in diffs.values()):
+            continue
+        top = max(diffs, key=lambda s: abs(diffs[s]))
+        parts = ", ".join(f"{s} {e[f'{s}_ms']:.1f}/{d[f'{s}_ms']:.1f}" for s in STAGES)
+        out.append(
+            f"rate {rate}: median TTFT eager {e['ttft_median_ms']:.0f} ms vs deferred "
+            f"{d['ttft_median_ms']:.0f} ms; per-request stage medians eager/deferred (ms): "
+            f"{parts}; the largest difference is {top} ({diffs[top]:+.1f} ms)."
+        )
+    return out
+
+
 def _fmt_ci(ci: list[float] | None) -> str | None:
     return None if ci is None else f"{ci[0]:+.1%} .. {ci[1]:+.1%}"
 
@@ -195,12 +217,7 @@ def build_serve_report(
                     f"noise: at rate {label} the {name} delta's interval "
                     f"{v['ci95'][0]:+.1%}..{v['ci95'][1]:+.1%} straddles zero."
                 )
-    for r in rows:
-        if r["arm"] == "eager" and r["dominant_stage"] in ("queue_wait", "sched_wait"):
-            notes.append(
-                f"rate {r['rate']}: eager TTFT is dominated by {r['dominant_stage']} "
-                f"({r[r['dominant_stage'] + '_ms']:.0f} ms median): queueing."
-            )
+    notes += stage_notes(rows)
     notes += list(opts.notes)
     notes += [f"{r['arm']} at rate {r['rate_label']}: {r['error']}" for r in runs if r.get("error")]
     if error:
