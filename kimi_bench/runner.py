@@ -7,12 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.bench.images import parse_image_spec, parse_resolution
+from kimi_bench.bench.images import parse_image_spec
 from kimi_bench.bench.micro import MicroFailed, MicroOptions, run_micro
 from kimi_bench.bench.parity import ParityOptions, run_parity
-from kimi_bench.bench.serve import ServeFailed, ServeOptions, parse_rates, run_serve_ab
+from kimi_bench.bench.serve import ServeFailed, run_serve_ab, serve_options
 from kimi_bench.bench.serve_report import build_serve_report
-from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import get_preset
 from kimi_bench.environment import resolve_device
 from kimi_bench.gate import RuleResult, evaluate, load_rules
@@ -21,24 +20,6 @@ from kimi_bench.report.junit import write_junit
 from kimi_bench.report.model import Report
 from kimi_bench.report.writers import markdown_table
 from kimi_bench.scenario import load_scenario, resolve_path
-
-
-def _serve_options(sc: dict[str, Any], seed: int) -> ServeOptions:
-    return ServeOptions(
-        cfg=get_preset(sc.get("preset", "kimi-k3")),
-        rates=parse_rates(",".join(map(str, sc.get("rates", ["4", "inf"])))),
-        requests=sc.get("requests", 12),
-        ranks=sc.get("ranks", 2),
-        processor_workers=sc.get("processor_workers", 2),
-        resolution=parse_resolution(sc.get("resolution", "320x240")),
-        images_per_request=sc.get("images_per_request", 1),
-        warmup_requests=sc.get("warmup_requests", 2),
-        transport=sc.get("transport", "shm"),
-        device=sc.get("device", "auto"),
-        seed=seed,
-        repeats=sc.get("repeats", 1),
-        cost=StandinCost(**sc.get("standins", {})),
-    )
 
 
 def run_scenario(
@@ -73,6 +54,7 @@ def run_scenario(
             repeats=m.get("repeats", 5),
             warmup=m.get("warmup", 1),
             seed=seed,
+            content=m.get("content", "random"),
         )
         try:
             rep = run_micro(opts)
@@ -81,7 +63,7 @@ def run_scenario(
         emit_micro(rep, out / "micro")
         reports.append(rep)
     if "serve_ab" in sc:
-        sopts = _serve_options(sc["serve_ab"], seed)
+        sopts = serve_options(sc["serve_ab"], {"seed": seed})
         say(f"serve-ab: rates {','.join(map(str, sc['serve_ab'].get('rates', [])))}")
         error = None
         try:

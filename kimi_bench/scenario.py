@@ -125,10 +125,3 @@ def load_scenario(name_or_path: str | Path) -> dict[str, dict[str, Any]]:
                 )
             _check(f"{path}: {section}.standins.{key}", value, STANDIN_KEYS[key])
     return raw
-
-
-def pick(cli: Any, section: dict[str, Any], key: str, default: Any) -> Any:
-    """CLI value if given, else the scenario's, else the built-in default."""
-    if cli is not None:
-        return cli
-    return section.get(key, default)

@@ -100,6 +100,47 @@ class ServeOptions:
             raise ValueError("--burstiness must be > 0")
 
 
+def serve_options(
+    section: dict[str, Any], overrides: dict[str, Any] | None = None, **extra: Any
+) -> ServeOptions:
+    """A ``[serve_ab]`` scenario table (see ``scenarios/serve-ab.toml``) with non-None
+    ``overrides`` (CLI options) on top; keys neither sets take the ServeOptions defaults.
+    ``extra`` passes fields that have no scenario key (``config_path``, ``notes``)."""
+    from kimi_bench.bench.images import parse_resolution
+    from kimi_bench.config import resolve_config
+
+    v = {**section, **{k: x for k, x in (overrides or {}).items() if x is not None}}
+    base = ServeOptions(cfg=resolve_config(v.get("preset", "kimi-k3"), extra.get("config_path")))
+    rates, arms = v.get("rates", base.rates), v.get("arms", base.arms)
+    if isinstance(rates, (list, tuple)):
+        rates = ",".join(map(str, rates))
+    if isinstance(arms, str):
+        arms = arms.split(",")
+    res = v.get("resolution", base.resolution)
+    return ServeOptions(
+        cfg=base.cfg,
+        rates=parse_rates(str(rates)),
+        requests=v.get("requests", base.requests),
+        images_per_request=v.get("images_per_request", base.images_per_request),
+        resolution=parse_resolution(res) if isinstance(res, str) else res,
+        ranks=v.get("ranks", base.ranks),
+        processor_workers=v.get("processor_workers", base.processor_workers),
+        transport=v.get("transport", base.transport),
+        arms=tuple(a.strip() for a in arms if a.strip()),
+        burstiness=float(v.get("burstiness", base.burstiness)),
+        warmup_requests=v.get("warmup_requests", base.warmup_requests),
+        repeats=v.get("repeats", base.repeats),
+        seed=v.get("seed", base.seed),
+        device=v.get("device", base.device),
+        image_format=v.get("image_format", base.image_format),
+        image_content=v.get("image_content", base.image_content),
+        unique_images=v.get("unique_images", base.unique_images),
+        request_timeout_s=float(v.get("request_timeout_s", base.request_timeout_s)),
+        cost=StandinCost(**v.get("standins", {})),
+        notes=tuple(extra.get("notes", ())),
+    )
+
+
 class ServeFailed(RuntimeError):
     def __init__(self, message: str, runs: list[dict[str, Any]]) -> None:
         super().__init__(message)

@@ -82,41 +82,39 @@ def serve_ab(
 
     Example: kimi-bench serve-ab --rates 2,8,inf --ranks 8 --requests 120 --out sab
     """
-    from kimi_bench.bench.images import ImageSpecError, parse_resolution
-    from kimi_bench.bench.serve import ServeFailed, ServeOptions, parse_rates, run_serve_ab
+    from kimi_bench.bench.images import ImageSpecError
+    from kimi_bench.bench.serve import ServeFailed, run_serve_ab, serve_options
     from kimi_bench.bench.serve_report import build_serve_report
-    from kimi_bench.bench.standins import StandinCost
-    from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.config import ConfigError
     from kimi_bench.environment import resolve_device
     from kimi_bench.report.emit import emit_serve
     from kimi_bench.report.plots import PLOT_HINT
-    from kimi_bench.scenario import ScenarioError, load_scenario, pick
+    from kimi_bench.scenario import ScenarioError, load_scenario
 
     try:
-        sc = load_scenario(scenario).get("serve_ab", {})
-        rate_text = rates if rates is not None else ",".join(map(str, sc.get("rates", ["2"])))
-        arm_text = arms if arms is not None else ",".join(sc.get("arms", ["eager", "deferred"]))
-        opts = ServeOptions(
-            cfg=resolve_config(pick(preset, sc, "preset", "kimi-k3"), config),
-            rates=parse_rates(rate_text),
-            requests=pick(requests, sc, "requests", 200),
-            images_per_request=pick(images_per_request, sc, "images_per_request", 1),
-            resolution=parse_resolution(pick(resolution, sc, "resolution", "1536x1024")),
-            ranks=pick(ranks, sc, "ranks", 8),
-            processor_workers=pick(processor_workers, sc, "processor_workers", 2),
-            transport=pick(transport, sc, "transport", "shm"),
-            arms=tuple(a.strip() for a in arm_text.split(",") if a.strip()),
-            burstiness=float(pick(burstiness, sc, "burstiness", 1.0)),
-            warmup_requests=pick(warmup_requests, sc, "warmup_requests", 4),
-            repeats=pick(repeats, sc, "repeats", 1),
-            seed=pick(seed, sc, "seed", 0),
-            device=pick(device, sc, "device", "auto"),
-            image_format=pick(image_format, sc, "image_format", "jpeg"),
-            image_content=pick(image_content, sc, "image_content", "random"),
-            unique_images=sc.get("unique_images", 16),
-            request_timeout_s=float(pick(request_timeout, sc, "request_timeout_s", 60.0)),
-            cost=StandinCost(**sc.get("standins", {})),
-            notes=tuple(note or ()),
+        opts = serve_options(
+            load_scenario(scenario).get("serve_ab", {}),
+            {
+                "rates": rates,
+                "requests": requests,
+                "images_per_request": images_per_request,
+                "resolution": resolution,
+                "ranks": ranks,
+                "processor_workers": processor_workers,
+                "transport": transport,
+                "arms": arms,
+                "burstiness": burstiness,
+                "warmup_requests": warmup_requests,
+                "repeats": repeats,
+                "seed": seed,
+                "device": device,
+                "image_format": image_format,
+                "image_content": image_content,
+                "request_timeout_s": request_timeout,
+                "preset": preset,
+            },
+            config_path=config,
+            notes=note or (),
         )
         opts.validate()
         dev = resolve_device(opts.device)

@@ -56,3 +56,16 @@ def test_inf_rate_and_rate_parsing():
     for bad in ("0", "-1", "fast", "nan"):
         with pytest.raises(ValueError):
             parse_rates(bad)
+
+
+def test_serve_options_scenario_then_cli_overrides():
+    from kimi_bench.bench.serve import serve_options
+    from kimi_bench.scenario import load_scenario
+
+    section = load_scenario("serve-ab")["serve_ab"]
+    opts = serve_options(section, {"ranks": 2, "rates": "4,inf", "requests": None})
+    assert opts.ranks == 2 and opts.rates == [4.0, math.inf]  # CLI wins
+    assert opts.requests == 200 and opts.resolution == (1536, 1024)  # None keeps the file's
+    assert opts.cost.encoder_gflop_per_patch == 0.8 and opts.arms == ("eager", "deferred")
+    custom = serve_options({"image_format": "png", "unique_images": 3, "arms": ["deferred"]})
+    assert (custom.image_format, custom.unique_images, custom.arms) == ("png", 3, ("deferred",))
