@@ -6,19 +6,29 @@ See SPEC section 2. Everything here is immutable data; nothing touches tensors.
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
 
-# Fallbacks the runtime applies when a chessboard config omits a key (SPEC section 2).
+# The runtime's key names for ``transparent_bg_config`` and the fallbacks it applies when a
+# chessboard config omits a key (SPEC section 2).
 _BG_FALLBACK: dict[str, Any] = {
     "pattern": "black",
-    "square_size": 16,
-    "white_value": 255,
-    "gray_value": 200,
-    "white_top_left": True,
+    "chessboard_square_size": 16,
+    "chessboard_white_value": 255,
+    "chessboard_gray_value": 200,
+    "chessboard_square_on_top_left": True,
+}
+# Names an earlier kimi-bench wrote; accepted with a deprecation warning.
+_BG_OLD_NAMES = {
+    "square_size": "chessboard_square_size",
+    "white_value": "chessboard_white_value",
+    "gray_value": "chessboard_gray_value",
+    "white_top_left": "chessboard_square_on_top_left",
 }
 
 
@@ -28,13 +38,17 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class BackgroundConfig:
-    """How transparent pixels are filled (K3: a chessboard composited after the resize)."""
+    """How transparent pixels are filled (K3: a chessboard composited after the resize).
+
+    Field names are the runtime's ``transparent_bg_config`` keys; ``as_dict`` writes them
+    unchanged into the deferred record. ``chessboard_square_on_top_left`` puts a white
+    square at (0, 0)."""
 
     pattern: str = "chessboard"
-    square_size: int = 8
-    white_value: int = 255
-    gray_value: int = 180
-    white_top_left: bool = True
+    chessboard_square_size: int = 8
+    chessboard_white_value: int = 255
+    chessboard_gray_value: int = 180
+    chessboard_square_on_top_left: bool = True
 
     def __post_init__(self) -> None:
         if self.pattern not in BACKGROUND_PATTERNS:
@@ -42,32 +56,47 @@ class BackgroundConfig:
                 f"unknown background pattern {self.pattern!r}; "
                 f"expected one of {', '.join(BACKGROUND_PATTERNS)}"
             )
-        if self.square_size < 1:
-            raise ConfigError(f"square_size must be >= 1, got {self.square_size}")
+        if self.chessboard_square_size < 1:
+            raise ConfigError(
+                f"chessboard_square_size must be >= 1, got {self.chessboard_square_size}"
+            )
+        for key in ("chessboard_white_value", "chessboard_gray_value"):
+            if not 0 <= getattr(self, key) <= 255:
+                raise ConfigError(f"{key} must be within 0..255, got {getattr(self, key)}")
 
     @classmethod
-    def from_mapping(cls, raw: dict[str, Any]) -> BackgroundConfig:
-        known = set(_BG_FALLBACK)
-        unknown = set(raw) - known - {"fill_stage"}
-        if unknown:
-            raise ConfigError(f"unknown transparent_bg_config keys: {sorted(unknown)}")
-        values = {k: raw.get(k, v) for k, v in _BG_FALLBACK.items()}
-        return cls(
-            pattern=str(values["pattern"]),
-            square_size=int(values["square_size"]),
-            white_value=int(values["white_value"]),
-            gray_value=int(values["gray_value"]),
-            white_top_left=bool(values["white_top_left"]),
-        )
+    def from_mapping(cls, raw: Mapping[str, Any]) -> BackgroundConfig:
+        """Read a ``transparent_bg_config`` object with the runtime's keys (the older
+        kimi-bench names are accepted with a DeprecationWarning). Missing keys take the
+        runtime's fallbacks; an unknown key is an error that names it."""
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in _BG_OLD_NAMES:
+                warnings.warn(
+                    f"transparent_bg_config key {key!r} is deprecated; the runtime's name is "
+                    f"{_BG_OLD_NAMES[key]!r}",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                key = _BG_OLD_NAMES[key]
+            elif key not in _BG_FALLBACK and key != "fill_stage":
+                raise ConfigError(
+                    f"unknown transparent_bg_config key {key!r}; expected {', '.join(_BG_FALLBACK)}"
+                )
+            values[key] = value
+        merged = {k: values.get(k, v) for k, v in _BG_FALLBACK.items()}
+        for key in ("chessboard_square_size", "chessboard_white_value", "chessboard_gray_value"):
+            v = merged[key]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"transparent_bg_config.{key} must be an integer, got {v!r}")
+        if not isinstance(merged["chessboard_square_on_top_left"], bool):
+            raise ConfigError(
+                "transparent_bg_config.chessboard_square_on_top_left must be true or false"
+            )
+        return cls(**{k: merged[k] for k in _BG_FALLBACK} | {"pattern": str(merged["pattern"])})
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "pattern": self.pattern,
-            "square_size": self.square_size,
-            "white_value": self.white_value,
-            "gray_value": self.gray_value,
-            "white_top_left": self.white_top_left,
-        }
+        return {k: getattr(self, k) for k in _BG_FALLBACK}
 
 
 @dataclass(frozen=True)

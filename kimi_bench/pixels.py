@@ -123,15 +123,15 @@ def make_background(
     """A float32 (3, H, W) background for alpha compositing."""
     if bg.pattern in PATTERN_VALUES:
         return torch.full((3, height, width), PATTERN_VALUES[bg.pattern], device=device)
-    s = bg.square_size
+    s = bg.chessboard_square_size
     ys = torch.arange(height, device=device) // s
     xs = torch.arange(width, device=device) // s
     parity = (ys[:, None] + xs[None, :]) % 2
-    gray_parity = 1 if bg.white_top_left else 0
+    gray_parity = 1 if bg.chessboard_square_on_top_left else 0
     plane = torch.where(
         parity == gray_parity,
-        torch.tensor(float(bg.gray_value), device=device),
-        torch.tensor(float(bg.white_value), device=device),
+        torch.tensor(float(bg.chessboard_gray_value), device=device),
+        torch.tensor(float(bg.chessboard_white_value), device=device),
     ).to(torch.float32)
     return plane.unsqueeze(0).expand(3, height, width).contiguous()
 

@@ -168,11 +168,58 @@ def test_checkpoint_config_file(tmp_path: Path, mixed_folder: Path):
     # omitted chessboard keys take the runtime's fallbacks
     assert bg == {
         "pattern": "chessboard",
-        "square_size": 16,
-        "white_value": 255,
-        "gray_value": 200,
-        "white_top_left": True,
+        "chessboard_square_size": 16,
+        "chessboard_white_value": 255,
+        "chessboard_gray_value": 200,
+        "chessboard_square_on_top_left": True,
     }
+
+
+def test_checkpoint_config_with_runtime_chessboard_keys(tmp_path: Path, mixed_folder: Path):
+    """A checkpoint's preprocessor_config.json written with the runtime's key names loads,
+    parity over it is bit-exact, and the deferred record carries the same names."""
+    from kimi_bench.config import load_preprocessor_config
+    from kimi_bench.contract import make_deferred_record
+    from kimi_bench.navit import plan_resize
+
+    bg = {
+        "pattern": "chessboard",
+        "chessboard_square_size": 16,
+        "chessboard_white_value": 255,
+        "chessboard_gray_value": 200,
+        "chessboard_square_on_top_left": False,
+    }
+    path = tmp_path / "preprocessor_config.json"
+    path.write_text(json.dumps({"media_proc_cfg": {"transparent_bg_config": bg}}))
+    cfg = load_preprocessor_config(path)
+    record = make_deferred_record(plan_resize(64, 48, cfg), cfg)
+    assert dict(record["transparent_bg_config"]) == bg
+    res = runner.invoke(
+        app,
+        [
+            "parity",
+            "--images",
+            str(mixed_folder),
+            "--config",
+            str(path),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["summary"]["all_bit_exact_bf16"] is True
+    assert report["config"]["preprocess"]["transparent_bg_config"] == bg
+
+
+def test_old_chessboard_key_names_warn_and_unknown_keys_fail():
+    from kimi_bench.config import BackgroundConfig, ConfigError
+
+    with pytest.warns(DeprecationWarning, match="chessboard_square_size"):
+        old = BackgroundConfig.from_mapping({"pattern": "chessboard", "square_size": 4})
+    assert old.chessboard_square_size == 4
+    with pytest.raises(ConfigError, match="'squaresize'"):
+        BackgroundConfig.from_mapping({"pattern": "chessboard", "squaresize": 4})
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")

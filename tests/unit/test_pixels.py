@@ -71,7 +71,7 @@ def test_chessboard_values_at_known_coordinates():
     assert bg[0, 0, 0] == 255 and bg[0, 7, 7] == 255  # top-left square is white
     assert bg[0, 0, 8] == 180 and bg[0, 8, 0] == 180
     assert bg[0, 8, 8] == 255 and bg[2, 16, 8] == 180
-    flipped = make_background(BackgroundConfig(white_top_left=False), 9, 9)
+    flipped = make_background(BackgroundConfig(chessboard_square_on_top_left=False), 9, 9)
     assert flipped[1, 0, 0] == 180 and flipped[1, 0, 8] == 255
     assert make_background(BackgroundConfig(pattern="gray"), 2, 2).unique().tolist() == [128.0]
 
