@@ -89,3 +89,14 @@ def rich_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Ta
     for r in rows:
         table.add_row(*[_fmt(r.get(c)) for c in columns])
     return table
+
+
+RuntimeOpt = Annotated[
+    str,
+    typer.Option(
+        "--runtime",
+        help="Runtime behaviour to emulate: sglang-0.5.23 (default, newest: shm receivers map "
+        "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request "
+        "decisions).",
+    ),
+]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kimi_bench.bench.micro_worker import STAGES
 from kimi_bench.report.model import Report
 from kimi_bench.report.plots import stage_bars, ttft_cdf, ttft_vs_rate
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
@@ -27,7 +26,9 @@ def emit_micro(report: Report, out: Path) -> list[Path]:
     ]
     cfg = report.config
     title = f"{cfg.get('images')}, {cfg.get('ranks')} ranks, {cfg.get('transport')}"
-    chart = stage_bars(report.data["arms"], list(STAGES), title, out / "stages.png")
+    arms = report.data["arms"]
+    stages = list(next(iter(arms.values()))["stages"]) if arms else []
+    chart = stage_bars(arms, stages, title, out / "stages.png")
     return files + ([chart] if chart else [])
 
 
