@@ -10,7 +10,8 @@ Relative rules (need --baseline):
 
 A relative rule fails only when the new median is worse than the baseline's by more than
 ``max_regression`` AND a one-sided Mann-Whitney U test on the raw samples says the shift
-is beyond noise (p < ``alpha``, normal approximation with tie correction).
+is beyond noise (p < ``alpha``; ``kimi_bench.stats.mann_whitney``: exact without ties
+for small samples, else the normal approximation with tie correction).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.bench.stats import median
 from kimi_bench.report.model import Report, ReportError, load_report
+from kimi_bench.stats import mann_whitney, median
 
 RULE_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "parity": {"all_bit_exact": bool},
@@ -243,31 +244,9 @@ def metric_samples(report: Report, metric: str) -> tuple[list[float], bool]:
 
 
 def mann_whitney_greater(new: list[float], base: list[float]) -> float:
-    """One-sided p-value that ``new`` tends to be larger than ``base``."""
-    n1, n2 = len(new), len(base)
-    if not n1 or not n2:
-        return math.nan
-    pooled = sorted([(v, 0) for v in new] + [(v, 1) for v in base])
-    ranks = [0.0] * len(pooled)
-    ties = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[k] = (i + j) / 2 + 1
-        t = j - i + 1
-        ties += t**3 - t
-        i = j + 1
-    r1 = sum(r for r, (_, g) in zip(ranks, pooled, strict=True) if g == 0)
-    u = r1 - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
-    if var <= 0:
-        return 0.5
-    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)  # continuity correction
-    return 0.5 * math.erfc(z / math.sqrt(2))
+    """One-sided p-value that ``new`` tends to be larger than ``base`` (kept for callers
+    until the gate uses ``kimi_bench.stats.mann_whitney`` directly)."""
+    return mann_whitney(new, base, alternative="greater").p_value
 
 
 def relative_rules(new: Report, base: Report | None, rules: dict[str, Any]) -> list[RuleResult]:
