@@ -46,11 +46,11 @@ MODEL = [
 ]
 
 _WHY = {
-    ("tree", -1): "the calibration run has a single receiver; from 4 ranks on several "
-    "receivers copy and unpickle the message at the same time, and each then takes longer "
-    "than the lone receiver did (they share the host's cores and memory); a 2-rank run "
-    "cannot show that, so the model scales only gloo's transfer rounds and keeps the "
-    "receive side at its 2-rank cost",
+    ("tree", -1): "the broadcast grew by more than gloo's extra rounds account for. In "
+    "the 2-rank calibration one receiver copies and unpickles the message alone; from 4 "
+    "ranks on several receivers do it at the same time on the same host, sharing its cores "
+    "and memory, and the slowest ends the stage. How much that costs cannot be seen at 2 "
+    "ranks, so the model keeps the receive side at its 2-rank cost",
     ("fixed", -1): "single-process work ran slower with more rank processes on the host "
     "(shared cores and memory bandwidth); the model keeps it at its calibration cost",
     ("fixed", 1): "a stage hidden behind a slower rank on the critical path measures ~0 ms "
@@ -70,8 +70,7 @@ def _environment(cals: list[Calibration]) -> dict[str, Any]:
     return {
         "package": "kimi-bench",
         "package_version": kimi_bench.__version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
+        "python": first.get("python"),
         "torch": first.get("torch"),
         "cuda": first.get("cuda"),
         "device": first.get("device"),
@@ -81,6 +80,7 @@ def _environment(cals: list[Calibration]) -> dict[str, Any]:
         "preset": first.get("preset"),
         "seed": first.get("seed"),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "projected_on": {"python": sys.version.split()[0], "platform": platform.platform()},
         "calibration_environments": {c.source: c.environment for c in cals},
     }
 
@@ -140,7 +140,7 @@ def _fixed_drift(errors: list[dict[str, Any]]) -> str | None:
     errs = sorted(
         r["error_pct"]
         for r in errors
-        if r["kind"] == "fixed" and not r["small"] and r["error_pct"] is not None
+        if r["kind"] == "fixed" and not r["note"] and r["error_pct"] is not None
     )
     if not errs:
         return None
@@ -163,7 +163,7 @@ def _validation_notes(errors: list[dict[str, Any]]) -> list[str]:
         f"validation: total error within +-{TARGET_PCT:.0f}% for {ok} of {len(tots)} "
         f"(carrier, ranks, arm) cases; worst {worst['error_pct']:+.1f}% "
         f"({worst['transport']} {worst['arm']} at {worst['ranks']} ranks). Per-stage errors "
-        "of stages under 2% of the measured total are marked small: their relative error "
+        "of stages under 2% of the measured total are noted as small: their relative error "
         "says little (a stage hidden behind a slower rank measures ~0 ms)."
     ]
     drift = _fixed_drift(errors)
@@ -273,7 +273,7 @@ def _views(
             View(
                 "Validation: error per stage",
                 errors,
-                [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "small"],
+                [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "note"],
             )
         )
     pivot, pivot_cols = _stage_pivot(rows)

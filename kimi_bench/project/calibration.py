@@ -57,6 +57,7 @@ class Calibration:
     ranks: int
     transport: str
     device: str
+    nodes: int  # nodes the ranks ran on (config ``nodes``/``nnodes``; 1 when absent)
     gpus: int  # GPUs the ranks shared (round robin); 0 on a CPU run
     cores: int | None  # CPU cores of the host, when the report records them
     h2d_gbps: float | None  # pinned host->device bandwidth of one GPU link (the floor), GB/s
@@ -131,6 +132,14 @@ def _image_areas(config: dict[str, Any]) -> tuple[int, ...]:
     return tuple(areas)
 
 
+def _nodes(config: dict[str, Any]) -> int:
+    for key in ("nodes", "nnodes"):
+        v = config.get(key)
+        if isinstance(v, int) and v >= 1:
+            return v
+    return 1
+
+
 def _arm(name: str, raw: dict[str, Any], transport: str, ranks: int) -> ArmCal:
     stages_raw = raw.get("stages")
     if not isinstance(stages_raw, dict) or not stages_raw:
@@ -182,6 +191,7 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         ranks=ranks,
         transport=transport,
         device=device,
+        nodes=_nodes(cfg),
         gpus=int(env.get("gpu_count") or 0) if device == "cuda" else 0,
         cores=int(cores) if isinstance(cores, int) and cores > 0 else None,
         h2d_gbps=float(gbps) if isinstance(gbps, (int, float)) and gbps > 0 else None,

@@ -3,6 +3,7 @@ another on the same host, compare stage by stage and in total."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,13 +56,16 @@ class ErrorRow:
             "error_ms": self.error_ms,
             "error_pct": self.error_pct,
             "share_of_total": share,
-            "small": share is not None and share < SMALL_SHARE,
+            "note": f"small (< {SMALL_SHARE:.0%} of the total)"
+            if share is not None and share < SMALL_SHARE
+            else None,
         }
 
 
-def same_host_topology(cal: Calibration, ranks: int) -> Topology:
-    """How micro ran ``ranks`` ranks on the calibration's host: one node, its GPUs shared."""
-    return Topology(ranks, ranks, cal.gpus)
+def same_host_topology(cal: Calibration, ranks: int, nodes: int = 1) -> Topology:
+    """How micro ran ``ranks`` ranks on hosts like the calibration's: ``nodes`` nodes
+    (one unless the measured report says otherwise), each node's GPUs shared."""
+    return Topology(ranks, math.ceil(ranks / max(1, nodes)), cal.gpus)
 
 
 def check_comparable(cal: Calibration, measured: Calibration) -> None:
@@ -115,7 +119,7 @@ def validate(
     out: list[dict[str, Any]] = []
     for m in sorted(measured, key=lambda c: c.ranks):
         check_comparable(cal, m)
-        topo = same_host_topology(cal, m.ranks)
+        topo = same_host_topology(cal, m.ranks, m.nodes)
         for name, arm in cal.arms.items():
             if name not in m.arms:
                 continue
