@@ -20,57 +20,63 @@ def _numbers(text: str, option: str, kind: type) -> tuple[Any, ...]:
     return values
 
 
+ReportsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="micro report(s) to calibrate on (report.json or its folder), one per carrier "
+        "(shm, pickle)."
+    ),
+]
+RanksOpt = Annotated[str, typer.Option("--ranks", help="Rank counts to project, comma-separated.")]
+LinkOpt = Annotated[
+    str,
+    typer.Option(
+        "--link-gbps",
+        help="Link speed between nodes in Gbit/s (what gloo's TCP traffic gets), "
+        "comma-separated for several.",
+    ),
+]
+GpusOpt = Annotated[
+    int, typer.Option("--gpus-per-node", min=1, help="GPUs (= ranks, one per GPU) per node.")
+]
+ValidateOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--validate",
+        help="A measured micro report at another rank count on the calibration's host "
+        "(repeatable): adds the prediction error table.",
+    ),
+]
+CoresOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--host-cores",
+        min=1,
+        help="CPU cores per node when the calibration report does not record them (micro "
+        "splits them between its processes).",
+    ),
+]
+ThreadOpt = Annotated[
+    float,
+    typer.Option("--thread-exponent", help="A host copy with T threads takes T^-x as long."),
+]
+StreamsOpt = Annotated[
+    float,
+    typer.Option(
+        "--loopback-streams", help="Concurrent gloo transfers one node carries at full speed."
+    ),
+]
+
+
 def project(
-    reports: Annotated[
-        list[Path],
-        typer.Argument(
-            help="micro report(s) to calibrate on (report.json or its folder), one per "
-            "carrier (shm, pickle)."
-        ),
-    ],
-    ranks: Annotated[
-        str, typer.Option("--ranks", help="Rank counts to project, comma-separated.")
-    ] = "16,32,64",
-    link_gbps: Annotated[
-        str,
-        typer.Option(
-            "--link-gbps",
-            help="Link speed between nodes in Gbit/s (what gloo's TCP traffic gets), "
-            "comma-separated for several.",
-        ),
-    ] = "100",
-    gpus_per_node: Annotated[
-        int,
-        typer.Option("--gpus-per-node", min=1, help="GPUs (= ranks, one per GPU) per node."),
-    ] = 8,
-    validate: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--validate",
-            help="A measured micro report at another rank count on the calibration's host "
-            "(repeatable): adds the prediction error table.",
-        ),
-    ] = None,
-    host_cores: Annotated[
-        int | None,
-        typer.Option(
-            "--host-cores",
-            min=1,
-            help="CPU cores per node when the calibration report does not record them "
-            "(micro splits them between its processes).",
-        ),
-    ] = None,
-    thread_exponent: Annotated[
-        float,
-        typer.Option("--thread-exponent", help="A host copy with T threads takes T^-x as long."),
-    ] = 0.65,
-    loopback_streams: Annotated[
-        float,
-        typer.Option(
-            "--loopback-streams",
-            help="Concurrent gloo transfers one node carries at full speed.",
-        ),
-    ] = 1.7,
+    reports: ReportsArg,
+    ranks: RanksOpt = "16,32,64",
+    link_gbps: LinkOpt = "100",
+    gpus_per_node: GpusOpt = 8,
+    validate: ValidateOpt = None,
+    host_cores: CoresOpt = None,
+    thread_exponent: ThreadOpt = 0.65,
+    loopback_streams: StreamsOpt = 1.7,
     out: OutOpt = None,
 ) -> None:
     """Project micro's stage costs to more ranks and nodes, calibrated on a micro report.
