@@ -7,6 +7,7 @@ import typer
 from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
+from kimi_bench.cli.project import project
 from kimi_bench.cli.run import run
 from kimi_bench.cli.serve import serve_ab
 
@@ -32,6 +33,7 @@ app.command("serve-ab")(serve_ab)
 app.command("gate")(gate)
 app.command("compare")(compare)
 app.command("run")(run)
+app.command("project")(project)
 
 
 def main() -> None:
