@@ -156,7 +156,11 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=self.env
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
             )
         try:
             wait_healthy(self.base_url, self.start_timeout_s, self.proc)

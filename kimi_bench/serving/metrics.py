@@ -17,6 +17,7 @@ SeriesKey = tuple[str, Labels]
 _COUNTER_TYPES = ("counter",)
 _HISTOGRAM_TYPES = ("histogram",)
 _SUMMARY_TYPES = ("summary",)
+_UNTYPED = ("unknown", "untyped")  # by convention, a *_total sample of these is a counter
 
 
 class MetricsError(RuntimeError):
@@ -40,7 +41,8 @@ class MetricsSnapshot:
 
 
 def parse_metrics(text: str) -> MetricsSnapshot:
-    """Prometheus text exposition -> snapshot. ``*_created`` timestamps are dropped."""
+    """Prometheus text exposition -> snapshot. ``*_created`` timestamps are dropped;
+    an untyped ``*_total`` sample is taken as a counter (the naming convention)."""
     values: dict[SeriesKey, float] = {}
     role: dict[str, str] = {}
     family: dict[str, str] = {}
@@ -53,7 +55,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
             if s.name.endswith("_created"):
                 continue
             suffix = s.name[len(fam.name) :]
-            if fam.type in _COUNTER_TYPES:
+            if fam.type in _COUNTER_TYPES or (fam.type in _UNTYPED and s.name.endswith("_total")):
                 role[s.name] = "counter"
             elif fam.type in _HISTOGRAM_TYPES + _SUMMARY_TYPES and suffix in (
                 "_bucket",
