@@ -165,7 +165,7 @@ async def _stream_one(
                 if event.data.strip() == "[DONE]":
                     stream.done = True
                     break
-                if event.data:
+                if event.data and event.event in ("", "message"):  # skip keep-alive events
                     stream.take(event.data, time.perf_counter())
         except SSEError as exc:
             raise _Fail("malformed", f"response is not an event stream: {exc}") from None
@@ -310,6 +310,24 @@ def drive(
         result.error = "interrupted by the user (Ctrl-C)"
         result.records.sort(key=lambda r: r.rid)
     return result
+
+
+def parse_endpoint(text: str) -> tuple[str, str]:
+    """``NAME=URL`` (``--endpoint``) -> (name, base URL without a trailing slash); the URL
+    is http(s) with a host. ValueError says what is wrong."""
+    name, sep, url = text.partition("=")
+    name, url = name.strip(), url.strip().rstrip("/")
+    if not sep or not name or not url:
+        raise ValueError(f"--endpoint takes NAME=URL, got {text!r}")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"--endpoint {name}: bad URL {url!r}: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"--endpoint {name}: the URL must be http(s)://HOST[:PORT], got {url!r}")
+    if parsed.path.rstrip("/").endswith(CHAT_PATH.rstrip("/")) or parsed.path.endswith("/v1"):
+        raise ValueError(f"--endpoint {name}: give the server's base URL, without /v1/...")
+    return name, url
 
 
 def _scalars(entry: Any) -> dict[str, Any]:

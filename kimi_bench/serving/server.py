@@ -14,7 +14,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +75,9 @@ def _parse_content(content: Any, where: str, images: list[bytes], texts: list[st
 
 
 def parse_chat(body: Any, opts: ServerOptions) -> _Chat:
-    """Validate a chat-completions body; ValueError names the first problem. Prompt
-    tokens are estimated as whitespace-separated words of the text parts."""
+    """Validate a chat-completions body; ValueError names the first problem, LookupError
+    an unknown model. Prompt tokens are estimated as whitespace-separated words of the
+    text parts (a backend that knows better reports ``FirstToken.prompt_tokens``)."""
     if not isinstance(body, dict):
         raise ValueError("the request body must be a JSON object")
     if body.get("model") != opts.model:
@@ -158,6 +159,10 @@ class _Handler:
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             await asyncio.wait({submit, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the server is shutting down: the request goes too
+            submit.cancel()
+            self.metrics.finish("cancelled", t0)
+            raise
         finally:
             gone.cancel()
         if not submit.done():
@@ -218,7 +223,7 @@ class _Stream:
             "total_tokens": total,
         }
 
-    async def events(self, done: Any) -> AsyncIterator[str]:
+    async def events(self, done: Callable[[int], None]) -> AsyncIterator[str]:
         """SSE events; ``done(tokens_sent)`` runs once the stream has ended."""
         sent = 0
         try:

@@ -9,10 +9,13 @@ import io
 import json
 import math
 import os
+import re
 import signal
 import statistics
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kimi_bench.serving.backend import FaultyBackend, SleepBackend
-from kimi_bench.serving.client import ClientOptions, drive, probe_server
-from kimi_bench.serving.launch import free_port, serve_in_thread
+from kimi_bench.serving.client import ClientOptions, drive, parse_endpoint, probe_server
+from kimi_bench.serving.launch import ServerProcess, free_port, serve_in_thread
 from kimi_bench.serving.metrics import (
     HistogramDelta,
     MetricsError,
@@ -98,6 +101,26 @@ def test_chat_body_carries_prompt_images_as_data_urls_and_extras() -> None:
     assert "stream_options" not in chat_body(t, 1, "m", 1, include_usage=False)
     with pytest.raises(ValueError, match="not base64 encoded"):
         parse_data_url("data:image/png,rawbytes")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("a", "takes NAME=URL"),
+        ("=http://x", "takes NAME=URL"),
+        ("a=ftp://x", "must be http(s)"),
+        ("a=http://127.0.0.1:30000/v1", "without /v1"),
+        ("a=http://h/v1/chat/completions", "without /v1"),
+    ],
+)
+def test_parse_endpoint_names_what_is_wrong(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(error)):
+        parse_endpoint(text)
+
+
+def test_parse_endpoint_keeps_name_and_base_url() -> None:
+    assert parse_endpoint("base=http://127.0.0.1:30000/") == ("base", "http://127.0.0.1:30000")
+    assert parse_endpoint(" new = https://h.example/sglang ") == ("new", "https://h.example/sglang")
 
 
 # ---------------------------------------------------------------- the happy path
@@ -211,6 +234,10 @@ def odd_server_app() -> Starlette:
         if model == "error":
             text = 'data: {"error": {"message": "out of KV cache"}}\n\ndata: [DONE]\n\n'
             return Response(text, media_type="text/event-stream")
+        if model == "keepalive":  # named non-message events are not chunks
+            chunk = {"choices": [{"delta": {"content": "hi"}, "finish_reason": "length"}]}
+            text = f"event: ping\ndata: {{}}\n\n: comment\n\ndata: {json.dumps(chunk)}\n\n"
+            return Response(text + "data: [DONE]\n\n", media_type="text/event-stream")
         if model == "empty-token":  # a token that decodes to no text, as usage says
             chunks = [
                 {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
@@ -231,6 +258,7 @@ def odd_server_app() -> Starlette:
         ("json", False, "malformed", "response is not an event stream"),
         ("error", False, "server_error", "error in stream: out of KV cache"),
         ("empty-token", True, None, None),
+        ("keepalive", True, None, None),
     ],
 )
 def test_odd_streams(model: str, ok: bool, kind: str | None, words: str | None) -> None:
@@ -342,18 +370,33 @@ def test_scrape_of_an_endpoint_without_metrics_is_a_clear_error() -> None:
 # ---------------------------------------------------------------- two arms, Ctrl-C
 
 
-def test_the_same_server_as_two_arms_gives_a_near_zero_delta() -> None:
+SERVER_SCRIPT = """
+import sys
+from kimi_bench.serving.backend import SleepBackend
+from kimi_bench.serving.launch import serve
+from kimi_bench.serving.server import ServerOptions, create_app
+
+app = create_app(SleepBackend(first_token_s=0.03), ServerOptions(model=sys.argv[2]))
+serve(app, "127.0.0.1", int(sys.argv[1]))
+"""
+
+
+def test_the_same_server_process_as_two_arms_gives_a_near_zero_delta(tmp_path: Path) -> None:
     from kimi_bench.bench.serve import arrival_offsets
 
-    arrivals = arrival_offsets(40.0, 16, seed=3)
-    trace = make_trace(arrivals, [jpeg(), jpeg((24, 32))])
-    with server(SleepBackend(first_token_s=0.03)) as url:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-c", SERVER_SCRIPT, str(port), MODEL]
+    trace = make_trace(arrival_offsets(40.0, 16, seed=3), [jpeg(), jpeg((24, 32))])
+    with ServerProcess(argv, url, tmp_path / "server.log", env=dict(os.environ)):
+        info = probe_server(url)
         arms = [drive(url, trace, opts(warmup_requests=1)) for _ in range(2)]
+    assert info.model == MODEL and info.version_source == "GET /version"
     medians = []
     for arm in arms:
-        assert arm.completed == 16 and arm.error is None
+        assert arm.completed == 16 and arm.error is None and arm.unsent == 0
         ttft = [r.ttft_ms for r in arm.records if r.ttft_ms is not None]
-        assert len(ttft) == 16 and min(ttft) >= 30.0
+        assert len(ttft) == 16 and min(ttft) >= 30.0  # the backend's 30 ms is a floor
         medians.append(statistics.median(ttft))
     # a generous bound: the same server twice may differ by noise, not by a factor
     assert abs(medians[1] - medians[0]) / max(medians) < 0.5, medians
