@@ -179,6 +179,7 @@ def environment(
         "device": device.type,
         "device_name": device_name(device),
         "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "cpu_count": usable_cpus(),
         "git": git_commit(),
         "preset": preset,
         "seed": seed,

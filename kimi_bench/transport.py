@@ -59,6 +59,8 @@ def _map(name: str, size: int, create: bool) -> mmap.mmap:
     try:
         if create:
             os.ftruncate(fd, max(size, 1))
+            if hasattr(os, "posix_fallocate"):  # reserve the pages first, as the runtime does
+                os.posix_fallocate(fd, 0, max(size, 1))
         return mmap.mmap(fd, max(size, 1))
     finally:
         os.close(fd)
