@@ -15,7 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Annotated, Any
@@ -27,6 +29,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+PIPE_WIDTH = 4096  # the line width when output is not a terminal: nothing wraps
+
+
+def _is_tty(stream: IO[str] | None) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
 
 def make_console(
     *,
@@ -37,7 +48,14 @@ def make_console(
 ) -> Console:
     """A console for user output. Markup is still available to our own fixed strings, but
     every user-visible text goes through :func:`say` / :func:`show_tables`, which never
-    parse it; ``highlight`` is off so numbers and paths are not recoloured."""
+    parse it; ``highlight`` is off so numbers and paths are not recoloured.
+
+    When the output is not a terminal (a pipe, a file, a CI log) and neither ``width`` nor
+    ``COLUMNS`` says otherwise, the width is :data:`PIPE_WIDTH`, so even a plain
+    ``console.print(table)`` lays the table out at its natural width."""
+    target = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    if width is None and not force_terminal and "COLUMNS" not in os.environ:
+        width = None if _is_tty(target) else PIPE_WIDTH
     return Console(
         stderr=stderr,
         file=file,

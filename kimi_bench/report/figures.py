@@ -23,6 +23,7 @@ __all__ = [
     "plot_available",
     "render_figures",
     "render_tree",
+    "saved_figures",
 ]
 
 FIGURES: dict[str, tuple[FigureSpec, ...]] = {
@@ -61,6 +62,18 @@ def render_figures(report: Any, out_dir: str | Path) -> list[Path]:
     """Write the report's figures as ``<stem>.png`` under ``out_dir``; returns the paths
     ([] without matplotlib: the caller prints ``PLOT_HINT``)."""
     return [f.save(Path(out_dir)) for f in figures_png(report)]
+
+
+def saved_figures(report: Any, folder: str | Path) -> list[RenderedFigure]:
+    """The report's figures as already written in ``folder`` (``<stem>.png``), without
+    drawing them again; figures missing on disk are skipped."""
+    rep = _as_dict(report)
+    out = []
+    for spec in FIGURES.get(str(rep.get("kind")), ()):
+        png = Path(folder) / f"{spec.stem}.png"
+        if png.is_file():
+            out.append(RenderedFigure(spec.stem, spec.title, spec.about, png.read_bytes()))
+    return out
 
 
 def find_reports(root: str | Path) -> list[Path]:

@@ -174,7 +174,6 @@ def timeline_figure(report: Dict) -> Any:
         squeeze=False,
         sharex=True,
     )
-    per_rank = all(pr for _, pr in lanes.values())
     for ax, (arm, (spans, pr)) in zip(axes[:, 0], lanes.items(), strict=True):
         names = list(dict.fromkeys(s.lane for s in spans))
         ends = {n: max(s.end_ms for s in spans if s.lane == n) for n in names}
@@ -197,12 +196,13 @@ def timeline_figure(report: Dict) -> Any:
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in stages]
     fig.tight_layout(rect=(0, 0.14, 1, 0.95))
     fig.legend(handles, stages, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 0.055), ncol=9)
-    note = (
-        "one lane per rank; the critical path (last rank to finish) in red"
-        if per_rank
-        else "the report has no per-rank timestamps: the median-total repeat's stages are "
-        "drawn end to end (one lane per arm)"
-    )
+    missing = [a for a, (_, pr) in lanes.items() if not pr]
+    note = "one lane per rank; the critical path (last rank to finish) in red"
+    if missing:
+        note = (
+            f"no per-rank timestamps for {', '.join(missing)} in this report: the median-total "
+            "repeat's stages are drawn end to end on one lane"
+        )
     return decorate(fig, report, title, note)
 
 
