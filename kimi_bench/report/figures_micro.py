@@ -55,9 +55,9 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
     floor = access.floor_ms(report)
     if floor is not None:
         ax.axhline(floor, color="crimson", ls="--", lw=1.2, label=f"floor {fmt_ms(floor)}")
-        ax.legend(loc="upper right", fontsize=8)
+        ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
     ax.set_xticks(range(len(arms)), arms)
-    ax.set_xlim(-0.5, len(arms) + 0.6)  # room on the right for the stage legend
+    ax.set_xlim(-0.6, len(arms) - 0.4)
     ax.set_ylabel("ms per repeat (stage medians stacked)")
     ax.set_title("total: stacked stage medians, p10-p90 of the total", fontsize=9)
     ax.margins(y=0.18)
@@ -131,7 +131,7 @@ def stages_figure(report: Dict) -> Any:
         return empty_figure(report, title, "the report has no stage timings")
     plt = pyplot()
     colors = stage_colors(_stage_order(stats))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 6.2), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.8), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
     _stacked_totals(axes[0], report, stats, colors)
     _per_stage(axes[1], stats, "ms", access.floor_ms(report))
     axes[1].set_xlabel("ms (log scale), median with p10-p90 whiskers")
@@ -140,13 +140,17 @@ def stages_figure(report: Dict) -> Any:
     axes[2].set_xlabel("bytes moved per repeat (log scale)")
     axes[2].set_title("bytes moved per stage", fontsize=9)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in colors]
-    axes[0].legend(
-        handles + axes[0].get_legend_handles_labels()[0],
-        list(colors) + axes[0].get_legend_handles_labels()[1],
+    fig.tight_layout(rect=(0, 0.11, 1, 0.95))
+    fig.legend(
+        handles,
+        list(colors),
         fontsize=7,
-        loc="upper right",
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.055),
+        ncol=len(colors),
+        title="stages (stacked in this order, bottom up)",
+        title_fontsize=7,
     )
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     note = "floor: raw bytes pinned H2D + materialize on the owner (the least any path can take)"
     return decorate(fig, report, f"{title}; {access.verdict(report)}", note)
 
