@@ -37,8 +37,12 @@ Content = Literal["random", "blank", "photo"]
 MAX_RANKS = 64  # one process per rank on one host: beyond this use torchrun across nodes
 MAX_RATE = 1e6  # requests/s; "inf" sends everything at once
 MAX_TIMEOUT_S = 86_400.0
-RESOLUTION_PRESETS = {"720p": (1280, 720), "1080p": (1920, 1080), "1440p": (2560, 1440),
-                      "4k": (3840, 2160)}  # fmt: skip  (width, height)
+RESOLUTION_PRESETS = {
+    "720p": (1280, 720),
+    "1080p": (1920, 1080),
+    "1440p": (2560, 1440),
+    "4k": (3840, 2160),
+}  # fmt: skip  (width, height)
 _SPEC = re.compile(r"^\s*(\d+)x(\d+)x(\d+)\s*$")
 _HXW = re.compile(r"^\s*(\d+)x(\d+)\s*$")
 _SPELLED = re.compile(r"^\s*width\s*=\s*(\d+)\s*,\s*height\s*=\s*(\d+)\s*$")
