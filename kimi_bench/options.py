@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    WithJsonSchema,
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
