@@ -53,9 +53,28 @@ def scenario_schema() -> dict[str, Any]:
     }
 
 
+def report_schema_path(kind: str) -> Path:
+    return HERE / f"report-{kind}.schema.json"
+
+
+def validate_report(report: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``report`` matches its kind's schema."""
+    import jsonschema
+
+    schema = json.loads(report_schema_path(str(report.get("kind"))).read_text())
+    jsonschema.validate(report, schema)
+
+
 def write_schemas() -> list[Path]:
+    from kimi_bench.schemas.report import REPORT_SCHEMAS
+
     SCENARIO_SCHEMA.write_text(json.dumps(scenario_schema(), indent=1, sort_keys=True) + "\n")
-    return [SCENARIO_SCHEMA]
+    written = [SCENARIO_SCHEMA]
+    for kind, schema in REPORT_SCHEMAS.items():
+        path = report_schema_path(kind)
+        path.write_text(json.dumps(schema, indent=1, sort_keys=True) + "\n")
+        written.append(path)
+    return written
 
 
 if __name__ == "__main__":
