@@ -38,7 +38,7 @@ ENVIRONMENT = _obj(
                 "end": {"type": "object"},
                 "busy": {"type": "boolean"},
             }
-        ),  # fmt: skip
+        ),
     }
 )
 MEASUREMENT = _obj(
