@@ -339,11 +339,43 @@ def output_params() -> list[Any]:
         help="Console tables as table, md or json (json: stdout is one JSON document).",
         show_default=False,
     )
+    jsonl = typer.Option(
+        "--append-jsonl",
+        help="Append one line with this run's summary (kind, commit, device, verdict, key "
+        "numbers) to FILE, for dashboards.",
+        dir_okay=False,
+        show_default=False,
+    )
     kw = inspect.Parameter.KEYWORD_ONLY
     return [
         inspect.Parameter("out", kw, default=None, annotation=Annotated[Path | None, out]),
         inspect.Parameter("format", kw, default=None, annotation=Annotated[str | None, fmt]),
+        inspect.Parameter(
+            "append_jsonl", kw, default=None, annotation=Annotated[Path | None, jsonl]
+        ),
     ]
+
+
+def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
+    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists)."""
+    path = values.get("append_jsonl")
+    if not path:
+        return
+    env = report.environment
+    line = {
+        "kind": report.kind,
+        "created": env.get("created"),
+        "git": (env.get("git") or {}).get("commit"),
+        "device": env.get("device_name"),
+        "report": str(out_dir / "report.json"),
+        "metadata": env.get("metadata") or {},
+        **{k: v for k, v in report.summary.items() if not isinstance(v, (list, dict))},
+    }
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, default=str) + "\n")
+    except OSError as exc:
+        warn(f"could not append to {path}: {exc.strerror or exc}")
 
 
 def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:

@@ -8,6 +8,7 @@ import typer
 
 from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
+    append_jsonl,
     fail_line,
     note,
     output_params,
@@ -94,6 +95,7 @@ def _body(values: dict[str, Any]) -> None:
     verdict_line(s["verdict"], code == 0)
     if failed:
         fail_line(failed, label="run failed:")
+    append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
     raise typer.Exit(code=code if not failed else 1)
 

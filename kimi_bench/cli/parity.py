@@ -8,6 +8,7 @@ import typer
 
 from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
+    append_jsonl,
     note,
     output_params,
     progress_bar,
@@ -83,6 +84,7 @@ def _body(values: dict[str, Any]) -> None:
         note(line)
     code = exit_code(report)
     verdict_line(report.summary["verdict"], code == 0)
+    append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
     raise typer.Exit(code=code)
 

@@ -9,6 +9,7 @@ import typer
 
 from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
+    append_jsonl,
     note,
     output_params,
     progress_bar,
@@ -121,6 +122,7 @@ def _body(values: dict[str, Any]) -> None:
     for line in report.notes:
         note(line)
     verdict_line(report.summary["verdict"], not error)
+    append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
     raise typer.Exit(code=1 if error or report.summary["failed_requests"] else 0)
