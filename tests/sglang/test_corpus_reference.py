@@ -96,3 +96,14 @@ def test_corpus_covers_both_decisions(rt: Runtime) -> None:
     for preset in PRESETS:
         verdicts = {r["reference_defer"] for r in _rows(rt, preset).values()}
         assert verdicts >= {True, False}, preset
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("preset", PRESETS)
+def test_corpus_identical_to_runtime_on_cuda(rt: Runtime, preset: str) -> None:
+    """On a GPU host both sides run on CUDA: the runtime's eager producer and its Triton
+    normalize/patchify kernel, its K3 consumer, against kimi-bench's materializer."""
+    cfg = get_preset(preset)
+    entries = [e for e in builtin_corpus(cfg) if (preset, e.name) not in RUNTIME_REFUSES]
+    rows = reference_rows(entries, cfg, "cuda", runtime=rt)
+    assert first_difference(rows) is None
