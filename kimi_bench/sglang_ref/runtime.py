@@ -140,6 +140,11 @@ def _import(module: str, version: str) -> ModuleType:
             f"importing {module} from sglang {version} needs the package that provides "
             f"{missing!r}, which is not installed; {INSTALL_HINT}"
         ) from None
+    except Exception as exc:  # an incompatible dependency, a failing import-time hook
+        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise SglangUnavailable(
+            f"importing {module} from sglang {version} failed ({first}); {INSTALL_HINT}"
+        ) from None
 
 
 def _resolve(module: ModuleType, path: str) -> Any:

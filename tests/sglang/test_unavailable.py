@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kimi_bench.sglang_ref import SglangMissingError, SglangVersionError
+from kimi_bench.sglang_ref import SglangMissingError, SglangUnavailable, SglangVersionError
 from kimi_bench.sglang_ref import runtime as R
 
 pytestmark = pytest.mark.sglang
@@ -71,3 +71,20 @@ def test_importing_the_package_does_not_import_sglang() -> None:
     code = "import sys, kimi_bench.sglang_ref; print('sglang' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_failing_import_is_reported_not_raised(
+    fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda *a, **k: object())
+    monkeypatch.setattr(R, "_torchvision_without_ops", lambda: None)
+
+    def fail(module: str) -> Any:
+        raise ImportError("cannot import name 'AutoImageProcessor' from 'transformers'")
+
+    monkeypatch.setattr(R.importlib, "import_module", fail)
+    with pytest.raises(SglangUnavailable) as info:
+        R.load_runtime()
+    msg = str(info.value)
+    assert "ImportError: cannot import name 'AutoImageProcessor'" in msg
+    assert R.K25 in msg and "scripts/sglang-env.sh" in msg
