@@ -130,6 +130,7 @@ def run_parity(
     opts: ParityOptions,
     progress: Callable[[str, int, int], None] | None = None,
     cfg: PreprocessConfig | None = None,
+    reference_runtime: Any = None,
 ) -> Report:
     """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
@@ -173,7 +174,35 @@ def run_parity(
             if progress:
                 progress(prepared["name"], done, len(entries))
     flush()
-    return _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    report = _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    if opts.reference == "sglang":
+        from kimi_bench.bench.parity_reference import merge_reference
+
+        if reference_runtime is None:
+            from kimi_bench.sglang_ref import load_runtime
+
+            reference_runtime = load_runtime()
+        ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
+        report.summary["reference"] = ref
+        report.notes += [
+            f"--reference sglang: held against sglang {ref['sglang_version']} "
+            f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
+            "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
+            *(ref.get("notes") or []),
+        ]
+        if ref["runtime_refused"]:
+            report.notes.append(
+                "the runtime itself raises on: "
+                + ", ".join(ref["runtime_refused"])
+                + " (kimi-bench follows SPEC there; see each row's reference_detail)"
+            )
+        if ref["differing"]:
+            report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
+        else:
+            report.summary["verdict"] += (
+                f"; identical to sglang {ref['sglang_version']} on every input it accepts"
+            )
+    return report
 
 
 def _build_report(
@@ -272,4 +301,6 @@ def exit_code(report: Report) -> int:
     s = report.summary
     if not s["accepted"]:
         return 2
+    if s.get("reference", {}).get("differing"):
+        return 1
     return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1
