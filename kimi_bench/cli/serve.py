@@ -60,6 +60,15 @@ def _options(values: dict[str, Any]) -> ServeOptions:
     return build(ServeOptions, {**table, **given(values, ServeOptions)})
 
 
+def _estimate_s(opts: ServeOptions) -> float:
+    """Arrival spans of the traces plus a start-up and drain allowance per pipeline (process
+    start, gloo rendezvous, warm-up: about 10 s each on the 2-core CI machine)."""
+    import math
+
+    span = sum(0.0 if math.isinf(r) else (opts.requests or 0) / r for r in opts.rates)
+    return (span + 10.0 * len(opts.rates)) * len(opts.arms) * opts.repeats
+
+
 def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.serve import ServeFailed, run_serve_ab
     from kimi_bench.bench.serve_build import build_serve_report
@@ -84,7 +93,8 @@ def _body(values: dict[str, Any]) -> None:
     say(
         f"serve-ab: {total} pipelines ({len(opts.rates)} rates x {len(opts.arms)} arms x "
         f"{opts.repeats} repeats), {opts.requests} requests each, {opts.ranks} ranks, {w}x{h} "
-        f"(width x height), {profile.upper()} defaults profile",
+        f"(width x height), {profile.upper()} defaults profile; estimate ~"
+        f"{_estimate_s(opts) / 60:.1f} min",
         style="dim",
         err=True,
     )
