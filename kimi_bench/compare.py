@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kimi_bench.baseline import mann_whitney_greater
 from kimi_bench.bench.stats import median, percentile
-from kimi_bench.gate import mann_whitney_greater
 from kimi_bench.report.model import Report, ReportError
 
 
@@ -37,10 +37,15 @@ def compare_reports(a: Report, b: Report) -> list[dict[str, Any]]:
 
 def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
     rows = []
-    for arm in ("eager", "deferred"):
-        sa, sb = a.data["arms"][arm], b.data["arms"][arm]
+    arms_a, arms_b = a.data["arms"], b.data["arms"]
+    for arm in [x for x in arms_a if x in arms_b]:
+        sa, sb = arms_a[arm], arms_b[arm]
         pairs = [
-            (s, sa["stages"][s]["samples_ms"], sb["stages"].get(s, {}).get("samples_ms", []))
+            (
+                s,
+                sa["stages"][s].get("samples_ms", []),
+                sb["stages"].get(s, {}).get("samples_ms", []),
+            )
             for s in sa["stages"]
         ]
         pairs.append(("TOTAL", sa["total_ms"]["samples"], sb["total_ms"]["samples"]))
@@ -79,12 +84,12 @@ def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
             {
                 "rate": key[0],
                 "arm": key[1],
-                "A_ttft_median_ms": r["ttft_median_ms"],
+                "A_ttft_median_ms": r.get("ttft_median_ms"),
                 "B_ttft_median_ms": mb,
-                "delta": _delta(r["ttft_median_ms"], mb),
-                "A_p90_ms": r["ttft_p90_ms"],
+                "delta": _delta(r.get("ttft_median_ms"), mb),
+                "A_p90_ms": r.get("ttft_p90_ms"),
                 "B_p90_ms": percentile(xb, 90) if xb else None,
-                "A_req_per_s": r["req_per_s"],
+                "A_req_per_s": r.get("req_per_s"),
                 "B_req_per_s": thr_b.get(key),
                 "p_value": _p_two_sided(xa, xb),
             }

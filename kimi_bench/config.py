@@ -216,17 +216,20 @@ def config_from_mapping(raw: dict[str, Any], name: str = "custom") -> Preprocess
     if bg_raw is not None and not isinstance(bg_raw, dict):
         raise ConfigError(f"transparent_bg_config must be a JSON object, got {bg_raw!r}")
     bg = BackgroundConfig.from_mapping(bg_raw) if bg_raw is not None else None
-    ints = {
-        key: _checked_int(key, body.get(key, getattr(base, key)))
-        for key in ("patch_size", "merge_kernel_size", "in_patch_limit", "patch_limit_on_one_side")
-    }
+
+    def integer(key: str) -> int:
+        return _checked_int(key, body.get(key, getattr(base, key)))
+
     fixed = body.get("fixed_output_tokens")
     stage = body.get("transparent_bg_fill_stage", "after_resize")
     if not isinstance(stage, str):
         raise ConfigError(f"transparent_bg_fill_stage must be a string, got {stage!r}")
     return replace(
         base,
-        **ints,
+        patch_size=integer("patch_size"),
+        merge_kernel_size=integer("merge_kernel_size"),
+        in_patch_limit=integer("in_patch_limit"),
+        patch_limit_on_one_side=integer("patch_limit_on_one_side"),
         fixed_output_tokens=None if fixed is None else _checked_int("fixed_output_tokens", fixed),
         image_mean=_triple(body.get("image_mean", base.image_mean), "image_mean"),
         image_std=_triple(body.get("image_std", base.image_std), "image_std"),
