@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -70,7 +71,8 @@ def gate(
             if path is not None:
                 check_output_file(path, option)
         loaded = _load_all(reports)
-        rule_set = load_rules(resolve_path(rules))
+        # an existing path is read as given (load_rules names a FIFO, a folder...)
+        rule_set = load_rules(Path(rules) if os.path.lexists(rules) else resolve_path(rules))
         results = []
         for rep in loaded:
             base = baseline or default_baseline_dir(rep)
