@@ -53,8 +53,8 @@ def gate_rows(tmp_path: Path, *args: str | Path) -> tuple[int, dict[str, tuple[s
 
 
 def flat(text: str) -> str:
-    """Rich wraps long lines; compare on the text with the wrapping undone."""
-    return " ".join(text.split())
+    """Rich wraps long lines, also inside words; compare without any whitespace."""
+    return "".join(text.split())
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_complete_reports_pass(tmp_path, rules):
 def test_missing_baseline_is_a_usage_error(tmp_path, rules):
     m = reports.put(reports.micro(), tmp_path / "m")
     res = gate(m, "--rules", rules, "--baseline", tmp_path / "nope")
-    assert res.exit_code == 2 and "does not exist" in flat(res.output)
+    assert res.exit_code == 2 and flat("does not exist") in flat(res.output)
 
 
 def test_unreadable_baseline_is_a_usage_error(tmp_path, rules):
@@ -119,7 +119,9 @@ def test_unreadable_baseline_is_a_usage_error(tmp_path, rules):
     reports.put("{not json", tmp_path / "base" / "r1")
     res = gate(m, "--rules", rules, "--baseline", tmp_path / "base")
     assert res.exit_code == 2
-    assert "unusable baseline" in flat(res.output) and "not a JSON report" in flat(res.output)
+    assert flat("unusable baseline") in flat(res.output) and flat("not a JSON report") in flat(
+        res.output
+    )
 
 
 def test_candidate_cannot_be_its_own_baseline(tmp_path, rules):
@@ -133,7 +135,7 @@ def test_candidate_cannot_be_its_own_baseline(tmp_path, rules):
     ):
         res = gate(m, "--rules", rules, "--baseline", given)
         assert res.exit_code == 2, given
-        assert "is the gated report itself" in flat(res.output)
+        assert flat("is the gated report itself") in flat(res.output)
 
 
 def test_folder_search_skips_the_candidate_itself(tmp_path, rules):
@@ -172,13 +174,13 @@ def test_baseline_search_is_bounded(tmp_path, rules, monkeypatch):
         (tmp_path / "base" / f"d{i:02}").mkdir(parents=True)
     m = reports.put(reports.micro(), tmp_path / "m")
     res = gate(m, "--rules", rules, "--baseline", tmp_path / "base")
-    assert res.exit_code == 2 and "more than 50 entries" in flat(res.output)
+    assert res.exit_code == 2 and flat("more than 50 entries") in flat(res.output)
 
 
 def test_baseline_root_of_the_file_system_is_refused(tmp_path, rules):
     m = reports.put(reports.micro(), tmp_path / "m")
     res = gate(m, "--rules", rules, "--baseline", "/")
-    assert res.exit_code == 2 and "stopped searching /" in flat(res.output)
+    assert res.exit_code == 2 and flat("stopped searching /") in flat(res.output)
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ def test_unknown_metric_is_a_usage_error(tmp_path, metric, cause):
     p = tmp_path / "r.toml"
     p.write_text(f'[baseline]\nmetrics = ["{metric}"]\n')
     res = gate(reports.put(reports.micro(), tmp_path / "m"), "--rules", p)
-    assert res.exit_code == 2 and cause in flat(res.output)
+    assert res.exit_code == 2 and flat(cause) in flat(res.output)
 
 
 def test_metric_the_report_lacks_fails_even_without_baseline(tmp_path):
@@ -218,14 +220,16 @@ def test_kind_run_is_refused_with_a_hint(tmp_path, rules):
     raw = reports.micro() | {"kind": "run"}
     res = gate(reports.put(raw, tmp_path / "r"), "--rules", rules)
     assert res.exit_code == 2
-    assert "kind 'run'" in flat(res.output) and "one report per scenario" in flat(res.output)
+    assert flat("kind 'run'") in flat(res.output) and flat("one report per scenario") in flat(
+        res.output
+    )
 
 
 def test_string_schema_version_is_a_type_error_not_newer(tmp_path, rules):
     raw = reports.micro() | {"schema_version": "1"}
     res = gate(reports.put(raw, tmp_path / "r"), "--rules", rules)
     assert res.exit_code == 2
-    assert "schema_version must be an integer, got '1' (str)" in flat(res.output)
+    assert flat("schema_version must be an integer, got '1' (str)") in flat(res.output)
     assert "newer" not in res.output
 
 
@@ -247,44 +251,46 @@ def test_field_of_the_wrong_type_names_report_and_field(tmp_path, rules, where, 
     path = reports.put(raw, tmp_path / "r")
     res = gate(path, "--rules", rules)
     assert res.exit_code == 2
-    assert field in flat(res.output) and str(path) in flat(res.output)
+    assert flat(field) in flat(res.output) and flat(str(path)) in flat(res.output)
 
 
 def test_serve_string_delta_is_refused(tmp_path, rules):
     raw = reports.serve()
     raw["ab"]["inf"]["median_ttft"]["delta"] = "-0.2"
     res = gate(reports.put(raw, tmp_path / "s"), "--rules", rules)
-    assert res.exit_code == 2 and "field ab.inf.median_ttft.delta" in flat(res.output)
+    assert res.exit_code == 2 and flat("field ab.inf.median_ttft.delta") in flat(res.output)
 
 
 def test_nan_constant_is_refused(tmp_path, rules):
     text = json.dumps(reports.micro()).replace('"speedup_median": 9.0', '"speedup_median": NaN')
     res = gate(reports.put(text, tmp_path / "r"), "--rules", rules)
-    assert res.exit_code == 2 and "non-standard JSON constant NaN" in flat(res.output)
+    assert res.exit_code == 2 and flat("non-standard JSON constant NaN") in flat(res.output)
 
 
 def test_fifo_report_is_refused_without_blocking(tmp_path, rules):
     os.mkfifo(tmp_path / "report.json")
     res = gate(tmp_path / "report.json", "--rules", rules)
-    assert res.exit_code == 2 and "is a FIFO (named pipe), not a regular file" in flat(res.output)
+    assert res.exit_code == 2 and flat("is a FIFO (named pipe), not a regular file") in flat(
+        res.output
+    )
 
 
 def test_fifo_rules_file_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "rules.toml")
     res = gate(reports.put(reports.micro(), tmp_path / "m"), "--rules", tmp_path / "rules.toml")
-    assert res.exit_code == 2 and "rules file" in flat(res.output) and "FIFO" in res.output
+    assert res.exit_code == 2 and flat("rules file") in flat(res.output) and "FIFO" in res.output
 
 
 def test_dev_zero_report_is_refused_without_reading(rules):
     res = gate("/dev/zero", "--rules", rules)
-    assert res.exit_code == 2 and "is a character device" in flat(res.output)
+    assert res.exit_code == 2 and flat("is a character device") in flat(res.output)
 
 
 def test_oversized_report_is_refused(tmp_path, rules, monkeypatch):
     monkeypatch.setattr(model, "MAX_REPORT_BYTES", 1000)
     path = reports.put(reports.micro([10.0] * 200), tmp_path / "m")
     res = gate(path, "--rules", rules)
-    assert res.exit_code == 2 and "larger than 1,000 bytes" in flat(res.output)
+    assert res.exit_code == 2 and flat("larger than 1,000 bytes") in flat(res.output)
 
 
 # --- outputs ---------------------------------------------------------------------------------
@@ -304,7 +310,7 @@ def test_summary_below_a_file_is_refused_before_gating(tmp_path, rules):
     (tmp_path / "file").write_text("x")
     path = reports.put(reports.micro(), tmp_path / "m")
     res = gate(path, "--rules", rules, "--summary", tmp_path / "file" / "summary.md")
-    assert res.exit_code == 2 and "is a file" in flat(res.output)
+    assert res.exit_code == 2 and flat("is a file") in flat(res.output)
     assert "micro.complete" not in res.output  # refused before any rule ran
 
 
@@ -317,10 +323,10 @@ def test_compare_refuses_string_numbers_and_kind_run(tmp_path):
     raw["arms"]["eager"]["total_ms"]["samples"] = ["1", "2"]
     bad = reports.put(raw, tmp_path / "b")
     res = CliRunner().invoke(app, ["compare", str(good), str(bad)])
-    assert res.exit_code == 2 and "field arms.eager.total_ms.samples[" in flat(res.output)
+    assert res.exit_code == 2 and flat("field arms.eager.total_ms.samples[") in flat(res.output)
     run = reports.put(reports.micro() | {"kind": "run"}, tmp_path / "c")
     res = CliRunner().invoke(app, ["compare", str(good), str(run)])
-    assert res.exit_code == 2 and "kind 'run'" in flat(res.output)
+    assert res.exit_code == 2 and flat("kind 'run'") in flat(res.output)
 
 
 # --- reports built in memory (kimi-bench run) ------------------------------------------------
