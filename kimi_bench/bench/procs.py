@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
+import pickle
 import queue
 import re
 import shutil
@@ -190,12 +193,49 @@ def reap_stale_runs(shm_dir: Path | None = None, tmp_dir: Path | None = None) ->
     return removed
 
 
-def _child(
-    name: str, fn: Callable[..., None], args: tuple[Any, ...], q: Any, parent_pid: int
-) -> None:
+class _NotPlain(Exception):
+    pass
+
+
+class _PlainPickler(pickle.Pickler):
+    """Plain pickle that refuses what only travels at spawn time: plain pickle would copy
+    a pipe end as a dead handle (queues and events refuse by themselves)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, mp_connection.Connection):
+            raise _NotPlain(type(obj).__name__)
+        return NotImplemented
+
+
+def _plain_pickle(obj: Any) -> bytes | None:
+    buf = io.BytesIO()
+    try:
+        _PlainPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    except (_NotPlain, RuntimeError, TypeError, AttributeError, pickle.PicklingError):
+        return None
+    return buf.getvalue()
+
+
+def _pack_work(fn: Callable[..., None], args: tuple[Any, ...]) -> tuple[bytes, dict[int, Any]]:
+    """The worker's function and plain arguments as bytes, unpickled only after the child
+    asked to die with its parent (unpickling imports the worker's modules: torch takes
+    seconds, and a parent killed meanwhile would leave the child running that long); pipes,
+    queues and events stay spawn-time arguments (``plumbing``, by position)."""
+    plumbing = {i: a for i, a in enumerate(args) if _plain_pickle(a) is None}
+    rest = [None if i in plumbing else a for i, a in enumerate(args)]
+    blob = _plain_pickle((fn, rest))
+    if blob is None:
+        raise TypeError(f"worker function {fn!r} cannot be pickled")
+    return blob, plumbing
+
+
+def _child(name: str, work: bytes, plumbing: dict[int, Any], q: Any, parent_pid: int) -> None:
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     try:
+        fn, args = pickle.loads(work)
+        for i, a in plumbing.items():
+            args[i] = a
         fn(*args, Outbox(name, q))
     except BaseException as exc:  # report anything, then exit non-zero
         q.put(("error", name, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
@@ -232,8 +272,9 @@ class Harness:
         return self.ctx.Pipe(duplex=True)
 
     def start(self, name: str, fn: Callable[..., None], *args: Any) -> None:
+        work, plumbing = _pack_work(fn, args)
         p = self.ctx.Process(
-            target=_child, args=(name, fn, args, self.queue, os.getpid()), name=name
+            target=_child, args=(name, work, plumbing, self.queue, os.getpid()), name=name
         )
         p.daemon = True
         p.start()

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -210,3 +211,64 @@ def test_reap_removes_only_files_of_dead_runs(tmp_path):
         [names["own"], names["live"], names["other"]]
     )
     assert list(tmp.iterdir()) == []
+
+
+def _start_cli(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "cli.py"), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "workers"),
+    [
+        (
+            ["micro", "--images", "2x320x240", "--ranks", "2", "--repeats", "500", "--warmup", "0"],
+            3,
+        ),
+        (
+            [
+                "serve-ab",
+                "--rates",
+                "1",
+                "--requests",
+                "200",
+                "--ranks",
+                "2",
+                "--resolution",
+                "96x64",
+            ],
+            4,
+        ),
+    ],
+    ids=["micro", "serve-ab"],
+)
+def test_sigkill_of_a_real_run_leaves_no_process_within_5_s(tmp_path, args, workers):
+    main = _start_cli(*args, "--device", "cpu", "--out", str(tmp_path / "out"))
+    try:
+        deadline = time.monotonic() + 120
+        run: list[int] = []
+        while time.monotonic() < deadline and main.poll() is None:
+            run = _descendants(main.pid)
+            if len(run) >= workers + 1:  # the workers and multiprocessing's resource tracker
+                break
+            time.sleep(0.2)
+        assert main.poll() is None and len(run) >= workers + 1, "the run did not start"
+        time.sleep(1.0)  # let the workers get into their loops (segments, gloo)
+        run = _descendants(main.pid)
+        os.kill(main.pid, signal.SIGKILL)
+        main.wait()
+        assert _wait_gone(run, limit_s=5.0) == []
+    finally:
+        if main.poll() is None:
+            main.kill()
+            main.wait()
+    reap_stale_runs()
+    assert _mine(f"kimibench_{main.pid}_") == []
+    assert not list(Path(tempfile.gettempdir()).glob(f"kimibench_{main.pid}_*"))
