@@ -7,7 +7,8 @@ Metrics (checked when the rules are loaded, so a typo is an error, never a silen
 
 A relative rule fails only when the new median is worse than the baseline's by more than
 ``max_regression`` AND a one-sided Mann-Whitney U test on the raw samples says the shift
-is beyond noise (p < ``alpha``).
+is beyond noise (p < ``alpha``; ``kimi_bench.stats.mann_whitney``: exact without ties for
+small samples, else the normal approximation with tie correction).
 
 The baseline search stays inside the folder given (links are not followed, special files
 are skipped, the walk is bounded: ``report.model.find_report_files``); the gated report
@@ -24,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.bench.stats import median
+from kimi_bench.pipeline import ARMS, STAGES
 from kimi_bench.report.model import Report, ReportError, find_report_files, load_report
+from kimi_bench.stats import mann_whitney, median
 
 GATED_KINDS = ("parity", "micro", "serve-ab")
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -61,15 +63,6 @@ class RuleResult:
         }
 
 
-def _known_stages() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(arms, stages) of the pipeline, wherever this version keeps them."""
-    try:
-        from kimi_bench.pipeline import ARMS, STAGES  # type: ignore[import-not-found,attr-defined,unused-ignore]
-    except ImportError:
-        from kimi_bench.bench.micro_worker import ARMS, STAGES
-    return tuple(ARMS), tuple(STAGES)
-
-
 def metric_problem(metric: Any) -> str | None:
     """Why a metric name cannot be gated, or None when it is known."""
     if not isinstance(metric, str):
@@ -80,7 +73,7 @@ def metric_problem(metric: Any) -> str | None:
             f"unknown metric {metric!r}; expected micro.speedup, micro.<arm>.total_ms, "
             "micro.<arm>.<stage>_ms or serve_ab.<rate>.<arm>.ttft_ms"
         )
-    arms, stages = _known_stages()
+    arms, stages = ARMS, STAGES
     arm = m.group("arm") or m.group("sarm")
     if arm is not None and arm not in arms:
         return f"unknown arm {arm!r} in metric {metric!r}; arms: {', '.join(arms)}"
@@ -114,32 +107,8 @@ def metric_samples(report: Report, metric: str) -> tuple[list[float], bool]:
 
 
 def mann_whitney_greater(new: list[float], base: list[float]) -> float:
-    """One-sided p-value that ``new`` tends to be larger than ``base`` (normal
-    approximation with tie and continuity correction)."""
-    n1, n2 = len(new), len(base)
-    if not n1 or not n2:
-        return math.nan
-    pooled = sorted([(v, 0) for v in new] + [(v, 1) for v in base])
-    ranks = [0.0] * len(pooled)
-    ties = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[k] = (i + j) / 2 + 1
-        t = j - i + 1
-        ties += t**3 - t
-        i = j + 1
-    r1 = sum(r for r, (_, g) in zip(ranks, pooled, strict=True) if g == 0)
-    u = r1 - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
-    if var <= 0:
-        return 0.5
-    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)
-    return 0.5 * math.erfc(z / math.sqrt(2))
+    """One-sided p-value that ``new`` tends to be larger than ``base``."""
+    return mann_whitney(new, base, alternative="greater").p_value
 
 
 def _compare(metric: str, new: Report, base: Report, threshold: float, alpha: float) -> RuleResult:
@@ -155,12 +124,14 @@ def _compare(metric: str, new: Report, base: Report, threshold: float, alpha: fl
     m_new, m_base = median(xs), median(bs)
     change = (m_new - m_base) / m_base if m_base else math.nan
     worse = -change if higher_better else change
-    p = mann_whitney_greater(bs, xs) if higher_better else mann_whitney_greater(xs, bs)
+    # "new is worse": larger for lower-is-better metrics, smaller for higher-is-better ones
+    test = mann_whitney(bs, xs, "greater") if higher_better else mann_whitney(xs, bs, "greater")
+    p = test.p_value
     fail = worse > threshold and p < alpha
     why = (
         f"median {m_base:.4g} -> {m_new:.4g} ({change:+.1%}); "
-        f"Mann-Whitney one-sided p = {p:.3g}; fails if worse by > {threshold:.0%} "
-        f"and p < {alpha}"
+        f"Mann-Whitney one-sided p = {p:.3g} ({test.method}); fails if worse by "
+        f"> {threshold:.0%} and p < {alpha}"
     )
     return RuleResult(name, change, threshold, "fail" if fail else "pass", why)
 

@@ -87,7 +87,8 @@ def materialize(
             sub.setdefault((tuple(images[i].shape), images[i].dtype), []).append(i)
         resized: dict[int, torch.Tensor] = {}
         for members in sub.values():
-            batch = torch.stack([images[i] for i in members]).to(dev, non_blocking=True)
+            # each image goes to the device on its own (strides kept), batched there
+            batch = torch.stack([images[i].to(dev, non_blocking=True) for i in members])
             x = resize_batch(batch.to(torch.float32), plan.new_height, plan.new_width)
             x = composite_alpha(x, cfg.transparent_bg)
             for j, i in enumerate(members):

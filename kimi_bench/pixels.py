@@ -23,29 +23,41 @@ def pil_has_alpha(img: Image.Image) -> bool:
     return img.mode != "RGB" and ("A" in img.getbands() or "transparency" in img.info)
 
 
+def pil_target_mode(img: Image.Image, cfg: PreprocessConfig) -> str:
+    """RGBA when the preset composites a background and the image has alpha, else RGB."""
+    return "RGBA" if cfg.transparent_bg is not None and pil_has_alpha(img) else "RGB"
+
+
+def pil_to_hwc_array(img: Image.Image, cfg: PreprocessConfig) -> np.ndarray:
+    """What the runtime's ``to_chw_uint8`` does first: ``image.convert(mode)`` (a new image
+    buffer, also when the mode is unchanged) and ``np.array(..., copy=True)`` (HWC uint8).
+    Two host copies of the raw bytes; the CHW tensor is then a permuted view of this array."""
+    target = pil_target_mode(img, cfg)
+    try:
+        arr = np.array(img.convert(target), copy=True)
+    except (ValueError, OSError) as exc:
+        raise StagingError(f"cannot convert PIL mode {img.mode!r} to {target}: {exc}") from exc
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != len(target):
+        raise StagingError(f"PIL mode {img.mode!r} did not decode to 8-bit {target}")
+    return arr
+
+
 def pil_to_chw_uint8(img: Image.Image, cfg: PreprocessConfig) -> torch.Tensor:
-    """Decode a PIL image to a contiguous CHW uint8 tensor (3 or 4 channels).
+    """A contiguous CHW uint8 tensor (3 or 4 channels) of a PIL image.
 
     Presets without a background config (K2.5) convert every image to RGB; with one (K3),
     images that have alpha keep it as a 4th channel for compositing after the resize.
     """
-    target = "RGBA" if cfg.transparent_bg is not None and pil_has_alpha(img) else "RGB"
-    try:
-        converted = img if img.mode == target else img.convert(target)
-        # one contiguous plane per band: ~3x faster than an HWC array + permute
-        planes = [np.asarray(band) for band in converted.split()]
-    except (ValueError, OSError) as exc:
-        raise StagingError(f"cannot convert PIL mode {img.mode!r} to {target}: {exc}") from exc
-    if any(p.dtype != np.uint8 or p.ndim != 2 for p in planes):
-        raise StagingError(f"PIL mode {img.mode!r} did not decode to 8-bit {target}")
-    return torch.from_numpy(np.stack(planes))
+    return torch.from_numpy(pil_to_hwc_array(img, cfg)).permute(2, 0, 1).contiguous()
 
 
 def _looks_hwc(t: torch.Tensor) -> bool:
     return t.dim() == 3 and t.shape[0] not in (1, 3, 4) and t.shape[-1] in (1, 3, 4)
 
 
-def tensor_to_chw(t: torch.Tensor, *, require_uint8: bool = True) -> torch.Tensor:
+def tensor_to_chw(
+    t: torch.Tensor, *, require_uint8: bool = True, contiguous: bool = True
+) -> torch.Tensor:
     """Validate a tensor input and return it as CHW with 3 or 4 channels.
 
     2-D means one channel; one channel is repeated to three. An HWC tensor is refused
@@ -77,7 +89,7 @@ def tensor_to_chw(t: torch.Tensor, *, require_uint8: bool = True) -> torch.Tenso
         raise StagingError(f"image tensor has an empty side: {tuple(t.shape)}")
     if c == 1:
         t = t.repeat(3, 1, 1)
-    return t.contiguous()
+    return t.contiguous() if contiguous else t
 
 
 def stage_input(obj: Any, cfg: PreprocessConfig, *, require_uint8: bool = True) -> torch.Tensor:

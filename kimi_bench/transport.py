@@ -2,9 +2,15 @@
 
 - ``pickle``: tensors are pickled inline (multi-node CPU transport).
 - ``shm``: each CPU tensor is first copied into a POSIX shared-memory segment
-  (``/dev/shm``) and only its name, shape and dtype are pickled (single node).
+  (``/dev/shm``) and only its name, shape and dtype are pickled (single node), as
+  ``ShmPointerMMData`` does; a rank takes it back by cloning it (PR era) or by mapping the
+  segment copy-on-write (0.5.23).
 - ``broadcast_bytes``: TP rank 0 sends a pickled object to every rank over a gloo group
-  (size first, then a uint8 tensor), as ``broadcast_pyobj`` does.
+  (size first, then a uint8 tensor wrapping the bytes without a copy), as
+  ``broadcast_pyobj`` does; receivers copy the buffer into ``bytes``.
+
+These are the byte-moving primitives; ``kimi_bench.pipeline`` decides when each runs and
+writes the copy ledger.
 
 Segments carry a run-unique prefix so that ``cleanup_segments`` can remove every one a
 run made, even after a crash.
@@ -17,14 +23,13 @@ import mmap
 import os
 import pickle
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-
-from kimi_bench.contract import MMItem
 
 SHM_DIR = Path("/dev/shm")
 Carrier = Literal["shm", "pickle"]
@@ -54,14 +59,19 @@ def _map(name: str, size: int, create: bool) -> mmap.mmap:
     try:
         if create:
             os.ftruncate(fd, max(size, 1))
+            if hasattr(os, "posix_fallocate"):  # reserve the pages first, as the runtime does
+                os.posix_fallocate(fd, 0, max(size, 1))
         return mmap.mmap(fd, max(size, 1))
     finally:
         os.close(fd)
 
 
 def tensor_to_shm(t: torch.Tensor, prefix: str) -> ShmRef:
-    """Copy a CPU tensor into a new segment."""
-    src = t.detach().contiguous()
+    """Copy a contiguous CPU tensor into a new segment (space reserved first, then one copy
+    of its bytes), as ``ShmPointerMMData`` does."""
+    src = t.detach()
+    if not src.is_contiguous():
+        raise ValueError("tensor_to_shm takes a contiguous tensor (the caller makes the copy)")
     nbytes = src.numel() * src.element_size()
     name = f"{prefix}{uuid.uuid4().hex[:12]}"
     mm = _map(name, nbytes, create=True)
@@ -86,6 +96,23 @@ def tensor_from_shm(ref: ShmRef) -> torch.Tensor:
     return out
 
 
+def tensor_map_shm(ref: ShmRef) -> torch.Tensor:
+    """Map a segment copy-on-write (``mmap.ACCESS_COPY``): no byte is copied; the tensor
+    keeps the mapping alive, also after the segment is unlinked."""
+    if not SHM_DIR.is_dir():
+        raise TransportError("the shm carrier needs POSIX shared memory at /dev/shm")
+    if not ref.nbytes:
+        return torch.empty(ref.shape, dtype=ref.dtype)
+    fd = os.open(SHM_DIR / ref.name, os.O_RDONLY)
+    try:
+        mm = mmap.mmap(fd, ref.nbytes, access=mmap.ACCESS_COPY)
+    finally:
+        os.close(fd)
+    return (
+        torch.frombuffer(mm, dtype=torch.uint8, count=ref.nbytes).view(ref.dtype).reshape(ref.shape)
+    )
+
+
 def unlink(names: Sequence[str]) -> None:
     for n in names:
         with contextlib.suppress(FileNotFoundError):
@@ -105,34 +132,6 @@ def cleanup_segments(prefix: str) -> list[str]:
     return names
 
 
-def pack(items: list[MMItem], carrier: Carrier, prefix: str) -> tuple[list[MMItem], int]:
-    """Producer side: items ready to pickle, and the bytes copied into shared memory."""
-    if carrier == "pickle":
-        return items, 0
-    if carrier != "shm":
-        raise ValueError(f"unknown carrier {carrier!r}; expected shm or pickle")
-    packed, copied = [], 0
-    for it in items:
-        ref = tensor_to_shm(it.feature, prefix)
-        copied += ref.nbytes
-        packed.append(MMItem(ref, it.model_specific_data))  # type: ignore[arg-type]
-    return packed, copied
-
-
-def unpack(items: list[MMItem]) -> tuple[list[MMItem], int, list[str]]:
-    """Rank side: clone shared-memory features out; returns items, bytes, segment names."""
-    out, copied, names = [], 0, []
-    for it in items:
-        f: Any = it.feature
-        if isinstance(f, ShmRef):
-            out.append(MMItem(tensor_from_shm(f), it.model_specific_data))
-            copied += f.nbytes
-            names.append(f.name)
-        else:
-            out.append(it)
-    return out, copied, names
-
-
 def dumps(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -148,7 +147,9 @@ def broadcast_bytes(blob: bytes | None, src: int = 0, group: Any = None) -> byte
     rank = dist.get_rank()
     if rank == src:
         assert blob is not None
-        data = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+        with warnings.catch_warnings():  # gloo only reads the root's buffer
+            warnings.simplefilter("ignore", UserWarning)
+            data = torch.frombuffer(blob, dtype=torch.uint8)  # wraps the bytes, no copy
         size = torch.tensor([data.numel()], dtype=torch.int64)
     else:
         size = torch.zeros(1, dtype=torch.int64)

@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.bench.images import describe_spec
-from kimi_bench.bench.micro_worker import ARMS, STAGES, MicroJob, producer_main, rank_main
+from kimi_bench.bench.micro_worker import MicroJob, producer_main, rank_main
 from kimi_bench.bench.procs import Harness
 from kimi_bench.bench.stats import summarize
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.environment import environment, resolve_device
+from kimi_bench.ledger import Ledger, sort_copies
+from kimi_bench.pipeline import ARMS, STAGES
 from kimi_bench.report import Report, View
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 
 # Per stage: which measured byte count it moves.
 _NOISY = 0.5  # (p90 - p10) / median above this earns a noise warning
@@ -32,6 +35,7 @@ class MicroOptions:
     seed: int = 0
     content: str = "random"
     timeout_s: float = 300.0
+    runtime: str = DEFAULT_RUNTIME
     fault: str | None = None
     notes: tuple[str, ...] = ()  # free-form explanations carried into the report
 
@@ -42,6 +46,7 @@ class MicroOptions:
             raise ValueError("--repeats must be >= 1 and --warmup >= 0")
         if self.transport not in ("shm", "pickle"):
             raise ValueError(f"--transport must be shm or pickle, got {self.transport!r}")
+        get_profile(self.runtime)
 
 
 class MicroFailed(RuntimeError):
@@ -52,56 +57,34 @@ class MicroFailed(RuntimeError):
         self.report = report
 
 
-def _stage_record(rec: dict[str, Any], device: str, arm: str, transport: str) -> dict[str, Any]:
-    """Turn one repeat's timestamps into stage durations (ms) and bytes."""
+def _stage_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """One repeat's marks -> stage durations (ms) on the critical path, the merged copy
+    ledger (producer + every rank) and the bit-exactness flags."""
     ranks = rec["ranks"]
     prod = ranks[0]["producer"]
+    pm = prod["marks"]
     bounds = [
-        prod["t0"],
-        prod["t1"],
-        prod["t2"],
-        prod["t3"],
-        ranks[0]["received"],
-        max(r["broadcast"] for r in ranks),
-        max(r["take_copy"] for r in ranks),
-        max(r["pre_embed_move"] for r in ranks),
-        max(r["owner_h2d"] for r in ranks),
-        max(r["owner_materialize"] for r in ranks),
+        pm["start"],
+        pm["producer"],
+        pm["d2h"],
+        pm["serialize"],
+        ranks[0]["to_rank0"],
+        *(max(r[s] for r in ranks) for s in STAGES[4:]),
     ]
-    ms = {s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)}
-    n = len(ranks)
-    cuda = device == "cuda"
-    nbytes = {
-        "producer": prod["feature_bytes"],
-        "d2h": prod["feature_bytes"] if arm == "eager" and cuda else 0,
-        "serialize": prod["shm_bytes"] + prod["blob_bytes"],
-        "to_rank0": prod["blob_bytes"],
-        "broadcast": ranks[0]["bcast_bytes"] * (n - 1),
-        "take_copy": sum(r.get("copy_bytes", 0) for r in ranks),
-        "pre_embed_move": sum(r["pre_embed_bytes"] for r in ranks),
-        "owner_h2d": sum(r["owner_h2d_bytes"] for r in ranks),
-        "owner_materialize": 0,
-    }
-    applicable = {
-        "producer": True,
-        "d2h": arm == "eager" and cuda,
-        "serialize": True,
-        "to_rank0": True,
-        "broadcast": n > 1,
-        "take_copy": transport == "shm",
-        "pre_embed_move": arm == "eager" and cuda,
-        "owner_h2d": arm == "deferred" and cuda,
-        "owner_materialize": True,
-    }
+    ledger = Ledger().merge(prod["ledger"])
+    for r in ranks:
+        ledger.merge(r["ledger"])
+    by_stage = ledger.by_stage()
     return {
-        "stage_ms": {s: (ms[s] if applicable[s] else None) for s in STAGES},
-        "stage_bytes": nbytes,
+        "stage_ms": {s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)},
+        "stage_bytes": {s: by_stage.get(s, 0) for s in STAGES},
         "total_ms": (bounds[-1] - bounds[0]) * 1e3,
-        # time between the boundaries of not-applicable stages (bookkeeping, no copies)
-        "unattributed_ms": sum(ms[s] for s in STAGES if not applicable[s]),
-        "h2d_bytes": nbytes["pre_embed_move"] + nbytes["owner_h2d"] + prod["producer_h2d_bytes"],
-        "moved_bytes": sum(v for k, v in nbytes.items() if k != "producer"),
-        "bit_exact": (all(r["bit_exact"] for r in ranks) if arm == "deferred" else None),
+        "copies": ledger.rows(),
+        "decisions": prod.get("decisions"),
+        "bit_exact": (all(r["bit_exact"] for r in ranks) if rec["arm"] != "eager" else None),
+        "bit_exact_fp32": (
+            all(r["bit_exact_fp32"] for r in ranks) if rec["arm"] != "eager" else None
+        ),
     }
 
 
@@ -126,6 +109,7 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
         warmup=opts.warmup,
         prefix=harness.prefix,
         init_file=harness.init_file,
+        runtime=opts.runtime,
         fault=opts.fault,
     )
     error: str | None = None
@@ -144,7 +128,7 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
                 progress(done, total)
             if payload["iteration"] < opts.warmup:
                 continue
-            rec = _stage_record(payload, dev.type, payload["arm"], opts.transport)
+            rec = _stage_record(payload)
             rec["iteration"] = payload["iteration"] - opts.warmup
             samples[payload["arm"]].append(rec)
             if rec["bit_exact"] is False:
@@ -159,9 +143,57 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     finally:
         leftovers = harness.stop()
     report = build_report(opts, dev, samples, floor, error, leftovers)
+    report.data["shm_prefix"] = harness.prefix
     if error:
         raise MicroFailed(error, report)
     return report
+
+
+def _arm_summary(recs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per stage: raw samples, summary and bytes; the arm's copy ledger and totals."""
+    stages: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for s in STAGES:
+        vals = [r["stage_ms"][s] for r in recs]
+        summ = summarize(vals) if vals else None
+        b = recs[0]["stage_bytes"][s] if recs else None
+        stages[s] = {
+            "bytes": b,
+            "samples_ms": vals,
+            **({"summary_ms": summ.as_dict()} if summ else {}),
+        }
+        rows.append(
+            {
+                "stage": s,
+                "median_ms": summ.median if summ else None,
+                "p10_ms": summ.p10 if summ else None,
+                "p90_ms": summ.p90 if summ else None,
+                "bytes": b,
+            }
+        )
+    tot = summarize([r["total_ms"] for r in recs])
+    ledger = Ledger().merge(sort_copies(recs[0]["copies"], STAGES)) if recs else Ledger()
+    changed = [r["iteration"] for r in recs[1:] if r["copies"] != recs[0]["copies"]]
+    totals = ledger.totals()
+    summary = {
+        "stages": stages,
+        "total_ms": tot.as_dict() | {"samples": [r["total_ms"] for r in recs]},
+        "copies": ledger.rows(),
+        "copy_totals": totals,
+        "ledger_changed_in_repeats": changed,
+        "h2d_bytes": totals["h2d_bytes"] if recs else None,
+        "moved_bytes": totals["copied_bytes"] if recs else None,
+    }
+    rows.append(
+        {
+            "stage": "TOTAL",
+            "median_ms": tot.median,
+            "p10_ms": tot.p10,
+            "p90_ms": tot.p90,
+            "bytes": summary["moved_bytes"],
+        }
+    )
+    return summary, rows
 
 
 def _speedup(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -183,49 +215,8 @@ def build_report(
     rows: list[dict[str, Any]] = []
     arms: dict[str, Any] = {}
     for arm in ARMS:
-        recs = samples[arm]
-        stages: dict[str, Any] = {}
-        for s in STAGES:
-            vals = [r["stage_ms"][s] for r in recs if r["stage_ms"][s] is not None]
-            applicable = bool(recs) and all(r["stage_ms"][s] is not None for r in recs)
-            summ = summarize(vals) if applicable else None
-            b = recs[0]["stage_bytes"][s] if recs else None
-            stages[s] = {
-                "applicable": applicable,
-                "bytes": b,
-                "samples_ms": vals if applicable else [],
-                **({"summary_ms": summ.as_dict()} if summ else {}),
-            }
-            rows.append(
-                {
-                    "arm": arm,
-                    "stage": s,
-                    "median_ms": summ.median if summ else None,
-                    "p10_ms": summ.p10 if summ else None,
-                    "p90_ms": summ.p90 if summ else None,
-                    "bytes": b,
-                    "note": None if applicable else "n/a",
-                }
-            )
-        tot = summarize([r["total_ms"] for r in recs])
-        arms[arm] = {
-            "stages": stages,
-            "total_ms": tot.as_dict() | {"samples": [r["total_ms"] for r in recs]},
-            "unattributed_ms": [r["unattributed_ms"] for r in recs],
-            "h2d_bytes": recs[0]["h2d_bytes"] if recs else None,
-            "moved_bytes": recs[0]["moved_bytes"] if recs else None,
-        }
-        rows.append(
-            {
-                "arm": arm,
-                "stage": "TOTAL",
-                "median_ms": tot.median,
-                "p10_ms": tot.p10,
-                "p90_ms": tot.p90,
-                "bytes": arms[arm]["moved_bytes"],
-                "note": None,
-            }
-        )
+        arms[arm], arm_rows = _arm_summary(samples[arm])
+        rows += [{"arm": arm, **r} for r in arm_rows]
     speed = _speedup(samples)
     d_med = arms["deferred"]["total_ms"]["median"]
     floor_ms = floor.get("floor_ms")
@@ -235,13 +226,19 @@ def build_report(
     notes = [
         f"input: {describe_spec(opts.groups)} ({opts.content} content), preset {opts.cfg.name}.",
         "stages follow the critical path: each stage ends when the slowest rank finished it; "
-        "stage times plus the unattributed time of n/a stages add up to the total.",
+        "stage times add up to the total.",
         "speedup = median over repeats of eager_total / deferred_total (paired per repeat).",
     ]
+    notes.append(
+        f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}; the copy "
+        "ledger (copies) lists every operation that moved pixel bytes, per arm and stage, "
+        "and the runtime function it mirrors."
+    )
     if dev.type == "cpu":
         notes.append(
-            "CPU only: d2h, pre_embed_move and owner_h2d are not applicable (no device "
-            "copies); the floor is the CPU materialize time alone."
+            "no CUDA: the device is emulated in host memory; each H2D/D2H of the runtime is "
+            "a host copy of the same bytes here (ledger entries say so), and the floor is the "
+            "CPU materialize time alone."
         )
     elif torch.cuda.device_count() < opts.ranks:
         notes.append(
@@ -286,6 +283,8 @@ def build_report(
         "deferred_h2d_bytes": arms["deferred"]["h2d_bytes"],
         "floor_ms": floor_ms,
         "deferred_over_floor": ratio,
+        "runtime": opts.runtime,
+        "decisions": _decisions(samples),
         "error": error,
     }
     config = {
@@ -294,6 +293,7 @@ def build_report(
         "content": opts.content,
         "ranks": opts.ranks,
         "transport": opts.transport,
+        "runtime": get_profile(opts.runtime).summary(),
         "device": opts.device,
         "repeats": opts.repeats,
         "warmup": opts.warmup,
@@ -320,8 +320,25 @@ def build_report(
             "floor_ms": floor_ms,
             "repeats": samples,
         },
-        views=[View("Stages (ms, bytes)", rows)],
+        views=[
+            View("Stages (ms, bytes)", rows),
+            View("Copies (ledger per arm and stage)", _copy_rows(arms)),
+            View("Deferral decision per image (deferred arm)", summary["decisions"] or []),
+        ],
     )
+
+
+def _copy_rows(arms: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"arm": arm, **row} for arm in ARMS for row in arms[arm]["copies"]]
+
+
+def _decisions(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """Every image's decision and reason in the deferred arm (from the first repeat)."""
+    recs = samples.get("deferred") or []
+    dec = next((r["decisions"] for r in recs if r.get("decisions")), None)
+    if dec is None:
+        return None
+    return [{"image": i, **d} for i, d in enumerate(dec)]
 
 
 def _top_stages(arm: dict[str, Any], n: int = 3) -> list[tuple[str, float]]:

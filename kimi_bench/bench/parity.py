@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arms import run_deferred, run_eager
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import audit_contract
 from kimi_bench.corpus import (
@@ -23,10 +22,12 @@ from kimi_bench.corpus import (
 )
 from kimi_bench.environment import environment, resolve_device
 from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.pipeline import run_deferred, run_eager
 from kimi_bench.pixels import StagingError, input_size, stage_input
 from kimi_bench.policy import PolicyMode
 from kimi_bench.reference import max_abs_diff, pil_reference
 from kimi_bench.report import Report, View
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 
 RESULT_KEYS = (
     "name",
@@ -53,7 +54,8 @@ class ParityOptions:
     images_dir: Path | None = None
     device: str = "auto"
     ranks: int = 2
-    policy: PolicyMode = "request"
+    runtime: str = DEFAULT_RUNTIME
+    policy: PolicyMode | None = None  # None: the runtime profile's decision scope
     images_per_request: int = 1
     batch_size: int = 4
     seed: int = 0
@@ -66,7 +68,8 @@ class ParityOptions:
             raise ValueError(f"--ranks must be >= 1, got {self.ranks}")
         if self.batch_size < 1 or self.images_per_request < 1:
             raise ValueError("--batch-size and --images-per-request must be >= 1")
-        if self.policy not in ("request", "image"):
+        get_profile(self.runtime)
+        if self.policy not in (None, "request", "image"):
             raise ValueError(f"--policy must be request or image, got {self.policy!r}")
 
 
@@ -110,7 +113,7 @@ def _run_batch(
 ) -> None:
     objs = [a.obj for a in batch]
     plans = [a.plan for a in batch]
-    eager = run_eager(objs, plans, opts.cfg, opts.ranks, producer, rank_dev)
+    eager = run_eager(objs, plans, opts.cfg, opts.ranks, producer, rank_dev, runtime=opts.runtime)
     deferred = run_deferred(
         objs,
         plans,
@@ -118,6 +121,7 @@ def _run_batch(
         opts.ranks,
         producer,
         rank_dev,
+        runtime=opts.runtime,
         policy=opts.policy,
         images_per_request=opts.images_per_request,
     )
@@ -240,7 +244,8 @@ def _build_report(
         "images": str(opts.images_dir) if opts.images_dir else "built-in corpus",
         "device": opts.device,
         "ranks": opts.ranks,
-        "policy": opts.policy,
+        "runtime": get_profile(opts.runtime).summary(),
+        "policy": opts.policy or get_profile(opts.runtime).decision_scope,
         "images_per_request": opts.images_per_request,
         "batch_size": opts.batch_size,
         "max_pixels": opts.max_pixels,

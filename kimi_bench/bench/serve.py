@@ -16,6 +16,7 @@ from kimi_bench.bench.serve_workers import ServeJob, loadgen_main, producer_main
 from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.environment import resolve_device
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 
 ARMS = ("eager", "deferred")
 
@@ -76,6 +77,7 @@ class ServeOptions:
     image_content: str = "random"
     unique_images: int = 16
     request_timeout_s: float = 60.0
+    runtime: str = DEFAULT_RUNTIME
     cost: StandinCost = field(default_factory=StandinCost)
     fault: str | None = None
     notes: tuple[str, ...] = ()  # free-form explanations carried into the report
@@ -98,6 +100,7 @@ class ServeOptions:
             raise ValueError("--image-content must be random, blank or photo")
         if self.burstiness <= 0:
             raise ValueError("--burstiness must be > 0")
+        get_profile(self.runtime)
 
 
 def serve_options(
@@ -136,6 +139,7 @@ def serve_options(
         image_content=v.get("image_content", base.image_content),
         unique_images=v.get("unique_images", base.unique_images),
         request_timeout_s=float(v.get("request_timeout_s", base.request_timeout_s)),
+        runtime=str(v.get("runtime", base.runtime)),
         cost=StandinCost(**v.get("standins", {})),
         notes=tuple(extra.get("notes", ())),
     )
@@ -170,6 +174,7 @@ def run_pipeline(opts: ServeOptions, arm: str, arrivals: tuple[float, ...]) -> d
         prefix=harness.prefix,
         init_file=harness.init_file,
         request_timeout_s=opts.request_timeout_s,
+        runtime=opts.runtime,
         fault=opts.fault,
     )
     records: list[dict[str, Any]] = []
@@ -187,6 +192,8 @@ def run_pipeline(opts: ServeOptions, arm: str, arrivals: tuple[float, ...]) -> d
         for kind, payload in harness.messages(budget):
             if kind == "request" and not payload["warm"]:
                 records.append(payload)
+            elif kind == "ledger":
+                out["copies"] = payload
             elif kind == "trace_start":
                 out["trace_start"] = payload
             elif kind == "stalled":

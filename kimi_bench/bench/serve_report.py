@@ -10,7 +10,10 @@ from typing import Any
 from kimi_bench.bench.serve import ARMS, ServeOptions, rate_label
 from kimi_bench.bench.stats import bootstrap_interval, median, percentile, relative_change
 from kimi_bench.environment import environment
+from kimi_bench.ledger import Ledger, sort_copies
+from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.report import Report, View
+from kimi_bench.runtime import get_profile
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")
@@ -37,15 +40,27 @@ def request_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "image_tokens",
                 "patches",
                 "feature_bytes",
-                "shm_bytes",
-                "broadcast_bytes",
-                "copy_bytes",
-                "pre_embed_bytes",
+                "deferred_images",
+                "producer_copied_bytes",
+                "scheduler_copied_bytes",
                 "batch_requests",
             ):
                 row[key] = r.get(key)
             rows.append(row)
     return rows
+
+
+def copy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The copy ledger of each (rate, arm) run, repeats summed, in pipeline order."""
+    merged: dict[tuple[str, str], Ledger] = {}
+    for run in runs:
+        key = (run["rate_label"], run["arm"])
+        merged.setdefault(key, Ledger()).merge(run.get("copies") or [])
+    return [
+        {"rate": rate, "arm": arm, **row}
+        for (rate, arm), ledger in merged.items()
+        for row in sort_copies(ledger.rows(), PIPELINE_STAGES)
+    ]
 
 
 def run_metrics(run: dict[str, Any], opts: ServeOptions) -> dict[str, Any]:
@@ -55,12 +70,7 @@ def run_metrics(run: dict[str, Any], opts: ServeOptions) -> dict[str, Any]:
     span = (max(r["t_first"] for r in ok) - start) if ok and start is not None else math.nan
     tokens = sum(r["image_tokens"] + opts.cost.text_tokens_per_request for r in ok)
     moved = sum(
-        (r.get("feature_bytes") or 0)
-        + (r.get("shm_bytes") or 0)
-        + (r.get("broadcast_bytes") or 0)
-        + (r.get("copy_bytes") or 0)
-        + (r.get("pre_embed_bytes") or 0)
-        for r in ok
+        (r.get("producer_copied_bytes") or 0) + (r.get("scheduler_copied_bytes") or 0) for r in ok
     )
     stage_medians = {
         s: median([(r[_BOUNDS[k + 1]] - r[_BOUNDS[k]]) * 1e3 for r in ok])
@@ -168,10 +178,14 @@ def build_serve_report(
         "TTFT = first token time - time the load generator sent the request. Throughput = "
         "completed requests / (last first token - trace start). Warm-up requests excluded.",
     ]
+    notes.append(
+        f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}; "
+        "the copies table is the ledger of every pixel-byte move of the measured requests."
+    )
     if device.type == "cpu":
         notes.append(
-            f"CPU only: stand-in FLOPs scaled by {opts.cost.cpu_flops_scale}; no "
-            "device copies (pre-embed move and owner H2D do not apply)."
+            f"CPU only: stand-in FLOPs scaled by {opts.cost.cpu_flops_scale}; the device is "
+            "emulated in host memory (each H2D/D2H of the runtime is a host copy here)."
         )
     elif torch.cuda.device_count() < opts.ranks:
         gpus = torch.cuda.device_count()
@@ -264,12 +278,14 @@ def build_serve_report(
         "image_content": opts.image_content,
         "unique_images": opts.unique_images,
         "request_timeout_s": opts.request_timeout_s,
+        "runtime": get_profile(opts.runtime).summary(),
         "standins": vars(opts.cost),
         "standin_flops_scale_per_rank": opts.cost.scaled(device, opts.ranks),
         "preprocess": opts.cfg.summary(),
     }
     env = environment(device, opts.cfg.name, opts.seed)
     reqs = request_rows(runs)
+    copies = copy_rows(runs)
     return Report(
         kind="serve-ab",
         environment=env,
@@ -277,7 +293,7 @@ def build_serve_report(
         results=rows,
         summary=summary,
         notes=notes,
-        data={"ab": ab, "requests": reqs},
+        data={"ab": ab, "requests": reqs, "copies": copies},
         views=[
             View(
                 "Per rate and arm",
@@ -296,5 +312,6 @@ def build_serve_report(
                 ],
             ),
             View("A/B (deferred vs eager)", ab_rows),
+            View("Copies (ledger of the measured requests, per rate and arm)", copies),
         ],
     )

@@ -21,16 +21,16 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arms import deferred_item, eager_item
 from kimi_bench.bench.images import make_images
 from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.bench.standins import MatmulChain, StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
-from kimi_bench.materialize import materialize_items, to_tower_buffer
+from kimi_bench.ledger import Ledger, tensor_bytes
 from kimi_bench.navit import plan_resize
-from kimi_bench.scheduler import assign_owners, images_of_rank
-from kimi_bench.transport import broadcast_bytes, dumps, loads, pack, unlink, unpack
+from kimi_bench.pipeline import Step, broadcast, decide, deserialize, produce, rank_step, take, wrap
+from kimi_bench.runtime import get_profile
+from kimi_bench.transport import dumps, unlink
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class ServeJob:
     prefix: str
     init_file: str
     request_timeout_s: float = 60.0
+    runtime: str = "sglang-0.5.23"
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
 
     @property
@@ -119,21 +120,28 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
                 im.load()
                 images.append(im)
             rec["t_decoded"] = time.perf_counter()
+            step = Step(job.arm, job.cfg, dev, get_profile(job.runtime))
             plans = [plan_resize(*im.size, job.cfg) for im in images]
-            if job.arm == "eager":
-                items = [
-                    eager_item(im, p, job.cfg, dev) for im, p in zip(images, plans, strict=True)
-                ]
-            else:
-                items = [deferred_item(im, p, job.cfg) for im, p in zip(images, plans, strict=True)]
-            rec["feature_bytes"] = sum(i.feature.numel() * i.feature.element_size() for i in items)
+            decisions = decide(step, images, plans)
+            items = produce(step, images, plans, decisions)
+            rec["feature_bytes"] = sum(tensor_bytes(i.feature) for i in items)
             rec["image_tokens"] = sum(p.num_tokens for p in plans)
             rec["patches"] = sum(p.num_patches for p in plans)
-            rec["items"], rec["shm_bytes"] = pack(items, job.transport, job.prefix)  # type: ignore[arg-type]
+            rec["deferred_images"] = sum(1 for d in decisions if d.defer)
+            rec["decision_reasons"] = sorted({d.reason for d in decisions})
+            rec["items"] = wrap(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
+            rec["ledger"] = step.ledger.rows()
         except Exception as exc:  # a bad request fails alone
             rec["error"] = f"{type(exc).__name__}: {exc}"
         rec["t_produced"] = time.perf_counter()
-        conn.send_bytes(dumps(rec))
+        blob = dumps(rec)
+        if "ledger" in rec:  # the request's own pickle and the hop to rank 0
+            ledger = Ledger().merge(rec["ledger"])
+            ledger.add("serialize", "pickle", "host", "host", len(blob), "send_pyobj")
+            ledger.add("to_rank0", "ipc", "host", "host", len(blob), "send_pyobj to rank 0")
+            rec["ledger"] = ledger.rows()
+            blob = dumps(rec)
+        conn.send_bytes(blob)
 
 
 def rank_main(
@@ -146,6 +154,9 @@ def rank_main(
 
 
 class _Rank:
+    """One scheduler rank: continuous batching at rank 0, then the pipeline's broadcast,
+    take, rank step, the encoder stand-in, the gather and the prefill stand-in."""
+
     def __init__(
         self,
         job: ServeJob,
@@ -160,18 +171,25 @@ class _Rank:
         self.conns, self.req_q, self.warm_evt, self.outbox = conns, req_q, warm_evt, outbox
         self.chain = MatmulChain(dev, seed=rank)
         self.scale = job.cost.scaled(dev, job.ranks)
+        self.ledger = Ledger()  # measured (not warm-up) steps of this rank
         self.done = 0
         self.warm_done = 0
         self.last_progress = time.perf_counter()
 
-    def _collect(self) -> dict[str, Any]:
+    def _new_step(self) -> Step:
+        return Step(self.job.arm, self.job.cfg, self.dev, get_profile(self.job.runtime))
+
+    def _collect(self, step: Step) -> dict[str, Any]:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
         reqs = []
         ready = wait(self.conns, timeout=0.02)
         while ready:
             for c in ready:
-                rec = loads(c.recv_bytes())  # type: ignore[union-attr]
+                rec = deserialize(step, c.recv_bytes(), "to_rank0", "recv_pyobj")  # type: ignore[union-attr]
                 rec["t_recv"] = time.perf_counter()
+                own = Ledger().merge(rec.pop("ledger", []))
+                rec["producer_copied_bytes"] = own.copied_bytes()
+                step.ledger.merge(own)
                 reqs.append(rec)
             ready = wait(self.conns, timeout=0)
         if reqs:
@@ -182,68 +200,74 @@ class _Rank:
 
     def loop(self) -> None:
         while True:
-            batch = self._collect() if self.rank == 0 else None
-            blob = broadcast_bytes(dumps(batch) if self.rank == 0 else None, src=0)
-            if self.rank != 0:
-                batch = loads(blob)
-            assert batch is not None
+            step = self._new_step()
+            batch = self._collect(step) if self.rank == 0 else None
+            batch = broadcast(step, batch, self.rank, self.job.ranks)
             if batch["reqs"]:
-                self._step(batch, len(blob))
+                self._step(step, batch)
             if batch["stop"]:
-                if self.rank == 0:
-                    for _ in range(self.job.workers):
-                        self.req_q.put(None)
-                    if batch["stalled"]:
-                        self.outbox.send("stalled", self.job.total - self.done)
+                self._stop(batch)
                 return
 
-    def _step(self, batch: dict[str, Any], blob_bytes: int) -> None:
+    def _stop(self, batch: dict[str, Any]) -> None:
+        import torch.distributed as dist
+
+        ledgers: list[Any] = [None] * self.job.ranks
+        dist.all_gather_object(ledgers, self.ledger.rows())
+        if self.rank != 0:
+            return
+        total = Ledger()
+        for rows in ledgers:
+            total.merge(rows)
+        self.outbox.send("ledger", total.rows())
+        for _ in range(self.job.workers):
+            self.req_q.put(None)
+        if batch["stalled"]:
+            self.outbox.send("stalled", self.job.total - self.done)
+
+    def _take(self, step: Step, items: list[MMItem]) -> list[MMItem]:
+        import torch.distributed as dist
+
+        if self.job.transport == "shm":
+            dist.barrier()
+            items, names = take(step, items)
+            dist.barrier()
+            unlink(names)
+        return items
+
+    def _step(self, step: Step, batch: dict[str, Any]) -> None:
         import torch.distributed as dist
 
         job = self.job
         ok = [r for r in batch["reqs"] if "error" not in r]
-        items: list[MMItem] = [it for r in ok for it in r["items"]]
-        copied, names = 0, list[str]()
-        if job.transport == "shm":
-            dist.barrier()
-            items, copied, names = unpack(items)
-            dist.barrier()
-            if self.rank == 0:
-                unlink(names)
-        moved = 0
-        if job.arm == "eager" and self.dev.type == "cuda":
-            for it in items:  # the pre-embed move: every rank, every item
-                it.feature = it.feature.to(self.dev, non_blocking=True)
-                moved += it.feature.numel() * it.feature.element_size()
-        owners = assign_owners([it.num_patches for it in items], job.ranks)
-        mine = [items[i] for i in images_of_rank(owners, self.rank)]
-        patches = sum(it.num_patches for it in mine)
-        if mine:
-            feats = materialize_items(mine, job.cfg, self.dev)
-            to_tower_buffer(feats.split(), torch.bfloat16)
-            self.chain.run(patches, patches * job.cost.encoder_gflop_per_patch * self.scale)
+        items = self._take(step, [it for r in ok for it in r["items"]])
+        out = rank_step(step, items, self.rank, job.ranks)
+        if out.patches:
+            self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
         sizes: list[Any] = [None] * job.ranks
-        dist.all_gather_object(sizes, (self.rank, patches))  # the gather (metadata stand-in)
+        dist.all_gather_object(sizes, (self.rank, out.patches))  # the gather (metadata stand-in)
         tokens = sum(r["image_tokens"] + job.cost.text_tokens_per_request for r in ok)
         gflop = tokens * job.cost.prefill_gflop_per_token * self.scale / job.ranks
         self.chain.run(max(1, tokens // job.ranks), gflop)
-        step_bytes = {"moved": moved, "copied": copied}
+        rank_copied = step.ledger.copied_bytes() - sum(r["producer_copied_bytes"] for r in ok)
         stats: list[Any] = [None] * job.ranks
-        dist.all_gather_object(stats, step_bytes)  # also the TP sync before the first token
+        dist.all_gather_object(stats, rank_copied)  # also the TP sync before the first token
+        if not any(r["warm"] for r in batch["reqs"]):
+            self.ledger.merge(step.ledger)
         if self.rank == 0:
-            self._finish(batch, stats, blob_bytes)
+            self._finish(batch, sum(stats))
 
-    def _finish(self, batch: dict[str, Any], stats: list[Any], blob_bytes: int) -> None:
+    def _finish(self, batch: dict[str, Any], step_copied: int) -> None:
         t_first = time.perf_counter()
         n = len(batch["reqs"])
-        per_req = {
-            "broadcast_bytes": blob_bytes * (self.job.ranks - 1) // max(1, n),
-            "copy_bytes": sum(s["copied"] for s in stats) // max(1, n),
-            "pre_embed_bytes": sum(s["moved"] for s in stats) // max(1, n),
-        }
         for r in batch["reqs"]:
             r.pop("items", None)
-            r.update(per_req, t_step=batch["t_step"], t_first=t_first, batch_requests=n)
+            r.update(
+                scheduler_copied_bytes=step_copied // max(1, n),
+                t_step=batch["t_step"],
+                t_first=t_first,
+                batch_requests=n,
+            )
             self.done += 1
             if r["warm"]:
                 self.warm_done += 1

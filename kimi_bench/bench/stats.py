@@ -1,5 +1,10 @@
-"""Statistics over raw samples: percentiles, summaries, intervals. Samples are always
-kept in reports; these numbers are derived from them on demand."""
+"""Legacy location of the statistics; TO BE REMOVED (issue 9): use ``kimi_bench.stats``.
+
+``percentile`` and ``median`` are re-exported from there. ``Summary``/``summarize``,
+``bootstrap_interval`` and ``relative_change`` stay only until ``bench/micro.py`` and
+``bench/serve_report.py`` move to ``Measurement`` and ``compare``:
+``bootstrap_interval`` resamples samples as if they were independent, which is the very
+mistake issue 9 is about; do not use it in new code."""
 
 from __future__ import annotations
 
@@ -8,22 +13,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kimi_bench.stats import Measurement, median, pct_delta, percentile
 
-def percentile(samples: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
-    if not samples:
-        return math.nan
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile q must be in [0, 100], got {q}")
-    xs = sorted(samples)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def median(samples: Sequence[float]) -> float:
-    return percentile(samples, 50)
+__all__ = ["Summary", "bootstrap_interval", "median", "percentile", "relative_change", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -36,36 +28,13 @@ class Summary:
     min: float
     max: float
 
-    @property
-    def iqr_over_median(self) -> float:
-        return math.nan if not self.median else (self.p90 - self.p10) / abs(self.median)
-
     def as_dict(self) -> dict[str, float]:
-        return {
-            "n": self.n,
-            "median": self.median,
-            "p10": self.p10,
-            "p90": self.p90,
-            "mean": self.mean,
-            "min": self.min,
-            "max": self.max,
-        }
+        return dict(vars(self))
 
 
 def summarize(samples: Sequence[float]) -> Summary:
-    xs = [float(x) for x in samples]
-    if not xs:
-        nan = math.nan
-        return Summary(0, nan, nan, nan, nan, nan, nan)
-    return Summary(
-        len(xs),
-        median(xs),
-        percentile(xs, 10),
-        percentile(xs, 90),
-        sum(xs) / len(xs),
-        min(xs),
-        max(xs),
-    )
+    m = Measurement(samples)
+    return Summary(m.n, m.median, m.p10, m.p90, m.mean, m.min, m.max)
 
 
 def bootstrap_interval(
@@ -77,15 +46,13 @@ def bootstrap_interval(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic(a, b)``, resampling each independently."""
+    """Percentile bootstrap of ``statistic(a, b)`` over samples (legacy; see above)."""
     if not a or not b:
         return (math.nan, math.nan)
     rng = random.Random(seed)
     values = []
     for _ in range(resamples):
-        ra = [a[rng.randrange(len(a))] for _ in a]
-        rb = [b[rng.randrange(len(b))] for _ in b]
-        v = statistic(ra, rb)
+        v = statistic([rng.choice(a) for _ in a], [rng.choice(b) for _ in b])
         if math.isfinite(v):
             values.append(v)
     tail = (1 - confidence) / 2 * 100
@@ -93,5 +60,5 @@ def bootstrap_interval(
 
 
 def relative_change(base: float, new: float) -> float:
-    """(new - base) / base; e.g. -0.79 for a 79% drop."""
-    return math.nan if not base else (new - base) / base
+    """(new - base) / base as a fraction (legacy; ``kimi_bench.stats.pct_delta`` is percent)."""
+    return pct_delta(base, new) / 100

@@ -11,6 +11,7 @@ from kimi_bench.cli.common import (
     DeviceOpt,
     OutOpt,
     PresetOpt,
+    RuntimeOpt,
     SeedOpt,
     console,
     default_out,
@@ -42,6 +43,7 @@ def micro(
     content: Annotated[
         str, typer.Option("--content", help="random (seeded), blank, or photo (real samples).")
     ] = "random",
+    runtime: RuntimeOpt = "sglang-0.5.23",
     preset: PresetOpt = "kimi-k3",
     config: ConfigOpt = None,
     device: DeviceOpt = "auto",
@@ -80,6 +82,7 @@ def micro(
             groups=parse_image_spec(images),
             ranks=ranks,
             transport=transport,
+            runtime=runtime,
             device=device,
             repeats=repeats,
             warmup=warmup,
@@ -112,15 +115,24 @@ def micro(
         rich_table(
             "micro: stage medians",
             report.results,
-            ["arm", "stage", "median_ms", "p10_ms", "p90_ms", "bytes", "note"],
+            ["arm", "stage", "median_ms", "p10_ms", "p90_ms", "bytes"],
         )
     )
+    copies = report.views[1].rows if len(report.views) > 1 else []
+    if copies:
+        console.print(
+            rich_table(
+                "micro: copy ledger (one repeat)",
+                copies,
+                ["arm", "stage", "op", "src", "dst", "bytes", "count", "mirrors"],
+            )
+        )
     for line in report.notes:
         err_console.print(f"[dim]note: {line}[/]")
     if not any(p.suffix == ".png" for p in written):
         err_console.print(f"[yellow]no chart:[/] {PLOT_HINT}")
     s = report.summary
-    if s.get("floor_ms"):
+    if s.get("floor_ms") and s.get("deferred_over_floor"):
         console.print(
             f"floor {s['floor_ms']:.2f} ms; deferred median {s['deferred_median_ms']:.2f} ms "
             f"= {s['deferred_over_floor']:.1f}x the floor"

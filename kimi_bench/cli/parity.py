@@ -12,6 +12,7 @@ from kimi_bench.cli.common import (
     DeviceOpt,
     OutOpt,
     PresetOpt,
+    RuntimeOpt,
     SeedOpt,
     console,
     default_out,
@@ -36,14 +37,16 @@ def parity(
     config: ConfigOpt = None,
     device: DeviceOpt = "auto",
     ranks: Annotated[int, typer.Option("--ranks", help="Vision-DP ranks (owners).", min=1)] = 2,
+    runtime: RuntimeOpt = "sglang-0.5.23",
     policy: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--policy",
-            help="request: a request's images are deferred together (the PR); "
-            "image: each image decides on its own bytes (later runtimes).",
+            help="Override the runtime profile's decision scope. request: a request's images "
+            "are deferred together (the PR); image: each image decides on its own bytes "
+            "(0.5.23 with the preprocess cache).",
         ),
-    ] = "request",
+    ] = None,
     images_per_request: Annotated[
         int, typer.Option("--images-per-request", min=1, help="Images per request.")
     ] = 1,
@@ -88,6 +91,7 @@ def parity(
             images_dir=images,
             device=device,
             ranks=ranks,
+            runtime=runtime,
             policy=policy,  # type: ignore[arg-type]
             images_per_request=images_per_request,
             batch_size=batch_size,

@@ -40,6 +40,10 @@ def serve_ab(
         int | None, _opt("Producer (tokenizer worker) processes.", "--processor-workers")
     ] = None,
     transport: Annotated[str | None, _opt("shm or pickle carrier.", "--transport")] = None,
+    runtime: Annotated[
+        str | None,
+        _opt("Runtime behaviour to emulate: sglang-0.5.23 or pr-33921.", "--runtime"),
+    ] = None,
     arms: Annotated[str | None, _opt("Arms to run: eager,deferred.", "--arms")] = None,
     burstiness: Annotated[
         float | None, _opt("Gamma shape of arrival gaps (1 = Poisson).", "--burstiness")
@@ -102,6 +106,7 @@ def serve_ab(
                 "ranks": ranks,
                 "processor_workers": processor_workers,
                 "transport": transport,
+                "runtime": runtime,
                 "arms": arms,
                 "burstiness": burstiness,
                 "warmup_requests": warmup_requests,

@@ -4,7 +4,6 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.arms import deferred_item, eager_item
 from kimi_bench.config import get_preset
 from kimi_bench.contract import (
     DEFERRED_KEY,
@@ -17,6 +16,7 @@ from kimi_bench.contract import (
 )
 from kimi_bench.materialize import materialize, materialize_items
 from kimi_bench.navit import plan_resize
+from kimi_bench.pipeline import deferred_item, eager_item
 from kimi_bench.pixels import stage_input
 
 K3 = get_preset("kimi-k3")

@@ -25,26 +25,13 @@ from PIL import Image
 
 from kimi_bench.config import BACKGROUND_PATTERNS, BackgroundConfig, PreprocessConfig, get_preset
 from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.pipeline import run_deferred, run_eager
 from kimi_bench.policy import processed_bytes, raw_bytes
 
 CPU = torch.device("cpu")
 PIL_MODES = ("RGB", "RGBA", "LA", "L", "P", "P+transparency", "P+alpha-table", "1", "I;16", "CMYK")
 TENSOR_LAYOUTS = ("C1HW", "C3HW", "C4HW", "HW")
 
-
-def _arms() -> tuple[Any, Any]:
-    """run_eager / run_deferred from the pipeline module, wherever this version keeps it."""
-    try:
-        from kimi_bench.pipeline import (  # type: ignore[import-not-found,unused-ignore]
-            run_deferred,
-            run_eager,
-        )
-    except ImportError:
-        from kimi_bench.arms import run_deferred, run_eager
-    return run_eager, run_deferred
-
-
-RUN_EAGER, RUN_DEFERRED = _arms()
 
 # --- strategies ------------------------------------------------------------------------
 
@@ -195,8 +182,8 @@ def check_arms(cfg: PreprocessConfig, images: list[Any], ranks: int, policy: str
     plans = [plan_resize(*_size(o), cfg) for o in images]
     for o, plan in zip(images, plans, strict=True):
         check_plan(plan, *_size(o), cfg)
-    eager = RUN_EAGER(images, plans, cfg, ranks, CPU, CPU)
-    deferred = RUN_DEFERRED(
+    eager = run_eager(images, plans, cfg, ranks, CPU, CPU)
+    deferred = run_deferred(
         images, plans, cfg, ranks, CPU, CPU, policy=policy, images_per_request=len(images)
     )
     assert len(eager.fp32) == len(deferred.fp32) == len(images)

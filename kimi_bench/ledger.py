@@ -1,0 +1,134 @@
+"""The copy ledger: every operation of the pipeline that moves pixel bytes, per arm and stage.
+
+Each entry says *what* moved the bytes (``op``), *from where to where* (``src`` -> ``dst``:
+``pil``, ``host``, ``shm``, ``device``, ``wire``), how many bytes in how many operations,
+and which runtime function it mirrors. The ledger is written by the pipeline's steps
+(``kimi_bench.pipeline``) as they run, so it is a record of what the emulation did, not a
+hand-summed estimate. Ledgers of several processes (producer, ranks) merge by addition.
+
+Device-internal kernels (resize, normalize, the BF16 cast) are compute, not transport, and
+are not listed. A ``map`` entry (0.5.23's copy-on-write mapping of a shared-memory segment)
+moves no byte; it is listed with its size and ``copies=False`` so that readers see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# op -> (what it is, whether it copies bytes)
+OPS: dict[str, tuple[str, bool]] = {
+    "convert": ("PIL Image.convert to RGB/RGBA (a new image buffer)", True),
+    "to_numpy": ("np.array(image, copy=True): PIL buffer -> HWC uint8 array", True),
+    "hwc_to_chw": ("HWC -> CHW copy (.contiguous() of the permuted view)", True),
+    "channel_repeat": ("one channel repeated to three", True),
+    "h2d": ("host -> device copy", True),
+    "d2h": ("device -> host copy (.cpu())", True),
+    "shm_copy_in": ("copy of contiguous bytes into a POSIX shared-memory segment", True),
+    "pickle": ("pickle.dumps (tensor bytes inline, or shm metadata only)", True),
+    "ipc": ("pipe / ZMQ send of a pickled blob to another process", True),
+    "unpickle": ("pickle.loads (rebuilds tensors from inline bytes)", True),
+    "gloo_broadcast": ("gloo broadcast of the pickled blob to the other ranks", True),
+    "bytes_copy": ("receiver's bytes() of the broadcast buffer", True),
+    "clone": ("receiver clones a tensor out of a shared-memory segment", True),
+    "map": ("copy-on-write mmap of a shared-memory segment (no copy)", False),
+}
+PLACES = ("pil", "host", "shm", "device", "wire")
+
+
+@dataclass(frozen=True)
+class CopyKey:
+    stage: str
+    op: str
+    src: str
+    dst: str
+    mirrors: str
+
+
+@dataclass
+class Ledger:
+    """Bytes and operation counts per (stage, op, src, dst, mirrored runtime function)."""
+
+    entries: dict[CopyKey, list[int]] = field(default_factory=dict)
+
+    def add(
+        self, stage: str, op: str, src: str, dst: str, nbytes: int, mirrors: str, count: int = 1
+    ) -> None:
+        if op not in OPS:
+            raise ValueError(f"unknown ledger op {op!r}")
+        if src not in PLACES or dst not in PLACES:
+            raise ValueError(f"unknown place in {src!r} -> {dst!r}")
+        if count <= 0:
+            return
+        slot = self.entries.setdefault(CopyKey(stage, op, src, dst, mirrors), [0, 0])
+        slot[0] += int(nbytes)
+        slot[1] += int(count)
+
+    def merge(self, other: Ledger | Iterable[Mapping[str, Any]]) -> Ledger:
+        rows = other.rows() if isinstance(other, Ledger) else other
+        for r in rows:
+            self.add(r["stage"], r["op"], r["src"], r["dst"], r["bytes"], r["mirrors"], r["count"])
+        return self
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per entry, in insertion order (the order the pipeline ran them)."""
+        return [
+            {
+                "stage": k.stage,
+                "op": k.op,
+                "src": k.src,
+                "dst": k.dst,
+                "bytes": v[0],
+                "count": v[1],
+                "copies": OPS[k.op][1],
+                "mirrors": k.mirrors,
+            }
+            for k, v in self.entries.items()
+        ]
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+    def copied_bytes(self, stage: str | None = None) -> int:
+        """Bytes actually copied (``map`` entries excluded), in one stage or in all."""
+        return sum(
+            v[0]
+            for k, v in self.entries.items()
+            if OPS[k.op][1] and (stage is None or k.stage == stage)
+        )
+
+    def by_stage(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k, v in self.entries.items():
+            if OPS[k.op][1]:
+                out[k.stage] = out.get(k.stage, 0) + v[0]
+        return out
+
+    def totals(self) -> dict[str, Any]:
+        """Per-arm totals: copied bytes, and bytes per destination and per op."""
+        per_op: dict[str, int] = {}
+        per_dst: dict[str, int] = {}
+        for k, v in self.entries.items():
+            if not OPS[k.op][1]:
+                continue
+            per_op[k.op] = per_op.get(k.op, 0) + v[0]
+            per_dst[k.dst] = per_dst.get(k.dst, 0) + v[0]
+        return {
+            "copied_bytes": self.copied_bytes(),
+            "operations": sum(v[1] for k, v in self.entries.items() if OPS[k.op][1]),
+            "bytes_by_op": per_op,
+            "bytes_by_destination": per_dst,
+            "h2d_bytes": per_op.get("h2d", 0),
+            "d2h_bytes": per_op.get("d2h", 0),
+        }
+
+
+def tensor_bytes(t: Any) -> int:
+    return int(t.numel()) * int(t.element_size())
+
+
+def sort_copies(rows: Iterable[Mapping[str, Any]], order: Sequence[str]) -> list[Any]:
+    """Ledger rows in pipeline order (``order``: the stage names); stable within a stage."""
+    rank = {s: i for i, s in enumerate(order)}
+    return sorted(rows, key=lambda r: rank.get(r["stage"], len(rank)))

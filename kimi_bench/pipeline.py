@@ -1,0 +1,504 @@
+"""THE pipeline, once: producer step, carrier steps, rank step, each with a timing hook and
+the copy ledger. ``parity`` runs it in one process (ranks in turn); ``micro`` and
+``serve-ab`` run the same functions in real processes (``bench/micro_worker.py``,
+``bench/serve_workers.py`` hold only process plumbing).
+
+Arms are choices of steps, not copies of code:
+
+- ``eager``: the runtime *before* the change. The producer stages every image, preprocesses
+  it on its device and copies the FP32 patches to the host; the scheduler's model class is
+  not whitelisted, so every rank moves every item to its device (pre-embed move).
+- ``deferred``: the runtime with the change. The deferral policy decides per request or per
+  image (runtime profile); deferred images travel as raw uint8 with their record, images
+  above the byte heuristic go eager inside the arm (a mixed batch, in input order). The
+  model class is whitelisted: no pre-embed move; only the owner copies its raw images to its
+  device and materializes them.
+
+Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.ledger``) as it
+runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from PIL import Image
+
+from kimi_bench.config import PreprocessConfig
+from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
+from kimi_bench.ledger import Ledger, tensor_bytes
+from kimi_bench.materialize import (
+    MaterializedBatch,
+    materialize,
+    materialize_items,
+    to_tower_buffer,
+)
+from kimi_bench.navit import ResizePlan
+from kimi_bench.pixels import StagingError, pil_to_hwc_array, raw_channels, tensor_to_chw
+from kimi_bench.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
+from kimi_bench.runtime import RuntimeProfile, get_profile
+from kimi_bench.scheduler import (
+    PRESET_MODEL_CLASS,
+    assign_owners,
+    images_of_rank,
+    needs_pre_embed_move,
+)
+from kimi_bench.transport import (
+    Carrier,
+    ShmRef,
+    dumps,
+    loads,
+    tensor_from_shm,
+    tensor_map_shm,
+    tensor_to_shm,
+)
+
+ARMS = ("eager", "deferred")
+CPU_STAND_IN = " [no CUDA: host copy stands in]"
+# Boundaries of the critical path; stage k lasts from boundary k-1 to boundary k.
+STAGES = (
+    "producer",
+    "d2h",
+    "serialize",
+    "to_rank0",
+    "broadcast",
+    "take_copy",
+    "pre_embed_move",
+    "owner_h2d",
+    "owner_materialize",
+)
+# The eager baseline is the scheduler before the change: its model class is not whitelisted.
+EAGER_MODEL_CLASS = "EagerBaselineModel"
+DEFERRED_MODEL_CLASS = "KimiK3ForConditionalGeneration"
+
+
+class Hook(Protocol):
+    def mark(self, stage: str) -> None: ...
+
+
+class NoHook:
+    def mark(self, stage: str) -> None:
+        return None
+
+
+@dataclass
+class ClockHook:
+    """``time.perf_counter`` at each mark, after a CUDA synchronize of ``device``."""
+
+    device: torch.device
+    marks: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, stage: str) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.marks[stage] = time.perf_counter()
+
+
+@dataclass
+class Step:
+    """One arm's pipeline in one process: configuration, device, ledger and timing hook."""
+
+    arm: str
+    cfg: PreprocessConfig
+    device: torch.device
+    profile: RuntimeProfile = field(default_factory=lambda: get_profile(None))
+    ledger: Ledger = field(default_factory=Ledger)
+    hook: Hook = field(default_factory=NoHook)
+
+    def __post_init__(self) -> None:
+        if self.arm not in ARMS:
+            raise ValueError(f"unknown arm {self.arm!r}; expected one of {', '.join(ARMS)}")
+
+    @property
+    def model_class(self) -> str:
+        if self.arm == "eager":
+            return EAGER_MODEL_CLASS
+        return PRESET_MODEL_CLASS.get(self.cfg.name, DEFERRED_MODEL_CLASS)
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+
+# ---------------------------------------------------------------- producer (tokenizer worker)
+
+
+def decide(
+    step: Step,
+    images: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    *,
+    scope: PolicyMode | None = None,
+    owner_can_materialize: bool = True,
+) -> list[Decision]:
+    """The deferral decision for one request's images. The eager arm never defers."""
+    if step.arm == "eager":
+        return [
+            Decision(False, "eager arm: the baseline preprocesses at the producer", r, p)
+            for r, p in (
+                (raw_bytes(o, pl) if _countable(o) else 0, processed_bytes(pl))
+                for o, pl in zip(images, plans, strict=True)
+            )
+        ]
+    return decide_images(
+        images,
+        plans,
+        mode=scope or step.profile.decision_scope,
+        owner_can_materialize=owner_can_materialize,
+    )
+
+
+def _countable(obj: Any) -> bool:
+    try:
+        raw_channels(obj)
+    except StagingError:
+        return False
+    return True
+
+
+def stage(step: Step, obj: Any, *, require_uint8: bool) -> torch.Tensor:
+    """``to_chw_uint8``: a CHW view of the input on the host. PIL: convert + np.array copy
+    (two host copies), then a permuted (non-contiguous) view. Tensor: validated as CHW."""
+    if isinstance(obj, Image.Image):
+        arr = pil_to_hwc_array(obj, step.cfg)
+        nbytes = int(arr.nbytes)
+        step.ledger.add("producer", "convert", "pil", "pil", nbytes, "to_chw_uint8: convert")
+        step.ledger.add("producer", "to_numpy", "pil", "host", nbytes, "to_chw_uint8: np.array")
+        return torch.from_numpy(arr).permute(2, 0, 1)
+    if isinstance(obj, torch.Tensor):
+        t = tensor_to_chw(obj.detach().cpu(), require_uint8=require_uint8, contiguous=False)
+        if obj.dim() == 2 or (obj.dim() == 3 and obj.shape[0] == 1):
+            step.ledger.add(
+                "producer", "channel_repeat", "host", "host", tensor_bytes(t), "to_chw_uint8"
+            )
+        if t.shape[0] == 4 and step.cfg.transparent_bg is None:
+            t = t[:3]
+        return t
+    raise StagingError(
+        f"unsupported input type {type(obj).__name__}; expected a PIL image or a tensor"
+    )
+
+
+def to_device(step: Step, t: torch.Tensor, stage_name: str, mirrors: str) -> torch.Tensor:
+    """A host -> device copy, as ``.to(device, non_blocking=True)`` (strides kept). Without
+    CUDA the device is emulated in host memory and a host copy stands in (ledger says so)."""
+    if step.on_cuda:
+        step.ledger.add(stage_name, "h2d", "host", "device", tensor_bytes(t), mirrors)
+        return t.to(step.device, non_blocking=True)
+    step.ledger.add(stage_name, "h2d", "host", "device", tensor_bytes(t), mirrors + CPU_STAND_IN)
+    return t.clone()
+
+
+def to_host(step: Step, t: torch.Tensor, stage_name: str, mirrors: str) -> torch.Tensor:
+    """A device -> host copy (``.cpu()``, pageable); a host copy stands in without CUDA."""
+    if step.on_cuda:
+        step.ledger.add(stage_name, "d2h", "device", "host", tensor_bytes(t), mirrors)
+        return t.cpu()
+    step.ledger.add(stage_name, "d2h", "device", "host", tensor_bytes(t), mirrors + CPU_STAND_IN)
+    return t.clone()
+
+
+def _eager_features(
+    step: Step, staged: list[torch.Tensor], plans: list[ResizePlan]
+) -> list[torch.Tensor]:
+    """GPU preprocess at the producer: per-image ``.to(device)`` (strides kept), batch on
+    the device, split on the device, one ``.cpu()`` per item."""
+    on_dev = [to_device(step, t, "producer", "to_chw_uint8(device=cuda)") for t in staged]
+    batch = materialize(on_dev, plans, step.cfg, step.device)
+    step.hook.mark("producer")
+    out = [to_host(step, f, "d2h", "per-item .cpu()") for f in batch.split()]
+    step.hook.mark("d2h")
+    return out
+
+
+def produce(
+    step: Step, images: Sequence[Any], plans: Sequence[ResizePlan], decisions: Sequence[Decision]
+) -> list[MMItem]:
+    """The producer step: items in input order, deferred (uint8 view + record) or eager
+    (FP32 patches on the host) per decision. Marks ``producer`` and ``d2h``."""
+    staged = [stage(step, o, require_uint8=d.defer) for o, d in zip(images, decisions, strict=True)]
+    eager_idx = [i for i, d in enumerate(decisions) if not d.defer]
+    feats: dict[int, torch.Tensor] = {}
+    if eager_idx:
+        done = _eager_features(step, [staged[i] for i in eager_idx], [plans[i] for i in eager_idx])
+        feats = dict(zip(eager_idx, done, strict=True))
+    else:
+        step.hook.mark("producer")
+        step.hook.mark("d2h")
+    items = []
+    for i, (plan, d) in enumerate(zip(plans, decisions, strict=True)):
+        msd: dict[str, Any] = {GRID_KEY: grid_tensor(plan)}
+        if d.defer:
+            msd[DEFERRED_KEY] = make_deferred_record(plan, step.cfg)
+            items.append(MMItem(_deferred_feature(step, staged[i]), msd))
+        else:
+            items.append(MMItem(feats[i], msd))
+    return items
+
+
+def _deferred_feature(step: Step, view: torch.Tensor) -> torch.Tensor:
+    if step.profile.deferred_contiguous_at_producer and not view.is_contiguous():
+        step.ledger.add(
+            "producer", "hwc_to_chw", "host", "host", tensor_bytes(view),
+            "prepare_artifact_batch: .cpu().contiguous()",
+        )  # fmt: skip
+        return view.contiguous()
+    return view
+
+
+# ------------------------------------------------------------------------------ carriers
+
+
+def wrap(step: Step, items: list[MMItem], carrier: Carrier, prefix: str) -> list[MMItem]:
+    """Producer side of the carrier. ``shm`` (``ShmPointerMMData``): ``.contiguous()`` when
+    the feature is a permuted view (the HWC->CHW copy), then one copy into a new segment per
+    item; ``pickle``: features travel inline as they are (a view keeps its strides)."""
+    if carrier not in ("shm", "pickle"):
+        raise ValueError(f"unknown carrier {carrier!r}; expected shm or pickle")
+    if carrier == "pickle":
+        return list(items)
+    out = []
+    for it in items:
+        f = it.feature
+        if not f.is_contiguous():
+            step.ledger.add(
+                "serialize", "hwc_to_chw", "host", "host", tensor_bytes(f),
+                "ShmPointerMMData: .contiguous()",
+            )  # fmt: skip
+            f = f.contiguous()
+        step.ledger.add(
+            "serialize", "shm_copy_in", "host", "shm", tensor_bytes(f), "ShmPointerMMData"
+        )
+        out.append(MMItem(tensor_to_shm(f, prefix), it.model_specific_data))  # type: ignore[arg-type]
+    return out
+
+
+def serialize(step: Step, obj: Any, stage_name: str, mirrors: str) -> bytes:
+    blob = dumps(obj)
+    step.ledger.add(stage_name, "pickle", "host", "host", len(blob), mirrors)
+    return blob
+
+
+def deserialize(step: Step, blob: bytes, stage_name: str, mirrors: str, count: int = 1) -> Any:
+    obj = loads(blob)
+    step.ledger.add(stage_name, "unpickle", "host", "host", len(blob), mirrors, count)
+    return obj
+
+
+def record_ipc(step: Step, nbytes: int) -> None:
+    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, "send_pyobj to scheduler rank 0")
+
+
+def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
+    """``broadcast_pyobj`` over gloo: rank 0 pickles and sends; every other rank copies the
+    buffer into ``bytes`` and unpickles. Every rank returns the object."""
+    from kimi_bench.transport import broadcast_bytes
+
+    if world == 1:
+        return obj
+    blob = serialize(step, obj, "broadcast", "broadcast_pyobj: pickle") if rank == 0 else None
+    received = broadcast_bytes(blob, src=0, group=group)
+    if rank == 0:
+        step.ledger.add(
+            "broadcast", "gloo_broadcast", "host", "wire", len(received) * (world - 1),
+            "broadcast_pyobj: dist.broadcast", count=world - 1,
+        )  # fmt: skip
+        return obj
+    step.ledger.add("broadcast", "bytes_copy", "host", "host", len(received), "broadcast_pyobj")
+    return deserialize(step, received, "broadcast", "broadcast_pyobj: pickle.loads")
+
+
+def take(step: Step, items: list[MMItem]) -> tuple[list[MMItem], list[str]]:
+    """A rank takes its items out of shared memory: clone (PR era) or copy-on-write map
+    (0.5.23). Returns the items and the segment names (rank 0 unlinks after a barrier)."""
+    out, names = [], []
+    for it in items:
+        f: Any = it.feature
+        if isinstance(f, ShmRef):
+            if step.profile.receiver == "clone":
+                step.ledger.add("take_copy", "clone", "shm", "host", f.nbytes, "unwrap_shm: clone")
+                t = tensor_from_shm(f)
+            else:
+                step.ledger.add("take_copy", "map", "shm", "host", f.nbytes, "ACCESS_COPY map")
+                t = tensor_map_shm(f)
+            out.append(MMItem(t, it.model_specific_data))
+            names.append(f.name)
+        else:
+            out.append(it)
+    return out, names
+
+
+# ---------------------------------------------------------------------------- rank step
+
+
+@dataclass
+class RankOutput:
+    """What one rank holds after its step: owners of every image, its own image indices,
+    their FP32 ``pixel_values`` and the BF16 tower buffer (on its device)."""
+
+    owners: list[int]
+    mine: list[int]
+    batch: MaterializedBatch | None
+    tower: torch.Tensor | None
+
+    @property
+    def patches(self) -> int:
+        return 0 if self.tower is None else int(self.tower.shape[0])
+
+
+def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOutput:
+    """Pre-embed move (as the whitelist decides for the arm's model class), owner
+    assignment, owner-only H2D, materialize, cast into the BF16 tower buffer. Marks
+    ``pre_embed_move``, ``owner_h2d``, ``owner_materialize``."""
+    moved: set[int] = set()
+    if needs_pre_embed_move(step.model_class):
+        for i, it in enumerate(items):  # every rank moves every item, used or not
+            it.feature = to_device(step, it.feature, "pre_embed_move", "_move_items_to_device")
+            moved.add(i)
+    step.hook.mark("pre_embed_move")
+    owners = assign_owners([it.num_patches for it in items], world)
+    mine = images_of_rank(owners, rank)
+    for i in mine:
+        if i not in moved:
+            what = "raw uint8" if items[i].is_deferred else "FP32 of an eager item"
+            items[i].feature = to_device(step, items[i].feature, "owner_h2d", f"owner H2D {what}")
+    step.hook.mark("owner_h2d")
+    batch = tower = None
+    if mine:
+        batch = materialize_items([items[i] for i in mine], step.cfg, step.device)
+        tower = to_tower_buffer(batch.split(), torch.bfloat16)
+    step.hook.mark("owner_materialize")
+    return RankOutput(owners, mine, batch, tower)
+
+
+# ------------------------------------------------------------------ in one process (parity)
+
+
+@dataclass
+class OwnerOutput:
+    """What the owner of each image holds after the arm ran (all on the CPU)."""
+
+    fp32: list[torch.Tensor]
+    bf16: list[torch.Tensor]
+    owners: list[int]
+    carried_bytes: int
+    decisions: list[Decision] = field(default_factory=list)
+    ledger: Ledger = field(default_factory=Ledger)
+
+
+def run_in_process(
+    step: Step,
+    inputs: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    n_ranks: int,
+    rank_device: torch.device,
+    *,
+    decisions: Sequence[Decision],
+) -> OwnerOutput:
+    """Producer -> inline pickle -> each rank in turn (its own unpickled copy, as after the
+    broadcast) -> owners' outputs in input order."""
+    items = produce(step, list(inputs), list(plans), list(decisions))
+    blob = serialize(step, wrap(step, items, "pickle", ""), "serialize", "send_pyobj")
+    fp32: list[torch.Tensor | None] = [None] * len(items)
+    bf16: list[torch.Tensor | None] = [None] * len(items)
+    owners: list[int] = []
+    rank_step_ = Step(step.arm, step.cfg, rank_device, step.profile, step.ledger)
+    for rank in range(n_ranks):
+        mine_items = deserialize(step, blob, "to_rank0" if rank == 0 else "broadcast", "loads")
+        out = rank_step(rank_step_, mine_items, rank, n_ranks)
+        owners = out.owners
+        if out.batch is None or out.tower is None:
+            continue
+        counts = out.batch.patch_counts()
+        for j, (pv, bf) in enumerate(
+            zip(out.batch.split(), torch.split(out.tower, counts), strict=True)
+        ):
+            fp32[out.mine[j]] = pv.cpu()
+            bf16[out.mine[j]] = bf.cpu()
+    return OwnerOutput(
+        [t for t in fp32 if t is not None],
+        [t for t in bf16 if t is not None],
+        owners,
+        len(blob),
+        list(decisions),
+        step.ledger,
+    )
+
+
+def _request_decisions(
+    step: Step,
+    inputs: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    images_per_request: int,
+    scope: PolicyMode | None,
+    owner_can_materialize: bool,
+) -> list[Decision]:
+    out: list[Decision] = []
+    for start in range(0, len(inputs), images_per_request):
+        sl = slice(start, start + images_per_request)
+        out += decide(
+            step, inputs[sl], plans[sl], scope=scope, owner_can_materialize=owner_can_materialize
+        )
+    return out
+
+
+def run_arm(
+    arm: str,
+    inputs: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    cfg: PreprocessConfig,
+    n_ranks: int,
+    producer_device: torch.device,
+    rank_device: torch.device,
+    *,
+    runtime: str | None = None,
+    policy: PolicyMode | None = None,
+    images_per_request: int = 1,
+    owner_can_materialize: bool = True,
+) -> OwnerOutput:
+    step = Step(arm, cfg, producer_device, get_profile(runtime))
+    decisions = _request_decisions(
+        step, inputs, plans, images_per_request, policy, owner_can_materialize
+    )
+    return run_in_process(step, inputs, plans, n_ranks, rank_device, decisions=decisions)
+
+
+def run_eager(
+    inputs: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    cfg: PreprocessConfig,
+    n_ranks: int,
+    producer_device: torch.device,
+    rank_device: torch.device,
+    **kw: Any,
+) -> OwnerOutput:
+    return run_arm("eager", inputs, plans, cfg, n_ranks, producer_device, rank_device, **kw)
+
+
+def run_deferred(
+    inputs: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    cfg: PreprocessConfig,
+    n_ranks: int,
+    producer_device: torch.device,
+    rank_device: torch.device,
+    **kw: Any,
+) -> OwnerOutput:
+    return run_arm("deferred", inputs, plans, cfg, n_ranks, producer_device, rank_device, **kw)
+
+
+def eager_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig, device: torch.device) -> MMItem:
+    """One image through the eager producer (FP32 patches on the host)."""
+    step = Step("eager", cfg, device)
+    return produce(step, [obj], [plan], decide(step, [obj], [plan]))[0]
+
+
+def deferred_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig) -> MMItem:
+    """One image through the deferred producer, deferred regardless of the policy."""
+    step = Step("deferred", cfg, torch.device("cpu"))
+    forced = Decision(True, "forced", 0, processed_bytes(plan))
+    return produce(step, [obj], [plan], [forced])[0]

@@ -1,0 +1,116 @@
+"""Projection to larger rank counts: one node while the ranks fit on it (one rank per GPU),
+then whole nodes, ranks spread as torchrun places them (rank r on node r // ranks per node)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kimi_bench.project.calibration import Calibration
+from kimi_bench.project.model import Fitted, Host, Topology, fit, predict_arm
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Where to project: rank counts, GPUs (= ranks) per node, inter-node link speeds."""
+
+    ranks: tuple[int, ...]
+    gpus_per_node: int = 8
+    link_gbps: tuple[float, ...] = (100.0,)
+
+    def validate(self) -> None:
+        if not self.ranks or any(r < 1 for r in self.ranks):
+            raise ValueError(f"--ranks needs positive rank counts, got {list(self.ranks)}")
+        if self.gpus_per_node < 1:
+            raise ValueError(f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+        if not self.link_gbps or any(g <= 0 for g in self.link_gbps):
+            raise ValueError(f"--link-gbps needs positive speeds, got {list(self.link_gbps)}")
+
+
+def curve_points(cal_ranks: int, requested: tuple[int, ...]) -> list[int]:
+    """The calibration's rank count, the powers of two up to the largest request, and the
+    requests themselves (sorted, unique): the x axis of the figure."""
+    top = max((cal_ranks, *requested))
+    pts = {cal_ranks, *requested}
+    p = 1
+    while p <= top:
+        if p >= min(cal_ranks, *requested):
+            pts.add(p)
+        p *= 2
+    return sorted(pts)
+
+
+def topology(ranks: int, gpus_per_node: int) -> Topology:
+    return Topology(ranks, min(ranks, gpus_per_node), gpus_per_node)
+
+
+@dataclass
+class Projection:
+    """Predicted rows for one calibration (one carrier)."""
+
+    calibration: Calibration
+    host: Host
+    fitted: Fitted
+    rows: list[dict[str, Any]] = field(default_factory=list)  # one per stage and TOTAL
+    skipped: list[str] = field(default_factory=list)
+
+
+def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
+    """Predict every arm and stage at every point of the curve (and every link speed once
+    the ranks span nodes). The shm carrier stays on one node: off one node the runtime
+    pickles tensors inline, so multi-node points of an shm calibration are skipped."""
+    scale.validate()
+    fitted = fit(cal, host)
+    proj = Projection(cal, host, fitted)
+    for n in curve_points(cal.ranks, scale.ranks):
+        topo = topology(n, scale.gpus_per_node)
+        if topo.nodes > 1 and cal.transport == "shm":
+            proj.skipped.append(
+                f"shm at {n} ranks ({topo.nodes} nodes): shared memory does not cross "
+                "nodes; the runtime pickles inline there (see the pickle projection)"
+            )
+            continue
+        for link in scale.link_gbps if topo.nodes > 1 else (None,):
+            h = replace(host, link_gbps=link or scale.link_gbps[0])
+            for name, arm in cal.arms.items():
+                pred = predict_arm(arm, cal, topo, h, fitted)
+                base = {
+                    "transport": cal.transport,
+                    "ranks": n,
+                    "nodes": topo.nodes,
+                    "ranks_per_node": topo.ranks_per_node,
+                    "gpus_per_node": topo.gpus_per_node,
+                    "threads_per_process": topo.threads(host.cores),
+                    "link_gbps": link,
+                    "arm": name,
+                }
+                for s, p in pred.stages.items():
+                    proj.rows.append(base | {"stage": s, "kind": p.kind, "predicted_ms": p.ms})
+                proj.rows.append(
+                    base | {"stage": "TOTAL", "kind": "-", "predicted_ms": pred.total_ms}
+                )
+    return proj
+
+
+def totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (carrier, link, ranks): each arm's predicted total and the speedup
+    (first arm over each other arm; eager / deferred for micro's two arms)."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        if r["stage"] != "TOTAL":
+            continue
+        key = (r["transport"], r["link_gbps"], r["ranks"])
+        row = out.setdefault(
+            key,
+            {
+                "transport": r["transport"],
+                "ranks": r["ranks"],
+                "nodes": r["nodes"],
+                "link_gbps": r["link_gbps"],
+            },
+        )
+        row[f"{r['arm']}_ms"] = r["predicted_ms"]
+    for row in out.values():
+        e, d = row.get("eager_ms"), row.get("deferred_ms")
+        row["speedup"] = e / d if e and d else None
+    return sorted(out.values(), key=lambda r: (r["transport"], r["ranks"], r["link_gbps"] or 0))

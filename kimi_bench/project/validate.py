@@ -1,0 +1,155 @@
+"""Prediction error against measured micro reports: calibrate at one rank count, predict
+another on the same host, compare stage by stage and in total."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kimi_bench.project.calibration import Calibration, ProjectionError
+from kimi_bench.project.model import ArmPrediction, Fitted, Host, Topology, predict_arm
+
+TARGET_PCT = 20.0  # the issue's bar for total-time error
+SMALL_SHARE = 0.02  # stages under 2% of the measured total: relative error is not meaningful
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    transport: str
+    ranks: int
+    arm: str
+    stage: str  # "TOTAL" for the arm's total
+    kind: str
+    calibration_ms: float | None
+    predicted_ms: float | None
+    measured_ms: float | None
+
+    @property
+    def error_ms(self) -> float | None:
+        if self.predicted_ms is None or self.measured_ms is None:
+            return None
+        return self.predicted_ms - self.measured_ms
+
+    @property
+    def error_pct(self) -> float | None:
+        err = self.error_ms
+        if err is None or not self.measured_ms:
+            return None
+        return 100.0 * err / self.measured_ms
+
+    def as_dict(self, total_ms: float | None = None) -> dict[str, Any]:
+        share = (
+            self.measured_ms / total_ms
+            if total_ms and self.measured_ms is not None and self.stage != "TOTAL"
+            else None
+        )
+        return {
+            "transport": self.transport,
+            "ranks": self.ranks,
+            "arm": self.arm,
+            "stage": self.stage,
+            "kind": self.kind,
+            "calibration_ms": self.calibration_ms,
+            "predicted_ms": self.predicted_ms,
+            "measured_ms": self.measured_ms,
+            "error_ms": self.error_ms,
+            "error_pct": self.error_pct,
+            "share_of_total": share,
+            "note": f"small (< {SMALL_SHARE:.0%} of the total)"
+            if share is not None and share < SMALL_SHARE
+            else None,
+        }
+
+
+def same_host_topology(cal: Calibration, ranks: int, nodes: int = 1) -> Topology:
+    """How micro ran ``ranks`` ranks on hosts like the calibration's: ``nodes`` nodes
+    (one unless the measured report says otherwise), each node's GPUs shared."""
+    return Topology(ranks, math.ceil(ranks / max(1, nodes)), cal.gpus)
+
+
+def check_comparable(cal: Calibration, measured: Calibration) -> None:
+    """A measured report can check a calibration only if it ran the same input on the same
+    kind of host with the same carrier."""
+    if measured.transport != cal.transport:
+        raise ProjectionError(
+            f"{measured.source} used the {measured.transport} carrier, the calibration "
+            f"{cal.source} {cal.transport}"
+        )
+    if measured.image_areas != cal.image_areas:
+        raise ProjectionError(
+            f"{measured.source} measured a different input than the calibration {cal.source}"
+        )
+    if measured.device != cal.device or measured.gpus != cal.gpus:
+        raise ProjectionError(
+            f"{measured.source} ran on {measured.device} with {measured.gpus} GPU(s), the "
+            f"calibration on {cal.device} with {cal.gpus}: not the same host"
+        )
+
+
+def error_rows(
+    pred: ArmPrediction, calibration_total_ms: float, measured: Calibration, transport: str
+) -> tuple[list[ErrorRow], float]:
+    """Per stage and TOTAL; returns the rows and the measured total (ms)."""
+    arm = measured.arm(pred.arm)
+    ranks = pred.topology.ranks
+    rows = [
+        ErrorRow(transport, ranks, pred.arm, s, p.kind, p.measured_ms, p.ms, arm.stage_ms(s))
+        for s, p in pred.stages.items()
+    ]
+    rows.append(
+        ErrorRow(
+            transport,
+            ranks,
+            pred.arm,
+            "TOTAL",
+            "-",
+            calibration_total_ms,
+            pred.total_ms,
+            arm.total_ms,
+        )
+    )
+    return rows, arm.total_ms
+
+
+def validate(
+    cal: Calibration, fitted: Fitted, host: Host, measured: list[Calibration]
+) -> list[dict[str, Any]]:
+    """Error table rows (dicts) for every arm of every measured report."""
+    out: list[dict[str, Any]] = []
+    for m in sorted(measured, key=lambda c: c.ranks):
+        check_comparable(cal, m)
+        topo = same_host_topology(cal, m.ranks, m.nodes)
+        for name, arm in cal.arms.items():
+            if name not in m.arms:
+                continue
+            pred = predict_arm(arm, cal, topo, host, fitted)
+            rows, total = error_rows(pred, arm.total_ms, m, cal.transport)
+            out += [r.as_dict(total) for r in rows]
+    return out
+
+
+def total_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The TOTAL rows, each with ``within_target`` (|error| <= TARGET_PCT)."""
+    out = []
+    for r in rows:
+        if r["stage"] != "TOTAL" or r["error_pct"] is None:
+            continue
+        out.append(r | {"within_target": abs(r["error_pct"]) <= TARGET_PCT})
+    return out
+
+
+def biggest_misses(
+    rows: list[dict[str, Any]], transport: str, ranks: int, arm: str, n: int = 3
+) -> list[dict[str, Any]]:
+    """The stages that contribute most (absolute ms) to one arm's total error."""
+    stages = [
+        r
+        for r in rows
+        if r["transport"] == transport
+        and r["ranks"] == ranks
+        and r["arm"] == arm
+        and r["stage"] != "TOTAL"
+        and r["error_ms"] is not None
+    ]
+    return sorted(stages, key=lambda r: -abs(r["error_ms"]))[:n]

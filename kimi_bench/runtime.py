@@ -1,0 +1,153 @@
+"""Runtime profiles: which version of the runtime's behaviour the pipeline emulates.
+
+The two profiles differ where the runtime changed between the PR that introduced deferred
+preprocessing (SGLang PR #33921) and the ``sglang`` 0.5.23 release (SPEC section 10):
+
+- how a scheduler rank takes a shared-memory feature: the PR clones it out of the segment
+  after a barrier; 0.5.23 maps the segment copy-on-write (``mmap.ACCESS_COPY``), no copy;
+- the deferral decision: per request in the PR; per image in 0.5.23 (preprocess cache on,
+  the default).
+
+Everything else (staging, the eager producer's GPU preprocess and per-item ``.cpu()``, the
+shm wrap, ``broadcast_pyobj``, the pre-embed whitelist, owner-only materialization) is the
+same in both. ``EMULATED_STEPS`` is the table the README prints: every step, the upstream
+function it follows, and what each profile does there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ReceiverCopy = Literal["clone", "map"]
+DecisionScope = Literal["request", "image"]
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    name: str
+    receiver: ReceiverCopy
+    decision_scope: DecisionScope
+    # 0.5.23's preprocess-cache path stores deferred features as
+    # ``to_chw_uint8(image).cpu().contiguous()`` at the producer; the PR's uncached path keeps
+    # the permuted view (the shm wrap makes it contiguous; inline pickle sends it as is).
+    deferred_contiguous_at_producer: bool
+    description: str
+
+    def summary(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "shm_receiver": self.receiver,
+            "decision_scope": self.decision_scope,
+            "deferred_contiguous_at_producer": str(self.deferred_contiguous_at_producer),
+            "description": self.description,
+        }
+
+
+PROFILES: dict[str, RuntimeProfile] = {
+    "sglang-0.5.23": RuntimeProfile(
+        name="sglang-0.5.23",
+        receiver="map",
+        decision_scope="image",
+        deferred_contiguous_at_producer=True,
+        description="sglang 0.5.23 on PyPI: shm receivers map the segment copy-on-write; "
+        "per-image deferral decision (preprocess cache on)",
+    ),
+    "pr-33921": RuntimeProfile(
+        name="pr-33921",
+        receiver="clone",
+        decision_scope="request",
+        deferred_contiguous_at_producer=False,
+        description="SGLang PR #33921 as merged: shm receivers clone every item; "
+        "per-request deferral decision",
+    ),
+}
+DEFAULT_RUNTIME = "sglang-0.5.23"  # the newest
+
+
+class UnknownRuntime(ValueError):
+    pass
+
+
+def get_profile(name: str | None) -> RuntimeProfile:
+    key = name or DEFAULT_RUNTIME
+    try:
+        return PROFILES[key]
+    except KeyError:
+        raise UnknownRuntime(
+            f"unknown runtime profile {key!r}; expected one of {', '.join(PROFILES)}"
+        ) from None
+
+
+# (step, upstream file and function, PR era, 0.5.23)
+EMULATED_STEPS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "stage an image",
+        "processors/kimi_k3.py `to_chw_uint8`",
+        "convert + np.array(copy=True), permuted CHW view",
+        "same",
+    ),
+    (
+        "eager producer",
+        "processors/kimi_k25.py `_gpu_preprocess_images`",
+        "per-image .to(device) of the view, batch on the GPU, split on the GPU, "
+        "one .cpu() per item",
+        "same",
+    ),
+    (
+        "deferral decision",
+        "processors/kimi_k3.py (deferred preprocessing decision)",
+        "per request",
+        "per image (preprocess cache on)",
+    ),
+    (
+        "deferred producer",
+        "processors/kimi_k3.py `_build_deferred_output` / `prepare_artifact_batch`",
+        "the permuted CHW view is the item's feature",
+        "cache path: `to_chw_uint8(image).cpu().contiguous()` (the HWC->CHW copy here)",
+    ),
+    (
+        "shm wrap",
+        "managers/mm_utils.py `ShmPointerMMData`",
+        ".contiguous() (the HWC->CHW copy of a deferred view), posix_fallocate, one copy "
+        "into the segment",
+        "one copy into the segment (the feature is already contiguous)",
+    ),
+    (
+        "inline pickle (multi-node, or `--transport pickle`)",
+        "tensor transport mode `default`",
+        "the tensor is pickled as it is (a permuted view keeps its strides)",
+        "same",
+    ),
+    ("to scheduler rank 0", "tokenizer manager -> scheduler (ZMQ)", "pickled request", "same"),
+    (
+        "broadcast",
+        "utils/common.py `broadcast_pyobj`",
+        "pickle, np.frombuffer (no copy), gloo size + bytes; receivers bytes() + loads",
+        "same",
+    ),
+    (
+        "shm receive",
+        "managers/mm_utils.py `unwrap_shm_features`",
+        "barrier, .clone() per rank per item",
+        "barrier, copy-on-write map (mmap.ACCESS_COPY), no copy; every rank unlinks",
+    ),
+    (
+        "pre-embed move",
+        "managers/mm_schedule.py `_can_skip_pre_embed_feature_move`",
+        "non-whitelisted models: every rank .to(device) every item; K2.5/K3/Qwen3-VL: none",
+        "same",
+    ),
+    (
+        "owners",
+        "multimodal/mm_utils.py `get_dp_encoder_lb_assignment`",
+        "largest first to the least-loaded rank, lowest rank on ties",
+        "same",
+    ),
+    (
+        "owner",
+        "models/kimi_k3.py (vision owner)",
+        "owner-only H2D of raw uint8, materialize, cast into the BF16 tower buffer",
+        "same",
+    ),
+)

@@ -1,0 +1,190 @@
+"""Running a server app: in this process (:func:`serve`, blocking, stops cleanly on
+SIGTERM/SIGINT), in a background thread (:func:`serve_in_thread`), or as a child process
+(:class:`ServerProcess`) that is up once ``/health`` answers. uvicorn serves the app."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import uvicorn
+
+from kimi_bench import __version__
+
+
+class ServerStartError(RuntimeError):
+    """The server did not come up; the message says why (exit code, log tail, timeout)."""
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening TCP socket (``port`` 0 = a free one, read it from getsockname())."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServerStartError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (for a child process to bind)."""
+    with contextlib.closing(bind_socket(host, 0)) as s:
+        return int(s.getsockname()[1])
+
+
+def _config(app: Any, log_level: str, graceful_timeout_s: float) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_level=log_level,
+        lifespan="on",
+        server_header=False,
+        headers=[("server", f"kimi-bench/{__version__}")],
+        timeout_graceful_shutdown=max(1, round(graceful_timeout_s)),
+        access_log=False,
+    )
+
+
+def serve(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    log_level: str = "warning",
+    graceful_timeout_s: float = 5.0,
+) -> int | None:
+    """Serve ``app`` until SIGTERM or SIGINT (main thread only); in-flight requests get
+    ``graceful_timeout_s`` to finish, then the app's shutdown (backend.close) runs.
+    Returns the signal number that stopped it, or None. Never re-raises the signal."""
+    sock = bind_socket(host, port)
+    server = uvicorn.Server(_config(app, log_level, graceful_timeout_s))
+    caught: list[int] = []
+
+    def note(sig: int, frame: FrameType | None) -> None:  # uvicorn re-raises after shutdown
+        caught.append(sig)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        sock.close()
+    if not server.started and not caught:
+        raise ServerStartError("the server did not start (the app's start-up failed; see log)")
+    return caught[0] if caught else None
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    app: Any, host: str = "127.0.0.1", *, log_level: str = "warning", start_timeout_s: float = 30
+) -> Iterator[str]:
+    """Serve ``app`` on a free port from a daemon thread; yields the base URL, stops the
+    server (shutdown runs) when the block ends."""
+    sock = bind_socket(host, 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(_config(app, log_level, 2.0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise ServerStartError("the in-thread server did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def wait_healthy(
+    base_url: str, timeout_s: float = 60.0, proc: subprocess.Popen[Any] | None = None
+) -> None:
+    """Poll ``GET /health`` until it answers 200. ServerStartError on timeout or when
+    ``proc`` exits first."""
+    deadline = time.monotonic() + timeout_s
+    url = base_url.rstrip("/") + "/health"
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ServerStartError(f"the server process exited with code {proc.returncode}")
+        try:
+            r = httpx.get(url, timeout=2.0, trust_env=False)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        time.sleep(0.1)
+    raise ServerStartError(f"{url} did not answer 200 within {timeout_s:g} s (last: {last})")
+
+
+class ServerProcess:
+    """A server run as a child process in its own session (Ctrl-C in the terminal reaches
+    only the parent, which stops it). Use as a context manager; ``stop`` sends SIGTERM,
+    then SIGKILL after ``stop_timeout_s``. Output goes to ``log`` (a file)."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        base_url: str,
+        log: Path,
+        *,
+        start_timeout_s: float = 60.0,
+        stop_timeout_s: float = 15.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.argv, self.base_url, self.log = list(argv), base_url.rstrip("/"), log
+        self.start_timeout_s, self.stop_timeout_s, self.env = start_timeout_s, stop_timeout_s, env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServerProcess:
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
+            )
+        try:
+            wait_healthy(self.base_url, self.start_timeout_s, self.proc)
+        except ServerStartError as exc:
+            self.stop()
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise ServerStartError(f"{exc}; log tail: {' | '.join(tail) or '(empty)'}") from None
+        return self
+
+    def stop(self) -> int | None:
+        """Stop the child; its exit code (negative = killed by that signal)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

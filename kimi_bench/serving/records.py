@@ -1,0 +1,125 @@
+"""What the client records: one RequestRecord per request, an ArmResult per endpoint and
+trace, and the ServerInfo read from an endpoint. Times are seconds from the trace start
+(the first arrival offset is measured from it), on ``time.perf_counter``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ERROR_KINDS = {
+    "connect": "the connection could not be made (refused, unreachable, connect timeout)",
+    "http": "the server answered with an HTTP 4xx/5xx status",
+    "timeout": "no complete response within the per-request timeout (a stalled server)",
+    "no_token": "the stream ended without a generated token",
+    "malformed": "the response is not a well-formed OpenAI event stream",
+    "server_error": "the stream carried an error object",
+    "read": "the connection broke while the response was read",
+    "cancelled": "the request was in flight when the arm ended (dead endpoint, Ctrl-C)",
+    "client_error": "an unexpected client-side exception (named in the error text)",
+}
+
+
+@dataclass
+class RequestRecord:
+    rid: int
+    scheduled_s: float  # arrival offset from the trace
+    warmup: bool = False
+    sent_s: float | None = None  # when the request left, after the concurrency gate
+    first_token_s: float | None = None
+    done_s: float | None = None  # end of stream, or the failure
+    status: int | None = None
+    output_tokens: int = 0
+    itl_ms: list[float] = field(default_factory=list)  # between content-bearing chunks
+    error_kind: str | None = None  # a key of ERROR_KINDS
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and self.first_token_s is not None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if not self.ok or self.sent_s is None or self.first_token_s is None:
+            return None
+        return (self.first_token_s - self.sent_s) * 1e3
+
+    @property
+    def e2e_ms(self) -> float | None:
+        if self.sent_s is None or self.done_s is None:
+            return None
+        return (self.done_s - self.sent_s) * 1e3
+
+    @property
+    def queue_ms(self) -> float | None:
+        """Time spent waiting for a ``max_concurrency`` slot (client side)."""
+        return None if self.sent_s is None else (self.sent_s - self.scheduled_s) * 1e3
+
+    def fail(self, kind: str, message: str) -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown error kind {kind!r}")
+        self.error_kind, self.error = kind, message
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(ok=self.ok, ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, queue_ms=self.queue_ms)
+        return d
+
+
+@dataclass
+class ArmResult:
+    """One trace sent to one endpoint. ``error`` says why the arm ended early (a dead
+    endpoint, Ctrl-C); the records up to that point are kept."""
+
+    base_url: str
+    planned: int
+    records: list[RequestRecord] = field(default_factory=list)
+    warmup: list[RequestRecord] = field(default_factory=list)
+    trace_start: float | None = None  # time.perf_counter() at offset 0
+    error: str | None = None
+
+    @property
+    def completed(self) -> int:
+        return sum(r.ok for r in self.records)
+
+    @property
+    def failed(self) -> int:
+        return sum(not r.ok for r in self.records)
+
+    @property
+    def unsent(self) -> int:
+        return self.planned - len(self.records)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "planned": self.planned,
+            "completed": self.completed,
+            "failed": self.failed,
+            "unsent": self.unsent,
+            "error": self.error,
+            "trace_start": self.trace_start,
+            "records": [r.to_dict() for r in self.records],
+            "warmup": [r.to_dict() for r in self.warmup],
+        }
+
+
+@dataclass
+class ServerInfo:
+    """What an endpoint says about itself. ``version`` comes from the first of
+    ``GET /version`` (vLLM, this emulator), ``GET /get_server_info`` (SGLang) or the
+    ``Server`` header that names one; ``version_source`` says which."""
+
+    base_url: str
+    models: list[dict[str, Any]] = field(default_factory=list)  # scalar fields of /v1/models
+    version: str | None = None
+    version_source: str | None = None
+    server_header: str | None = None
+    error: str | None = None
+
+    @property
+    def model(self) -> str | None:
+        return str(self.models[0]["id"]) if self.models and "id" in self.models[0] else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "model": self.model}

@@ -1,0 +1,121 @@
+"""The request trace a client sends: arrival offsets, encoded images per request, the prompt;
+and the OpenAI chat-completions body built from it (images as base64 data URLs)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_PROMPT = "Describe the image."
+MIME_TYPES = ("image/jpeg", "image/png", "image/webp")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One seeded trace, the same for every endpoint it is sent to.
+
+    ``images`` is a pool of encoded files (JPEG/PNG bytes); request ``i`` carries the
+    pool entries ``image_keys[i]``, so a long trace does not hold one copy per request."""
+
+    arrivals: tuple[float, ...]
+    images: tuple[bytes, ...]
+    image_keys: tuple[tuple[int, ...], ...]
+    prompt: str = DEFAULT_PROMPT
+    mime: str = "image/jpeg"
+
+    def __post_init__(self) -> None:
+        if len(self.image_keys) != len(self.arrivals):
+            raise ValueError(
+                f"{len(self.arrivals)} arrivals but {len(self.image_keys)} image key lists"
+            )
+        if any(b < a for a, b in zip(self.arrivals, self.arrivals[1:], strict=False)):
+            raise ValueError("arrival offsets must be non-decreasing")
+        if self.arrivals and self.arrivals[0] < 0:
+            raise ValueError("arrival offsets must be >= 0")
+        bad = [k for keys in self.image_keys for k in keys if not 0 <= k < len(self.images)]
+        if bad:
+            raise ValueError(f"image key {bad[0]} is outside the pool of {len(self.images)}")
+        if self.mime not in MIME_TYPES:
+            raise ValueError(f"mime must be one of {', '.join(MIME_TYPES)}, got {self.mime!r}")
+
+    def __len__(self) -> int:
+        return len(self.arrivals)
+
+    def request_images(self, i: int) -> list[bytes]:
+        return [self.images[k] for k in self.image_keys[i]]
+
+    @functools.cached_property
+    def data_urls(self) -> tuple[str, ...]:
+        """The pool as data URLs, encoded once."""
+        return tuple(data_url(b, self.mime) for b in self.images)
+
+
+def make_trace(
+    arrivals: Sequence[float],
+    images: Sequence[bytes],
+    images_per_request: int = 1,
+    prompt: str = DEFAULT_PROMPT,
+    mime: str = "image/jpeg",
+) -> Trace:
+    """Request ``i`` takes pool images ``(i * images_per_request + k) % len(images)`` for
+    ``k < images_per_request`` (the assignment the in-process serve-ab producers use)."""
+    if images_per_request < 0:
+        raise ValueError("images_per_request must be >= 0")
+    if images_per_request and not images:
+        raise ValueError("an image pool is needed when images_per_request > 0")
+    keys = tuple(
+        tuple((i * images_per_request + k) % len(images) for k in range(images_per_request))
+        for i in range(len(arrivals))
+    )
+    return Trace(tuple(float(a) for a in arrivals), tuple(images), keys, prompt, mime)
+
+
+def data_url(payload: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
+
+
+def parse_data_url(url: str) -> tuple[str, bytes]:
+    """``data:<mime>;base64,<payload>`` -> (mime, bytes). ValueError names what is wrong."""
+    if not url.startswith("data:"):
+        shown = url[:40] + ("..." if len(url) > 40 else "")
+        raise ValueError(f"only base64 data URLs are accepted, got {shown!r}")
+    head, sep, payload = url[5:].partition(",")
+    if not sep or not head.endswith(";base64"):
+        raise ValueError("data URL is not base64 encoded (expected data:<mime>;base64,...)")
+    try:
+        return head[: -len(";base64")], base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"data URL payload is not valid base64: {exc}") from None
+
+
+def chat_body(
+    trace: Trace,
+    i: int,
+    model: str,
+    max_tokens: int,
+    *,
+    include_usage: bool = True,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The streaming chat-completions request for trace request ``i``: one user message,
+    the prompt as a text part, then one ``image_url`` part per image. ``extra`` is merged
+    last (server-specific fields such as ``ignore_eos``)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": trace.prompt}]
+    parts += [
+        {"type": "image_url", "image_url": {"url": trace.data_urls[k]}} for k in trace.image_keys[i]
+    ]
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": parts}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "temperature": 0,
+    }
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    body.update(extra or {})
+    return body
