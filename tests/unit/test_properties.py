@@ -15,9 +15,11 @@ Images stay small so that ~1000 cases run in well under a minute on a CPU.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
@@ -29,6 +31,18 @@ from kimi_bench.pipeline import run_deferred, run_eager
 from kimi_bench.policy import processed_bytes, raw_bytes
 
 CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    """These tensors are tiny: handing them between torch's threads costs more than the work
+    (30x slower on a loaded 2-core machine). Both arms run with the same setting."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 PIL_MODES = ("RGB", "RGBA", "LA", "L", "P", "P+transparency", "P+alpha-table", "1", "I;16", "CMYK")
 TENSOR_LAYOUTS = ("C1HW", "C3HW", "C4HW", "HW")
 
