@@ -1,20 +1,21 @@
 """Checkpoint configs and numeric options that must be refused at the boundary, naming
 the key (or option) and the file: through ``parity --config`` (exit 2, before any work)
-and through the validators the commands share (kimi_bench.limits)."""
+and through the typed options models the commands share (kimi_bench.options)."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from kimi_bench import limits
 from kimi_bench.cli.main import app
 from kimi_bench.config import ConfigError, load_preprocessor_config
+from kimi_bench.options import MicroOptions, ServeOptions
 
 
 def flat(text: str) -> str:
@@ -87,37 +88,23 @@ def test_oversized_config_is_refused(tmp_path):
         load_preprocessor_config(cfg)
 
 
-# --- option bounds (for the typed options model of micro / serve-ab / parity) ----------
+# --- option bounds (kimi_bench.options, shared by the CLI and scenario files) ------------
 
 
 @pytest.mark.parametrize(
-    ("check", "value", "cause"),
+    ("model", "values", "field", "cause"),
     [
-        (limits.check_ranks, 1000, "--ranks must be within 1..64, got 1,000"),
-        (limits.check_ranks, 0, "--ranks must be within 1..64, got 0"),
-        (limits.check_ranks, 2.5, "--ranks must be an integer, got 2.5"),
-        (limits.check_rate, 1e308, "rate 1e+308 is outside 0.001..1e+06 requests/s"),
-        (limits.check_rate, 1e-300, "rate 1e-300 is outside 0.001..1e+06 requests/s"),
-        (limits.check_rate, math.nan, "rate nan is outside"),
-        (limits.check_rate, -2.0, "rate -2.0 is outside"),
-        (limits.check_rate, "8", "--rates must be a number, got '8'"),
-        (
-            limits.check_timeout,
-            -5,
-            "--timeout must be a number of seconds within (0, 604800], got -5",
-        ),
-        (limits.check_timeout, math.inf, "--timeout must be a number of seconds"),
-        (limits.check_timeout, 0, "--timeout must be a number of seconds"),
+        (MicroOptions, {"ranks": 1000}, "ranks", "less than or equal to 64"),
+        (MicroOptions, {"ranks": 2.5}, "ranks", "fractional part"),
+        (MicroOptions, {"timeout_s": -5}, "timeout_s", "greater than 0"),
+        (ServeOptions, {"rates": "1e308"}, "rates", "bad rate '1e308': between 0.001 and 1e+06"),
+        (ServeOptions, {"rates": "1e-300"}, "rates", "bad rate '1e-300': between 0.001"),
+        (ServeOptions, {"rates": "nan"}, "rates", "bad rate 'nan'"),
+        (ServeOptions, {"request_timeout_s": -1}, "request_timeout_s", "greater than 0"),
     ],
 )
-def test_option_out_of_bounds_names_the_option(check, value, cause):
-    with pytest.raises(limits.LimitError) as info:
-        check(value)
-    assert cause in str(info.value)
-
-
-def test_option_bounds_accept_the_documented_range():
-    assert limits.check_ranks(1) == 1 and limits.check_ranks(limits.MAX_RANKS) == 64
-    assert limits.check_rate(math.inf) == math.inf
-    assert limits.check_rate(limits.MIN_RATE) == 1e-3 and limits.check_rate(8) == 8.0
-    assert limits.check_timeout(0.5) == 0.5
+def test_option_out_of_bounds_names_the_option(model, values, field, cause):
+    with pytest.raises(ValidationError) as info:
+        model(**values)
+    (err,) = info.value.errors()
+    assert err["loc"] == (field,) and cause in err["msg"]
