@@ -48,15 +48,18 @@ def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
     arms_a, arms_b = a.data["arms"], b.data["arms"]
     for arm in [x for x in arms_a if x in arms_b]:
         sa, sb = arms_a[arm], arms_b[arm]
+        stages_a, stages_b = sa.get("stages") or {}, sb.get("stages") or {}
         pairs = [
-            (
-                s,
-                sa["stages"][s].get("samples_ms", []),
-                sb["stages"].get(s, {}).get("samples_ms", []),
-            )
-            for s in sa["stages"]
+            (s, stages_a[s].get("samples_ms", []), stages_b.get(s, {}).get("samples_ms", []))
+            for s in stages_a
         ]
-        pairs.append(("TOTAL", sa["total_ms"]["samples"], sb["total_ms"]["samples"]))
+        pairs.append(
+            (
+                "TOTAL",
+                (sa.get("total_ms") or {}).get("samples", []),
+                (sb.get("total_ms") or {}).get("samples", []),
+            )
+        )
         for stage, xa, xb in pairs:
             if not xa and not xb:
                 continue
