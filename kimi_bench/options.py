@@ -85,7 +85,8 @@ def parse_image_spec(text: str) -> tuple[tuple[int, int, int], ...]:
         count, w, h = (int(g) for g in m.groups())
         if min(count, w, h) < 1 or count > 256 or max(w, h) > 65_535:
             raise ValueError(
-                f"bad image spec {part.strip()!r}: count 1..256, width and height 1..65535"
+                f"bad image spec {part.strip()!r}: COUNTxWIDTHxHEIGHT with a count of 1..256 "
+                "and sides of 1..65535 pixels"
             )
         groups.append((count, w, h))
     return tuple(groups)
@@ -207,9 +208,13 @@ class ParityOptions(_Common):
 class MicroOptions(_Common):
     synthetic: str = Field(
         "4x1536x1024",
-        validation_alias=AliasChoices("synthetic", "images"),
-        description="COUNTxWIDTHxHEIGHT (width first, like PIL), comma-separated for mixes.",
+        description="Generated images COUNTxWIDTHxHEIGHT (width first, like PIL), "
+        "comma-separated for mixes.",
     )
+    images: Path | None = Field(
+        None, description="Folder of your images to use instead of --synthetic (the older "
+        "COUNTxWxH form is still read as --synthetic).",
+    )  # fmt: skip
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
                               "[GPU: 8, CPU: 2].")  # fmt: skip
     transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
@@ -230,6 +235,18 @@ class MicroOptions(_Common):
     def _spec(cls, v: str) -> str:
         parse_image_spec(v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_images_spec(cls, data: Any) -> Any:
+        """``images = "2x640x480"`` (the older spelling) means ``synthetic``."""
+        images = data.get("images") if isinstance(data, dict) else None
+        if isinstance(images, (str, Path)) and _SPEC.match(str(images).split(",")[0]):
+            data = dict(data)
+            if "synthetic" in data:
+                raise ValueError("give synthetic or an images spec, not both")
+            data["synthetic"] = str(data.pop("images"))
+        return data
 
     @property
     def groups(self) -> tuple[tuple[int, int, int], ...]:
@@ -335,6 +352,19 @@ class RunOptions(_Options):
     micro: MicroOptions | None = None
     serve_ab: ServeOptions | None = None
     gate: GateOptions = Field(default_factory=GateOptions)  # type: ignore[arg-type]
+
+
+def describe_error(exc: Any, source: str, flag_names: bool = True) -> str:
+    """One line per problem, naming the option (``--ranks``) or the scenario key."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
+        key = f"--{loc.replace('_', '-')}" if flag_names and loc else (loc or "(options)")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown option (not a field of this scenario)"
+        lines.append(f"{source}{key}: {msg}")
+    return "; ".join(lines)
 
 
 def resolve_defaults(opts: Any, kind: str, device_type: str) -> tuple[Any, str]:

@@ -25,7 +25,14 @@ from typing import IO, Annotated, Any
 import typer
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -193,6 +200,8 @@ def progress_bar(total: int | None, description: str) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         # the item is a file name or label from the user: never parsed as markup
         TextColumn("{task.fields[item]}", markup=False),
         console=err_console,
@@ -310,3 +319,51 @@ RuntimeOpt = Annotated[
         "decisions).",
     ),
 ]
+
+
+def output_params() -> list[Any]:
+    """``--out``/``--output-dir`` and ``--format``, shared by every command that writes a
+    report."""
+    import inspect
+
+    out = typer.Option(
+        "--out",
+        "--output-dir",
+        help="Output folder for report.json, report.md, report.html, CSV and figures "
+        "[default: reports/runs/<kind>-<timestamp>].",
+        file_okay=False,
+        show_default=False,
+    )
+    fmt = typer.Option(
+        "--format",
+        help="Console tables as table, md or json (json: stdout is one JSON document).",
+        show_default=False,
+    )
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("out", kw, default=None, annotation=Annotated[Path | None, out]),
+        inspect.Parameter("format", kw, default=None, annotation=Annotated[str | None, fmt]),
+    ]
+
+
+def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
+    """The output folder (checked writable before any work) and the console format."""
+    try:
+        fmt = OutputFormat(values.get("format") or "table")
+    except ValueError:
+        raise ValueError("--format must be table, md or json") from None
+    out = values.get("out") or default_out(kind)
+    check_writable(out)
+    return out, fmt
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` (and parents) and prove a file can be written there, so that a
+    run never finishes its work only to fail writing the report."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".kimi-bench-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"output folder {folder} is not writable: {exc.strerror or exc}") from None
