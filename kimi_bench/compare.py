@@ -2,18 +2,23 @@
 (micro stages and totals, serve-ab TTFTs) each row is ``kimi_bench.stats.compare`` of B
 versus A: medians, the signed delta in percent, its bootstrap interval, the verdict
 (significant only with enough independent samples and an interval that excludes zero)
-and a two-sided Mann-Whitney p-value."""
+and a two-sided Mann-Whitney p-value. serve-ab TTFTs count the requests of one forward batch
+as one independent unit, as the serve-ab report itself does."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from kimi_bench.report.model import Report, ReportError
 from kimi_bench.stats import Measurement, compare, median, percentile
 
+Units = list[Hashable] | None
 
-def _stats(xa: list[float], xb: list[float], unit: str = "ms") -> dict[str, Any]:
-    """delta_pct / ci95 / verdict / p_value of B vs A (None where a side has no samples)."""
+
+def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None) -> dict[str, Any]:
+    """delta_pct / ci95 / verdict / p_value of B vs A (None where a side has no samples);
+    ``ua``/``ub``: the independent unit of each sample (None: every sample is one)."""
     if not xa or not xb:
         which = "A" if not xa else "B"
         return {
@@ -22,7 +27,7 @@ def _stats(xa: list[float], xb: list[float], unit: str = "ms") -> dict[str, Any]
             "verdict": f"no samples in {which}",
             "p_value": None,
         }
-    c = compare(Measurement(xa, unit, "A"), Measurement(xb, unit, "B"))
+    c = compare(Measurement(xa, "ms", "A", ua), Measurement(xb, "ms", "B", ub))
     return {
         "delta_pct": c.delta_pct,
         "ci95": c.interval.fmt(pct=True),
@@ -76,25 +81,30 @@ def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
 
 
 def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
-    def samples(rep: Report, rate: str, arm: str) -> list[float]:
-        return [
-            r["ttft_ms"]
+    def samples(rep: Report, rate: str, arm: str) -> tuple[list[float], Units]:
+        """TTFTs and their units: requests served in one forward batch (``repeat``,
+        ``batch_id``) are one unit when the report records batches."""
+        rows = [
+            r
             for r in rep.data["requests"]
             if r["rate"] == rate and r["arm"] == arm and r.get("ttft_ms") is not None
         ]
+        batched = all(r.get("batch_id") is not None for r in rows)
+        units = [(r.get("repeat"), r["batch_id"]) for r in rows] if batched else None
+        return [r["ttft_ms"] for r in rows], units
 
     rows = []
     thr_b = {(r["rate"], r["arm"]): r.get("req_per_s") for r in b.results}
     for r in a.results:
         key = (r["rate"], r["arm"])
-        xa, xb = samples(a, *key), samples(b, *key)
+        (xa, ua), (xb, ub) = samples(a, *key), samples(b, *key)
         rows.append(
             {
                 "rate": key[0],
                 "arm": key[1],
                 "A_ttft_median_ms": median(xa) if xa else None,
                 "B_ttft_median_ms": median(xb) if xb else None,
-                **_stats(xa, xb),
+                **_stats(xa, xb, ua, ub),
                 "A_p90_ms": percentile(xa, 90) if xa else None,
                 "B_p90_ms": percentile(xb, 90) if xb else None,
                 "A_req_per_s": r.get("req_per_s"),

@@ -220,7 +220,7 @@ def serve_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
                 "max_p90_ttft_delta": "p90_ttft",
                 "min_throughput_delta": "throughput",
             }[key]
-            v = (got.get(metric) or {}).get("delta")
+            v = ab_delta(got, metric)
             cmp = "<=" if key.startswith("max") else ">="
             if v is None:
                 out.append(_check(name, None, lim, False, f"no {metric} delta at rate {rate}"))
@@ -228,6 +228,18 @@ def serve_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
             ok = v <= lim if key.startswith("max") else v >= lim
             out.append(_check(name, v, lim, ok, f"{metric} delta {v:+.1%} vs {cmp} {lim:+.0%}"))
     return out
+
+
+def ab_delta(by_rate: dict[str, Any], metric: str, arm: str = "deferred") -> float | None:
+    """Relative change of ``metric`` (median_ttft, p90_ttft, throughput) of ``arm`` vs
+    eager at one rate, as a fraction: ``ab[rate][arm][metric].delta_pct / 100`` (reports
+    with Measurement comparisons), or ``ab[rate][metric].delta`` (earlier reports)."""
+    per_arm = by_rate.get(arm)
+    if isinstance(per_arm, dict) and isinstance(per_arm.get(metric), dict):
+        pct = per_arm[metric].get("delta_pct")
+        return None if pct is None else pct / 100.0
+    old = by_rate.get(metric)
+    return old.get("delta") if isinstance(old, dict) else None
 
 
 def report_label(rep: Report) -> str:

@@ -21,7 +21,7 @@ from kimi_bench import SCHEMA_VERSION
 from kimi_bench.limits import MAX_REPORT_BYTES, LimitError, describe_os_error, read_text_bounded
 from kimi_bench.report.schema import report_problem
 
-KINDS = ("parity", "micro", "serve-ab", "run")
+KINDS = ("parity", "micro", "serve-ab", "run", "project")
 # A search for report.json files visits at most this many folder entries and this depth;
 # beyond that the folder is not a report folder (e.g. ``--baseline /``).
 MAX_SEARCH_ENTRIES = 20_000

@@ -87,47 +87,78 @@ MICRO = _obj(
     required=("arms",),
 )
 
-_DELTA = {"anyOf": [{"type": "null"}, _obj({"delta": _NUM})]}
+# ab[rate] holds, per arm, Measurement comparisons with ``delta_pct`` (B vs eager, in
+# percent); earlier reports held the metrics directly with ``delta`` (a fraction).
+# ``report_problem`` picks the layout, so a bad value is named by its own field.
+_AB_BY_ARM = {
+    "type": "object",
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "additionalProperties": {"anyOf": [{"type": "null"}, _obj({"delta_pct": _NUM})]},
+            },
+        ]
+    },
+}
+_AB_EARLIER = {
+    "type": "object",
+    "additionalProperties": {"anyOf": [{"type": "null"}, _obj({"delta": _NUM})]},
+}
 
-SERVE = _obj(
-    {
-        "summary": _obj(
-            {"failed_requests": _INT, "rates": {"type": "array", "items": {"type": "string"}}}
-        ),
-        "results": {
-            "type": "array",
-            "items": _obj(
-                {
-                    "rate": {"type": "string"},
-                    "arm": {"type": "string"},
-                    "ttft_median_ms": _NUM,
-                    "ttft_p90_ms": _NUM,
-                    "req_per_s": _NUM,
-                },
-                required=("rate", "arm"),
+
+def _serve(ab_entry: dict[str, Any]) -> dict[str, Any]:
+    return _obj(
+        {
+            "summary": _obj(
+                {"failed_requests": _INT, "rates": {"type": "array", "items": {"type": "string"}}}
             ),
-        },
-        "ab": {
-            "type": "object",
-            "additionalProperties": {
-                "anyOf": [
-                    {"type": "null"},
-                    {"type": "object", "additionalProperties": _DELTA},
-                ]
+            "results": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "rate": {"type": "string"},
+                        "arm": {"type": "string"},
+                        "ttft_median_ms": _NUM,
+                        "ttft_p90_ms": _NUM,
+                        "req_per_s": _NUM,
+                    },
+                    required=("rate", "arm"),
+                ),
+            },
+            "ab": {
+                "type": "object",
+                "additionalProperties": {"anyOf": [{"type": "null"}, ab_entry]},
+            },
+            "requests": {
+                "type": "array",
+                "items": _obj(
+                    {"rate": {"type": "string"}, "arm": {"type": "string"}, "ttft_ms": _NUM},
+                    required=("rate", "arm"),
+                ),
             },
         },
-        "requests": {
-            "type": "array",
-            "items": _obj(
-                {"rate": {"type": "string"}, "arm": {"type": "string"}, "ttft_ms": _NUM},
-                required=("rate", "arm"),
-            ),
-        },
-    },
-    required=("requests",),
-)
+        required=("requests",),
+    )
 
-BY_KIND: dict[str, dict[str, Any]] = {"parity": PARITY, "micro": MICRO, "serve-ab": SERVE}
+
+def _earlier_ab(raw: dict[str, Any]) -> bool:
+    """Whether ``ab`` uses the earlier layout (``ab[rate][metric].delta``)."""
+    ab = raw.get("ab")
+    entries = ab.values() if isinstance(ab, dict) else []
+    return any(
+        isinstance(e, dict) and any(isinstance(v, dict) and "delta" in v for v in e.values())
+        for e in entries
+    )
+
+
+BY_KIND: dict[str, dict[str, Any]] = {
+    "parity": PARITY,
+    "micro": MICRO,
+    "serve-ab": _serve(_AB_BY_ARM),
+}
+SERVE_EARLIER = _serve(_AB_EARLIER)
 
 
 def _where(path: Iterable[Any]) -> str:
@@ -150,5 +181,7 @@ def report_problem(raw: dict[str, Any]) -> str | None:
     """The first problem of a report dict: its envelope, then its kind's fields."""
     problem = schema_problem(raw, ENVELOPE)
     if problem is None and raw.get("kind") in BY_KIND:
-        problem = schema_problem(raw, BY_KIND[raw["kind"]])
+        kind = raw["kind"]
+        schema = SERVE_EARLIER if kind == "serve-ab" and _earlier_ab(raw) else BY_KIND[kind]
+        problem = schema_problem(raw, schema)
     return problem

@@ -75,7 +75,7 @@ def serve(error: str | None = None) -> dict[str, Any]:
         },
         "notes": [],
         "results": [],
-        "ab": {"inf": {"median_ttft": {"delta": -0.2}}},
+        "ab": {"inf": {"deferred": {"median_ttft": {"delta_pct": -20.0}}}},
         "requests": reqs,
     }
 

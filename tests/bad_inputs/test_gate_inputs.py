@@ -256,9 +256,31 @@ def test_field_of_the_wrong_type_names_report_and_field(tmp_path, rules, where, 
 
 def test_serve_string_delta_is_refused(tmp_path, rules):
     raw = reports.serve()
-    raw["ab"]["inf"]["median_ttft"]["delta"] = "-0.2"
+    raw["ab"]["inf"]["deferred"]["median_ttft"]["delta_pct"] = "-20"
     res = gate(reports.put(raw, tmp_path / "s"), "--rules", rules)
+    assert res.exit_code == 2
+    assert flat("field ab.inf.deferred.median_ttft.delta_pct") in flat(res.output)
+    earlier = reports.serve() | {"ab": {"inf": {"median_ttft": {"delta": "-0.2", "ci95": [1, 2]}}}}
+    res = gate(reports.put(earlier, tmp_path / "e"), "--rules", rules)
     assert res.exit_code == 2 and flat("field ab.inf.median_ttft.delta") in flat(res.output)
+
+
+@pytest.mark.parametrize(
+    ("ab", "verdict"),
+    [
+        ({"deferred": {"median_ttft": {"delta_pct": -46.5}}}, "pass"),
+        ({"deferred": {"median_ttft": {"delta_pct": -12.0}}}, "fail"),
+        ({"median_ttft": {"delta": -0.465}}, "pass"),  # the earlier layout
+        ({"deferred": {"median_ttft": {"delta_pct": None}}}, "fail"),
+    ],
+)
+def test_per_rate_serve_rule_reads_both_report_layouts(tmp_path, ab, verdict):
+    p = tmp_path / "r.toml"
+    p.write_text("[serve_ab.inf]\nmax_median_ttft_delta = -0.4\n")
+    path = reports.put(reports.serve() | {"ab": {"inf": ab}}, tmp_path / "s")
+    code, rows = gate_rows(tmp_path, path, "--rules", p)
+    assert rows["serve_ab.inf.max_median_ttft_delta"][0] == verdict
+    assert code == (0 if verdict == "pass" else 1)
 
 
 def test_nan_constant_is_refused(tmp_path, rules):
