@@ -90,7 +90,7 @@ def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
             if r["rate"] == rate and r["arm"] == arm and r.get("ttft_ms") is not None
         ]
         batched = all(r.get("batch_id") is not None for r in rows)
-        units = [(r.get("repeat"), r["batch_id"]) for r in rows] if batched else None
+        units: Units = [(r.get("repeat"), r["batch_id"]) for r in rows] if batched else None
         return [r["ttft_ms"] for r in rows], units
 
     rows = []
