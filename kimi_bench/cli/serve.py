@@ -19,6 +19,7 @@ from kimi_bench.cli.common import (
     usage_error,
     verdict_line,
     warn,
+    write_report,
 )
 from kimi_bench.options import ServeOptions
 
@@ -118,7 +119,9 @@ def _body(values: dict[str, Any]) -> None:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt:
             runs, error = [], "interrupted by the user (Ctrl-C)"
-    report, written = write(runs, error, figures=True)
+    report = build_serve_report(opts, runs, dev, error, profile, load_start)
+    result = write_report(lambda d: emit_serve(report, d), out_dir)
+    written, out_dir = result.files, result.folder
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
     show_tables(
@@ -135,7 +138,8 @@ def _body(values: dict[str, Any]) -> None:
     append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
-    raise typer.Exit(code=1 if error or report.summary["failed_requests"] else 0)
+    code = 1 if error or report.summary["failed_requests"] else 0
+    raise typer.Exit(code=max(code, result.exit_code))
 
 
 serve_ab = command(

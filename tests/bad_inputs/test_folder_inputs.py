@@ -126,9 +126,6 @@ def test_dump_names_are_unique_per_input():
     assert all("/" not in f and not f.startswith(".") for f in files)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bench/parity.py must name dumps with corpus.dump_filename (lead)"
-)
 def test_dump_of_a_png_and_a_jpg_writes_two_files(tmp_path):
     d = tmp_path / "imgs"
     d.mkdir()
@@ -153,9 +150,6 @@ def test_dump_of_a_png_and_a_jpg_writes_two_files(tmp_path):
     assert sorted(p.name for p in dump.iterdir()) == ["a.jpg.pt", "a.png.pt"]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bench/parity.py must copy CorpusEntry.note into the row (lead)"
-)
 def test_multi_frame_note_reaches_the_report_row(folder, tmp_path):
     out = tmp_path / "out"
     CliRunner().invoke(
