@@ -170,6 +170,12 @@ class Arena:
         name = f"{prefix}arena"
         fd, created = _open_or_create(name, spec)
         try:
+            words = list(np.frombuffer(os.pread(fd, 40, 0).ljust(40, b"\0"), np.int64))
+            if words != spec.words() or os.fstat(fd).st_size != spec.nbytes:
+                raise ArenaError(
+                    f"arena {name} has geometry {[int(w) for w in words[1:]]} (slots, slot "
+                    f"bytes, ranks, writers), expected {spec.words()[1:]}"
+                )
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
             mm = mmap.mmap(fd, spec.nbytes, flags=flags)
         finally:
@@ -177,10 +183,6 @@ class Arena:
         threads = max(1, min(8, os.cpu_count() or 1))
         arena = cls(name, spec, created, role, threads, _mm=mm)
         arena._tables = np.frombuffer(mm, np.int64, spec.header_bytes // 8)
-        words = [int(v) for v in arena._tables[:5]]
-        if words != spec.words():
-            arena.close(unlink=False)
-            raise ArenaError(f"arena {name} has geometry {words[1:]}, expected {spec.words()[1:]}")
         arena._data = torch.frombuffer(
             mm, dtype=torch.uint8, count=spec.data_bytes, offset=spec.header_bytes
         )
@@ -238,10 +240,13 @@ class Arena:
     def is_free(self, slot: int) -> bool:
         return int(self._released[:, slot].min()) >= int(self._gen[slot])
 
-    def acquire(self, writer: int = 0, timeout_s: float = 60.0, poll_s: float = 1e-4) -> int:
-        """Take the next free slot of ``writer`` (ring order); its new generation is
+    def acquire(self, timeout_s: float = 60.0, poll_s: float = 1e-4) -> int:
+        """Take this writer's next free slot (ring order); its new generation is
         ``generation(slot)``. Waits while every slot is held; ``ArenaFull`` after
         ``timeout_s`` names the ranks that did not release."""
+        writer = self.role - self.spec.ranks
+        if writer < 0:
+            raise ArenaError("only a writer (producer) takes slots")
         mine = list(range(writer, self.spec.slots, self.spec.writers))
         deadline = time.perf_counter() + timeout_s
         while True:

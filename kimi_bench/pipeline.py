@@ -571,11 +571,11 @@ def _arena_job(step: Step, arena: Arena, slot: int, offset: int, obj: Any) -> tu
     )
 
 
-def stage_into_arena(step: Step, images: Sequence[Any], writer: int = 0) -> list[ArenaRef]:
+def stage_into_arena(step: Step, images: Sequence[Any]) -> list[ArenaRef]:
     """Take a slot for the request and copy every image into it once (in parallel
     threads); the slot goes back if anything fails before the metadata leaves."""
     arena = _need_arena(step)
-    slot = arena.acquire(writer)
+    slot = arena.acquire()
     try:
         refs, jobs, offset = [], [], 0
         for obj in images:
@@ -596,7 +596,6 @@ def produce_zero_copy(
     images: Sequence[Any],
     plans: Sequence[ResizePlan],
     decisions: Sequence[Decision],
-    writer: int = 0,
 ) -> list[MMItem]:
     """The producer step of the zero-copy arm: deferred images into the arena (their
     feature is an ``ArenaRef``), images the policy keeps eager as in ``produce``. Marks
@@ -605,7 +604,7 @@ def produce_zero_copy(
     eager = [i for i, d in enumerate(decisions) if not d.defer]
     items: dict[int, MMItem] = {}
     if deferred:
-        refs = stage_into_arena(step, [images[i] for i in deferred], writer)
+        refs = stage_into_arena(step, [images[i] for i in deferred])
         for i, ref in zip(deferred, refs, strict=True):
             msd = {
                 GRID_KEY: grid_tensor(plans[i]),
