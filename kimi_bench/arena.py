@@ -335,7 +335,8 @@ class Arena:
         cudart = torch.cuda.cudart()
         ptr = int(self._data.data_ptr())
         t0 = time.perf_counter()
-        torch.cuda.check_error(cudart.cudaHostRegister(ptr, self.spec.data_bytes, 0))
+        portable = 1  # cudaHostRegisterPortable: page-locked for every CUDA context
+        torch.cuda.check_error(cudart.cudaHostRegister(ptr, self.spec.data_bytes, portable))
         self.register_ms = (time.perf_counter() - t0) * 1e3
         self._registered = ptr
         return self.register_ms
