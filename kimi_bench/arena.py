@@ -132,7 +132,7 @@ class ArenaRef:
         return int(np.prod(self.shape))
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Arena:
     """One process's mapping of the run's arena."""
 
@@ -191,6 +191,9 @@ class Arena:
         if int(arena._attached.min()) == 1:  # every process has it: the name can go
             arena.unlink()
         return arena
+
+    def __repr__(self) -> str:
+        return f"Arena({self.name!r}, {self.spec}, role={self.role})"
 
     @property
     def _gen(self) -> Any:
@@ -257,17 +260,13 @@ class Arena:
                     self._gen[slot] = int(self._gen[slot]) + 1
                     return slot
             if time.perf_counter() > deadline:
-                late = sorted(
-                    {r for s in mine for r in range(self.spec.ranks) if not self._done(r, s)}
-                )
+                held = self._released[:, mine] < self._gen[mine]
+                late = [int(r) for r in np.flatnonzero(held.any(axis=1))]
                 raise ArenaFull(
                     f"no free arena slot for writer {writer} after {timeout_s:.0f} s: "
                     f"rank(s) {late} did not release their slots"
                 )
             time.sleep(poll_s)
-
-    def _done(self, rank: int, slot: int) -> bool:
-        return int(self._released[rank, slot]) >= int(self._gen[slot])
 
     def generation(self, slot: int) -> int:
         return int(self._gen[slot])
@@ -276,10 +275,12 @@ class Arena:
         """The writer gives back a slot whose metadata never left (a failed request)."""
         self._gen[slot] = int(self._gen[slot]) - 1
 
-    def release(self, rank: int, slot: int, gen: int) -> None:
-        """``rank`` is done with generation ``gen`` of ``slot`` (its own cell only)."""
-        if int(self._released[rank, slot]) < gen:
-            self._released[rank, slot] = gen
+    def release(self, slot: int, gen: int) -> None:
+        """This rank is done with generation ``gen`` of ``slot`` (it writes its own cell)."""
+        if self.role >= self.spec.ranks:
+            raise ArenaError("only a rank releases slots")
+        if int(self._released[self.role, slot]) < gen:
+            self._released[self.role, slot] = gen
 
     # ------------------------------------------------------------------ bytes
 
@@ -383,7 +384,15 @@ def _open_or_create(name: str, spec: ArenaSpec) -> tuple[int, bool]:
     try:
         os.ftruncate(fd, spec.nbytes)
         if hasattr(os, "posix_fallocate"):  # reserve the pages now, not on first touch
-            os.posix_fallocate(fd, 0, spec.nbytes)
+            try:
+                os.posix_fallocate(fd, 0, spec.nbytes)
+            except OSError as exc:
+                free = os.statvfs(SHM_DIR)
+                raise ArenaError(
+                    f"cannot reserve the zero-copy arena ({spec.nbytes / 1e6:.0f} MB) in "
+                    f"{SHM_DIR}: {exc.strerror}; {free.f_bavail * free.f_frsize / 1e6:.0f} MB "
+                    "free there (enlarge /dev/shm, e.g. docker --shm-size)"
+                ) from None
         os.pwrite(fd, np.asarray(spec.words(), dtype=np.int64).tobytes(), 0)
         try:
             os.link(tmp, path)

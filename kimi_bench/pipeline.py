@@ -416,6 +416,8 @@ def run_in_process(
 ) -> OwnerOutput:
     """Producer -> inline pickle -> each rank in turn (its own unpickled copy, as after the
     broadcast) -> owners' outputs in input order."""
+    if step.arm == ZERO_COPY:
+        raise ArenaError("the zero-copy arm runs in real processes (micro, serve-ab) only")
     items = produce(step, list(inputs), list(plans), list(decisions))
     blob = serialize(step, wrap(step, items, "pickle", ""), "serialize", "send_pyobj")
     fp32: list[torch.Tensor | None] = [None] * len(items)
@@ -663,7 +665,7 @@ def held_slots(items: Sequence[MMItem]) -> list[tuple[int, int]]:
     return sorted({(f.slot, f.gen) for f in refs if isinstance(f, ArenaRef)})
 
 
-def release_slots(step: Step, held: Sequence[tuple[int, int]], rank: int) -> None:
+def release_slots(step: Step, held: Sequence[tuple[int, int]]) -> None:
     """After the rank step: wait for this rank's copies out of the arena, then mark the
     slots done for this rank (a non-owner never touched them and releases at once)."""
     if not held:
@@ -671,4 +673,4 @@ def release_slots(step: Step, held: Sequence[tuple[int, int]], rank: int) -> Non
     arena = _need_arena(step)
     arena.wait_copies()
     for slot, gen in held:
-        arena.release(rank, slot, gen)
+        arena.release(slot, gen)

@@ -56,7 +56,7 @@ class MicroJob:
     init_file: str
     arms: tuple[str, ...] = ("eager", "deferred")
     runtime: str = "sglang-0.5.23"
-    fault: str | None = None  # "rank:R:repeat:K" raises there (tests)
+    fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
 
     @property
     def iterations(self) -> int:
@@ -189,7 +189,7 @@ def _rank_loop(
             items = _take(job, step, items)
             held = held_slots(items)
             out = rank_step(step, items, rank, job.ranks)
-            release_slots(step, held, rank)
+            release_slots(step, held)
             marks: dict[str, Any] = dict(step.hook.marks)  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer

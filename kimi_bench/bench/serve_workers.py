@@ -289,7 +289,7 @@ class _Rank:
         items = self._take(step, [it for r in ok for it in r["items"]])
         held = held_slots(items)
         out = rank_step(step, items, self.rank, job.ranks)
-        release_slots(step, held, self.rank)
+        release_slots(step, held)
         if out.patches:
             self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
         sizes: list[Any] = [None] * job.ranks

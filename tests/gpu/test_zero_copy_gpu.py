@@ -73,7 +73,7 @@ def test_owner_copies_from_registered_slots_bit_exact_with_eager(ranks):
             mine = pickle.loads(blob)
             held = held_slots(mine)
             out = rank_step(rs, mine, r, ranks)
-            release_slots(rs, held, r)  # waits for this rank's copies first
+            release_slots(rs, held)  # waits for this rank's copies first
             assert all("page-locked" in x["mirrors"] for x in rs.ledger.rows())
             if out.tower is not None and out.batch is not None:
                 assert out.tower.device.type == "cuda"

@@ -85,18 +85,20 @@ def test_slots_are_reused_only_after_every_rank_released(prefix):
     assert writer.generation(0) == 1
     with pytest.raises(ArenaFull, match=r"rank\(s\) \[0, 1\]"):
         writer.acquire(timeout_s=0.05)
-    r0.release(0, 0, 1)  # rank 0 is done with both slots; rank 1 is not yet
-    r0.release(0, 1, 1)
+    r0.release(0, 1)  # rank 0 is done with both slots; rank 1 is not yet
+    r0.release(1, 1)
     with pytest.raises(ArenaFull, match=r"rank\(s\) \[1\]"):
         writer.acquire(timeout_s=0.05)
-    r1.release(1, 0, 1)
+    r1.release(0, 1)
     assert writer.acquire(timeout_s=0.05) == 0  # reused, next generation
     assert writer.generation(0) == 2
-    r0.release(0, 0, 1)  # a stale release does not free the new content
-    r1.release(1, 0, 1)
+    r0.release(0, 1)  # a stale release does not free the new content
+    r1.release(0, 1)
     assert not writer.is_free(0)
     writer.abandon(0)  # a request that failed before its metadata left gives it back
     assert writer.is_free(0) and not writer.is_free(1)
+    with pytest.raises(ArenaError, match="only a rank"):
+        writer.release(0, 1)
     _close(writer, r0, r1)
 
 
@@ -200,7 +202,7 @@ def _rank_outputs(
         items = pickle.loads(blob)
         held = held_slots(items)
         out = rank_step(step, items, r, len(arenas))
-        release_slots(step, held, r)
+        release_slots(step, held)
         ledgers.append(step.ledger)
         if out.tower is not None and out.batch is not None:
             split = torch.split(out.tower, out.batch.patch_counts())
