@@ -16,10 +16,9 @@ Layout: a header page (magic, geometry), then three int64 tables, then the slots
 - ``attached[role]``: 1 once a process (ranks first, then writers) mapped the arena.
 
 Every cell has a single writer, so no lock is needed: a slot is free when every rank has
-released its current generation. Once every role has attached, the name is unlinked (the
-mapping lives on until the last process unmaps it, so nothing is left behind even after a
-SIGKILL); each process also unlinks on ``close`` and ``procs.Harness.stop`` removes
-anything with the run's prefix (crash, Ctrl-C).
+released its current generation. Once every role has attached the name is unlinked (the
+mappings live on; nothing is left even after a SIGKILL); ``close`` also unlinks, and
+``procs.Harness.stop`` removes anything with the run's prefix (crash, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -96,9 +95,9 @@ class ArenaSpec:
         return [MAGIC, self.slots, self.slot_bytes, self.ranks, self.writers]
 
 
-def image_bytes(width: int, height: int, channels: int = 4) -> int:
+def image_bytes(width: int, height: int) -> int:
     """Bytes an image takes in a slot (PIL keeps RGB in 4 bytes per pixel), aligned."""
-    return _round_up(width * height * channels, ALIGN)
+    return _round_up(width * height * 4, ALIGN)
 
 
 def spec_for(
@@ -298,21 +297,16 @@ class Arena:
         """The image's bytes in place, shaped as written (no copy)."""
         return self.region(ref.slot, ref.offset, ref.nbytes).view(ref.shape)
 
-    def pil_target(self, slot: int, offset: int, size: tuple[int, int], mode: str) -> Any:
-        """A PIL image of 4-byte pixels (``RGBX`` or ``RGBA``) whose buffer *is* the slot's
-        memory (``Image.frombuffer`` maps these modes without a copy)."""
-        w, h = size
-        buf = self.region(slot, offset, 4 * w * h).numpy()
-        return Image.frombuffer(mode, (w, h), buf, "raw", mode, 0, 1)
-
     def paste(self, slot: int, offset: int, img: Any) -> None:
-        """Copy a decoded PIL image (4-byte pixels: RGB, RGBX or RGBA) into the slot: one
-        ``memcpy`` per row inside PIL (its core ``paste``; the public ``Image.paste`` would
-        first copy the read-only mapped target)."""
+        """Copy a decoded PIL image (4-byte pixels: RGB, RGBX or RGBA) into the slot: the
+        target is a PIL image whose buffer *is* the slot (``Image.frombuffer`` maps RGBX
+        and RGBA without a copy); PIL's core ``paste`` is one ``memcpy`` per row (the
+        public ``Image.paste`` would first copy the read-only mapped target)."""
         img.load()
-        mode = "RGBA" if img.mode == "RGBA" else "RGBX"
-        target = self.pil_target(slot, offset, img.size, mode)
-        target.im.paste(img.im, (0, 0, *img.size))
+        (w, h), mode = img.size, "RGBA" if img.mode == "RGBA" else "RGBX"
+        buf = self.region(slot, offset, 4 * w * h).numpy()
+        target = Image.frombuffer(mode, (w, h), buf, "raw", mode, 0, 1)
+        target.im.paste(img.im, (0, 0, w, h))
 
     def run_parallel(self, jobs: Sequence[Any]) -> None:
         """Run the writes (callables) in up to ``threads`` threads (PIL's paste and torch's
@@ -337,7 +331,13 @@ class Arena:
         ptr = int(self._data.data_ptr())
         t0 = time.perf_counter()
         portable = 1  # cudaHostRegisterPortable: page-locked for every CUDA context
-        torch.cuda.check_error(cudart.cudaHostRegister(ptr, self.spec.data_bytes, portable))
+        try:
+            torch.cuda.check_error(cudart.cudaHostRegister(ptr, self.spec.data_bytes, portable))
+        except RuntimeError as exc:
+            raise ArenaError(
+                f"cudaHostRegister of the zero-copy arena ({self.spec.data_bytes / 1e6:.0f} MB) "
+                f"failed: {exc}"
+            ) from None
         self.register_ms = (time.perf_counter() - t0) * 1e3
         self._registered = ptr
         return self.register_ms
