@@ -33,6 +33,11 @@ OPS: dict[str, tuple[str, bool]] = {
     "bytes_copy": ("receiver's bytes() of the broadcast buffer", True),
     "clone": ("receiver clones a tensor out of a shared-memory segment", True),
     "map": ("copy-on-write mmap of a shared-memory segment (no copy)", False),
+    "arena_copy_in": (
+        "zero-copy arm (proposed, not in the runtime): one copy of an image's decoded "
+        "pixels straight into its slot of the shared-memory arena",
+        True,
+    ),
 }
 PLACES = ("pil", "host", "shm", "device", "wire")
 
