@@ -23,6 +23,7 @@ from kimi_bench.pipeline import (
     broadcast,
     decide,
     deserialize,
+    gather,
     produce,
     rank_step,
     record_ipc,
@@ -51,6 +52,7 @@ class MicroJob:
     arms: tuple[str, ...] = ("eager", "deferred")
     runtime: str = "sglang-0.5.23"
     fault: str | None = None  # "rank:R:repeat:K" raises there (tests)
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def iterations(self) -> int:
@@ -97,9 +99,9 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
-        _rank_loop(job, rank, dev, conn, q)
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
+        _rank_loop(job, rank, dev, conn, q, device_group)
 
 
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
@@ -130,7 +132,9 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     return items
 
 
-def _rank_loop(job: MicroJob, rank: int, dev: torch.device, conn: Any, q: Any) -> None:
+def _rank_loop(
+    job: MicroJob, rank: int, dev: torch.device, conn: Any, q: Any, group: Any = None
+) -> None:
     import torch.distributed as dist
 
     if rank == 0:
@@ -143,15 +147,18 @@ def _rank_loop(job: MicroJob, rank: int, dev: torch.device, conn: Any, q: Any) -
             items, producer = _receive(job, step, rank, conn)
             items = _take(job, step, items)
             out = rank_step(step, items, rank, job.ranks)
+            encoded = gather(step, out, rank, job.ranks, group)  # None: metadata only
             marks: dict[str, Any] = dict(step.hook.marks)  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
             fp32 = out.batch.pixel_values if out.batch is not None else None
             if arm == "eager":
-                reference = {"bf16": out.tower, "fp32": fp32}
+                reference = {"bf16": out.tower, "fp32": fp32, "encoded": encoded}
                 marks["bit_exact"] = marks["bit_exact_fp32"] = None
-            else:
-                marks["bit_exact"] = _same(out.tower, reference.get("bf16"))
+            else:  # the owner's BF16 output and, with a device group, the gathered one
+                marks["bit_exact"] = _same(out.tower, reference.get("bf16")) and _same(
+                    encoded, reference.get("encoded")
+                )
                 marks["bit_exact_fp32"] = _same(fp32, reference.get("fp32"))
             _maybe_fault(job, f"rank:{rank}", it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []

@@ -28,7 +28,17 @@ from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
 from kimi_bench.ledger import Ledger, tensor_bytes
 from kimi_bench.navit import plan_resize
-from kimi_bench.pipeline import Step, broadcast, decide, deserialize, produce, rank_step, take, wrap
+from kimi_bench.pipeline import (
+    Step,
+    broadcast,
+    decide,
+    deserialize,
+    gather,
+    produce,
+    rank_step,
+    take,
+    wrap,
+)
 from kimi_bench.runtime import get_profile
 from kimi_bench.transport import dumps, unlink
 
@@ -55,6 +65,7 @@ class ServeJob:
     request_timeout_s: float = 60.0
     runtime: str = "sglang-0.5.23"
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def total(self) -> int:
@@ -148,9 +159,9 @@ def rank_main(
     job: ServeJob, rank: int, conns: list[Any], req_q: Any, warm_evt: Any, outbox: Any
 ) -> None:
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
-        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox).loop()
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
+        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox, device_group).loop()
 
 
 class _Rank:
@@ -166,8 +177,9 @@ class _Rank:
         req_q: Any,
         warm_evt: Any,
         outbox: Any,
+        group: Any = None,
     ) -> None:
-        self.job, self.rank, self.dev = job, rank, dev
+        self.job, self.rank, self.dev, self.group = job, rank, dev, group
         self.conns, self.req_q, self.warm_evt, self.outbox = conns, req_q, warm_evt, outbox
         self.chain = MatmulChain(dev, seed=rank)
         self.scale = job.cost.scaled(dev, job.ranks)
@@ -244,8 +256,7 @@ class _Rank:
         out = rank_step(step, items, self.rank, job.ranks)
         if out.patches:
             self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
-        sizes: list[Any] = [None] * job.ranks
-        dist.all_gather_object(sizes, (self.rank, out.patches))  # the gather (metadata stand-in)
+        gather(step, out, self.rank, job.ranks, self.group)  # NCCL, or metadata only
         tokens = sum(r["image_tokens"] + job.cost.text_tokens_per_request for r in ok)
         gflop = tokens * job.cost.prefill_gflop_per_token * self.scale / job.ranks
         self.chain.run(max(1, tokens // job.ranks), gflop)

@@ -1,0 +1,241 @@
+"""``micro`` and ``serve-ab`` under a launcher (``bench/launch.py``): the same processes and
+the same report as ``bench/micro.py`` / ``bench/serve.py``, but each process starts only
+what ``launch.plan`` gives it. Under torchrun, global rank 0 hosts the producer(s), the load
+generator and rank 0 (child processes, as with spawn) and returns the results; every other
+rank runs its scheduler loop in this process and returns None.
+
+With the spawn world (``World()``) the functions start everything on this host, as
+``run_micro`` / ``run_serve_ab`` do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from kimi_bench.bench import micro_worker, serve_workers
+from kimi_bench.bench.launch import (
+    World,
+    check_launch,
+    describe_mapping,
+    explain_failure,
+    plan,
+    rendezvous,
+)
+from kimi_bench.bench.micro import MicroFailed, MicroOptions, _stage_record, build_report
+from kimi_bench.bench.procs import Harness
+from kimi_bench.bench.serve import (
+    ServeFailed,
+    ServeOptions,
+    arrival_offsets,
+    rate_label,
+)
+from kimi_bench.environment import resolve_device
+from kimi_bench.pipeline import ARMS
+from kimi_bench.report import Report
+
+
+class RankFailed(RuntimeError):
+    """A rank that runs in this process (torchrun, rank > 0) stopped; the message says why."""
+
+
+def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
+    """What the report says about the launch: the rank -> device mapping and, under
+    torchrun, the nodes and the carrier."""
+    import torch
+
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    mapping = describe_mapping(device, ranks, gpus, world.ranks_per_node)
+    notes = [f"rank -> device: {mapping['text']}."]
+    if world.launcher == "torchrun":
+        notes.append(
+            f"launched by torchrun: {ranks} ranks on {world.nodes} node(s), {world.local_size} "
+            f"per node; global rank 0 hosts the producer(s) and the load generator; carrier "
+            f"{transport}; stage times compare perf_counter clocks of one host only, so the "
+            "critical path is exact when the ranks share rank 0's host."
+        )
+    return notes
+
+
+def _in_process(world: World, fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        raise RankFailed(explain_failure(world, f"{type(exc).__name__}: {exc}")) from None
+
+
+# ----------------------------------------------------------------------------- micro
+
+
+def run_micro_on(
+    world: World, opts: MicroOptions, progress: Callable[[int, int], None] | None = None
+) -> Report | None:
+    """``micro`` as this process's part of the run: the report at global rank 0, None
+    elsewhere. Raises MicroFailed (with the partial report) at rank 0 and RankFailed at
+    the others when the run stops early."""
+    opts.validate()
+    ranks = check_launch(world, opts.ranks, opts.transport)
+    dev = resolve_device(opts.device)
+    todo = plan(world, ranks)
+    harness = Harness() if todo.hosts_producers else None
+    job = micro_worker.MicroJob(
+        cfg=opts.cfg,
+        groups=opts.groups,
+        content=opts.content,
+        seed=opts.seed,
+        ranks=ranks,
+        transport=opts.transport,
+        device=dev.type,
+        repeats=opts.repeats,
+        warmup=opts.warmup,
+        prefix=harness.prefix if harness else "",
+        init_file=rendezvous(world, "micro", harness.init_file if harness else ""),
+        runtime=opts.runtime,
+        fault=opts.fault,
+        ranks_per_node=world.ranks_per_node,
+    )
+    if harness is None:
+        rank = todo.in_process
+        assert rank is not None
+        _in_process(world, lambda: micro_worker.rank_main(job, rank, None, None))
+        return None
+    samples: dict[str, list[dict[str, Any]]] = {a: [] for a in ARMS}
+    floor: dict[str, Any] = {}
+    error: str | None = None
+    try:
+        prod_end, rank0_end = harness.pipe()
+        harness.start("producer", micro_worker.producer_main, job, prod_end)
+        for r in todo.children:
+            harness.start(f"rank{r}", micro_worker.rank_main, job, r, rank0_end if r == 0 else None)
+        floor = _collect_micro(harness, opts, samples, progress)
+    except KeyboardInterrupt:
+        error = "interrupted by the user (Ctrl-C)"
+    except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
+        error = explain_failure(world, str(exc))
+    finally:
+        leftovers = harness.stop()
+    noted = dataclasses.replace(
+        opts, notes=(*launch_notes(world, ranks, dev.type, opts.transport), *opts.notes)
+    )
+    report = build_report(noted, dev, samples, floor, error, leftovers)
+    report.data["shm_prefix"] = harness.prefix
+    if error:
+        raise MicroFailed(error, report)
+    return report
+
+
+def _collect_micro(
+    harness: Harness,
+    opts: MicroOptions,
+    samples: dict[str, list[dict[str, Any]]],
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    """Rank 0's repeats into ``samples`` (as ``run_micro``); returns the floor."""
+    floor: dict[str, Any] = {}
+    total, done = (opts.warmup + opts.repeats) * len(ARMS), 0
+    for kind, payload in harness.messages(opts.timeout_s):
+        if kind == "floor":
+            floor = payload
+            continue
+        done += 1
+        if progress:
+            progress(done, total)
+        if payload["iteration"] < opts.warmup:
+            continue
+        rec = _stage_record(payload)
+        rec["iteration"] = payload["iteration"] - opts.warmup
+        samples[payload["arm"]].append(rec)
+        if rec["bit_exact"] is False:
+            raise RuntimeError(
+                f"repeat {rec['iteration']}: the owner's BF16 output differs between "
+                "eager and deferred (torch.equal is False); no speedup is reported"
+            )
+    return floor
+
+
+# -------------------------------------------------------------------------- serve-ab
+
+
+def run_serve_on(
+    world: World,
+    opts: ServeOptions,
+    on_run: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
+    in the same order on every rank; the runs at global rank 0, [] elsewhere."""
+    opts.validate()
+    check_launch(world, opts.ranks, opts.transport)
+    runs: list[dict[str, Any]] = []
+    for i, rate in enumerate(opts.rates):
+        for rep in range(opts.repeats):
+            trace = arrival_offsets(rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep)
+            for arm in opts.arms:
+                res = _serve_pipeline(world, opts, arm, trace, f"serve/{i}/{rep}/{arm}")
+                if res is None:
+                    continue
+                res.update(
+                    rate=rate, rate_label=rate_label(rate), repeat=rep, rate_index=i,
+                    arrivals=list(trace),
+                )  # fmt: skip
+                runs.append(res)
+                if on_run:
+                    on_run(runs)
+                if res["error"] and "timed out" not in res["error"]:
+                    raise ServeFailed(f"{arm} at rate {rate_label(rate)}: {res['error']}", runs)
+    return runs
+
+
+def _serve_pipeline(
+    world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], tag: str
+) -> dict[str, Any] | None:
+    """One arm through one trace (as ``serve.run_pipeline``), started per ``launch.plan``."""
+    dev = resolve_device(opts.device)
+    todo = plan(world, opts.ranks)
+    harness = Harness() if todo.hosts_producers else None
+    job = serve_workers.ServeJob(
+        cfg=opts.cfg, arm=arm, ranks=opts.ranks, workers=opts.processor_workers,
+        transport=opts.transport, device=dev.type, resolution=opts.resolution,
+        images_per_request=opts.images_per_request, image_format=opts.image_format,
+        image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
+        arrivals=arrivals, warmup_requests=opts.warmup_requests, cost=opts.cost,
+        prefix=harness.prefix if harness else "",
+        init_file=rendezvous(world, tag, harness.init_file if harness else ""),
+        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
+        ranks_per_node=world.ranks_per_node,
+    )  # fmt: skip
+    if harness is None:
+        rank = todo.in_process
+        assert rank is not None
+        _in_process(world, lambda: serve_workers.rank_main(job, rank, [], None, None, None))
+        return None
+    records: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"arm": arm, "records": records, "trace_start": None, "error": None}
+    try:
+        req_q, warm_evt = harness.ctx.Queue(), harness.ctx.Event()
+        pipes = [harness.pipe() for _ in range(opts.processor_workers)]
+        for r in todo.children:
+            conns = [p[1] for p in pipes] if r == 0 else []
+            harness.start(f"rank{r}", serve_workers.rank_main, job, r, conns, req_q, warm_evt)
+        for w, (send_end, _) in enumerate(pipes):
+            harness.start(f"producer{w}", serve_workers.producer_main, job, w, req_q, send_end)
+        harness.start("loadgen", serve_workers.loadgen_main, job, req_q, warm_evt)
+        for kind, payload in harness.messages(opts.request_timeout_s + 120.0):
+            if kind == "request" and not payload["warm"]:
+                records.append(payload)
+            elif kind == "ledger":
+                out["copies"] = payload
+            elif kind == "trace_start":
+                out["trace_start"] = payload
+            elif kind == "stalled":
+                out["error"] = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
+                break
+    except KeyboardInterrupt:
+        out["error"] = "interrupted by the user (Ctrl-C)"
+    except Exception as exc:
+        out["error"] = explain_failure(world, str(exc))
+    finally:
+        out["leftover_segments"] = len(harness.stop())
+    return out
