@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
 import socket
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -233,16 +235,45 @@ def device_group(device: Any, world: int) -> Any:
 
 # ------------------------------------------------------------------------ failures
 
+_SIGTERM = {"received": False}
+
+
+def _note_sigterm(signum: int, frame: Any) -> None:
+    _SIGTERM["received"] = True
+
+
+def shield_sigterm(world: World) -> None:
+    """Under torchrun, the process of global rank 0 notes the agent's SIGTERM (sent when
+    another rank of the job failed) instead of dying of it: its child processes get the
+    same signal (one process group) and die, which ends the run through the usual failure
+    path, so the partial report is still written. Other processes keep the default."""
+    main = threading.current_thread() is threading.main_thread()
+    if world.launcher == "torchrun" and world.rank == 0 and main:
+        signal.signal(signal.SIGTERM, _note_sigterm)
+
+
+def sigterm_received() -> bool:
+    return _SIGTERM["received"]
+
+
 _PEER_LOST = ("Connection closed", "Connection reset", "Broken pipe", "EOFError", "timed out")
 
 
-def explain_failure(world: World, message: str) -> str:
-    """A clear message for a torchrun run whose peer went away (a node or a rank died)."""
+def explain_failure(world: World, message: str, terminated: bool = False) -> str:
+    """A clear first line for a failure; under torchrun it says when another rank (a node,
+    or one of its processes) went away, or when the agent stopped this rank for it."""
     first = message.splitlines()[0] if message else "unknown failure"
-    if world.launcher == "torchrun" and any(x in message for x in _PEER_LOST):
+    if world.launcher != "torchrun":
+        return first
+    where = f"rank {world.rank} on node {world.node_rank} of {world.nodes}"
+    if terminated:
         return (
-            f"lost contact with another rank of the torchrun job (rank {world.rank}, node "
-            f"{world.node_rank} of {world.nodes}): a node or one of its ranks stopped; "
+            f"torchrun stopped {where} (SIGTERM) because another rank of the job failed; "
             f"the run ends here ({first})"
+        )
+    if any(x in message for x in _PEER_LOST):
+        return (
+            f"lost contact with another rank of the torchrun job ({where}): a node or one "
+            f"of its ranks stopped; the run ends here ({first})"
         )
     return first

@@ -22,6 +22,8 @@ from kimi_bench.bench.launch import (
     explain_failure,
     plan,
     rendezvous,
+    shield_sigterm,
+    sigterm_received,
 )
 from kimi_bench.bench.micro import MicroFailed, MicroOptions, _stage_record, build_report
 from kimi_bench.bench.procs import Harness
@@ -58,6 +60,11 @@ def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[
     return notes
 
 
+def _harness(world: World) -> Harness:
+    shield_sigterm(world)
+    return Harness(handle_sigterm=world.launcher != "torchrun")
+
+
 def _in_process(world: World, fn: Callable[[], None]) -> None:
     try:
         fn()
@@ -80,7 +87,7 @@ def run_micro_on(
     ranks = check_launch(world, opts.ranks, opts.transport)
     dev = resolve_device(opts.device)
     todo = plan(world, ranks)
-    harness = Harness() if todo.hosts_producers else None
+    harness = _harness(world) if todo.hosts_producers else None
     job = micro_worker.MicroJob(
         cfg=opts.cfg,
         groups=opts.groups,
@@ -114,7 +121,7 @@ def run_micro_on(
     except KeyboardInterrupt:
         error = "interrupted by the user (Ctrl-C)"
     except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
-        error = explain_failure(world, str(exc))
+        error = explain_failure(world, str(exc), sigterm_received())
     finally:
         leftovers = harness.stop()
     noted = dataclasses.replace(
@@ -173,6 +180,9 @@ def run_serve_on(
         for rep in range(opts.repeats):
             trace = arrival_offsets(rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep)
             for arm in opts.arms:
+                if sigterm_received():
+                    msg = explain_failure(world, "stopped between pipelines", terminated=True)
+                    raise ServeFailed(msg, runs)
                 res = _serve_pipeline(world, opts, arm, trace, f"serve/{i}/{rep}/{arm}")
                 if res is None:
                     continue
@@ -194,7 +204,7 @@ def _serve_pipeline(
     """One arm through one trace (as ``serve.run_pipeline``), started per ``launch.plan``."""
     dev = resolve_device(opts.device)
     todo = plan(world, opts.ranks)
-    harness = Harness() if todo.hosts_producers else None
+    harness = _harness(world) if todo.hosts_producers else None
     job = serve_workers.ServeJob(
         cfg=opts.cfg, arm=arm, ranks=opts.ranks, workers=opts.processor_workers,
         transport=opts.transport, device=dev.type, resolution=opts.resolution,
@@ -235,7 +245,7 @@ def _serve_pipeline(
     except KeyboardInterrupt:
         out["error"] = "interrupted by the user (Ctrl-C)"
     except Exception as exc:
-        out["error"] = explain_failure(world, str(exc))
+        out["error"] = explain_failure(world, str(exc), sigterm_received())
     finally:
         out["leftover_segments"] = len(harness.stop())
     return out

@@ -95,11 +95,12 @@ class Harness:
     ctx: Any = field(default_factory=lambda: mp.get_context("spawn"))
     procs: dict[str, Any] = field(default_factory=dict)
     tmpdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kimibench_")))
+    handle_sigterm: bool = True  # False: the caller's handler stays (launch.shield_sigterm)
 
     def __post_init__(self) -> None:
         self.queue = self.ctx.Queue()
         self._old_term: Any = None
-        if threading.current_thread() is threading.main_thread():
+        if self.handle_sigterm and threading.current_thread() is threading.main_thread():
             # SIGTERM (e.g. a CI timeout) takes the same clean-up path as Ctrl-C
             self._old_term = signal.signal(signal.SIGTERM, _term_to_interrupt)
 
