@@ -230,7 +230,11 @@ def device_group(device: Any, world: int) -> Any:
     dist.all_gather_object(idents, ident)
     if any(i is None for i in idents) or len(set(idents)) < world:
         return None
-    return dist.new_group(backend="nccl")
+    group = dist.new_group(backend="nccl")
+    # NCCL sets its communicator up on the first collective: do it here, not in a timed stage
+    dist.all_reduce(torch.zeros(1, device=device), group=group)
+    torch.cuda.synchronize(device)
+    return group
 
 
 # ------------------------------------------------------------------------ failures
