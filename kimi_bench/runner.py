@@ -1,5 +1,6 @@
-"""``kimi-bench run``: the main job on one scenario: parity, a small micro, a small
-serve-ab, then the gate, into one folder with an ``index.md`` linking the parts."""
+"""``kimi-bench run``: the main job on one scenario (``options.RunOptions``): parity, a
+small micro, a small serve-ab, then the gate, into one folder with ``index.md`` and a
+self-contained ``index.html`` linking the parts."""
 
 from __future__ import annotations
 
@@ -7,75 +8,58 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.bench.images import parse_image_spec
-from kimi_bench.bench.micro import MicroFailed, MicroOptions, run_micro
-from kimi_bench.bench.parity import ParityOptions, run_parity
-from kimi_bench.bench.serve import ServeFailed, run_serve_ab, serve_options
-from kimi_bench.bench.serve_report import build_serve_report
-from kimi_bench.config import get_preset
-from kimi_bench.environment import resolve_device
+from kimi_bench.bench.micro import MicroFailed, run_micro
+from kimi_bench.bench.parity import run_parity
+from kimi_bench.bench.serve import ServeFailed, run_serve_ab
+from kimi_bench.bench.serve_build import build_serve_report
+from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.gate import RuleResult, evaluate, load_rules
+from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.junit import write_junit
 from kimi_bench.report.model import Report
 from kimi_bench.report.writers import markdown_table
-from kimi_bench.scenario import load_scenario, resolve_path
+from kimi_bench.scenario import resolve_path
+
+FOLDER = {"parity": "parity", "micro": "micro", "serve-ab": "serve-ab"}
+
+
+def _serve(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
+    assert sc.serve_ab is not None
+    dev = resolve_device(sc.serve_ab.device)
+    sopts, profile = resolve_defaults(sc.serve_ab, "serve_ab", dev.type)
+    say(f"serve-ab: rates {','.join(str(r) for r in sopts.rates)}, {sopts.requests} requests")
+    start, error = host_load(), None
+    try:
+        runs = run_serve_ab(sopts)
+    except ServeFailed as exc:
+        runs, error = exc.runs, str(exc)
+    rep = build_serve_report(sopts, runs, dev, error, profile, start)
+    emit_serve(rep, out / "serve-ab")
+    return rep
 
 
 def run_scenario(
-    scenario: str, out: Path, say: Callable[[str], None] = lambda _: None
+    sc: RunOptions, out: Path, say: Callable[[str], None] = lambda _: None
 ) -> tuple[list[RuleResult], list[Report]]:
-    sc = load_scenario(scenario)
-    seed = sc.get("run", {}).get("seed", 0)
     reports: list[Report] = []
-    if "parity" in sc:
-        p = sc["parity"]
+    if sc.parity is not None:
         say("parity: eager vs deferred on the built-in corpus")
-        rep = run_parity(
-            ParityOptions(
-                cfg=get_preset(p.get("preset", "kimi-k3")),
-                device=p.get("device", "auto"),
-                ranks=p.get("ranks", 2),
-                seed=seed,
-                images_dir=Path(p["images"]) if p.get("images") else None,
-            )
-        )
+        rep = run_parity(sc.parity)
         emit_parity(rep, out / "parity")
         reports.append(rep)
-    if "micro" in sc:
-        m = sc["micro"]
-        say(f"micro: {m.get('images', '2x640x480')}, {m.get('ranks', 2)} ranks")
-        opts = MicroOptions(
-            cfg=get_preset(m.get("preset", "kimi-k3")),
-            groups=parse_image_spec(m.get("images", "2x640x480")),
-            ranks=m.get("ranks", 2),
-            transport=m.get("transport", "shm"),
-            device=m.get("device", "auto"),
-            repeats=m.get("repeats", 5),
-            warmup=m.get("warmup", 1),
-            seed=seed,
-            content=m.get("content", "random"),
-        )
+    if sc.micro is not None:
+        say(f"micro: {sc.micro.synthetic}, arms {','.join(sc.micro.arms)}")
         try:
-            rep = run_micro(opts)
+            rep = run_micro(sc.micro)
         except MicroFailed as exc:
             rep = exc.report
         emit_micro(rep, out / "micro")
         reports.append(rep)
-    if "serve_ab" in sc:
-        sopts = serve_options(sc["serve_ab"], {"seed": seed})
-        say(f"serve-ab: rates {','.join(map(str, sc['serve_ab'].get('rates', [])))}")
-        error = None
-        try:
-            runs = run_serve_ab(sopts)
-        except ServeFailed as exc:
-            runs, error = exc.runs, str(exc)
-        rep = build_serve_report(sopts, runs, resolve_device(sopts.device), error)
-        emit_serve(rep, out / "serve-ab")
-        reports.append(rep)
-    gate_cfg = sc.get("gate", {})
-    rules = load_rules(resolve_path(gate_cfg.get("rules", "gate")))
-    base = Path(gate_cfg["baseline"]) if gate_cfg.get("baseline") else None
+    if sc.serve_ab is not None:
+        reports.append(_serve(sc, out, say))
+    rules = load_rules(resolve_path(sc.gate.rules))
+    base = Path(sc.gate.baseline) if sc.gate.baseline else None
     results = evaluate(reports, rules, base)
     rows = [r.as_dict() for r in results]
     write_junit(rows, out / "gate.xml")
@@ -83,23 +67,30 @@ def run_scenario(
     (out / "gate.md").write_text(
         f"# gate: {'FAIL' if failed else 'PASS'}\n\n" + markdown_table(rows) + "\n"
     )
-    _index(out, sc, reports, failed)
+    _index(out, sc, reports, failed, rows)
     return results, reports
 
 
-def _index(out: Path, sc: dict[str, Any], reports: list[Report], failed: bool) -> None:
+def _index(
+    out: Path, sc: RunOptions, reports: list[Report], failed: bool, gate: list[dict[str, Any]]
+) -> None:
+    from kimi_bench.report.figures import saved_figures
+    from kimi_bench.report.html import write_html
+
     lines = [
         "# kimi-bench run\n",
-        sc.get("run", {}).get("description", ""),
+        sc.description,
         "",
         f"**Gate: {'FAIL' if failed else 'PASS'}** ([rules and verdicts](gate.md), "
-        "[JUnit](gate.xml))\n",
+        "[JUnit](gate.xml)); everything on one page: [index.html](index.html)\n",
     ]
-    folder = {"parity": "parity", "micro": "micro", "serve-ab": "serve-ab"}
     for rep in reports:
-        d = folder[rep.kind]
+        d = FOLDER[rep.kind]
         lines.append(
             f"- **{rep.kind}** - {rep.summary.get('verdict')} "
-            f"([report]({d}/report.md), [json]({d}/report.json))"
+            f"([report]({d}/report.md), [json]({d}/report.json), [html]({d}/report.html))"
         )
     (out / "index.md").write_text("\n".join(lines) + "\n")
+    dicts = [r.to_dict() for r in reports]
+    figures = [saved_figures(d, out / FOLDER[r.kind]) for d, r in zip(dicts, reports, strict=True)]
+    write_html(dicts, out / "index.html", title="kimi-bench run", gate=gate, figures=figures)

@@ -10,56 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-SECTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "parity": {
-        "preset": str,
-        "device": str,
-        "ranks": int,
-        "policy": str,
-        "batch_size": int,
-        "images_per_request": int,
-        "images": str,
-    },
-    "micro": {
-        "images": str,
-        "ranks": int,
-        "transport": str,
-        "repeats": int,
-        "warmup": int,
-        "content": str,
-        "preset": str,
-        "device": str,
-    },
-    "serve_ab": {
-        "rates": list,
-        "requests": int,
-        "images_per_request": int,
-        "resolution": str,
-        "ranks": int,
-        "processor_workers": int,
-        "transport": str,
-        "arms": list,
-        "burstiness": (int, float),
-        "warmup_requests": int,
-        "repeats": int,
-        "seed": int,
-        "device": str,
-        "image_format": str,
-        "image_content": str,
-        "unique_images": int,
-        "request_timeout_s": (int, float),
-        "preset": str,
-        "standins": dict,
-    },
-    "gate": {"rules": str, "baseline": str},
-    "run": {"description": str, "seed": int},
-}
-STANDIN_KEYS: dict[str, type | tuple[type, ...]] = {
-    "encoder_gflop_per_patch": (int, float),
-    "prefill_gflop_per_token": (int, float),
-    "text_tokens_per_request": int,
-    "cpu_flops_scale": (int, float),
-}
+from pydantic import ValidationError
+
+from kimi_bench.options import RunOptions, describe_error
 
 
 class ScenarioError(ValueError):
@@ -90,38 +43,67 @@ def resolve_path(name_or_path: str | Path) -> Path:
     return builtin_path(str(name_or_path))
 
 
-def _check(where: str, value: Any, want: type | tuple[type, ...]) -> None:
-    ok = isinstance(value, want) and not (isinstance(value, bool) and want in (int, (int, float)))
-    if not ok:
-        names = want.__name__ if isinstance(want, type) else " or ".join(t.__name__ for t in want)
-        raise ScenarioError(f"{where} must be {names}, got {value!r}")
+MAX_SCENARIO_BYTES = 1 << 20
+TABLES = ("run", "parity", "micro", "serve_ab", "gate")
 
 
-def load_scenario(name_or_path: str | Path) -> dict[str, dict[str, Any]]:
+def read_tables(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The TOML tables of a scenario file (size-limited, regular files only)."""
     path = resolve_path(name_or_path)
+    if not path.is_file():
+        raise ScenarioError(f"{path}: not a regular file")
+    if path.stat().st_size > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{path}: larger than {MAX_SCENARIO_BYTES} bytes; not a scenario")
     try:
         raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     for section, body in raw.items():
-        if section not in SECTIONS:
+        if section not in TABLES:
             raise ScenarioError(
-                f"{path}: unknown table [{section}]; expected one of {', '.join(SECTIONS)}"
+                f"{path}: unknown table [{section}]; expected one of {', '.join(TABLES)}"
             )
         if not isinstance(body, dict):
             raise ScenarioError(f"{path}: [{section}] must be a table")
-        for key, value in body.items():
-            spec = SECTIONS[section]
-            if key not in spec:
-                raise ScenarioError(
-                    f"{path}: unknown key {section}.{key}; valid keys: {', '.join(sorted(spec))}"
-                )
-            _check(f"{path}: {section}.{key}", value, spec[key])
-        for key, value in body.get("standins", {}).items():
-            if key not in STANDIN_KEYS:
-                raise ScenarioError(
-                    f"{path}: unknown key {section}.standins.{key}; valid keys: "
-                    f"{', '.join(sorted(STANDIN_KEYS))}"
-                )
-            _check(f"{path}: {section}.standins.{key}", value, STANDIN_KEYS[key])
-    return raw
+    return path, raw
+
+
+def load_scenario(name_or_path: str | Path) -> RunOptions:
+    """Validate a whole scenario with the typed models: every key is a model field (an
+    unknown key or a wrong type is an error naming file, table and key). ``[run]`` seed and
+    device apply to every part that does not set its own."""
+    path, raw = read_tables(name_or_path)
+    data: dict[str, Any] = dict(raw.get("run", {}))
+    shared = {k: data[k] for k in ("seed", "device") if k in data}
+    for table in ("parity", "micro", "serve_ab"):
+        if table in raw:
+            data[table] = {**shared, **raw[table]}
+    if "gate" in raw:
+        data["gate"] = raw["gate"]
+    try:
+        return RunOptions.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(describe_error(exc, f"{path}: ", flag_names=False)) from None
+
+
+def scenario_table(name_or_path: str | Path, table: str) -> dict[str, Any]:
+    """One table of a scenario file (for a single command's --scenario), unvalidated: the
+    command validates it together with its CLI options."""
+    _, raw = read_tables(name_or_path)
+    return dict(raw.get(table, {}))
+
+
+def with_overrides(sc: RunOptions, values: dict[str, Any]) -> RunOptions:
+    """``kimi-bench run --seed/--device``: applied to every part of the scenario."""
+    upd = {k: values[k] for k in ("seed", "device") if values.get(k) is not None}
+    if not upd:
+        return sc
+    data = sc.model_dump()
+    for part in ("parity", "micro", "serve_ab"):
+        if data.get(part) is not None:
+            data[part].update(upd)
+    data.update(upd)
+    try:
+        return RunOptions.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(describe_error(exc, "")) from None

@@ -51,12 +51,29 @@ class MicroJob:
     init_file: str
     arms: tuple[str, ...] = ("eager", "deferred")
     runtime: str = "sglang-0.5.23"
+    image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
     fault: str | None = None  # "rank:R:repeat:K" raises there (tests)
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def iterations(self) -> int:
         return self.warmup + self.repeats
+
+
+def job_images(job: MicroJob) -> list[Any]:
+    """The user's images (decoded once, as a tokenizer worker holds them) or generated."""
+    from PIL import Image
+
+    from kimi_bench.bench.images import make_images
+
+    if job.image_paths:
+        out = []
+        for path in job.image_paths:
+            with Image.open(path) as im:
+                im.load()
+                out.append(im.copy())
+        return out
+    return make_images(job.groups, job.content, job.seed)
 
 
 def _maybe_fault(job: MicroJob, who: str, it: int) -> None:
@@ -69,17 +86,15 @@ def _step(job: MicroJob, arm: str, dev: torch.device) -> Step:
 
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
-    from kimi_bench.bench.images import make_images
-
     torch.set_num_threads(worker_threads(job.ranks + 1))
     dev = rank_device(job.device, 0)
-    images = make_images(job.groups, job.content, job.seed)
+    images = job_images(job)
     for it in range(job.iterations):
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
             step = _step(job, arm, dev)
             step.hook.mark("start")
-            plans = [plan_resize(*im.size, job.cfg) for im in images]
+            plans = [plan_resize(im.width, im.height, job.cfg) for im in images]
             decisions = decide(step, images, plans)
             items = produce(step, images, plans, decisions)
             packed = wrap(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
@@ -176,11 +191,10 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 def measure_floor(job: MicroJob, dev: torch.device, reps: int = 10) -> dict[str, Any]:
     """The physical floor: one pinned H2D of the raw bytes + the materialize kernel."""
-    from kimi_bench.bench.images import make_images
-    from kimi_bench.bench.stats import median
+    from kimi_bench.stats import median
 
-    images = make_images(job.groups, job.content, job.seed)
-    plans = [plan_resize(*im.size, job.cfg) for im in images]
+    images = job_images(job)
+    plans = [plan_resize(im.width, im.height, job.cfg) for im in images]
     chw = [stage_input(im, job.cfg) for im in images]
     raw = sum(int(c.numel()) for c in chw)
     out: dict[str, Any] = {"raw_bytes": raw}

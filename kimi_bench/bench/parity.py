@@ -10,24 +10,23 @@ from typing import Any
 
 import torch
 
-from kimi_bench.config import PreprocessConfig
+from kimi_bench.config import PreprocessConfig, resolve_config
 from kimi_bench.contract import audit_contract
 from kimi_bench.corpus import (
-    DEFAULT_MAX_PIXELS,
     CorpusEntry,
     InputError,
     builtin_corpus,
     describe_input,
     folder_corpus,
 )
-from kimi_bench.environment import environment, resolve_device
+from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
 from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import run_deferred, run_eager
 from kimi_bench.pixels import StagingError, input_size, stage_input
-from kimi_bench.policy import PolicyMode
 from kimi_bench.reference import max_abs_diff, pil_reference
 from kimi_bench.report import Report, View
-from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
+from kimi_bench.runtime import get_profile
 
 RESULT_KEYS = (
     "name",
@@ -46,31 +45,6 @@ RESULT_KEYS = (
     "max_abs_diff_vs_pil",
     "error",
 )
-
-
-@dataclass
-class ParityOptions:
-    cfg: PreprocessConfig
-    images_dir: Path | None = None
-    device: str = "auto"
-    ranks: int = 2
-    runtime: str = DEFAULT_RUNTIME
-    policy: PolicyMode | None = None  # None: the runtime profile's decision scope
-    images_per_request: int = 1
-    batch_size: int = 4
-    seed: int = 0
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    dump_dir: Path | None = None
-    reference: bool = True
-
-    def validate(self) -> None:
-        if self.ranks < 1:
-            raise ValueError(f"--ranks must be >= 1, got {self.ranks}")
-        if self.batch_size < 1 or self.images_per_request < 1:
-            raise ValueError("--batch-size and --images-per-request must be >= 1")
-        get_profile(self.runtime)
-        if self.policy not in (None, "request", "image"):
-            raise ValueError(f"--policy must be request or image, got {self.policy!r}")
 
 
 @dataclass
@@ -109,15 +83,19 @@ def _prepare(entry: CorpusEntry, cfg: PreprocessConfig) -> _Accepted | dict[str,
 
 
 def _run_batch(
-    batch: list[_Accepted], opts: ParityOptions, producer: torch.device, rank_dev: torch.device
+    batch: list[_Accepted],
+    opts: ParityOptions,
+    cfg: PreprocessConfig,
+    producer: torch.device,
+    rank_dev: torch.device,
 ) -> None:
     objs = [a.obj for a in batch]
     plans = [a.plan for a in batch]
-    eager = run_eager(objs, plans, opts.cfg, opts.ranks, producer, rank_dev, runtime=opts.runtime)
+    eager = run_eager(objs, plans, cfg, opts.ranks, producer, rank_dev, runtime=opts.runtime)
     deferred = run_deferred(
         objs,
         plans,
-        opts.cfg,
+        cfg,
         opts.ranks,
         producer,
         rank_dev,
@@ -137,28 +115,31 @@ def _run_batch(
             bit_exact_fp32=bool(torch.equal(e_fp, d_fp)),
             bit_exact_bf16=bool(torch.equal(eager.bf16[i], deferred.bf16[i])),
         )
-        if opts.reference:
-            ref = pil_reference(acc.obj, acc.plan, opts.cfg)
+        if opts.reference == "pil":
+            ref = pil_reference(acc.obj, acc.plan, cfg)
             acc.row["max_abs_diff_vs_pil"] = None if ref is None else max_abs_diff(ref, d_fp)
-        if opts.dump_dir is not None:
-            opts.dump_dir.mkdir(parents=True, exist_ok=True)
+        if opts.dump is not None:
+            opts.dump.mkdir(parents=True, exist_ok=True)
             torch.save(
                 {"eager": e_fp, "deferred": d_fp, "grid_thw": torch.tensor(acc.plan.grid_thw)},
-                opts.dump_dir / f"{Path(acc.row['name']).stem}.pt",
+                opts.dump / f"{Path(acc.row['name']).stem}.pt",
             )
 
 
 def run_parity(
-    opts: ParityOptions, progress: Callable[[str, int, int], None] | None = None
+    opts: ParityOptions,
+    progress: Callable[[str, int, int], None] | None = None,
+    cfg: PreprocessConfig | None = None,
 ) -> Report:
     """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input."""
-    opts.validate()
+    cfg = cfg or resolve_config(opts.preset, opts.config)
+    load_start = host_load()
     rank_dev = resolve_device(opts.device)
     producer = rank_dev
     entries = (
-        folder_corpus(opts.images_dir, opts.max_pixels)
-        if opts.images_dir is not None
-        else builtin_corpus(opts.cfg, opts.seed)
+        folder_corpus(opts.images, opts.max_pixels)
+        if opts.images is not None
+        else builtin_corpus(cfg, opts.seed)
     )
     rows: list[dict[str, Any]] = []
     pending: list[_Accepted] = []
@@ -169,7 +150,7 @@ def run_parity(
         if not pending:
             return
         try:
-            _run_batch(pending, opts, producer, rank_dev)
+            _run_batch(pending, opts, cfg, producer, rank_dev)
         except (RuntimeError, ValueError) as exc:  # one bad batch never ends the run
             for acc in pending:
                 acc.row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -180,7 +161,7 @@ def run_parity(
         pending.clear()
 
     for entry in entries:
-        prepared = _prepare(entry, opts.cfg)
+        prepared = _prepare(entry, cfg)
         if isinstance(prepared, _Accepted):
             rows.append(prepared.row)
             pending.append(prepared)
@@ -192,18 +173,23 @@ def run_parity(
             if progress:
                 progress(prepared["name"], done, len(entries))
     flush()
-    return _build_report(opts, rows, rank_dev, len(entries))
+    return _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
 
 
 def _build_report(
-    opts: ParityOptions, rows: list[dict[str, Any]], device: torch.device, n_entries: int
+    opts: ParityOptions,
+    cfg: PreprocessConfig,
+    rows: list[dict[str, Any]],
+    device: torch.device,
+    n_entries: int,
+    load_start: HostLoad,
 ) -> Report:
     accepted = [r for r in rows if r["error"] is None]
     errors = [r for r in rows if r["error"] is not None]
     diffs = [r["max_abs_diff_vs_pil"] for r in accepted if r["max_abs_diff_vs_pil"] is not None]
     all_fp32 = bool(accepted) and all(r["bit_exact_fp32"] for r in accepted)
     all_bf16 = bool(accepted) and all(r["bit_exact_bf16"] for r in accepted)
-    audit = audit_contract(opts.cfg)
+    audit = audit_contract(cfg)
     differing = [r["name"] for r in accepted if not (r["bit_exact_fp32"] and r["bit_exact_bf16"])]
     if not accepted:
         verdict = "NO INPUTS: nothing was accepted" + (" (empty folder)" if not n_entries else "")
@@ -240,17 +226,22 @@ def _build_report(
         "contract_audit": audit.summary(),
     }
     config = {
-        "preprocess": opts.cfg.summary(),
-        "images": str(opts.images_dir) if opts.images_dir else "built-in corpus",
-        "device": opts.device,
-        "ranks": opts.ranks,
-        "runtime": get_profile(opts.runtime).summary(),
-        "policy": opts.policy or get_profile(opts.runtime).decision_scope,
-        "images_per_request": opts.images_per_request,
-        "batch_size": opts.batch_size,
-        "max_pixels": opts.max_pixels,
+        **opts.model_dump(mode="json"),
+        "preprocess": cfg.summary(),
+        "runtime_profile": get_profile(opts.runtime).summary(),
+        "decision_scope": opts.policy or get_profile(opts.runtime).decision_scope,
     }
-    env = environment(device, opts.cfg.name, opts.seed, owner_device_emulated=device.type == "cpu")
+    env = environment(
+        device,
+        cfg.name,
+        opts.seed,
+        load_start=load_start,
+        owner_device_emulated=device.type == "cpu",
+        metadata=dict(opts.metadata),
+    )
+    notes += list(opts.notes)
+    if warning := env["host_load"].get("warning"):
+        notes.append(warning)
     cols = [
         "name",
         "width",

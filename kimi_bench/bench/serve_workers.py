@@ -185,6 +185,7 @@ class _Rank:
         self.scale = job.cost.scaled(dev, job.ranks)
         self.ledger = Ledger()  # measured (not warm-up) steps of this rank
         self.done = 0
+        self.steps = 0  # forward batches served (rank 0): the independent unit of TTFT
         self.warm_done = 0
         self.last_progress = time.perf_counter()
 
@@ -271,10 +272,12 @@ class _Rank:
     def _finish(self, batch: dict[str, Any], step_copied: int) -> None:
         t_first = time.perf_counter()
         n = len(batch["reqs"])
+        self.steps += 1
         for r in batch["reqs"]:
             r.pop("items", None)
             r.update(
                 scheduler_copied_bytes=step_copied // max(1, n),
+                batch_id=self.steps,
                 t_step=batch["t_step"],
                 t_first=t_first,
                 batch_requests=n,

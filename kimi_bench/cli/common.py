@@ -1,18 +1,80 @@
-"""Options shared by several commands (defined once) and small rendering helpers."""
+"""Options shared by several commands (defined once) and the console: the one way a
+message or a table reaches the user.
+
+Messages: :func:`say` (and :func:`note`, :func:`warn`, :func:`fail_line`,
+:func:`verdict_line`, :func:`usage_error` built on it) prints text LITERALLY: no Rich
+markup, no emoji codes, so ``[/tmp/x]``, gloo's ``[/...pair.cc:537]`` or a file called
+``[red]y.png`` print as they are and never raise ``MarkupError``. Tables: :func:`show_tables`
+renders ``table`` (Rich), ``md`` or ``json``; when stdout is not a terminal a Rich table is
+laid out at its natural width, so a pipe or a CI log never gets a number wrapped mid-cell.
+``NO_COLOR`` is honoured (Rich reads it when a console is made).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
-console = Console(stderr=False)
-err_console = Console(stderr=True)
+PIPE_WIDTH = 4096  # the line width when output is not a terminal: nothing wraps
+
+
+def _is_tty(stream: IO[str] | None) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def make_console(
+    *,
+    stderr: bool = False,
+    file: IO[str] | None = None,
+    width: int | None = None,
+    force_terminal: bool | None = None,
+) -> Console:
+    """A console for user output. Markup is still available to our own fixed strings, but
+    every user-visible text goes through :func:`say` / :func:`show_tables`, which never
+    parse it; ``highlight`` is off so numbers and paths are not recoloured.
+
+    When the output is not a terminal (a pipe, a file, a CI log) and neither ``width`` nor
+    ``COLUMNS`` says otherwise, the width is :data:`PIPE_WIDTH`, so even a plain
+    ``console.print(table)`` lays the table out at its natural width."""
+    target = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    if width is None and not force_terminal and "COLUMNS" not in os.environ:
+        width = None if _is_tty(target) else PIPE_WIDTH
+    return Console(
+        stderr=stderr,
+        file=file,
+        width=width,
+        force_terminal=force_terminal,
+        highlight=False,
+        emoji=False,
+    )
+
+
+console = make_console()
+err_console = make_console(stderr=True)
 
 PresetOpt = Annotated[
     str,
@@ -47,14 +109,88 @@ OutOpt = Annotated[
 ]
 
 
+class OutputFormat(enum.StrEnum):
+    """How a command prints its tables on stdout."""
+
+    table = "table"
+    md = "md"
+    json = "json"
+
+
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="Tables on stdout as a Rich table (default), Markdown (md) or JSON (json). With "
+        "json, stdout holds one JSON document and every message goes to stderr.",
+        case_sensitive=False,
+    ),
+]
+
+
+def package_version() -> str:
+    """The installed distribution's version, or the source tree's when running from a
+    checkout that is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kimi-bench")
+    except PackageNotFoundError:
+        import kimi_bench
+
+        return kimi_bench.__version__
+
+
 def default_out(kind: str) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("reports") / "runs" / f"{kind}-{stamp}"
 
 
-def usage_error(message: str) -> typer.Exit:
+# ------------------------------------------------------------------------------- messages
+
+
+def say(
+    message: object,
+    *,
+    style: str | None = None,
+    label: str | None = None,
+    label_style: str | None = None,
+    err: bool = False,
+    to: Console | None = None,
+) -> None:
+    """Print one user-facing message. ``message`` (and ``label``) are taken literally:
+    whatever brackets, backslashes or colons they hold is printed as is. Off a terminal the
+    line is not wrapped at the console width (logs keep long paths whole)."""
+    out = to or (err_console if err else console)
+    text = Text()
+    if label:
+        text.append(str(label), style=label_style or style)
+        text.append(" ")
+    text.append(str(message), style=style)
+    out.print(text, soft_wrap=not out.is_terminal)
+
+
+def note(message: object, *, to: Console | None = None) -> None:
+    say(message, label="note:", style="dim", err=True, to=to)
+
+
+def warn(message: object, *, label: str = "warning:", to: Console | None = None) -> None:
+    say(message, label=label, label_style="bold yellow", err=True, to=to)
+
+
+def fail_line(message: object, *, label: str = "error:", to: Console | None = None) -> None:
+    say(message, label=label, label_style="bold red", err=True, to=to)
+
+
+def verdict_line(message: object, ok: bool | None, *, to: Console | None = None) -> None:
+    """The verdict: green when ok, red when not, yellow when undecided (None)."""
+    style = {True: "bold green", False: "bold red", None: "bold yellow"}[ok]
+    say(message, style=style, to=to)
+
+
+def usage_error(message: object) -> typer.Exit:
     """Print a clear message and return the exit (code 2) for the caller to raise."""
-    err_console.print(f"[bold red]error:[/] {message}")
+    fail_line(message)
     return typer.Exit(code=2)
 
 
@@ -64,31 +200,114 @@ def progress_bar(total: int | None, description: str) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[item]}"),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        # the item is a file name or label from the user: never parsed as markup
+        TextColumn("{task.fields[item]}", markup=False),
         console=err_console,
         transient=False,
     )
 
 
-def _fmt(v: Any) -> str:
+# --------------------------------------------------------------------------------- tables
+
+
+_NUMBERISH = re.compile(r"[-+]?\d[\d.,]*(e[-+]?\d+)?(x\d[\d.]*)*%?( ?[a-zA-Z/]{1,4})?")
+
+
+def _is_numeric(v: Any) -> bool:
+    """Numbers, booleans, shapes (``[1, 10, 20]``) and number-like text (``640x480``,
+    ``+5.3%``, ``12.1 ms``): cells that must never be split across lines."""
+    if isinstance(v, (bool, int, float)):
+        return True
+    if isinstance(v, str):
+        return _NUMBERISH.fullmatch(v.strip()) is not None
+    return isinstance(v, (list, tuple)) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
+    )
+
+
+def cell_text(v: Any) -> Text:
+    """One table cell as literal text (bools as a green yes / red NO)."""
     if v is None:
-        return "-"
+        return Text("-")
     if isinstance(v, bool):
-        return "[green]yes[/]" if v else "[bold red]NO[/]"
+        return Text("yes", style="green") if v else Text("NO", style="bold red")
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return Text(f"{v:.4g}")
     if isinstance(v, (list, tuple)):
-        return "x".join(map(str, v))
-    return str(v)
+        return Text("x".join(map(str, v)))
+    return Text(str(v))
 
 
-def rich_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
-    table = Table(title=title, show_lines=False, header_style="bold")
+def rich_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> Table:
+    """A Rich table whose numeric columns never wrap (text columns fold on a terminal)."""
+    table = Table(title=Text(str(title)), show_lines=False, header_style="bold")
     for i, c in enumerate(columns):
-        table.add_column(c, overflow="fold", no_wrap=i == 0)
+        values = [r.get(c) for r in rows if r.get(c) is not None]
+        numeric = bool(values) and all(_is_numeric(v) for v in values)
+        table.add_column(
+            Text(str(c)),
+            no_wrap=numeric or i == 0,
+            overflow="ellipsis" if numeric else "fold",
+            justify="right" if numeric and not isinstance(values[0], bool) else "left",
+        )
     for r in rows:
-        table.add_row(*[_fmt(r.get(c)) for c in columns])
+        table.add_row(*[cell_text(r.get(c)) for c in columns])
     return table
+
+
+class NaturalWidth:
+    """Lay a table out at the width its cells need instead of the console's width.
+
+    ``fit=False`` (pipes, files, CI logs): the full natural width, nothing wraps.
+    ``fit=True`` (a terminal): the console width when the table fits in it, else the
+    narrowest width at which no number is cut (text columns fold); the terminal then
+    wraps the long lines rather than Rich cutting cells."""
+
+    def __init__(self, renderable: Table, *, fit: bool = False) -> None:
+        self.renderable = renderable
+        self.fit = fit
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        need = Measurement.get(console, options.update_width(10_000), self.renderable)
+        width = need.maximum
+        if self.fit:
+            width = max(min(options.max_width, need.maximum), need.minimum)
+        yield from console.render(self.renderable, options.update_width(max(width, 1)))
+
+
+def print_table(table: Table, *, to: Console | None = None) -> None:
+    out = to or console
+    out.print(NaturalWidth(table, fit=out.is_terminal), crop=False)
+
+
+def _project(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[dict[str, Any]]:
+    return [{c: r.get(c) for c in columns} for r in rows]
+
+
+def show_tables(
+    tables: Sequence[tuple[str, Sequence[dict[str, Any]], Sequence[str]]],
+    fmt: OutputFormat | str = OutputFormat.table,
+    *,
+    to: Console | None = None,
+) -> None:
+    """Print ``(title, rows, columns)`` tables on stdout in one format: ``table`` (Rich),
+    ``md`` (one ``##`` heading and GitHub table each) or ``json`` (ONE document:
+    ``{title: [rows]}``, so stdout parses as JSON)."""
+    from kimi_bench.report.writers import markdown_table
+
+    out = to or console
+    kind = OutputFormat(fmt)
+    if kind is OutputFormat.json:
+        doc = {title: _project(rows, cols) for title, rows, cols in tables}
+        out.out(json.dumps(doc, indent=1, default=str), highlight=False)
+    elif kind is OutputFormat.md:
+        for title, rows, cols in tables:
+            out.out(f"## {title}\n\n" + markdown_table(list(rows), cols), highlight=False)
+    else:
+        for title, rows, cols in tables:
+            print_table(rich_table(title, rows, cols), to=out)
 
 
 RuntimeOpt = Annotated[
@@ -100,3 +319,51 @@ RuntimeOpt = Annotated[
         "decisions).",
     ),
 ]
+
+
+def output_params() -> list[Any]:
+    """``--out``/``--output-dir`` and ``--format``, shared by every command that writes a
+    report."""
+    import inspect
+
+    out = typer.Option(
+        "--out",
+        "--output-dir",
+        help="Output folder for report.json, report.md, report.html, CSV and figures "
+        "[default: reports/runs/<kind>-<timestamp>].",
+        file_okay=False,
+        show_default=False,
+    )
+    fmt = typer.Option(
+        "--format",
+        help="Console tables as table, md or json (json: stdout is one JSON document).",
+        show_default=False,
+    )
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("out", kw, default=None, annotation=Annotated[Path | None, out]),
+        inspect.Parameter("format", kw, default=None, annotation=Annotated[str | None, fmt]),
+    ]
+
+
+def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
+    """The output folder (checked writable before any work) and the console format."""
+    try:
+        fmt = OutputFormat(values.get("format") or "table")
+    except ValueError:
+        raise ValueError("--format must be table, md or json") from None
+    out = values.get("out") or default_out(kind)
+    check_writable(out)
+    return out, fmt
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` (and parents) and prove a file can be written there, so that a
+    run never finishes its work only to fail writing the report."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".kimi-bench-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"output folder {folder} is not writable: {exc.strerror or exc}") from None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
+from kimi_bench.cli.common import package_version, say
 from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
 from kimi_bench.cli.project import project
+from kimi_bench.cli.render import render
 from kimi_bench.cli.run import run
 from kimi_bench.cli.serve import serve_ab
 
@@ -22,8 +26,24 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        say(f"kimi-bench {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the kimi-bench version and exit.",
+        ),
+    ] = False,
+) -> None:
     """kimi-bench: is the deferred path bit-exact, what does it save, does it regress?"""
 
 
@@ -34,6 +54,7 @@ app.command("gate")(gate)
 app.command("compare")(compare)
 app.command("run")(run)
 app.command("project")(project)
+app.command("render")(render)
 
 
 def main() -> None:

@@ -1,104 +1,63 @@
-"""``kimi-bench micro``."""
+"""``kimi-bench micro``: options from ``options.MicroOptions``, rendering here."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Any
 
 import typer
 
+from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
-    ConfigOpt,
-    DeviceOpt,
-    OutOpt,
-    PresetOpt,
-    RuntimeOpt,
-    SeedOpt,
-    console,
-    default_out,
-    err_console,
+    fail_line,
+    note,
+    output_params,
     progress_bar,
-    rich_table,
+    resolve_output,
+    say,
+    show_tables,
     usage_error,
+    verdict_line,
+    warn,
 )
+from kimi_bench.options import MicroOptions
+
+DOC = """Where do the milliseconds and bytes go? Stage by stage, per arm, with a real
+producer process and --ranks gloo ranks running the one pipeline.
+
+Stages: producer, d2h, serialize, to_rank0, broadcast, take_copy, pre_embed_move,
+owner_h2d, owner_materialize. Every byte move is in the copy ledger (report: copies).
+Each repeat checks that the owner's BF16 output equals eager's (torch.equal); a mismatch
+fails the run. Also reports the floor (one pinned H2D of the raw bytes + the kernel).
+Defaults fit the machine: the PR shape (8 ranks, 20 repeats) on a GPU, 2 ranks and 5
+repeats on a CPU.
+
+Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --output-dir m8
+"""
 
 
-def micro(
-    images: Annotated[
-        str,
-        typer.Option(
-            "--images",
-            help="COUNTxWIDTHxHEIGHT (width first, like PIL), comma-separated for mixes: "
-            "2x1536x1024,1x4096x3072.",
-        ),
-    ] = "4x1536x1024",
-    ranks: Annotated[int, typer.Option("--ranks", min=1, help="Scheduler (TP) ranks.")] = 8,
-    transport: Annotated[
-        str,
-        typer.Option(
-            "--transport",
-            help="shm: tensors copied into POSIX shared memory, names pickled (one node); "
-            "pickle: bytes inline (several nodes).",
-        ),
-    ] = "shm",
-    content: Annotated[
-        str, typer.Option("--content", help="random (seeded), blank, or photo (real samples).")
-    ] = "random",
-    runtime: RuntimeOpt = "sglang-0.5.23",
-    preset: PresetOpt = "kimi-k3",
-    config: ConfigOpt = None,
-    device: DeviceOpt = "auto",
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Measured repeats.")] = 20,
-    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Unmeasured repeats first.")] = 3,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Fail if no worker reports for this many s.")
-    ] = 300.0,
-    seed: SeedOpt = 0,
-    note: Annotated[
-        list[str] | None,
-        typer.Option("--note", help="Text added to the report's notes (repeatable)."),
-    ] = None,
-    out: OutOpt = None,
-) -> None:
-    """Where do the milliseconds and bytes go? Stage-by-stage eager vs deferred with a real
-    producer process and --ranks gloo ranks.
-
-    Stages: producer, d2h, serialize, to_rank0, broadcast, take_copy, pre_embed_move,
-    owner_h2d, owner_materialize. Each repeat checks the owner's BF16 output is identical
-    across arms; a mismatch fails the run. Also reports the floor (one pinned H2D of the
-    raw bytes + the materialize kernel).
-
-    Example: kimi-bench micro --images 4x1536x1024 --ranks 8 --transport shm --out m8
-    """
-    from kimi_bench.bench.images import ImageSpecError, describe_spec, parse_image_spec
-    from kimi_bench.bench.micro import MicroFailed, MicroOptions, exit_code, run_micro
+def _body(values: dict[str, Any]) -> None:
+    from kimi_bench.bench.micro import MicroFailed, exit_code, run_micro
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import resolve_device
+    from kimi_bench.options import OptionsError, resolve_defaults
     from kimi_bench.report.emit import emit_micro
     from kimi_bench.report.plots import PLOT_HINT
 
     try:
-        opts = MicroOptions(
-            cfg=resolve_config(preset, config),
-            groups=parse_image_spec(images),
-            ranks=ranks,
-            transport=transport,
-            runtime=runtime,
-            device=device,
-            repeats=repeats,
-            warmup=warmup,
-            seed=seed,
-            content=content,
-            timeout_s=timeout,
-            notes=tuple(note or ()),
-        )
-        opts.validate()
-        resolve_device(device)  # a missing CUDA device is a usage error, before any work
-        if content not in ("random", "blank", "photo"):
-            raise ValueError(f"--content must be random, blank or photo, got {content!r}")
-    except (ConfigError, ImageSpecError, ValueError) as exc:
+        opts = build(MicroOptions, given(values, MicroOptions))
+        resolve_config(opts.preset, opts.config)
+        dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
+        out_dir, fmt = resolve_output(values, "micro")
+    except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    out_dir = out or default_out("micro")
-    err_console.print(f"[dim]micro: {describe_spec(opts.groups)}; {ranks} ranks, {transport}[/]")
+    shown, profile = resolve_defaults(opts, "micro", dev.type)
+    say(
+        f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
+        f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
+        f"({profile} defaults)",
+        style="dim",
+        err=True,
+    )
     failed: str | None = None
     try:
         with progress_bar(None, "micro") as bar:
@@ -111,35 +70,32 @@ def micro(
     except ValueError as exc:
         raise usage_error(str(exc)) from None
     written = emit_micro(report, out_dir)
-    console.print(
-        rich_table(
-            "micro: stage medians",
-            report.results,
-            ["arm", "stage", "median_ms", "p10_ms", "p90_ms", "bytes"],
-        )
-    )
-    copies = report.views[1].rows if len(report.views) > 1 else []
-    if copies:
-        console.print(
-            rich_table(
-                "micro: copy ledger (one repeat)",
-                copies,
-                ["arm", "stage", "op", "src", "dst", "bytes", "count", "mirrors"],
-            )
-        )
+    cols = ["arm", "stage", "op", "src", "dst", "bytes", "count", "mirrors"]
+    show_tables(
+        [
+            ("micro: stage medians", report.results, ["arm", "stage", "median_ms", "p10_ms",
+                                                       "p90_ms", "bytes"]),
+            ("micro: copy ledger (one repeat)", report.views[1].rows, cols),
+        ],
+        fmt,
+    )  # fmt: skip
     for line in report.notes:
-        err_console.print(f"[dim]note: {line}[/]")
+        note(line)
     if not any(p.suffix == ".png" for p in written):
-        err_console.print(f"[yellow]no chart:[/] {PLOT_HINT}")
+        warn(PLOT_HINT, label="no chart:")
     s = report.summary
     if s.get("floor_ms") and s.get("deferred_over_floor"):
-        console.print(
+        say(
             f"floor {s['floor_ms']:.2f} ms; deferred median {s['deferred_median_ms']:.2f} ms "
-            f"= {s['deferred_over_floor']:.1f}x the floor"
+            f"= {s['deferred_over_floor']:.1f}x the floor",
+            err=True,
         )
     code = exit_code(report)
-    console.print(f"[{'bold green' if code == 0 else 'bold red'}]{s['verdict']}[/]")
+    verdict_line(s["verdict"], code == 0)
     if failed:
-        err_console.print(f"[bold red]run failed:[/] {failed}")
-    console.print(f"report: {out_dir / 'report.json'}")
+        fail_line(failed, label="run failed:")
+    say(f"report: {out_dir / 'report.json'}", err=True)
     raise typer.Exit(code=code if not failed else 1)
+
+
+micro = command(option_params(MicroOptions) + output_params(), _body, DOC)

@@ -1,4 +1,4 @@
-"""``kimi-bench serve-ab``."""
+"""``kimi-bench serve-ab``: options from ``options.ServeOptions``, rendering here."""
 
 from __future__ import annotations
 
@@ -7,132 +7,91 @@ from typing import Annotated, Any
 
 import typer
 
+from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
-    ConfigOpt,
-    console,
-    default_out,
-    err_console,
+    note,
+    output_params,
     progress_bar,
-    rich_table,
+    resolve_output,
+    say,
+    show_tables,
     usage_error,
+    verdict_line,
+    warn,
 )
+from kimi_bench.options import ServeOptions
+
+DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
+trace through each arm's pipeline of real processes (producers that decode JPEG/PNG, gloo
+scheduler ranks with continuous batching, encoder and prefill stand-ins), or through real
+OpenAI-compatible servers given with --endpoint.
+
+Reports TTFT mean/median/p90/p99, req/s, images/s, bytes moved (copy ledger) and A/B
+deltas of each arm vs eager as signed percentages with intervals over forward batches.
+Defaults fit the machine: the PR shape on a GPU (8 ranks, 200 requests, 1024x1536), a CPU
+profile that finishes in a few minutes on 2 cores (2 ranks, 16 requests, 480x640).
+
+Example: kimi-bench serve-ab --request-rate 2,8,inf --num-prompts 120 --ranks 8
+"""
 
 
-def _opt(help_text: str, name: str) -> Any:
-    return typer.Option(name, help=help_text + " [default: from the scenario file]")
+def _scenario_param() -> Any:
+    import inspect
+
+    opt = typer.Option(
+        "--scenario",
+        help="Scenario TOML whose [serve_ab] table sets the options (a built-in name such as "
+        "serve-ab for the PR shape, or a path); command-line options override it.",
+        show_default=False,
+    )
+    return inspect.Parameter(
+        "scenario",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[str | None, opt],
+    )
 
 
-def serve_ab(
-    rates: Annotated[
-        str | None, _opt("Request rates in req/s, comma-separated; inf = all at once.", "--rates")
-    ] = None,
-    requests: Annotated[
-        int | None, _opt("Measured requests per rate and arm.", "--requests")
-    ] = None,
-    images_per_request: Annotated[
-        int | None, _opt("Images per request.", "--images-per-request")
-    ] = None,
-    resolution: Annotated[
-        str | None, _opt("WIDTHxHEIGHT of request images.", "--resolution")
-    ] = None,
-    ranks: Annotated[int | None, _opt("Scheduler (TP) ranks.", "--ranks")] = None,
-    processor_workers: Annotated[
-        int | None, _opt("Producer (tokenizer worker) processes.", "--processor-workers")
-    ] = None,
-    transport: Annotated[str | None, _opt("shm or pickle carrier.", "--transport")] = None,
-    runtime: Annotated[
-        str | None,
-        _opt("Runtime behaviour to emulate: sglang-0.5.23 or pr-33921.", "--runtime"),
-    ] = None,
-    arms: Annotated[str | None, _opt("Arms to run: eager,deferred.", "--arms")] = None,
-    burstiness: Annotated[
-        float | None, _opt("Gamma shape of arrival gaps (1 = Poisson).", "--burstiness")
-    ] = None,
-    warmup_requests: Annotated[
-        int | None, _opt("Unmeasured requests first.", "--warmup-requests")
-    ] = None,
-    repeats: Annotated[
-        int | None, _opt("Repeats per rate and arm (>= 2 gives throughput intervals).", "--repeats")
-    ] = None,
-    image_format: Annotated[str | None, _opt("jpeg (quality 85) or png.", "--image-format")] = None,
-    image_content: Annotated[str | None, _opt("random, blank or photo.", "--image-content")] = None,
-    request_timeout: Annotated[
-        float | None,
-        _opt(
-            "Seconds without progress before pending requests count as failed.", "--request-timeout"
-        ),
-    ] = None,
-    preset: Annotated[str | None, _opt("kimi-k3 or kimi-k2.5.", "--preset")] = None,
-    config: ConfigOpt = None,
-    device: Annotated[str | None, _opt("auto, cpu or cuda.", "--device")] = None,
-    seed: Annotated[int | None, _opt("Seed for images and arrivals.", "--seed")] = None,
-    note: Annotated[
-        list[str] | None,
-        typer.Option("--note", help="Text added to the report's notes (repeatable)."),
-    ] = None,
-    scenario: Annotated[
-        str, typer.Option("--scenario", help="Scenario TOML (a built-in name or a path).")
-    ] = "serve-ab",
-    out: Annotated[
-        Path | None, typer.Option("--out", file_okay=False, help="Output folder.")
-    ] = None,
-) -> None:
-    """What happens to TTFT and throughput at my request rates? The same seeded arrival
-    trace through an eager and a deferred pipeline of real processes (load generator,
-    producers that decode JPEG/PNG, gloo scheduler ranks with continuous batching).
+def _options(values: dict[str, Any]) -> ServeOptions:
+    from kimi_bench.scenario import scenario_table
 
-    Reports TTFT mean/median/p90/p99, req/s, images/s, tokens/s, bytes moved, and A/B
-    deltas with 95% intervals. Encoder and prefill are stand-ins (see the report notes).
+    table = scenario_table(values["scenario"], "serve_ab") if values.get("scenario") else {}
+    return build(ServeOptions, {**table, **given(values, ServeOptions)})
 
-    Example: kimi-bench serve-ab --rates 2,8,inf --ranks 8 --requests 120 --out sab
-    """
-    from kimi_bench.bench.images import ImageSpecError
-    from kimi_bench.bench.serve import ServeFailed, run_serve_ab, serve_options
-    from kimi_bench.bench.serve_report import build_serve_report
-    from kimi_bench.config import ConfigError
-    from kimi_bench.environment import resolve_device
+
+def _body(values: dict[str, Any]) -> None:
+    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
+    from kimi_bench.bench.serve_build import build_serve_report
+    from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.environment import host_load, resolve_device
+    from kimi_bench.options import OptionsError, rate_label, resolve_defaults
     from kimi_bench.report.emit import emit_serve
     from kimi_bench.report.plots import PLOT_HINT
-    from kimi_bench.scenario import ScenarioError, load_scenario
+    from kimi_bench.scenario import ScenarioError
 
     try:
-        opts = serve_options(
-            load_scenario(scenario).get("serve_ab", {}),
-            {
-                "rates": rates,
-                "requests": requests,
-                "images_per_request": images_per_request,
-                "resolution": resolution,
-                "ranks": ranks,
-                "processor_workers": processor_workers,
-                "transport": transport,
-                "runtime": runtime,
-                "arms": arms,
-                "burstiness": burstiness,
-                "warmup_requests": warmup_requests,
-                "repeats": repeats,
-                "seed": seed,
-                "device": device,
-                "image_format": image_format,
-                "image_content": image_content,
-                "request_timeout_s": request_timeout,
-                "preset": preset,
-            },
-            config_path=config,
-            notes=note or (),
-        )
-        opts.validate()
+        opts = _options(values)
+        resolve_config(opts.preset, opts.config)
         dev = resolve_device(opts.device)
-    except (ScenarioError, ConfigError, ImageSpecError, ValueError) as exc:
+        out_dir, fmt = resolve_output(values, "serve-ab")
+    except (OptionsError, ScenarioError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    out_dir = out or default_out("serve-ab")
+    opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
+    load_start = host_load()
     total = len(opts.rates) * opts.repeats * len(opts.arms)
+    w, h = opts.width_height
+    say(
+        f"serve-ab: {total} pipelines ({len(opts.rates)} rates x {len(opts.arms)} arms x "
+        f"{opts.repeats} repeats), {opts.requests} requests each, {opts.ranks} ranks, {w}x{h} "
+        f"(width x height), {profile.upper()} defaults profile",
+        style="dim",
+        err=True,
+    )
     error = None
 
-    def write(runs: list[dict[str, Any]], err: str | None) -> Any:
-        report = build_serve_report(opts, runs, dev, err)
-        written = emit_serve(report, out_dir)
-        return report, written
+    def write(runs: list[dict[str, Any]], err: str | None, figures: bool) -> Any:
+        report = build_serve_report(opts, runs, dev, err, profile, load_start)
+        return report, emit_serve(report, out_dir, figures=figures)
 
     with progress_bar(total, "serve-ab") as bar:
         task = bar.add_task("serve-ab", total=total, item="")
@@ -140,7 +99,7 @@ def serve_ab(
         def on_run(runs: list[dict[str, Any]]) -> None:
             last = runs[-1]
             bar.update(task, completed=len(runs), item=f"{last['arm']} @ {last['rate_label']}")
-            write(runs, None)  # partial results on disk after every pipeline
+            write(runs, None, figures=False)  # partial results on disk after every pipeline
 
         try:
             runs = run_serve_ab(opts, on_run=on_run)
@@ -148,19 +107,27 @@ def serve_ab(
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt:
             runs, error = [], "interrupted by the user (Ctrl-C)"
-    report, written = write(runs, error)
+    report, written = write(runs, error, figures=True)
     if not any(p.suffix == ".png" for p in written):
-        err_console.print(f"[yellow]no plots:[/] {PLOT_HINT}")
-    console.print(rich_table("serve-ab", report.results, report.views[0].columns or []))
-    console.print(
-        rich_table(
-            "A/B deltas (deferred vs eager)",
-            report.views[1].rows,
-            list(report.views[1].rows[0]) if report.views[1].rows else [],
-        )
-    )
-    for note in report.notes:
-        err_console.print(f"[dim]note: {note}[/]")
-    console.print(f"[{'bold red' if error else 'bold green'}]{report.summary['verdict']}[/]")
-    console.print(f"report: {out_dir / 'report.json'}")
+        warn(PLOT_HINT, label="no plots:")
+    show_tables(
+        [
+            ("serve-ab", report.results, report.views[0].columns or []),
+            ("A/B deltas (arm minus eager, signed %)", report.views[1].rows,
+             list(report.views[1].rows[0]) if report.views[1].rows else []),
+        ],
+        fmt,
+    )  # fmt: skip
+    for line in report.notes:
+        note(line)
+    verdict_line(report.summary["verdict"], not error)
+    say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
+        f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
     raise typer.Exit(code=1 if error or report.summary["failed_requests"] else 0)
+
+
+serve_ab = command(
+    [*option_params(ServeOptions, skip=("standins",)), _scenario_param(), *output_params()],
+    _body,
+    DOC,
+)

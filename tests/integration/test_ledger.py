@@ -9,10 +9,11 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.bench.micro import MicroOptions, run_micro
+from kimi_bench.bench.micro import run_micro
 from kimi_bench.config import get_preset
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
+from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import Step, decide, produce, take, wrap
 from kimi_bench.runtime import get_profile
 from kimi_bench.transport import cleanup_segments, new_prefix
@@ -93,8 +94,7 @@ def _expected(arm: str, runtime: str, carrier: str) -> list[tuple[Any, ...]]:
 def test_full_ledger_two_images_two_ranks(runtime: str, carrier: str):
     report = run_micro(
         MicroOptions(
-            cfg=K3,
-            groups=((2, 64, 48),),
+            synthetic="2x64x48",
             ranks=2,
             repeats=1,
             warmup=0,

@@ -5,10 +5,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.bench.images import ImageSpecError, describe_spec, parse_image_spec
-from kimi_bench.bench.micro import MicroFailed, MicroOptions, run_micro
+from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
 from kimi_bench.navit import plan_resize
+from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES
 from kimi_bench.transport import SHM_DIR, list_segments
 
@@ -39,8 +40,7 @@ def test_bad_spec_exits_2(spec, tmp_path):
 def test_stage_bookkeeping_decisions_and_bytes_cpu_two_ranks():
     report = run_micro(
         MicroOptions(
-            cfg=K3,
-            groups=((2, 64, 48), (1, 30, 20)),
+            synthetic="2x64x48,1x30x20",
             ranks=2,
             repeats=2,
             warmup=1,
@@ -88,8 +88,7 @@ def test_rank_failure_cleans_up_and_keeps_partial_results():
     with pytest.raises(MicroFailed) as info:
         run_micro(
             MicroOptions(
-                cfg=K3,
-                groups=((2, 64, 48),),
+                synthetic="2x64x48",
                 ranks=2,
                 repeats=3,
                 warmup=0,

@@ -2,8 +2,9 @@ import math
 
 import pytest
 
-from kimi_bench.bench.serve import arrival_offsets, parse_rates
+from kimi_bench.bench.serve import arrival_offsets
 from kimi_bench.bench.stats import bootstrap_interval, percentile, relative_change, summarize
+from kimi_bench.options import parse_rates
 
 
 def test_percentile_hand_values():
@@ -52,20 +53,21 @@ def test_gamma_burstiness_keeps_the_mean_and_changes_the_spread():
 
 def test_inf_rate_and_rate_parsing():
     assert arrival_offsets(math.inf, 3) == (0.0, 0.0, 0.0)
-    assert parse_rates("2, 8,inf") == [2.0, 8.0, math.inf]
-    for bad in ("0", "-1", "fast", "nan"):
+    assert parse_rates("2, 8,inf") == (2.0, 8.0, math.inf)
+    for bad in ("0", "-1", "fast", "nan", "1e308", "1e-300", ""):
         with pytest.raises(ValueError):
             parse_rates(bad)
 
 
 def test_serve_options_scenario_then_cli_overrides():
-    from kimi_bench.bench.serve import serve_options
-    from kimi_bench.scenario import load_scenario
+    from kimi_bench.cli.build import build
+    from kimi_bench.options import ServeOptions
+    from kimi_bench.scenario import scenario_table
 
-    section = load_scenario("serve-ab")["serve_ab"]
-    opts = serve_options(section, {"ranks": 2, "rates": "4,inf", "requests": None})
-    assert opts.ranks == 2 and opts.rates == [4.0, math.inf]  # CLI wins
-    assert opts.requests == 200 and opts.resolution == (1536, 1024)  # None keeps the file's
-    assert opts.cost.encoder_gflop_per_patch == 0.8 and opts.arms == ("eager", "deferred")
-    custom = serve_options({"image_format": "png", "unique_images": 3, "arms": ["deferred"]})
+    table = scenario_table("serve-ab", "serve_ab")
+    opts = build(ServeOptions, {**table, "ranks": 2, "rates": "4,inf"})
+    assert opts.ranks == 2 and opts.rates == (4.0, math.inf)  # the command line wins
+    assert opts.requests == 200 and opts.resolution == (1536, 1024)  # the file values
+    assert opts.standins.encoder_gflop_per_patch == 0.8 and opts.arms == ("eager", "deferred")
+    custom = ServeOptions(image_format="png", unique_images=3, arms=("deferred",))
     assert (custom.image_format, custom.unique_images, custom.arms) == ("png", 3, ("deferred",))

@@ -1,0 +1,167 @@
+"""From ``micro`` repeats to a report: small functions over ``Measurement`` objects.
+
+Raw samples stay in the report (``arms.<arm>.stages.<stage>.samples_ms``,
+``arms.<arm>.total_ms.samples``, ``speedups``); every summary is derived from them by
+``kimi_bench.stats``. Speedups are paired per repeat (the arms of one repeat run back to
+back), so each repeat is one independent unit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kimi_bench.ledger import Ledger, sort_copies
+from kimi_bench.pipeline import STAGES
+from kimi_bench.stats import Measurement, fmt_ms, ratio
+
+NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
+
+
+def stage_measurements(recs: list[dict[str, Any]]) -> dict[str, Measurement]:
+    ids = [r["iteration"] for r in recs]
+    return {
+        s: Measurement([r["stage_ms"][s] for r in recs], unit="ms", label=s, unit_ids=ids)
+        for s in STAGES
+        if recs and s in recs[0]["stage_ms"]
+    }
+
+
+def total_measurement(recs: list[dict[str, Any]], arm: str) -> Measurement:
+    return Measurement(
+        [r["total_ms"] for r in recs],
+        unit="ms",
+        label=f"{arm} total",
+        unit_ids=[r["iteration"] for r in recs],
+    )
+
+
+def arm_block(recs: list[dict[str, Any]], arm: str) -> dict[str, Any]:
+    """Per stage: bytes (from the ledger), raw samples and the derived summary; the arm's
+    copy ledger (one repeat) and its totals."""
+    stages = stage_measurements(recs)
+    ledger = Ledger().merge(sort_copies(recs[0]["copies"], STAGES)) if recs else Ledger()
+    changed = [r["iteration"] for r in recs[1:] if r["copies"] != recs[0]["copies"]]
+    totals = ledger.totals()
+    return {
+        "stages": {
+            s: {
+                "bytes": recs[0]["stage_bytes"].get(s, 0),
+                "samples_ms": list(m.samples),
+                "summary_ms": m.as_dict() if m.n else None,
+            }
+            for s, m in stages.items()
+        },
+        "total_ms": total_measurement(recs, arm).as_dict() if recs else None,
+        "copies": ledger.rows(),
+        "copy_totals": totals,
+        "ledger_changed_in_repeats": changed,
+        "h2d_bytes": totals["h2d_bytes"] if recs else None,
+        "moved_bytes": totals["copied_bytes"] if recs else None,
+    }
+
+
+def stage_rows(arm: str, block: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for s, st in block["stages"].items():
+        m = st["summary_ms"] or {}
+        rows.append(
+            {
+                "arm": arm,
+                "stage": s,
+                "median_ms": m.get("median"),
+                "p10_ms": m.get("p10"),
+                "p90_ms": m.get("p90"),
+                "bytes": st["bytes"],
+            }
+        )
+    t = block["total_ms"] or {}
+    rows.append(
+        {
+            "arm": arm,
+            "stage": "TOTAL",
+            "median_ms": t.get("median"),
+            "p10_ms": t.get("p10"),
+            "p90_ms": t.get("p90"),
+            "bytes": block["moved_bytes"],
+        }
+    )
+    return rows
+
+
+def speedups(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """``<arm>_vs_<base>``: base total / arm total per repeat (paired), for every arm
+    against eager and, for the proposed arm, against deferred too."""
+    out: dict[str, Any] = {}
+    for arm in samples:
+        for base in ("eager", "deferred"):
+            if arm == base or base not in samples or (base == "deferred" and arm == "eager"):
+                continue
+            if not samples[arm] or not samples[base]:
+                continue
+            m = ratio(total_measurement(samples[base], base), total_measurement(samples[arm], arm))
+            iv = m.interval()
+            out[f"{arm}_vs_{base}"] = m.as_dict() | {"interval": iv.as_dict()}
+    return out
+
+
+def noise_notes(arms: dict[str, Any]) -> list[str]:
+    out = []
+    for arm, block in arms.items():
+        for _s, st in block["stages"].items():
+            m = st["summary_ms"]
+            if m and m["median"] >= NOISE_MIN_MS and m["warnings"]:
+                out.append(f"noisy: {arm}/{m['warnings'][0]}")
+        if block["total_ms"] and block["total_ms"]["warnings"]:
+            out.append(f"noisy: {arm} {block['total_ms']['warnings'][0]}")
+    return out
+
+
+def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
+    """The stages that dominate each arm, and what separates each non-eager arm from the
+    floor (host-side work on the raw bytes)."""
+    out = []
+    for arm, block in arms.items():
+        total = (block["total_ms"] or {}).get("median")
+        if not total or math.isnan(total):
+            continue
+        meds = sorted(
+            ((s, st["summary_ms"]["median"]) for s, st in block["stages"].items()
+             if st["summary_ms"]),
+            key=lambda x: -x[1],
+        )[:3]  # fmt: skip
+        top = ", ".join(f"{s} {fmt_ms(ms)} ({ms / total:.0%})" for s, ms in meds)
+        out.append(f"where {arm} time goes (median {fmt_ms(total)}): {top}.")
+        if arm != "eager" and floor_ms:
+            host = ("producer", "serialize", "to_rank0", "broadcast", "take_copy")
+            host_ms = sum(
+                block["stages"][s]["summary_ms"]["median"]
+                for s in host
+                if s in block["stages"] and block["stages"][s]["summary_ms"]
+            )
+            out.append(
+                f"{arm} vs floor: {fmt_ms(total)} vs {fmt_ms(floor_ms)}; {fmt_ms(host_ms)} "
+                f"({host_ms / total:.0%}) is host-side work on the raw bytes ({', '.join(host)})"
+                ": staging, carrier copies and pickling that the floor (one pinned H2D + the "
+                "kernel) does not include."
+            )
+    return out
+
+
+def verdict(error: str | None, exact: list[bool], speed: dict[str, Any], arms: list[str]) -> str:
+    if error:
+        return f"INCOMPLETE after {len(exact) // max(1, len(arms) - 1)} repeats: {error}"
+    if not exact or not all(exact):
+        return "MISMATCH: the owner's BF16 outputs differ between arms (torch.equal)"
+    parts = []
+    for key, m in speed.items():
+        iv = m["interval"]
+        spread = (
+            f"95% CI {iv['low']:.2f}-{iv['high']:.2f}"
+            if iv["kind"] == "ci"
+            else f"range {iv['low']:.2f}-{iv['high']:.2f}, too few repeats for a CI"
+        )
+        arm, base = key.split("_vs_")
+        parts.append(f"{arm} {m['median']:.2f}x faster than {base} ({spread})")
+    reps = len(exact) // max(1, len(arms) - 1)
+    return "; ".join(parts) + f"; owner BF16 outputs identical in {reps} repeats"

@@ -1,0 +1,378 @@
+"""One typed options model per scenario (parity, micro, serve-ab, run).
+
+Each field has its default, allowed values, unit (in the name or the description) and a
+one-line description here and nowhere else: the CLI options are generated from these
+models (``kimi_bench.cli.build``), scenario files are validated by them (unknown keys are
+errors), the workers are configured from them and the report's ``config`` is their dump.
+``kimi-bench run`` and the single commands therefore share every default.
+
+Defaults that depend on the machine (the PR shape on a GPU, a smaller shape that finishes
+in minutes on a 2-core CPU) are ``None`` in the model and resolved once by
+``resolve_defaults`` from ``MACHINE_DEFAULTS``; the report says which profile was used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+Preset = Literal["kimi-k3", "kimi-k2.5"]
+Device = Literal["auto", "cpu", "cuda"]
+Runtime = Literal["sglang-0.5.23", "pr-33921"]
+Carrier = Literal["shm", "pickle"]
+Arm = Literal["eager", "deferred", "zero-copy"]
+Content = Literal["random", "blank", "photo"]
+
+MAX_RANKS = 64  # one process per rank on one host: beyond this use torchrun across nodes
+MAX_RATE = 1e6  # requests/s; "inf" sends everything at once
+MAX_TIMEOUT_S = 86_400.0
+RESOLUTION_PRESETS = {
+    "720p": (1280, 720),
+    "1080p": (1920, 1080),
+    "1440p": (2560, 1440),
+    "4k": (3840, 2160),
+}  # fmt: skip  (width, height)
+_SPEC = re.compile(r"^\s*(\d+)x(\d+)x(\d+)\s*$")
+_HXW = re.compile(r"^\s*(\d+)x(\d+)\s*$")
+_SPELLED = re.compile(r"^\s*width\s*=\s*(\d+)\s*,\s*height\s*=\s*(\d+)\s*$")
+
+# Machine-dependent defaults: the PR shape on a GPU; a CPU profile that finishes within
+# a few minutes on a 2-core machine (issue: "defaults that fit the machine").
+MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "cuda": {
+        "micro": {"ranks": 8, "repeats": 20, "warmup": 3},
+        "serve_ab": {"ranks": 8, "requests": 200, "resolution": (1536, 1024)},
+    },
+    "cpu": {
+        "micro": {"ranks": 2, "repeats": 5, "warmup": 1},
+        "serve_ab": {"ranks": 2, "requests": 16, "resolution": (640, 480)},
+    },
+}
+
+
+class OptionsError(ValueError):
+    """Options that cannot be used; the message names the option or scenario key."""
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_image_spec(text: str) -> tuple[tuple[int, int, int], ...]:
+    """``"2x1536x1024,1x4096x3072"`` -> ((2, 1536, 1024), (1, 4096, 3072)); width first."""
+    groups = []
+    for part in str(text).split(","):
+        m = _SPEC.match(part)
+        if not m:
+            raise ValueError(
+                f"bad image spec {part.strip()!r}: expected COUNTxWIDTHxHEIGHT, "
+                "e.g. 4x1536x1024 (comma-separate several)"
+            )
+        count, w, h = (int(g) for g in m.groups())
+        if min(count, w, h) < 1 or count > 256 or max(w, h) > 65_535:
+            raise ValueError(
+                f"bad image spec {part.strip()!r}: COUNTxWIDTHxHEIGHT with a count of 1..256 "
+                "and sides of 1..65535 pixels"
+            )
+        groups.append((count, w, h))
+    return tuple(groups)
+
+
+def parse_resolution(text: str, order: Literal["hxw", "wxh"] = "hxw") -> tuple[int, int]:
+    """-> (width, height). ``720p``/``1080p``/``1440p``/``4k``; ``HEIGHTxWIDTH`` (the order
+    of ``sglang.bench_serving --image-resolution``) or, with ``order="wxh"``, the older
+    ``--resolution WIDTHxHEIGHT``; ``width=W,height=H`` spelled out. Anything else is
+    refused rather than guessed."""
+    t = str(text).strip().lower()
+    if t in RESOLUTION_PRESETS:
+        return RESOLUTION_PRESETS[t]
+    if m := _SPELLED.match(t):
+        w, h = int(m.group(1)), int(m.group(2))
+    elif m := _HXW.match(t):
+        a, b = int(m.group(1)), int(m.group(2))
+        w, h = (b, a) if order == "hxw" else (a, b)
+    else:
+        raise ValueError(
+            f"bad image resolution {text!r}: use a preset (720p, 1080p, 1440p, 4k), "
+            "HEIGHTxWIDTH (e.g. 1024x1536, as sglang.bench_serving) or width=W,height=H"
+        )
+    if not (1 <= w <= 65_535 and 1 <= h <= 65_535):
+        raise ValueError(f"bad image resolution {text!r}: sides must be 1..65535 pixels")
+    return w, h
+
+
+def parse_rates(value: Any) -> tuple[float, ...]:
+    """``"2,8,inf"`` or ``[2, 8, "inf"]`` -> (2.0, 8.0, inf); finite rates in (0, 1e6]."""
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    rates = []
+    for part in parts:
+        p = str(part).strip().lower()
+        try:
+            r = math.inf if p in ("inf", "infinity") else float(p)
+        except ValueError:
+            raise ValueError(f"bad rate {part!r}: a number of requests/s or inf") from None
+        if not (r == math.inf or 0.001 <= r <= MAX_RATE):
+            raise ValueError(f"bad rate {part!r}: between 0.001 and {MAX_RATE:g} req/s, or inf")
+        rates.append(r)
+    if not rates:
+        raise ValueError("at least one request rate is needed")
+    return tuple(rates)
+
+
+def rate_label(rate: float) -> str:
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def _split_list(value: Any) -> Any:
+    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+
+
+def _metadata(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        out = {}
+        for item in value:
+            key, sep, val = str(item).partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"bad metadata {item!r}: expected KEY=VALUE")
+            out[key.strip()] = val
+        return out
+    return value
+
+
+# ------------------------------------------------------------------------------ shared
+
+Ranks = Annotated[int, Field(ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")]
+
+
+class _Common(_Options):
+    preset: Preset = Field("kimi-k3", description="Preprocessing preset.")
+    config: Path | None = Field(
+        None,
+        description="A checkpoint's preprocessor_config.json (keys under media_proc_cfg or "
+        "top level); overrides --preset.",
+    )
+    device: Device = Field(
+        "auto", description="auto (CUDA if present), cpu or cuda; on cpu the GPU is emulated."
+    )
+    runtime: Runtime = Field(
+        "sglang-0.5.23",
+        description="Runtime behaviour to emulate: sglang-0.5.23 (shm receivers map "
+        "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request).",
+    )
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed for images and arrivals.")
+    notes: tuple[str, ...] = Field((), description="Text added to the report's notes.")
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="KEY=VALUE pairs kept in the report (repeatable)."
+    )
+
+    _meta = field_validator("metadata", mode="before")(_metadata)
+
+
+class ParityOptions(_Common):
+    images: Path | None = Field(
+        None, description="Folder of your inputs (PIL images, .pt/.npy tensors); "
+        "default: the built-in corpus."
+    )  # fmt: skip
+    ranks: Ranks = 2
+    policy: Literal["request", "image"] | None = Field(
+        None, description="Override the runtime's decision scope (request or image)."
+    )
+    images_per_request: int = Field(1, ge=1, le=64, description="Images per request.")
+    batch_size: int = Field(4, ge=1, le=1024, description="Requests per forward batch.")
+    max_pixels: int = Field(
+        100_000_000, ge=1, le=2**31, description="Refuse inputs with more pixels (bomb guard)."
+    )
+    dump: Path | None = Field(None, description="Write DIR/<name>.pt with both arms' FP32.")
+    reference: Literal["pil", "sglang", "none"] = Field(
+        "pil",
+        description="pil: distance to a PIL reference; sglang: compare with the installed "
+        "SGLang runtime's own functions; none.",
+    )
+    follow_links: bool = Field(False, description="Follow symlinks that leave the folder.")
+
+
+class MicroOptions(_Common):
+    synthetic: str = Field(
+        "4x1536x1024",
+        description="Generated images COUNTxWIDTHxHEIGHT (width first, like PIL), "
+        "comma-separated for mixes.",
+    )
+    images: Path | None = Field(
+        None, description="Folder of your images to use instead of --synthetic (the older "
+        "COUNTxWxH form is still read as --synthetic).",
+    )  # fmt: skip
+    ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
+                              "[GPU: 8, CPU: 2].")  # fmt: skip
+    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    arms: tuple[Arm, ...] = Field(("eager", "deferred"), description="Arms to run.")
+    content: Content = Field("random", description="random (seeded), blank or photo.")
+    repeats: int | None = Field(None, ge=1, le=10_000, description="Measured repeats "
+                                "[GPU: 20, CPU: 5].")  # fmt: skip
+    warmup: int | None = Field(None, ge=0, le=1_000, description="Unmeasured repeats first "
+                               "[GPU: 3, CPU: 1].")  # fmt: skip
+    timeout_s: float = Field(300.0, gt=0, le=MAX_TIMEOUT_S, description="Fail when no "
+                             "worker reports for this many seconds.")  # fmt: skip
+    fault: str | None = Field(None, description="Tests only: inject a fault.")
+
+    _arms = field_validator("arms", mode="before")(_split_list)
+
+    @field_validator("synthetic")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        parse_image_spec(v)
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_images_spec(cls, data: Any) -> Any:
+        """``images = "2x640x480"`` (the older spelling) means ``synthetic``."""
+        images = data.get("images") if isinstance(data, dict) else None
+        if isinstance(images, (str, Path)) and _SPEC.match(str(images).split(",")[0]):
+            data = dict(data)
+            if "synthetic" in data:
+                raise ValueError("give synthetic or an images spec, not both")
+            data["synthetic"] = str(data.pop("images"))
+        return data
+
+    @property
+    def groups(self) -> tuple[tuple[int, int, int], ...]:
+        return parse_image_spec(self.synthetic)
+
+
+class StandinOptions(_Options):
+    encoder_gflop_per_patch: float = Field(0.8, ge=0, le=1e4, description="Encoder stand-in "
+                                           "GFLOP per patch (MoonViT-sized).")  # fmt: skip
+    prefill_gflop_per_token: float = Field(6.0, ge=0, le=1e5, description="Prefill stand-in "
+                                           "GFLOP per token, split over ranks.")  # fmt: skip
+    text_tokens_per_request: int = Field(128, ge=0, le=1_000_000, description="Text tokens.")
+    cpu_flops_scale: float = Field(0.002, gt=0, le=1, description="Fraction of stand-in "
+                                   "FLOPs run on CPU-only machines.")  # fmt: skip
+
+
+class ServeOptions(_Common):
+    rates: tuple[float, ...] = Field(
+        (2.0, 8.0, math.inf),
+        validation_alias=AliasChoices("rates", "request_rate"),
+        description="Request rates in req/s, comma-separated; inf = all at once.",
+    )
+    requests: int | None = Field(
+        None, ge=1, le=100_000, validation_alias=AliasChoices("requests", "num_prompts"),
+        description="Measured requests per rate and arm [GPU: 200, CPU: 16].",
+    )  # fmt: skip
+    images_per_request: int = Field(
+        1, ge=1, le=64, validation_alias=AliasChoices("images_per_request", "image_count"),
+        description="Images per request.",
+    )  # fmt: skip
+    image_resolution: str | None = Field(
+        None, description="Request image size: 720p/1080p/1440p/4k, HEIGHTxWIDTH (as "
+        "sglang.bench_serving) or width=W,height=H [GPU: 1024x1536, CPU: 480x640].",
+    )  # fmt: skip
+    resolution: tuple[int, int] | None = Field(
+        None, description="Deprecated: WIDTHxHEIGHT (width first); use --image-resolution."
+    )
+    ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
+                              "[GPU: 8, CPU: 2].")  # fmt: skip
+    processor_workers: int = Field(2, ge=1, le=64, description="Producer processes.")
+    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    arms: tuple[Arm, ...] = Field(("eager", "deferred"), description="Arms to run.")
+    burstiness: float = Field(1.0, gt=0, le=1000, description="Gamma shape of arrival gaps "
+                              "(1 = Poisson).")  # fmt: skip
+    warmup_requests: int = Field(4, ge=0, le=10_000, description="Unmeasured requests first.")
+    repeats: int = Field(1, ge=1, le=100, description="Repeats per rate and arm.")
+    image_format: Literal["jpeg", "png"] = Field("jpeg", description="jpeg (q85) or png.")
+    image_content: Content = Field("random", description="random, blank or photo.")
+    unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
+    request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="Seconds "
+                                     "without progress before requests fail.")  # fmt: skip
+    max_concurrency: int | None = Field(None, ge=1, le=100_000, description="Cap on "
+                                        "requests in flight (HTTP client).")  # fmt: skip
+    endpoints: tuple[str, ...] = Field((), description="NAME=URL of a real OpenAI-compatible "
+                                       "server (repeatable, two or more).")  # fmt: skip
+    model: str = Field("kimi-k3", description="Model name sent to --endpoint servers.")
+    max_tokens: int = Field(1, ge=1, le=65_536, description="Output tokens per request.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Env variable with the API key.")
+    standins: StandinOptions = Field(default_factory=StandinOptions)  # type: ignore[arg-type]
+    fault: str | None = Field(None, description="Tests only: inject a fault.")
+
+    _arms = field_validator("arms", mode="before")(_split_list)
+
+    @field_validator("rates", mode="before")
+    @classmethod
+    def _rates(cls, v: Any) -> Any:
+        return parse_rates(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolution(cls, data: Any) -> Any:
+        """``image_resolution`` (HEIGHTxWIDTH) and the older ``resolution`` (WIDTHxHEIGHT)
+        both land in ``resolution`` as (width, height); giving both is an error."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        new, old = data.get("image_resolution"), data.get("resolution")
+        if new is not None and old is not None:
+            raise ValueError("give image_resolution or resolution, not both")
+        if new is not None:
+            data["resolution"] = parse_resolution(str(new), "hxw")
+        elif isinstance(old, str):
+            data["resolution"] = parse_resolution(old, "wxh")
+        return data
+
+    @property
+    def width_height(self) -> tuple[int, int]:
+        if self.resolution is None:
+            raise ValueError("resolution not resolved (call resolve_defaults first)")
+        return self.resolution
+
+
+class GateOptions(_Options):
+    rules: str = Field("gate", description="Gate rules: a built-in name or a TOML path.")
+    baseline: str | None = Field(None, description="Baseline report or folder.")
+
+
+class RunOptions(_Options):
+    description: str = Field("", description="What this scenario is for.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed for every part.")
+    device: Device = Field("auto", description="Device for every part.")
+    parity: ParityOptions | None = None
+    micro: MicroOptions | None = None
+    serve_ab: ServeOptions | None = None
+    gate: GateOptions = Field(default_factory=GateOptions)  # type: ignore[arg-type]
+
+
+def describe_error(exc: Any, source: str, flag_names: bool = True) -> str:
+    """One line per problem, naming the option (``--ranks``) or the scenario key."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
+        key = f"--{loc.replace('_', '-')}" if flag_names and loc else (loc or "(options)")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown option (not a field of this scenario)"
+        lines.append(f"{source}{key}: {msg}")
+    return "; ".join(lines)
+
+
+def resolve_defaults(opts: Any, kind: str, device_type: str) -> tuple[Any, str]:
+    """Fill the machine-dependent ``None`` fields; returns (options, profile name)."""
+    profile = "cuda" if device_type == "cuda" else "cpu"
+    fill = {
+        k: v
+        for k, v in MACHINE_DEFAULTS[profile].get(kind, {}).items()
+        if getattr(opts, k, 0) is None
+    }
+    return (opts.model_copy(update=fill) if fill else opts), profile

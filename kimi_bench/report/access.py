@@ -1,0 +1,342 @@
+"""Read what the figures and the HTML page need out of a report dict.
+
+Every figure reads the report through these functions only, so a change of the
+``report.json`` layout (new summary shapes, a ``copies`` ledger, renamed keys) is fixed
+here once. All of them take the plain dict of ``Report.to_dict()`` / ``report.json`` and
+never raise on a missing block: they return empty lists or ``None`` and the figure says
+"no data".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Dict = dict[str, Any]
+
+# Keys a block may keep its summary under, newest first (Measurement-style first).
+_SUMMARY_KEYS = ("measurement", "summary", "summary_ms")
+_SAMPLE_KEYS = ("samples_ms", "samples")
+
+
+def _or(v: Any, default: float) -> float:
+    f = number(v)
+    return default if f is None else f
+
+
+def number(v: Any) -> float | None:
+    """A finite float, or None for null / NaN / non-numbers (a hostile report stays drawable)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+# --------------------------------------------------------------------- environment / caption
+
+
+def kind(report: Dict) -> str:
+    return str(report.get("kind", "?"))
+
+
+def commit(report: Dict) -> str:
+    git = report.get("environment", {}).get("git") or {}
+    c = str(git.get("commit") or "?")[:12]
+    return c + ("+dirty" if git.get("dirty") else "")
+
+
+def device(report: Dict) -> str:
+    env = report.get("environment", {})
+    name, dev = env.get("device_name"), env.get("device")
+    return f"{name} ({dev})" if name and dev and name != dev else str(name or dev or "?")
+
+
+def preset(report: Dict) -> str:
+    env, cfg = report.get("environment", {}), report.get("config", {})
+    pre = cfg.get("preprocess") or {}
+    return str(env.get("preset") or pre.get("name") or cfg.get("preset") or "?")
+
+
+def ranks(report: Dict) -> str:
+    r = report.get("config", {}).get("ranks")
+    return "?" if r is None else str(r)
+
+
+def carrier(report: Dict) -> str:
+    cfg = report.get("config", {})
+    return str(cfg.get("carrier") or cfg.get("transport") or "n/a")
+
+
+def caption(report: Dict) -> str:
+    """One line naming what produced the numbers: device, preset, ranks, carrier, commit."""
+    env = report.get("environment", {})
+    parts = [
+        device(report),
+        f"preset {preset(report)}",
+        f"{ranks(report)} ranks",
+        f"carrier {carrier(report)}",
+        f"commit {commit(report)}",
+    ]
+    if env.get("torch"):
+        parts.append(f"torch {env['torch']}")
+    if env.get("created"):
+        parts.append(str(env["created"]))
+    return " · ".join(parts)
+
+
+def verdict(report: Dict) -> str:
+    return str(report.get("summary", {}).get("verdict") or "")
+
+
+def notes(report: Dict) -> list[str]:
+    return [str(n) for n in report.get("notes") or []]
+
+
+# --------------------------------------------------------------------------------- micro
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median with p10/p90 of one measured quantity (ms)."""
+
+    median: float
+    p10: float
+    p90: float
+
+
+@dataclass(frozen=True)
+class StageStat:
+    arm: str
+    stage: str
+    spread: Spread | None  # None: the stage does not apply to this arm / was not measured
+    bytes: int
+
+
+def spread_of(block: Any) -> Spread | None:
+    """Median/p10/p90 of a block: its summary if it has one, else derived from its samples."""
+    if not isinstance(block, dict):
+        return None
+    for key in _SUMMARY_KEYS:
+        s = block.get(key)
+        if isinstance(s, dict) and number(s.get("median")) is not None:
+            med = _or(s.get("median"), 0.0)
+            return Spread(med, _or(s.get("p10"), med), _or(s.get("p90"), med))
+    if number(block.get("median")) is not None:  # a summary dict itself (total_ms)
+        med = _or(block.get("median"), 0.0)
+        return Spread(med, _or(block.get("p10"), med), _or(block.get("p90"), med))
+    for key in _SAMPLE_KEYS:
+        xs = [x for x in map(number, block.get(key) or []) if x is not None]
+        if xs:
+            p10, med, p90 = np.percentile(xs, [10, 50, 90])
+            return Spread(float(med), float(p10), float(p90))
+    return None
+
+
+def micro_arms(report: Dict) -> list[str]:
+    return list((report.get("arms") or {}).keys())
+
+
+def micro_stages(report: Dict) -> list[StageStat]:
+    """Per arm, per stage (in the report's order): median/p10/p90 ms and bytes moved."""
+    out = []
+    for arm, block in (report.get("arms") or {}).items():
+        for stage, st in (block.get("stages") or {}).items():
+            applicable = st.get("applicable", True)
+            sp = spread_of(st) if applicable else None
+            out.append(StageStat(arm, stage, sp, int(number(st.get("bytes")) or 0)))
+    if out:
+        return out
+    for row in report.get("results") or []:  # fall back to the flat table
+        if row.get("stage") in (None, "TOTAL"):
+            continue
+        med = number(row.get("median_ms"))
+        sp = None
+        if med is not None:
+            sp = Spread(med, _or(row.get("p10_ms"), med), _or(row.get("p90_ms"), med))
+        out.append(StageStat(str(row["arm"]), str(row["stage"]), sp, int(row.get("bytes") or 0)))
+    return out
+
+
+def micro_total(report: Dict, arm: str) -> Spread | None:
+    block = (report.get("arms") or {}).get(arm) or {}
+    return spread_of(block.get("total_ms"))
+
+
+def floor_ms(report: Dict) -> float | None:
+    floor = report.get("floor")
+    if isinstance(floor, dict) and number(floor.get("floor_ms")) is not None:
+        return number(floor["floor_ms"])
+    top = number(report.get("floor_ms"))
+    return top if top is not None else number(report.get("summary", {}).get("floor_ms"))
+
+
+@dataclass(frozen=True)
+class Span:
+    lane: str  # "producer", "rank 0", ...
+    stage: str
+    start_ms: float
+    end_ms: float
+
+
+def micro_timeline(report: Dict, arm: str) -> tuple[list[Span], bool]:
+    """Spans of one repeat of ``arm`` and whether they are per rank.
+
+    Per-rank form (``report["timeline"][arm]["ranks"]``, each with ``rank``/``lane`` and
+    ``spans`` of ``stage``/``start_ms``/``end_ms``) when the report has it; otherwise the
+    stages of the median-total repeat laid end to end on one lane (``per_rank`` False).
+    """
+    tl = (report.get("timeline") or {}).get(arm)
+    if isinstance(tl, dict) and tl.get("ranks"):
+        spans = []
+        for lane in tl["ranks"]:
+            name = str(lane.get("lane") or f"rank {lane.get('rank', '?')}")
+            for s in lane.get("spans") or []:
+                a, b = number(s.get("start_ms")), number(s.get("end_ms"))
+                if a is not None and b is not None:
+                    spans.append(Span(name, str(s.get("stage")), a, b))
+        return spans, True
+    reps = [r for r in (report.get("repeats") or {}).get(arm) or [] if isinstance(r, dict)]
+    reps = [r for r in reps if number(r.get("total_ms")) is not None]
+    if not reps:
+        return [], False
+    reps.sort(key=lambda r: number(r["total_ms"]) or 0.0)
+    rep = reps[len(reps) // 2]
+    t, spans = 0.0, []
+    for stage, ms in (rep.get("stage_ms") or {}).items():
+        v = number(ms)
+        if v is not None:
+            spans.append(Span("stages in sequence", stage, t, t + v))
+            t += v
+    return spans, False
+
+
+# --------------------------------------------------------------------------------- serve
+
+
+def serve_rates(report: Dict) -> list[str]:
+    """Offered rates as category labels, in the run's order ("2", "8", "inf")."""
+    rates = report.get("summary", {}).get("rates") or report.get("config", {}).get("rates")
+    if not rates:
+        rates = list(dict.fromkeys(r.get("rate") for r in report.get("results") or []))
+    return [_rate_label(r) for r in rates]
+
+
+def _rate_label(r: Any) -> str:
+    if r is None or (isinstance(r, float) and math.isinf(r)):
+        return "inf"
+    if isinstance(r, float) and r.is_integer():
+        return str(int(r))
+    return str(r)
+
+
+def offered_rate(label: str) -> float | None:
+    """req/s offered at a rate category; None for "inf" (all requests at once)."""
+    try:
+        v = float(label)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def serve_arms(report: Dict) -> list[str]:
+    arms = report.get("config", {}).get("arms")
+    if arms:
+        return [str(a) for a in arms]
+    return list(dict.fromkeys(str(r.get("arm")) for r in report.get("results") or []))
+
+
+def serve_row(report: Dict, arm: str, rate: str) -> Dict:
+    for r in report.get("results") or []:
+        if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate:
+            return dict(r)
+    return {}
+
+
+def request_ttfts(report: Dict, arm: str, rate: str) -> list[float]:
+    """TTFT (ms) of every completed request of one arm at one rate (warm-up excluded)."""
+    out = []
+    for r in report.get("requests") or []:
+        if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate and not r.get("error"):
+            v = number(r.get("ttft_ms"))
+            if v is not None:
+                out.append(v)
+    return out
+
+
+def serve_stage_keys(report: Dict) -> list[str]:
+    """Per-request stage columns (``queue_wait_ms`` ...), in pipeline order."""
+    reqs = report.get("requests") or []
+    if not reqs:
+        return []
+    return [k for k in reqs[0] if k.endswith("_ms") and k != "ttft_ms"]
+
+
+def serve_stage_medians(report: Dict, arm: str, rate: str) -> dict[str, float]:
+    """Median ms per stage for one arm at one rate, from the requests."""
+    keys = serve_stage_keys(report)
+    rows = [
+        r
+        for r in report.get("requests") or []
+        if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate and not r.get("error")
+    ]
+    out = {}
+    for k in keys:
+        xs = [x for x in (number(r.get(k)) for r in rows) if x is not None]
+        if xs:
+            out[k] = float(np.median(xs))
+    return out
+
+
+def interval(
+    samples: list[float], q: float, *, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of the q-th percentile of ``samples`` (seeded, so
+    the same report always draws the same band). None below 3 samples."""
+    if len(samples) < 3:
+        return None
+    xs = np.asarray(samples, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(xs), size=(resamples, len(xs)))
+    stats = np.percentile(xs[idx], q, axis=1)
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+# --------------------------------------------------------------------------------- parity
+
+
+@dataclass(frozen=True)
+class ParityRow:
+    name: str
+    size: str
+    fp32: bool | None
+    bf16: bool | None
+    deferred: bool | None
+    diff_vs_pil: float | None
+    error: str | None
+
+
+def parity_rows(report: Dict) -> list[ParityRow]:
+    out = []
+    for r in report.get("results") or []:
+        w, h = r.get("width"), r.get("height")
+
+        def flag(key: str, row: Dict = r) -> bool | None:
+            v = row.get(key)
+            return v if isinstance(v, bool) else None
+
+        out.append(
+            ParityRow(
+                name=str(r.get("name", "?")),
+                size=f"{w}x{h}" if w and h else "",
+                fp32=flag("bit_exact_fp32"),
+                bf16=flag("bit_exact_bf16"),
+                deferred=flag("deferred"),
+                diff_vs_pil=number(r.get("max_abs_diff_vs_pil")),
+                error=str(r["error"]) if r.get("error") else None,
+            )
+        )
+    return out

@@ -1,0 +1,121 @@
+"""What every figure shares: the matplotlib import (the ``plot`` extra, Agg backend), the
+title and caption line (device, preset, ranks, carrier, commit), colours, saving."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.report import access
+
+PLOT_HINT = "install the plot extra for charts: pip install 'kimi-bench[plot]'"
+
+ARM_COLORS = {"eager": "#d95f02", "deferred": "#1b9e77"}
+_OTHER_ARM = "#7570b3"
+DPI = 110
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (no display needed), or None when the
+    ``plot`` extra is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def arm_color(arm: str) -> str:
+    return ARM_COLORS.get(arm, _OTHER_ARM)
+
+
+def stage_colors(stages: list[str]) -> dict[str, Any]:
+    """One stable colour per stage name (the same stage keeps its colour across figures)."""
+    plt = pyplot()
+    cmap = plt.get_cmap("tab20") if plt else None
+    return {s: (cmap(i % 20) if cmap else "grey") for i, s in enumerate(stages)}
+
+
+def decorate(fig: Any, report: dict[str, Any], title: str, note: str = "") -> Any:
+    """Title naming kind and what is drawn, caption line naming the machine and commit."""
+    fig.suptitle(f"{access.kind(report)}: {title}", fontsize=12, fontweight="bold")
+    line = access.caption(report)
+    if note:
+        line += "\n" + note
+    fig.text(0.01, 0.005, line, fontsize=7.5, color="#444444", ha="left", va="bottom")
+    return fig
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'; 0 -> '0 B'."""
+    v = float(n)
+    if abs(v) < 1024:
+        return f"{v:.0f} B"
+    units = ("KiB", "MiB", "GiB", "TiB")
+    k = 0
+    v /= 1024
+    while abs(v) >= 1024 and k < len(units) - 1:
+        v /= 1024
+        k += 1
+    return f"{v:.3g} {units[k]}"
+
+
+def fmt_ms(v: float) -> str:
+    """Milliseconds with sensible digits: 0.0123 -> '0.012 ms', 212.4 -> '212 ms'."""
+    return f"{v:.3g} ms" if v < 100 else f"{v:.0f} ms"
+
+
+def png_bytes(fig: Any) -> bytes:
+    plt = pyplot()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    if plt is not None:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def empty_figure(report: dict[str, Any], title: str, why: str) -> Any:
+    """A small figure that says why there is nothing to draw (kept, so a reader is not
+    left guessing why a chart is missing)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 2.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"no data: {why}", ha="center", va="center", fontsize=11)
+    fig.subplots_adjust(top=0.78, bottom=0.22)
+    return decorate(fig, report, title)
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of a report kind: file stem, heading, what it shows, how to build it."""
+
+    stem: str
+    title: str
+    about: str
+    build: Callable[[dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class RenderedFigure:
+    stem: str
+    title: str
+    about: str
+    png: bytes
+
+    def save(self, out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"{self.stem}.png"
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        try:
+            tmp.write_bytes(self.png)
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path

@@ -1,0 +1,113 @@
+"""Figures of a report, drawn from its ``report.json`` data only, so committed reports can
+be re-rendered by any later kimi-bench.
+
+``render_figures(report, out_dir)`` writes the PNGs of one report; ``figures_png(report)``
+returns them in memory (for the HTML page); ``render_tree(root)`` re-renders every
+``report.json`` under a folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.report import figures_micro, figures_parity, figures_serve
+from kimi_bench.report.figbase import PLOT_HINT, FigureSpec, RenderedFigure, png_bytes, pyplot
+
+__all__ = [
+    "FIGURES",
+    "PLOT_HINT",
+    "figures_png",
+    "find_reports",
+    "plot_available",
+    "render_figures",
+    "render_tree",
+    "saved_figures",
+]
+
+FIGURES: dict[str, tuple[FigureSpec, ...]] = {
+    "micro": figures_micro.FIGURES,
+    "serve-ab": figures_serve.FIGURES,
+    "parity": figures_parity.FIGURES,
+}
+
+
+def _as_dict(report: Any) -> dict[str, Any]:
+    if isinstance(report, dict):
+        return report
+    if hasattr(report, "to_dict"):
+        return dict(report.to_dict())
+    raise TypeError(f"expected a report dict or Report, got {type(report).__name__}")
+
+
+def plot_available() -> bool:
+    return pyplot() is not None
+
+
+def figures_png(report: Any) -> list[RenderedFigure]:
+    """Every figure of the report's kind as PNG bytes; [] without matplotlib or for a kind
+    that has no figures (``run``)."""
+    rep = _as_dict(report)
+    if pyplot() is None:
+        return []
+    out = []
+    for spec in FIGURES.get(str(rep.get("kind")), ()):
+        fig = spec.build(rep)
+        out.append(RenderedFigure(spec.stem, spec.title, spec.about, png_bytes(fig)))
+    return out
+
+
+def render_figures(report: Any, out_dir: str | Path) -> list[Path]:
+    """Write the report's figures as ``<stem>.png`` under ``out_dir``; returns the paths
+    ([] without matplotlib: the caller prints ``PLOT_HINT``)."""
+    return [f.save(Path(out_dir)) for f in figures_png(report)]
+
+
+def saved_figures(report: Any, folder: str | Path) -> list[RenderedFigure]:
+    """The report's figures as already written in ``folder`` (``<stem>.png``), without
+    drawing them again; figures missing on disk are skipped."""
+    rep = _as_dict(report)
+    out = []
+    for spec in FIGURES.get(str(rep.get("kind")), ()):
+        png = Path(folder) / f"{spec.stem}.png"
+        if png.is_file():
+            out.append(RenderedFigure(spec.stem, spec.title, spec.about, png.read_bytes()))
+    return out
+
+
+def find_reports(root: str | Path) -> list[Path]:
+    """``root`` itself when it is a file, else every ``report.json`` below it (regular files
+    only; symlinks are not followed), sorted."""
+    base = Path(root)
+    if base.is_file():
+        return [base]
+    return [p for p in sorted(base.rglob("report.json")) if p.is_file() and not p.is_symlink()]
+
+
+@dataclass(frozen=True)
+class Rerendered:
+    report_path: Path
+    report: dict[str, Any]
+    figures: list[Path]
+    html: Path | None
+    rendered: list[RenderedFigure]
+
+
+def render_tree(root: str | Path, *, html: bool = True) -> list[Rerendered]:
+    """Re-render the figures (and a ``report.html`` unless ``html`` is False) next to every
+    ``report.json`` under ``root``. Raises ``ReportError`` for a file that is not a report."""
+    from kimi_bench.report.html import write_html
+    from kimi_bench.report.model import load_report
+
+    done = []
+    for p in find_reports(root):
+        rep = load_report(p).to_dict()
+        figs = figures_png(rep)
+        paths = [f.save(p.parent) for f in figs]
+        page = None
+        if html:
+            title = f"kimi-bench {rep.get('kind')}"
+            page = write_html([rep], p.parent / "report.html", title=title, figures=[figs])
+        done.append(Rerendered(p, rep, paths, page, figs))
+    return done

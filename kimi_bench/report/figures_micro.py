@@ -1,0 +1,229 @@
+"""micro figures: where the time and the bytes go, stage by stage, per arm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimi_bench.report import access
+from kimi_bench.report.figbase import (
+    FigureSpec,
+    arm_color,
+    decorate,
+    empty_figure,
+    fmt_ms,
+    human_bytes,
+    pyplot,
+    stage_colors,
+)
+
+Dict = dict[str, Any]
+
+
+def _stage_order(stats: list[access.StageStat]) -> list[str]:
+    return list(dict.fromkeys(s.stage for s in stats))
+
+
+def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors: Any) -> None:
+    """Panel 1: one stacked bar per arm (stage medians), the total's p10-p90 as a whisker,
+    the floor as a dashed line."""
+    arms = list(dict.fromkeys(s.arm for s in stats))
+    for x, arm in enumerate(arms):
+        bottom = 0.0
+        for s in stats:
+            if s.arm != arm or s.spread is None:
+                continue
+            ax.bar(x, s.spread.median, bottom=bottom, color=colors[s.stage], width=0.6)
+            bottom += s.spread.median
+        total = access.micro_total(report, arm)
+        if total is not None:
+            ax.errorbar(
+                x,
+                total.median,
+                yerr=[[total.median - total.p10], [total.p90 - total.median]],
+                color="black",
+                capsize=6,
+                lw=1.2,
+            )
+            ax.annotate(
+                f"total {fmt_ms(total.median)}\n(p10 {total.p10:.3g}, p90 {total.p90:.3g})",
+                (x, max(total.p90, bottom)),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+    floor = access.floor_ms(report)
+    if floor is not None:
+        ax.axhline(floor, color="crimson", ls="--", lw=1.2, label=f"floor {fmt_ms(floor)}")
+        ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
+    ax.set_xticks(range(len(arms)), arms)
+    ax.set_xlim(-0.6, len(arms) - 0.4)
+    ax.set_ylabel("ms per repeat (stage medians stacked)")
+    ax.set_title("total: stacked stage medians, p10-p90 of the total", fontsize=9)
+    ax.margins(y=0.18)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _per_stage(
+    ax: Any, stats: list[access.StageStat], value: str, floor: float | None = None
+) -> None:
+    """Horizontal grouped bars per stage on a log axis: ``value`` "ms" (median with p10-p90
+    whiskers) or "bytes". Stages that do not apply to an arm are marked n/a."""
+    stages = _stage_order(stats)
+    arms = list(dict.fromkeys(s.arm for s in stats))
+    by = {(s.arm, s.stage): s for s in stats}
+    h = 0.8 / max(len(arms), 1)
+    if value == "ms":
+        lows = [s.spread.p10 for s in stats if s.spread]
+        highs = [s.spread.p90 for s in stats if s.spread]
+    else:
+        lows = highs = [float(s.bytes) for s in stats]
+    base = min((v for v in lows if v > 0), default=1e-3) / 3
+    top_limit = max((v for v in highs if v > 0), default=1.0) * 6
+    for k, arm in enumerate(arms):
+        for i, stage in enumerate(stages):
+            s = by.get((arm, stage))
+            y = i + (k - (len(arms) - 1) / 2) * h
+            if s is None or (value == "ms" and s.spread is None):
+                ax.text(base, y, " n/a", va="center", fontsize=7, color="grey")
+                continue
+            if value == "ms":
+                assert s.spread is not None
+                v = s.spread.median
+                err = [[max(v - s.spread.p10, 0)], [max(s.spread.p90 - v, 0)]]
+                label = fmt_ms(v)
+            else:
+                v, err, label = float(s.bytes), None, human_bytes(s.bytes)
+            if v <= 0:
+                ax.text(base, y, f" {label}", va="center", fontsize=7, color="grey")
+                continue
+            ax.barh(
+                y,
+                v - base,
+                left=base,
+                height=h,
+                color=arm_color(arm),
+                xerr=err,
+                error_kw={"capsize": 2, "lw": 0.8},
+                label=arm if i == 0 else None,
+            )
+            top = v if err is None else v + err[1][0]
+            ax.text(top * 1.08, y, label, va="center", fontsize=6.5)
+    if floor is not None:
+        ax.axvline(floor, color="crimson", ls="--", lw=1, label="floor")
+    ax.set_xscale("log")
+    ax.set_xlim(left=base, right=top_limit)
+    if value == "bytes":
+        from matplotlib.ticker import FuncFormatter, LogLocator
+
+        ax.xaxis.set_major_locator(LogLocator(base=1024))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
+    ax.set_yticks(range(len(stages)), stages, fontsize=8)
+    ax.set_ylim(len(stages) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3, which="both" if value == "ms" else "major")
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def stages_figure(report: Dict) -> Any:
+    stats = access.micro_stages(report)
+    title = "stage medians and bytes moved"
+    if not stats:
+        return empty_figure(report, title, "the report has no stage timings")
+    plt = pyplot()
+    colors = stage_colors(_stage_order(stats))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.8), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
+    _stacked_totals(axes[0], report, stats, colors)
+    _per_stage(axes[1], stats, "ms", access.floor_ms(report))
+    axes[1].set_xlabel("ms (log scale), median with p10-p90 whiskers")
+    axes[1].set_title("each stage (log scale: sub-millisecond stages visible)", fontsize=9)
+    _per_stage(axes[2], stats, "bytes")
+    axes[2].set_xlabel("bytes moved per repeat (log scale)")
+    axes[2].set_title("bytes moved per stage", fontsize=9)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in colors]
+    fig.tight_layout(rect=(0, 0.11, 1, 0.95))
+    fig.legend(
+        handles,
+        list(colors),
+        fontsize=7,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.055),
+        ncol=len(colors),
+        title="stages (stacked in this order, bottom up)",
+        title_fontsize=7,
+    )
+    note = "floor: raw bytes pinned H2D + materialize on the owner (the least any path can take)"
+    return decorate(fig, report, f"{title}; {access.verdict(report)}", note)
+
+
+def timeline_figure(report: Dict) -> Any:
+    """Lanes of one repeat per arm. With per-rank spans in the report, one lane per rank
+    and the critical-path rank (the last to finish) marked; otherwise the median repeat's
+    stages laid end to end on one lane, and the caption says per-rank data is missing."""
+    arms = access.micro_arms(report)
+    title = "timeline of one repeat"
+    lanes = {arm: access.micro_timeline(report, arm) for arm in arms}
+    lanes = {a: v for a, v in lanes.items() if v[0]}
+    if not lanes:
+        return empty_figure(report, title, "the report has no per-repeat stage times")
+    plt = pyplot()
+    seen = {s.stage for spans, _ in lanes.values() for s in spans}
+    order = _stage_order(access.micro_stages(report))
+    colors = stage_colors(order + sorted(seen - set(order)))
+    stages = [s for s in colors if s in seen]
+    n_lanes = sum(len({s.lane for s in spans}) for spans, _ in lanes.values())
+    fig, axes = plt.subplots(
+        len(lanes),
+        1,
+        figsize=(12, 2.2 + 0.45 * n_lanes + 0.9 * len(lanes)),
+        squeeze=False,
+        sharex=True,
+    )
+    for ax, (arm, (spans, pr)) in zip(axes[:, 0], lanes.items(), strict=True):
+        names = list(dict.fromkeys(s.lane for s in spans))
+        ends = {n: max(s.end_ms for s in spans if s.lane == n) for n in names}
+        critical = max(ends, key=lambda n: ends[n])
+        for y, name in enumerate(names):
+            for s in (s for s in spans if s.lane == name):
+                w = max(s.end_ms - s.start_ms, 1e-6)
+                ax.barh(y, w, left=s.start_ms, color=colors[s.stage], height=0.6, ec="white")
+        ax.set_yticks(range(len(names)), names, fontsize=8)
+        if pr:
+            ax.get_yticklabels()[names.index(critical)].set_color("crimson")
+            ax.get_yticklabels()[names.index(critical)].set_fontweight("bold")
+        ax.invert_yaxis()
+        head = f"{arm}: ends at {fmt_ms(ends[critical])}"
+        if pr:
+            head += f"; critical path: {critical}"
+        ax.set_title(head, fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("ms since the repeat started")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in stages]
+    fig.tight_layout(rect=(0, 0.14, 1, 0.95))
+    fig.legend(handles, stages, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 0.055), ncol=9)
+    missing = [a for a, (_, pr) in lanes.items() if not pr]
+    note = "one lane per rank; the critical path (last rank to finish) in red"
+    if missing:
+        note = (
+            f"no per-rank timestamps for {', '.join(missing)} in this report: the median-total "
+            "repeat's stages are drawn end to end on one lane"
+        )
+    return decorate(fig, report, title, note)
+
+
+FIGURES = (
+    FigureSpec(
+        "stages",
+        "Stage medians and bytes moved",
+        "Left: stage medians stacked per arm with the total's p10-p90 whisker and the floor "
+        "(dashed). Middle: each stage on a log axis with p10-p90 whiskers. Right: bytes moved "
+        "per stage.",
+        stages_figure,
+    ),
+    FigureSpec(
+        "timeline",
+        "Timeline of one repeat",
+        "Stages of one repeat on a time axis, one lane per rank when the report carries "
+        "per-rank timestamps (critical-path rank in red).",
+        timeline_figure,
+    ),
+)

@@ -1,0 +1,269 @@
+"""serve-ab figures: TTFT and throughput against the offered rate (rates are categories),
+TTFT distributions per rate, and where a request's time goes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kimi_bench.report import access
+from kimi_bench.report.figbase import (
+    FigureSpec,
+    arm_color,
+    decorate,
+    empty_figure,
+    fmt_ms,
+    pyplot,
+    stage_colors,
+)
+
+Dict = dict[str, Any]
+_STATS = (("median", 50, "o"), ("p90", 90, "s"))
+
+
+def _offsets(n: int, width: float = 0.5) -> list[float]:
+    return [0.0] if n <= 1 else [-width / 2 + width * k / (n - 1) for k in range(n)]
+
+
+def ttft_vs_rate_figure(report: Dict) -> Any:
+    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    title = "TTFT vs offered rate"
+    if not rates or not any(access.request_ttfts(report, a, r) for a in arms for r in rates):
+        return empty_figure(report, title, "the report has no completed requests")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    slots = _offsets(len(arms) * len(_STATS), 0.6)
+    k = 0
+    for arm in arms:
+        for stat, q, marker in _STATS:
+            xs, ys, lo, hi = [], [], [], []
+            for i, rate in enumerate(rates):
+                samples = access.request_ttfts(report, arm, rate)
+                if not samples:
+                    continue
+                v = float(np.percentile(samples, q))
+                ci = access.interval(samples, q) or (v, v)
+                xs.append(i + slots[k])
+                ys.append(v)
+                lo.append(max(v - ci[0], 0.0))
+                hi.append(max(ci[1] - v, 0.0))
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[lo, hi],
+                fmt=marker,
+                ms=7,
+                mfc=arm_color(arm) if stat == "median" else "white",
+                color=arm_color(arm),
+                capsize=4,
+                elinewidth=6,
+                alpha=0.9,
+                ls="none",
+                label=f"{arm} {stat}",
+            )
+            for x, y in zip(xs, ys, strict=True):
+                ax.annotate(
+                    _short(y),
+                    (x, y),
+                    xytext=(5, 0),
+                    textcoords="offset points",
+                    fontsize=7,
+                    va="center",
+                )
+            k += 1
+    ax.set_xticks(range(len(rates)), [_rate_name(r) for r in rates])
+    ax.set_xlim(-0.6, len(rates) - 0.4)
+    ax.set_yscale("log")
+    ax.set_xlabel("offered request rate (req/s; categories, not a numeric axis)")
+    ax.set_ylabel("TTFT (ms, log scale)")
+    ax.grid(axis="y", alpha=0.3, which="both")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    return decorate(
+        fig, report, title, "bars: 95% bootstrap interval over requests (2000 resamples)"
+    )
+
+
+def _short(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def _rate_name(rate: str) -> str:
+    return "inf (all at once)" if access.offered_rate(rate) is None else f"{rate} req/s"
+
+
+def throughput_figure(report: Dict) -> Any:
+    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    title = "achieved vs offered throughput"
+    rows = {(a, r): access.serve_row(report, a, r) for a in arms for r in rates}
+    if not any(row.get("req_per_s") is not None for row in rows.values()):
+        return empty_figure(report, title, "the report has no throughput per rate")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    w = 0.8 / max(len(arms), 1)
+    for i, rate in enumerate(rates):
+        offered = access.offered_rate(rate)
+        if offered is not None:
+            ax.hlines(
+                offered,
+                i - 0.45,
+                i + 0.45,
+                color="black",
+                ls="--",
+                lw=1.2,
+                label="offered" if i == 0 else None,
+            )
+    for k, arm in enumerate(arms):
+        xs = [i + (k - (len(arms) - 1) / 2) * w for i in range(len(rates))]
+        ys = [access.number(rows[(arm, r)].get("req_per_s")) or 0.0 for r in rates]
+        ax.bar(xs, ys, width=w * 0.95, color=arm_color(arm), label=f"{arm} achieved")
+        for x, y, rate in zip(xs, ys, rates, strict=True):
+            offered = access.offered_rate(rate)
+            text = f"{y:.3g}" + (f"\n({y / offered:.0%})" if offered else "")
+            ax.annotate(
+                text,
+                (x, max(y, offered or 0.0)),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
+    ax.set_xticks(range(len(rates)), [_rate_name(r) for r in rates])
+    ax.margins(y=0.12)
+    ax.set_ylabel("completed requests per second")
+    ax.set_xlabel("offered request rate (categories)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    return decorate(
+        fig,
+        report,
+        title,
+        "achieved = completed / (last first token - trace start); (%) = achieved / offered",
+    )
+
+
+def ttft_cdf_figure(report: Dict) -> Any:
+    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    title = "TTFT distribution per rate"
+    if not any(access.request_ttfts(report, a, r) for a in arms for r in rates):
+        return empty_figure(report, title, "the report has no completed requests")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(rates), figsize=(4.6 * len(rates) + 1, 4.6), squeeze=False)
+    for ax, rate in zip(axes[0], rates, strict=True):
+        for arm in arms:
+            xs = sorted(access.request_ttfts(report, arm, rate))
+            if not xs:
+                continue
+            ys = [(i + 1) / len(xs) for i in range(len(xs))]
+            ax.step(
+                xs,
+                ys,
+                where="post",
+                color=arm_color(arm),
+                lw=1.6,
+                ls="--" if arm == "eager" else "-",
+                label=f"{arm} (n={len(xs)})",
+            )
+        ax.axhline(0.5, color="grey", lw=0.6)
+        ax.axhline(0.9, color="grey", lw=0.6, ls=":")
+        ax.set_xscale("log")
+        ax.set_title(f"rate {_rate_name(rate)}", fontsize=9)
+        ax.set_xlabel("TTFT (ms, log scale)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("fraction of requests")
+    fig.tight_layout(rect=(0, 0.07, 1, 0.93))
+    return decorate(fig, report, title, "grey lines: median (solid) and p90 (dotted)")
+
+
+def waterfall_figure(report: Dict) -> Any:
+    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    title = "per-request stage waterfall (median stage times)"
+    stages = access.serve_stage_keys(report)
+    if not stages or not rates:
+        return empty_figure(report, title, "the report has no per-request stage times")
+    plt = pyplot()
+    colors = stage_colors(stages)
+    fig, axes = plt.subplots(
+        len(rates), 1, figsize=(11, 2.0 + 1.1 * len(rates) * len(arms)), squeeze=False
+    )
+    for ax, rate in zip(axes[:, 0], rates, strict=True):
+        for y, arm in enumerate(arms):
+            med = access.serve_stage_medians(report, arm, rate)
+            t = 0.0
+            for st in stages:
+                v = med.get(st)
+                if v is None:
+                    continue
+                ax.barh(
+                    y,
+                    v,
+                    left=t,
+                    color=colors[st],
+                    height=0.55,
+                    ec="white",
+                    label=st.removesuffix("_ms") if y == 0 else None,
+                )
+                t += v
+            ttft = access.request_ttfts(report, arm, rate)
+            if ttft:
+                m = float(np.median(ttft))
+                ax.plot([m, m], [y - 0.35, y + 0.35], color="black", lw=1.5)
+                ax.annotate(
+                    f"median TTFT {fmt_ms(m)}",
+                    (max(m, t), y),
+                    xytext=(6, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=7,
+                )
+        ax.set_yticks(range(len(arms)), arms, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(f"rate {_rate_name(rate)}", fontsize=9, loc="left")
+        ax.margins(x=0.22)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("ms since the request was sent (stage medians laid end to end)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.1, 1, 0.96))
+    fig.legend(
+        handles,
+        labels,
+        fontsize=7,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.045),
+        ncol=len(labels),
+    )
+    note = "black tick: median TTFT (medians of stages need not add up to the median TTFT)"
+    return decorate(fig, report, title, note)
+
+
+FIGURES = (
+    FigureSpec(
+        "ttft_vs_rate",
+        "TTFT vs offered rate",
+        "Median (filled) and p90 (hollow) TTFT per arm at each offered rate, with 95% "
+        "bootstrap intervals; rates are categories.",
+        ttft_vs_rate_figure,
+    ),
+    FigureSpec(
+        "throughput",
+        "Achieved vs offered throughput",
+        "Completed requests per second per arm; dashed line: the offered rate.",
+        throughput_figure,
+    ),
+    FigureSpec(
+        "ttft_cdf",
+        "TTFT distribution per rate",
+        "Empirical CDF of TTFT per arm, one panel per offered rate.",
+        ttft_cdf_figure,
+    ),
+    FigureSpec(
+        "stage_waterfall",
+        "Per-request stage waterfall",
+        "Median time per pipeline stage of a request, laid end to end, per arm and rate.",
+        waterfall_figure,
+    ),
+)
