@@ -5,14 +5,17 @@ generator and rank 0 (child processes, as with spawn) and returns the results; e
 rank runs its scheduler loop in this process and returns None.
 
 With the spawn world (``World()``) the functions start everything on this host, as
-``run_micro`` / ``run_serve_ab`` do.
+``run_micro`` / ``run_serve_ab`` do. Both take options whose machine defaults are not yet
+resolved: under torchrun ``--ranks`` defaults to WORLD_SIZE (``for_world``), not to the
+machine profile.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
 from kimi_bench.bench import micro_worker, serve_workers
 from kimi_bench.bench.launch import (
@@ -25,17 +28,16 @@ from kimi_bench.bench.launch import (
     shield_sigterm,
     sigterm_received,
 )
-from kimi_bench.bench.micro import MicroFailed, MicroOptions, _stage_record, build_report
+from kimi_bench.bench.micro import MicroFailed, _job, _stage_record, build_report, folder_images
 from kimi_bench.bench.procs import Harness
-from kimi_bench.bench.serve import (
-    ServeFailed,
-    ServeOptions,
-    arrival_offsets,
-    rate_label,
-)
-from kimi_bench.environment import resolve_device
-from kimi_bench.pipeline import ARMS
+from kimi_bench.bench.serve import ServeFailed, arrival_offsets
+from kimi_bench.bench.standins import StandinCost
+from kimi_bench.config import resolve_config
+from kimi_bench.environment import host_load, resolve_device
+from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.report import Report
+
+OptionsT = TypeVar("OptionsT", MicroOptions, ServeOptions)
 
 
 class RankFailed(RuntimeError):
@@ -58,6 +60,14 @@ def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[
             "critical path is exact when the ranks share rank 0's host."
         )
     return notes
+
+
+def for_world(opts: OptionsT, world: World) -> OptionsT:
+    """Under torchrun: ``ranks`` = WORLD_SIZE (a different --ranks is refused) and the shm
+    carrier refused across nodes. Call before ``options.resolve_defaults``."""
+    if world.launcher != "torchrun":
+        return opts
+    return opts.model_copy(update={"ranks": check_launch(world, opts.ranks, opts.transport)})
 
 
 def _harness(world: World) -> Harness:
@@ -83,25 +93,20 @@ def run_micro_on(
     """``micro`` as this process's part of the run: the report at global rank 0, None
     elsewhere. Raises MicroFailed (with the partial report) at rank 0 and RankFailed at
     the others when the run stops early."""
-    opts.validate()
-    ranks = check_launch(world, opts.ranks, opts.transport)
+    load_start = host_load()
     dev = resolve_device(opts.device)
-    todo = plan(world, ranks)
+    opts, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
+    cfg = resolve_config(opts.preset, opts.config)
+    if "eager" not in opts.arms:
+        raise ValueError("--arms must include eager (every arm is checked against it)")
+    todo = plan(world, opts.ranks or 1)
     harness = _harness(world) if todo.hosts_producers else None
-    job = micro_worker.MicroJob(
-        cfg=opts.cfg,
-        groups=opts.groups,
-        content=opts.content,
-        seed=opts.seed,
-        ranks=ranks,
-        transport=opts.transport,
-        device=dev.type,
-        repeats=opts.repeats,
-        warmup=opts.warmup,
-        prefix=harness.prefix if harness else "",
-        init_file=rendezvous(world, "micro", harness.init_file if harness else ""),
-        runtime=opts.runtime,
-        fault=opts.fault,
+    paths = folder_images(opts.images) if opts.images and harness else ()
+    where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
+    job = _job(opts, cfg, dev.type, where, paths)  # type: ignore[arg-type]
+    job = dataclasses.replace(
+        job,
+        init_file=rendezvous(world, "micro", job.init_file),
         ranks_per_node=world.ranks_per_node,
     )
     if harness is None:
@@ -109,7 +114,7 @@ def run_micro_on(
         assert rank is not None
         _in_process(world, lambda: micro_worker.rank_main(job, rank, None, None))
         return None
-    samples: dict[str, list[dict[str, Any]]] = {a: [] for a in ARMS}
+    samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
     floor: dict[str, Any] = {}
     error: str | None = None
     try:
@@ -117,17 +122,16 @@ def run_micro_on(
         harness.start("producer", micro_worker.producer_main, job, prod_end)
         for r in todo.children:
             harness.start(f"rank{r}", micro_worker.rank_main, job, r, rank0_end if r == 0 else None)
-        floor = _collect_micro(harness, opts, samples, progress)
+        floor = _collect_micro(harness, opts, job, samples, progress)
     except KeyboardInterrupt:
         error = "interrupted by the user (Ctrl-C)"
     except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
         error = explain_failure(world, str(exc), sigterm_received())
     finally:
         leftovers = harness.stop()
-    noted = dataclasses.replace(
-        opts, notes=(*launch_notes(world, ranks, dev.type, opts.transport), *opts.notes)
-    )
-    report = build_report(noted, dev, samples, floor, error, leftovers)
+    notes = (*launch_notes(world, job.ranks, dev.type, opts.transport), *opts.notes)
+    noted = opts.model_copy(update={"notes": notes})
+    report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile, load_start)
     report.data["shm_prefix"] = harness.prefix
     if error:
         raise MicroFailed(error, report)
@@ -137,12 +141,13 @@ def run_micro_on(
 def _collect_micro(
     harness: Harness,
     opts: MicroOptions,
+    job: micro_worker.MicroJob,
     samples: dict[str, list[dict[str, Any]]],
     progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
     """Rank 0's repeats into ``samples`` (as ``run_micro``); returns the floor."""
     floor: dict[str, Any] = {}
-    total, done = (opts.warmup + opts.repeats) * len(ARMS), 0
+    total, done = job.iterations * len(opts.arms), 0
     for kind, payload in harness.messages(opts.timeout_s):
         if kind == "floor":
             floor = payload
@@ -150,15 +155,15 @@ def _collect_micro(
         done += 1
         if progress:
             progress(done, total)
-        if payload["iteration"] < opts.warmup:
+        if payload["iteration"] < job.warmup:
             continue
         rec = _stage_record(payload)
-        rec["iteration"] = payload["iteration"] - opts.warmup
+        rec["iteration"] = payload["iteration"] - job.warmup
         samples[payload["arm"]].append(rec)
         if rec["bit_exact"] is False:
             raise RuntimeError(
                 f"repeat {rec['iteration']}: the owner's BF16 output differs between "
-                "eager and deferred (torch.equal is False); no speedup is reported"
+                f"eager and {payload['arm']} (torch.equal is False); no speedup is reported"
             )
     return floor
 
@@ -173,12 +178,13 @@ def run_serve_on(
 ) -> list[dict[str, Any]]:
     """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
     in the same order on every rank; the runs at global rank 0, [] elsewhere."""
-    opts.validate()
-    check_launch(world, opts.ranks, opts.transport)
+    opts, _ = resolve_defaults(for_world(opts, world), "serve_ab", resolve_device(opts.device).type)
     runs: list[dict[str, Any]] = []
     for i, rate in enumerate(opts.rates):
         for rep in range(opts.repeats):
-            trace = arrival_offsets(rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep)
+            trace = arrival_offsets(
+                rate, opts.requests or 1, opts.burstiness, opts.seed + 7919 * rep
+            )
             for arm in opts.arms:
                 if sigterm_received():
                     msg = explain_failure(world, "stopped between pipelines", terminated=True)
@@ -198,29 +204,37 @@ def run_serve_on(
     return runs
 
 
+def _serve_job(
+    world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], init: str, prefix: str
+) -> serve_workers.ServeJob:
+    return serve_workers.ServeJob(
+        cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
+        workers=opts.processor_workers, transport=opts.transport,
+        device=resolve_device(opts.device).type, resolution=opts.width_height,
+        images_per_request=opts.images_per_request, image_format=opts.image_format,
+        image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
+        arrivals=arrivals, warmup_requests=opts.warmup_requests,
+        cost=StandinCost(**opts.standins.model_dump()), prefix=prefix, init_file=init,
+        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
+        ranks_per_node=world.ranks_per_node,
+    )  # fmt: skip
+
+
 def _serve_pipeline(
     world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], tag: str
 ) -> dict[str, Any] | None:
     """One arm through one trace (as ``serve.run_pipeline``), started per ``launch.plan``."""
-    dev = resolve_device(opts.device)
-    todo = plan(world, opts.ranks)
-    harness = _harness(world) if todo.hosts_producers else None
-    job = serve_workers.ServeJob(
-        cfg=opts.cfg, arm=arm, ranks=opts.ranks, workers=opts.processor_workers,
-        transport=opts.transport, device=dev.type, resolution=opts.resolution,
-        images_per_request=opts.images_per_request, image_format=opts.image_format,
-        image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
-        arrivals=arrivals, warmup_requests=opts.warmup_requests, cost=opts.cost,
-        prefix=harness.prefix if harness else "",
-        init_file=rendezvous(world, tag, harness.init_file if harness else ""),
-        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
-        ranks_per_node=world.ranks_per_node,
-    )  # fmt: skip
-    if harness is None:
+    todo = plan(world, opts.ranks or 1)
+    if not todo.hosts_producers:
+        job = _serve_job(world, opts, arm, arrivals, rendezvous(world, tag, ""), "")
         rank = todo.in_process
         assert rank is not None
         _in_process(world, lambda: serve_workers.rank_main(job, rank, [], None, None, None))
         return None
+    harness = _harness(world)
+    job = _serve_job(
+        world, opts, arm, arrivals, rendezvous(world, tag, harness.init_file), harness.prefix
+    )
     records: list[dict[str, Any]] = []
     out: dict[str, Any] = {"arm": arm, "records": records, "trace_start": None, "error": None}
     try:

@@ -128,7 +128,7 @@ def _lines(proc: subprocess.Popen[str], sink: queue.Queue[str]) -> None:
 
 def test_a_node_that_dies_ends_the_run_with_a_partial_report(tmp_path):
     tag = uuid.uuid4().hex
-    procs = _agents(tmp_path, "micro", 100000, tag)
+    procs = _agents(tmp_path, "micro", 10000, tag)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_lines, args=(procs[0], lines), daemon=True).start()
     seen: list[str] = []

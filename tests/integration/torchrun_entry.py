@@ -13,27 +13,30 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    import math
-
     from kimi_bench.bench.launch import detect_world
-    from kimi_bench.bench.launch_runs import RankFailed, launch_notes, run_micro_on, run_serve_on
-    from kimi_bench.bench.micro import MicroFailed, MicroOptions
-    from kimi_bench.bench.serve import ServeFailed, ServeOptions
-    from kimi_bench.bench.serve_report import build_serve_report
-    from kimi_bench.config import get_preset
+    from kimi_bench.bench.launch_runs import (
+        RankFailed,
+        for_world,
+        launch_notes,
+        run_micro_on,
+        run_serve_on,
+    )
+    from kimi_bench.bench.micro import MicroFailed
+    from kimi_bench.bench.serve import ServeFailed
+    from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.environment import resolve_device
+    from kimi_bench.options import MicroOptions, ServeOptions, resolve_defaults
     from kimi_bench.report.emit import emit_micro, emit_serve
 
     out, parts = Path(argv[0]), argv[1].split(",")
     repeats = int(argv[2]) if len(argv) > 2 else 2
     world = detect_world("torchrun")
-    cfg = get_preset("kimi-k3")
     status = 0
     try:
         if "micro" in parts:
             opts = MicroOptions(
-                cfg=cfg, groups=((2, 64, 48), (1, 30, 20)), ranks=world.size, transport="pickle",
-                device="cpu", repeats=repeats, warmup=1, timeout_s=60,
+                synthetic="2x64x48,1x30x20", transport="pickle", device="cpu",
+                repeats=repeats, warmup=1, timeout_s=60,
             )  # fmt: skip
             try:
                 report = run_micro_on(
@@ -46,10 +49,9 @@ def main(argv: list[str]) -> int:
                 emit_micro(report, out / "micro")
         if "serve" in parts and status == 0:
             sopts = ServeOptions(
-                cfg=cfg, rates=[math.inf], requests=6, resolution=(64, 48), ranks=world.size,
-                processor_workers=1, transport="pickle", device="cpu", warmup_requests=1,
-                unique_images=2, request_timeout_s=30,
-                notes=tuple(launch_notes(world, world.size, "cpu", "pickle")),
+                rates="inf", requests=6, resolution=(64, 48), processor_workers=1,  # type: ignore[arg-type]
+                transport="pickle", device="cpu", warmup_requests=1, unique_images=2,
+                request_timeout_s=30, notes=tuple(launch_notes(world, world.size, "cpu", "pickle")),
             )  # fmt: skip
             error = None
             try:
@@ -57,7 +59,8 @@ def main(argv: list[str]) -> int:
             except ServeFailed as exc:
                 runs, error, status = exc.runs, str(exc), 1
             if world.writes_report:
-                rep = build_serve_report(sopts, runs, resolve_device("cpu"), error)
+                shown, profile = resolve_defaults(for_world(sopts, world), "serve_ab", "cpu")
+                rep = build_serve_report(shown, runs, resolve_device("cpu"), error, profile)
                 emit_serve(rep, out / "serve")
     except RankFailed as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
