@@ -19,10 +19,12 @@ to the gloo group and the encoder-output gather moves real tensors over it
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -235,6 +237,32 @@ def device_group(device: Any, world: int) -> Any:
     dist.all_reduce(torch.zeros(1, device=device), group=group)
     torch.cuda.synchronize(device)
     return group
+
+
+def clock_offset(rank: int, world: int, rounds: int = 8) -> float:
+    """Seconds to add to this process's ``time.perf_counter`` to read rank 0's clock, for
+    ranks on other nodes (each host has its own monotonic clock): ping-pong with rank 0
+    over the gloo group, the offset of the round with the shortest round trip (error below
+    half of it). Collective: every rank calls it; rank 0 gets 0."""
+    import torch
+    import torch.distributed as dist
+
+    best_rtt, offset = math.inf, 0.0
+    buf = torch.zeros(1, dtype=torch.float64)
+    for peer in range(1, world):
+        for _ in range(rounds):
+            if rank == peer:
+                t1 = time.perf_counter()
+                dist.send(buf, dst=0)
+                dist.recv(buf, src=0)
+                t3 = time.perf_counter()
+                if t3 - t1 < best_rtt:
+                    best_rtt, offset = t3 - t1, float(buf.item()) - (t1 + t3) / 2
+            elif rank == 0:
+                dist.recv(buf, src=peer)
+                buf.fill_(time.perf_counter())
+                dist.send(buf, dst=peer)
+    return offset
 
 
 # ------------------------------------------------------------------------ failures

@@ -44,20 +44,30 @@ class RankFailed(RuntimeError):
     """A rank that runs in this process (torchrun, rank > 0) stopped; the message says why."""
 
 
-def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
-    """What the report says about the launch: the rank -> device mapping and, under
-    torchrun, the nodes and the carrier."""
+def launch_config(world: World, ranks: int, device: str) -> dict[str, Any]:
+    """The launch for the report's config: launcher, nodes and the rank -> device mapping
+    (``launch.describe_mapping``)."""
     import torch
 
     gpus = torch.cuda.device_count() if device == "cuda" else 0
-    mapping = describe_mapping(device, ranks, gpus, world.ranks_per_node)
-    notes = [f"rank -> device: {mapping['text']}."]
+    return {
+        "launcher": world.launcher,
+        "nodes": world.nodes,
+        "ranks_per_node": world.local_size if world.launcher == "torchrun" else ranks,
+        "rank_mapping": describe_mapping(device, ranks, gpus, world.ranks_per_node),
+    }
+
+
+def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
+    """What the report says about the launch: the rank -> device mapping and, under
+    torchrun, the nodes and the carrier."""
+    notes = [f"rank -> device: {launch_config(world, ranks, device)['rank_mapping']['text']}."]
     if world.launcher == "torchrun":
         notes.append(
             f"launched by torchrun: {ranks} ranks on {world.nodes} node(s), {world.local_size} "
             f"per node; global rank 0 hosts the producer(s) and the load generator; carrier "
-            f"{transport}; stage times compare perf_counter clocks of one host only, so the "
-            "critical path is exact when the ranks share rank 0's host."
+            f"{transport}; the stage marks of ranks on other nodes are moved onto rank 0's "
+            "clock (ping-pong offset, error below half the best round trip)."
         )
     return notes
 
@@ -133,6 +143,7 @@ def run_micro_on(
     noted = opts.model_copy(update={"notes": notes})
     report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile, load_start)
     report.data["shm_prefix"] = harness.prefix
+    report.config["launch"] = launch_config(world, job.ranks, dev.type)
     if error:
         raise MicroFailed(error, report)
     return report

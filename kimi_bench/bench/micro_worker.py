@@ -113,7 +113,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
-    torch.set_num_threads(worker_threads(job.ranks + 1))
+    torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         _rank_loop(job, rank, dev, conn, q, device_group)
@@ -152,6 +152,11 @@ def _rank_loop(
 ) -> None:
     import torch.distributed as dist
 
+    from kimi_bench.bench.launch import clock_offset
+
+    # ranks on other nodes move their marks onto rank 0's clock (one host: one clock)
+    spans_nodes = 0 < job.ranks_per_node < job.ranks
+    offset = clock_offset(rank, job.ranks) if spans_nodes else 0.0
     if rank == 0:
         q.send("floor", measure_floor(job, dev))
     reference: dict[str, torch.Tensor | None] = {}
@@ -163,7 +168,7 @@ def _rank_loop(
             items = _take(job, step, items)
             out = rank_step(step, items, rank, job.ranks)
             encoded = gather(step, out, rank, job.ranks, group)  # None: metadata only
-            marks: dict[str, Any] = dict(step.hook.marks)  # type: ignore[attr-defined]
+            marks: dict[str, Any] = {k: t + offset for k, t in step.hook.marks.items()}  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
             fp32 = out.batch.pixel_values if out.batch is not None else None

@@ -158,7 +158,7 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
 def rank_main(
     job: ServeJob, rank: int, conns: list[Any], req_q: Any, warm_evt: Any, outbox: Any
 ) -> None:
-    torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
+    torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + job.workers + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         _Rank(job, rank, dev, conns, req_q, warm_evt, outbox, device_group).loop()

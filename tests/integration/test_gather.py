@@ -1,7 +1,7 @@
 """The encoder-output gather (``pipeline.gather``) with real tensors over a real process
 group: here gloo on the CPU (the logic: padding, stripping, input order, the single-image
-broadcast, a rank that owns nothing); ``tests/gpu/test_nccl_gather.py`` runs the same
-cases over NCCL on two GPUs."""
+broadcast, a rank that owns nothing) and the clock offset between ranks;
+``tests/gpu/test_nccl_gather.py`` runs the same cases over NCCL on two GPUs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as tmp
 
 from kimi_bench.bench.images import make_images
+from kimi_bench.bench.launch import clock_offset
 from kimi_bench.config import get_preset
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
@@ -76,6 +77,8 @@ def check_cases(rank: int, world: int, dev: Any, group: Any, backend: str) -> No
 def _worker(rank: int, world: int, init: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
     try:
+        # one host, one clock: the estimated offset to rank 0's clock is (nearly) zero
+        assert abs(clock_offset(rank, world)) < 0.05
         check_cases(rank, world, torch.device("cpu"), dist.group.WORLD, "gloo")
         # no device group: metadata only, the ledger says so and nothing is returned
         step = Step("deferred", K3, torch.device("cpu"), ledger=Ledger())

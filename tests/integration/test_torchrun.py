@@ -109,6 +109,9 @@ def test_two_nodes_loopback_both_arms_bit_exact(tmp_path):
     assert micro["summary"]["bit_exact_all_repeats"] is True
     assert micro["summary"]["repeats_completed"] == 2
     assert any("torchrun: 4 ranks on 2 node(s), 2 per node" in n for n in micro["notes"])
+    launch = micro["config"]["launch"]
+    assert (launch["launcher"], launch["nodes"], launch["ranks_per_node"]) == ("torchrun", 2, 2)
+    assert launch["rank_mapping"]["mapping"] == "cpu"
     for arm in ("eager", "deferred"):  # every rank's ledger arrived, with the gather stage
         gather = [c for c in micro["arms"][arm]["copies"] if c["stage"] == "gather"]
         assert [(c["op"], c["count"]) for c in gather] == [("gather_metadata", 4)]
