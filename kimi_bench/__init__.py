@@ -8,5 +8,5 @@ The library is organised by the four parts of the change it studies:
 - ``scheduler``    -- pre-embed move whitelist, vision-DP owner assignment, gather
 """
 
-__version__ = "0.1.0"
-SCHEMA_VERSION = 1
+__version__ = "0.2.0"
+SCHEMA_VERSION = 2

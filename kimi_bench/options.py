@@ -23,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -155,6 +156,20 @@ def _metadata(value: Any) -> Any:
 
 # ------------------------------------------------------------------------------ shared
 
+# What a scenario file may write for the fields parsed from text (JSON Schema of the file).
+_RATES_SCHEMA = WithJsonSchema({"oneOf": [
+    {"type": "string", "description": "comma-separated req/s or inf, e.g. 2,8,inf"},
+    {"type": "array", "items": {"type": ["number", "string"]}},
+]})  # fmt: skip
+_LIST_SCHEMA = WithJsonSchema(
+    {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+)
+_RES_SCHEMA = WithJsonSchema({"oneOf": [
+    {"type": "string", "description": "WIDTHxHEIGHT (deprecated spelling)"},
+    {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2, "maxItems": 2},
+    {"type": "null"},
+]})  # fmt: skip
+
 Ranks = Annotated[int, Field(ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")]
 
 
@@ -218,7 +233,9 @@ class MicroOptions(_Common):
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
                               "[GPU: 8, CPU: 2].")  # fmt: skip
     transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
-    arms: tuple[Arm, ...] = Field(("eager", "deferred"), description="Arms to run.")
+    arms: Annotated[tuple[Arm, ...], _LIST_SCHEMA] = Field(
+        ("eager", "deferred"), description="Arms to run."
+    )
     content: Content = Field("random", description="random (seeded), blank or photo.")
     repeats: int | None = Field(None, ge=1, le=10_000, description="Measured repeats "
                                 "[GPU: 20, CPU: 5].")  # fmt: skip
@@ -264,7 +281,7 @@ class StandinOptions(_Options):
 
 
 class ServeOptions(_Common):
-    rates: tuple[float, ...] = Field(
+    rates: Annotated[tuple[float, ...], _RATES_SCHEMA] = Field(
         (2.0, 8.0, math.inf),
         validation_alias=AliasChoices("rates", "request_rate"),
         description="Request rates in req/s, comma-separated; inf = all at once.",
@@ -281,14 +298,16 @@ class ServeOptions(_Common):
         None, description="Request image size: 720p/1080p/1440p/4k, HEIGHTxWIDTH (as "
         "sglang.bench_serving) or width=W,height=H [GPU: 1024x1536, CPU: 480x640].",
     )  # fmt: skip
-    resolution: tuple[int, int] | None = Field(
+    resolution: Annotated[tuple[int, int] | None, _RES_SCHEMA] = Field(
         None, description="Deprecated: WIDTHxHEIGHT (width first); use --image-resolution."
     )
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
                               "[GPU: 8, CPU: 2].")  # fmt: skip
     processor_workers: int = Field(2, ge=1, le=64, description="Producer processes.")
     transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
-    arms: tuple[Arm, ...] = Field(("eager", "deferred"), description="Arms to run.")
+    arms: Annotated[tuple[Arm, ...], _LIST_SCHEMA] = Field(
+        ("eager", "deferred"), description="Arms to run."
+    )
     burstiness: float = Field(1.0, gt=0, le=1000, description="Gamma shape of arrival gaps "
                               "(1 = Poisson).")  # fmt: skip
     warmup_requests: int = Field(4, ge=0, le=10_000, description="Unmeasured requests first.")

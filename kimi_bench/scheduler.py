@@ -8,13 +8,16 @@ from collections.abc import Sequence
 import torch
 
 # Model classes that place their multimodal features themselves: the scheduler skips the
-# "move every item to the GPU before embedding" step for them.
+# "move every item to the GPU before embedding" step for them. The set is sglang 0.5.23's
+# ``_can_skip_pre_embed_feature_move`` (checked by tests/sglang against the installed runtime).
 PRE_EMBED_SKIP_MODELS = frozenset(
     {
         "KimiK25ForConditionalGeneration",
         "KimiK3ForConditionalGeneration",
         "Qwen3VLForConditionalGeneration",
         "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
     }
 )
 

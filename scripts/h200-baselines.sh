@@ -1,47 +1,44 @@
 #!/usr/bin/env bash
-# Refresh the committed H200 baselines (reports/baselines/h200/...).
-# Usage on a CUDA machine, from the repository root:
+# Refresh the committed one-GPU H200 baselines (reports/baselines/h200/...).
+# On a CUDA machine, from the repository root:
 #   KIMI_BENCH_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200-baselines.sh OUTDIR [parts]
-# parts: any of "parity micro serve" (default: all). Every run writes its own folder.
+# parts: any of "parity micro serve" (default: all). Every run writes its own folder:
+#   micro/<runtime>/r<ranks>-<carrier>  (runtime profiles sglang-0.5.23 and pr-33921)
+#   serve-ab/r8-<carrier>               (default runtime profile)
+# ARMS (default eager,deferred,zero-copy) and SERVE_REQUESTS (default 80) can be set.
 set -u -o pipefail
 out=${1:?usage: h200-baselines.sh OUTDIR [parts]}
 parts=${2:-"parity micro serve"}
+arms=${ARMS:-eager,deferred,zero-copy}
 kb=(python3 -m kimi_bench.cli.main)
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
 mkdir -p "$out"
-MICRO_NOTE=${MICRO_NOTE:-"Issue target: deferred >= 10x faster than eager at 8 ranks (the PR \
-reported 12.76x for 4 x 1536x1024). On this one-GPU host the measured speedup is lower; the \
-'where ... time goes' notes show why: the deferred arm still pushes the raw uint8 bytes \
-through the same host path as eager (PIL->CHW staging, shm copy-in or pickling, one clone \
-per rank or a gloo broadcast), which costs about a quarter of eager's host copies, so the \
-ratio is bounded near the 4x byte ratio plus eager-only D2H and pre-embed moves. The eager \
-arm was not slowed: it is the same code path minus the deferral. Which span the PR timed \
-is not stated in SPEC; all 8 ranks here share one GPU and one PCIe link."}
-SERVE_NOTE=${SERVE_NOTE:-"Issue expectation: deferred wins clearly at inf (PR: +248% throughput, \
--78.7% median TTFT) and is roughly neutral at rate 2. At low rates TTFT is the sum of the \
-per-request stages listed in the 'rate ...' notes; the PR's first token waits on Kimi-K3's \
-real prefill on 8 GPUs, which hides producer-side and transport differences that the small \
-stand-in prefill here does not, so a gap at rate 2 points at those stages, not at noise."}
 status=0
 if [[ $parts == *parity* ]]; then
-  "${kb[@]}" parity --device cuda --out "$out/parity/builtin-k3" || status=1
-  "${kb[@]}" parity --device cuda --preset kimi-k2.5 --out "$out/parity/builtin-k25" || status=1
-  "${kb[@]}" parity --device cuda --batch-size 32 --ranks 8 --policy image \
-    --out "$out/parity/builtin-k3-batch32-image" || status=1
+  "${kb[@]}" parity --device cuda --output-dir "$out/parity/builtin-k3" || status=1
+  "${kb[@]}" parity --device cuda --preset kimi-k2.5 --output-dir "$out/parity/builtin-k25" \
+    || status=1
+  "${kb[@]}" parity --device cuda --batch-size 32 --ranks 8 --runtime pr-33921 \
+    --output-dir "$out/parity/builtin-k3-batch32-pr" || status=1
 fi
 if [[ $parts == *micro* ]]; then
-  for t in shm pickle; do
-    for r in 2 4 8; do
-      "${kb[@]}" micro --images 4x1536x1024 --ranks "$r" --transport "$t" --repeats 20 \
-        --warmup 3 --device cuda --note "$MICRO_NOTE" --out "$out/micro/r$r-$t" || status=1
+  for rt in ${RUNTIMES:-sglang-0.5.23 pr-33921}; do
+    for t in shm pickle; do
+      for r in ${MICRO_RANKS:-2 4 8}; do
+        "${kb[@]}" micro --synthetic 4x1536x1024 --ranks "$r" --transport "$t" --runtime "$rt" \
+          --arms "$arms" --repeats "${MICRO_REPEATS:-20}" --warmup 3 --device cuda \
+          --output-dir "$out/micro/$rt/r$r-$t" > "$out/micro-$rt-r$r-$t.log" 2>&1 || status=1
+        tail -2 "$out/micro-$rt-r$r-$t.log"
+      done
     done
   done
 fi
 if [[ $parts == *serve* ]]; then
   for t in ${SERVE_TRANSPORTS:-shm pickle}; do
-    "${kb[@]}" serve-ab --rates 2,8,inf --ranks 8 --resolution 1536x1024 --preset kimi-k3 \
-      --requests "${SERVE_REQUESTS:-80}" --transport "$t" --device cuda --note "$SERVE_NOTE" \
-      --out "$out/serve-ab/r8-$t" || status=1
+    "${kb[@]}" serve-ab --request-rate 2,8,inf --ranks 8 --image-resolution 1024x1536 \
+      --preset kimi-k3 --arms "$arms" --num-prompts "${SERVE_REQUESTS:-80}" --transport "$t" \
+      --device cuda --output-dir "$out/serve-ab/r8-$t" > "$out/serve-$t.log" 2>&1 || status=1
+    tail -3 "$out/serve-$t.log"
   done
 fi
 exit $status

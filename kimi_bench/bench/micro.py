@@ -220,7 +220,7 @@ def build_report(
         notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
     summary = _summary(arms, speed, floor_ms, exact, error, opts, samples)
     config = opts.model_dump(mode="json") | {
-        "images": describe_spec(opts.groups),
+        "input": str(opts.images) if opts.images else describe_spec(opts.groups),
         "groups": [list(g) for g in opts.groups],
         "defaults_profile": profile,
         "runtime_profile": get_profile(opts.runtime).summary(),

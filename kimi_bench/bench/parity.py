@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +16,7 @@ from kimi_bench.corpus import (
     InputError,
     builtin_corpus,
     describe_input,
+    dump_filename,
     folder_corpus,
 )
 from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
@@ -75,8 +75,10 @@ def _prepare(entry: CorpusEntry, cfg: PreprocessConfig) -> _Accepted | dict[str,
     except (InputError, StagingError, ValueError, OSError) as exc:
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return row
+    warnings = [entry.note] if getattr(entry, "note", None) else []
     if row["mode"] == "I;16":
-        row["warning"] = "16-bit values above 255 are clipped by PIL's convert('RGB'), as upstream"
+        warnings.append("16-bit values above 255 are clipped by PIL's convert('RGB'), as upstream")
+    row["warning"] = "; ".join(w for w in warnings if w) or None
     row["grid_thw"] = list(plan.grid_thw)
     row["num_tokens"] = plan.num_tokens
     return _Accepted(row, obj, plan)
@@ -122,7 +124,7 @@ def _run_batch(
             opts.dump.mkdir(parents=True, exist_ok=True)
             torch.save(
                 {"eager": e_fp, "deferred": d_fp, "grid_thw": torch.tensor(acc.plan.grid_thw)},
-                opts.dump / f"{Path(acc.row['name']).stem}.pt",
+                opts.dump / dump_filename(acc.row["name"]),
             )
 
 
@@ -130,6 +132,7 @@ def run_parity(
     opts: ParityOptions,
     progress: Callable[[str, int, int], None] | None = None,
     cfg: PreprocessConfig | None = None,
+    reference_runtime: Any = None,
 ) -> Report:
     """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
@@ -137,7 +140,7 @@ def run_parity(
     rank_dev = resolve_device(opts.device)
     producer = rank_dev
     entries = (
-        folder_corpus(opts.images, opts.max_pixels)
+        folder_corpus(opts.images, opts.max_pixels, follow_links=opts.follow_links)
         if opts.images is not None
         else builtin_corpus(cfg, opts.seed)
     )
@@ -173,7 +176,35 @@ def run_parity(
             if progress:
                 progress(prepared["name"], done, len(entries))
     flush()
-    return _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    report = _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    if opts.reference == "sglang":
+        from kimi_bench.bench.parity_reference import merge_reference
+
+        if reference_runtime is None:
+            from kimi_bench.sglang_ref import load_runtime
+
+            reference_runtime = load_runtime()
+        ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
+        report.summary["reference"] = ref
+        report.notes += [
+            f"--reference sglang: held against sglang {ref['sglang_version']} "
+            f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
+            "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
+            *(ref.get("notes") or []),
+        ]
+        if ref["runtime_refused"]:
+            report.notes.append(
+                "the runtime itself raises on: "
+                + ", ".join(ref["runtime_refused"])
+                + " (kimi-bench follows SPEC there; see each row's reference_detail)"
+            )
+        if ref["differing"]:
+            report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
+        else:
+            report.summary["verdict"] += (
+                f"; identical to sglang {ref['sglang_version']} on every input it accepts"
+            )
+    return report
 
 
 def _build_report(
@@ -272,4 +303,6 @@ def exit_code(report: Report) -> int:
     s = report.summary
     if not s["accepted"]:
         return 2
+    if s.get("reference", {}).get("differing"):
+        return 1
     return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kimi_bench.bench.serve_report import ab_rows, copy_rows, per_rate, request_rows, stage_notes
@@ -103,7 +104,8 @@ def build_serve_report(
         "arms": list(opts.arms),
     }
     config = opts.model_dump(mode="json") | {
-        "rates": [rate_label(r) for r in opts.rates],
+        "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
+        "rate_labels": [rate_label(r) for r in opts.rates],
         "width": opts.width_height[0],
         "height": opts.width_height[1],
         "defaults_profile": profile,

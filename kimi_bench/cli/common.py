@@ -330,7 +330,7 @@ def output_params() -> list[Any]:
         "--out",
         "--output-dir",
         help="Output folder for report.json, report.md, report.html, CSV and figures "
-        "[default: reports/runs/<kind>-<timestamp>].",
+        "\\[default: reports/runs/<kind>-<timestamp>].",
         file_okay=False,
         show_default=False,
     )
@@ -339,11 +339,43 @@ def output_params() -> list[Any]:
         help="Console tables as table, md or json (json: stdout is one JSON document).",
         show_default=False,
     )
+    jsonl = typer.Option(
+        "--append-jsonl",
+        help="Append one line with this run's summary (kind, commit, device, verdict, key "
+        "numbers) to FILE, for dashboards.",
+        dir_okay=False,
+        show_default=False,
+    )
     kw = inspect.Parameter.KEYWORD_ONLY
     return [
         inspect.Parameter("out", kw, default=None, annotation=Annotated[Path | None, out]),
         inspect.Parameter("format", kw, default=None, annotation=Annotated[str | None, fmt]),
+        inspect.Parameter(
+            "append_jsonl", kw, default=None, annotation=Annotated[Path | None, jsonl]
+        ),
     ]
+
+
+def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
+    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists)."""
+    path = values.get("append_jsonl")
+    if not path:
+        return
+    env = report.environment
+    line = {
+        "kind": report.kind,
+        "created": env.get("created"),
+        "git": (env.get("git") or {}).get("commit"),
+        "device": env.get("device_name"),
+        "report": str(out_dir / "report.json"),
+        "metadata": env.get("metadata") or {},
+        **{k: v for k, v in report.summary.items() if not isinstance(v, (list, dict))},
+    }
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, default=str) + "\n")
+    except OSError as exc:
+        warn(f"could not append to {path}: {exc.strerror or exc}")
 
 
 def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
@@ -367,3 +399,18 @@ def check_writable(folder: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise ValueError(f"output folder {folder} is not writable: {exc.strerror or exc}") from None
+
+
+def write_report(write: Any, out_dir: Path) -> Any:
+    """Write a report folder; if that fails at the end, into a printed fallback folder
+    (exit code 3 then says the output is not where it was asked for)."""
+    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, write_outputs
+
+    try:
+        result = write_outputs(write, out_dir)
+    except OutputError as exc:
+        fail_line(str(exc))
+        raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
+    if result.fallback:
+        warn(f"could not write {result.error}; the report is in {result.folder}")
+    return result

@@ -8,6 +8,7 @@ import typer
 
 from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
+    append_jsonl,
     note,
     output_params,
     progress_bar,
@@ -16,6 +17,7 @@ from kimi_bench.cli.common import (
     show_tables,
     usage_error,
     verdict_line,
+    write_report,
 )
 from kimi_bench.options import ParityOptions
 
@@ -32,6 +34,7 @@ input. Example: kimi-bench parity --images ~/photos --device cuda --output-dir p
 """
 
 COLUMNS = ["input", "WxH", "mode", "defer", "grid", "owner", "fp32", "bf16", "vs PIL", "error"]
+REFERENCE_COLUMNS = ["sglang"]
 
 
 def _rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -47,9 +50,18 @@ def _rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "bf16": r["bit_exact_bf16"],
             "vs PIL": r["max_abs_diff_vs_pil"],
             "error": r["error"],
+            **({"sglang": _ref_cell(r)} if "reference_identical" in r else {}),
         }
         for r in results
     ]
+
+
+def _ref_cell(r: dict[str, Any]) -> str:
+    if r.get("reference_identical"):
+        return "identical"
+    from kimi_bench.bench.parity_reference import runtime_refused
+
+    return "runtime refuses" if runtime_refused(r) else "DIFFERS"
 
 
 def _body(values: dict[str, Any]) -> None:
@@ -67,6 +79,14 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "parity")
     except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    runtime = None
+    if opts.reference == "sglang":  # imported only when asked for
+        from kimi_bench.sglang_ref import SglangUnavailable, load_runtime
+
+        try:
+            runtime = load_runtime()
+        except SglangUnavailable as exc:
+            raise usage_error(str(exc)) from None
     try:
         with progress_bar(None, "parity") as bar:
             task = bar.add_task("parity", total=None, item="")
@@ -74,17 +94,20 @@ def _body(values: dict[str, Any]) -> None:
             def tick(name: str, done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total, item=name)
 
-            report = run_parity(opts, progress=tick, cfg=cfg)
+            report = run_parity(opts, progress=tick, cfg=cfg, reference_runtime=runtime)
     except (InputError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    emit_parity(report, out_dir)
-    show_tables([("parity (eager vs deferred, torch.equal)", _rows(report.results), COLUMNS)], fmt)
+    written = write_report(lambda d: emit_parity(report, d), out_dir)
+    out_dir = written.folder
+    cols = COLUMNS + (REFERENCE_COLUMNS if opts.reference == "sglang" else [])
+    show_tables([("parity (eager vs deferred, torch.equal)", _rows(report.results), cols)], fmt)
     for line in report.notes:
         note(line)
     code = exit_code(report)
     verdict_line(report.summary["verdict"], code == 0)
+    append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
-    raise typer.Exit(code=code)
+    raise typer.Exit(code=max(code, written.exit_code))
 
 
 parity = command(option_params(ParityOptions) + output_params(), _body, DOC)

@@ -1,0 +1,152 @@
+"""JSON Schemas of ``report.json``, one per kind (shipped as ``report-<kind>.schema.json``).
+
+They pin the envelope every report shares (schema version, kind, environment with device,
+versions, commit, seed and host load, config, summary with a verdict, notes, results) and
+the fields each kind's readers (``gate``, ``compare``, figures, dashboards) rely on.
+Numbers are numbers: request rates are numeric with ``null`` for unlimited, image sizes
+are integers, and infinities never appear (JSON has none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NUM = {"type": ["number", "null"]}
+INT = {"type": "integer", "minimum": 0}
+
+
+def _obj(required: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "required": list(required), "properties": required, **extra}
+
+
+ENVIRONMENT = _obj(
+    {
+        "package_version": {"type": "string"},
+        "python": {"type": "string"},
+        "torch": {"type": "string"},
+        "cuda": {"type": ["string", "null"]},
+        "device": {"enum": ["cpu", "cuda"]},
+        "device_name": {"type": "string"},
+        "gpu_count": INT,
+        "cpu_count": INT,
+        "git": {"type": "object"},
+        "seed": INT,
+        "created": {"type": "string"},
+        "host_load": _obj(
+            {
+                "start": {"type": ["object", "null"]},
+                "end": {"type": "object"},
+                "busy": {"type": "boolean"},
+            }
+        ),
+    }
+)
+MEASUREMENT = _obj(
+    {
+        "unit": {"type": "string"},
+        "samples": {"type": "array", "items": {"type": "number"}},
+        "n": INT,
+        "median": NUM,
+        "p10": NUM,
+        "p90": NUM,
+        "iqr": NUM,
+    }
+)
+COMPARISON = _obj(
+    {
+        "delta_pct": NUM,
+        "interval": {"type": ["object", "null"]},
+        "verdict": {"type": "string"},
+        "significant": {"type": "boolean"},
+    }
+)
+COPY = _obj(
+    {
+        "stage": {"type": "string"},
+        "op": {"type": "string"},
+        "src": {"type": "string"},
+        "dst": {"type": "string"},
+        "bytes": INT,
+        "count": INT,
+        "mirrors": {"type": "string"},
+    }
+)
+
+
+def _envelope(kind: str, summary: dict[str, Any], config: dict[str, Any], **top: Any) -> Any:
+    props = {
+        "schema_version": {"const": 2},
+        "kind": {"const": kind},
+        "environment": ENVIRONMENT,
+        "config": _obj(config),
+        "summary": _obj({"verdict": {"type": "string"}, **summary}),
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "results": {"type": "array", "items": {"type": "object"}},
+        **top,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"kimi-bench {kind} report",
+        "type": "object",
+        "required": list(props),
+        "properties": props,
+    }
+
+
+PARITY = _envelope(
+    "parity",
+    {
+        "accepted": INT,
+        "all_bit_exact_fp32": {"type": "boolean"},
+        "all_bit_exact_bf16": {"type": "boolean"},
+        "differing": {"type": "array", "items": {"type": "string"}},
+    },
+    {"ranks": INT, "batch_size": INT, "runtime": {"type": "string"}},
+)
+MICRO = _envelope(
+    "micro",
+    {
+        "arms": {"type": "array", "items": {"type": "string"}},
+        "bit_exact_all_repeats": {"type": "boolean"},
+        "speedup_median": NUM,
+        "floor_ms": NUM,
+        "error": {"type": ["string", "null"]},
+    },
+    {"ranks": INT, "transport": {"enum": ["shm", "pickle"]}, "runtime": {"type": "string"},
+     "groups": {"type": "array", "items": {"type": "array", "items": INT}}},
+    arms={"type": "object", "additionalProperties": _obj({
+        "stages": {"type": "object"},
+        "total_ms": {"anyOf": [MEASUREMENT, {"type": "null"}]},
+        "copies": {"type": "array", "items": COPY},
+    })},
+    speedups={"type": "object", "additionalProperties": MEASUREMENT},
+)  # fmt: skip
+SERVE = _envelope(
+    "serve-ab",
+    {
+        "failed_requests": INT,
+        "rates": {"type": "array", "items": {"type": "string"}},
+        "error": {"type": ["string", "null"]},
+    },
+    {
+        "rates": {"type": "array", "items": NUM},
+        "width": {"type": "integer", "minimum": 1},
+        "height": {"type": "integer", "minimum": 1},
+        "ranks": INT,
+        "transport": {"enum": ["shm", "pickle"]},
+    },
+    ab={"type": "object", "additionalProperties": {
+        "type": "object", "additionalProperties": _obj(
+            {"median_ttft": COMPARISON, "p90_ttft": COMPARISON})}},
+    requests={"type": "array", "items": _obj({"rate": {"type": "string"},
+                                              "arm": {"type": "string"}, "ttft_ms": NUM})},
+    copies={"type": "array", "items": COPY},
+)  # fmt: skip
+PROJECT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "kimi-bench project report",
+    "type": "object",
+    "required": ["schema_version", "kind", "environment", "config", "summary", "notes"],
+    "properties": {"kind": {"const": "project"}, "notes": {"type": "array"}},
+}
+REPORT_SCHEMAS = {"parity": PARITY, "micro": MICRO, "serve-ab": SERVE, "project": PROJECT}
