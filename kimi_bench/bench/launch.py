@@ -112,10 +112,17 @@ def detect_world(launcher: str = "auto", env: Mapping[str, str] | None = None) -
     return world
 
 
-def check_launch(world: World, ranks: int | None, transport: str) -> int:
+def check_launch(
+    world: World, ranks: int | None, transport: str, arms: tuple[str, ...] = ()
+) -> int:
     """The rank count of the run; refuses what cannot work across nodes."""
     if world.launcher == "spawn":
         return int(ranks or 1)
+    if "zero-copy" in arms:
+        raise LaunchError(
+            "the zero-copy arm maps one shared-memory arena that kimi-bench creates for the "
+            "processes it starts on one host; run it without torchrun (--launcher spawn)"
+        )
     if ranks is not None and ranks != world.size:
         raise LaunchError(
             f"--ranks {ranks} but torchrun started {world.size} ranks (WORLD_SIZE); "

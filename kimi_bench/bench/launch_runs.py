@@ -77,7 +77,8 @@ def for_world(opts: OptionsT, world: World) -> OptionsT:
     carrier refused across nodes. Call before ``options.resolve_defaults``."""
     if world.launcher != "torchrun":
         return opts
-    return opts.model_copy(update={"ranks": check_launch(world, opts.ranks, opts.transport)})
+    ranks = check_launch(world, opts.ranks, opts.transport, tuple(opts.arms))
+    return opts.model_copy(update={"ranks": ranks})
 
 
 def _harness(world: World) -> Harness:
@@ -262,6 +263,8 @@ def _serve_pipeline(
                 records.append(payload)
             elif kind == "ledger":
                 out["copies"] = payload
+            elif kind == "arena":  # zero-copy start-up per rank (spawn only)
+                out.setdefault("arena", []).append(payload)
             elif kind == "trace_start":
                 out["trace_start"] = payload
             elif kind == "stalled":

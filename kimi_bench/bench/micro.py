@@ -214,6 +214,7 @@ def build_report(
     notes += mr.where_time_goes(arms, floor_ms) + list(opts.notes)
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
+    notes += zero_copy_notes(floor)
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     if leftovers:
@@ -282,6 +283,26 @@ def _summary(
         "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
         "error": error,
     }
+
+
+def zero_copy_notes(floor: dict[str, Any]) -> list[str]:
+    """The zero-copy arm's one-time start-up (arena map and CUDA registration per rank):
+    measured once, reported apart from the per-request stages."""
+    setup = [s for s in floor.get("zero_copy_setup") or [] if s]
+    if not setup:
+        return []
+    reg = [s["register_ms"] for s in setup if s.get("registered")]
+    mapped = max(s.get("map_ms") or 0.0 for s in setup)
+    what = (
+        f"cudaHostRegister {max(reg):.2f} ms (slowest rank)"
+        if reg
+        else "no CUDA registration (CPU run)"
+    )
+    return [
+        f"zero-copy start-up, once per run and not in any stage: arena of "
+        f"{setup[0]['arena_bytes']:,} B in {setup[0]['slots']} slots; map {mapped:.2f} ms; "
+        f"{what}."
+    ]
 
 
 def exit_code(report: Report) -> int:
