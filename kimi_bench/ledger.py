@@ -38,6 +38,14 @@ OPS: dict[str, tuple[str, bool]] = {
         "pixels straight into its slot of the shared-memory arena",
         True,
     ),
+    "nccl_all_gather": ("NCCL all-gather of the padded encoder outputs (bytes sent)", True),
+    "nccl_broadcast": ("NCCL broadcast of a single image's encoder output by its owner", True),
+    "gloo_all_gather": ("gloo all-gather of the padded encoder outputs (bytes sent)", True),
+    "gather_metadata": (
+        "metadata-only gather (ranks share a device): patch counts over gloo; the encoder "
+        "outputs, listed with their size, are not moved",
+        False,
+    ),
 }
 PLACES = ("pil", "host", "shm", "device", "wire")
 

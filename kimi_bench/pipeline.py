@@ -20,6 +20,9 @@ Arms are choices of steps, not copies of code:
 
 Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.ledger``) as it
 runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize).
+
+After the rank step, ``gather`` (``kimi_bench.gather``) is the encoder-output gather: real
+tensors over the NCCL device group when every rank has its own GPU, metadata only otherwise.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from PIL import Image
 from kimi_bench.arena import ALIGN, Arena, ArenaError, ArenaRef
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
+from kimi_bench.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.ledger import Ledger, tensor_bytes
 from kimi_bench.materialize import (
     MaterializedBatch,
@@ -81,6 +85,7 @@ STAGES = (
     "pre_embed_move",
     "owner_h2d",
     "owner_materialize",
+    "gather",
 )
 # The eager baseline is the scheduler before the change: its model class is not whitelisted.
 EAGER_MODEL_CLASS = "EagerBaselineModel"
@@ -356,6 +361,7 @@ class RankOutput:
     mine: list[int]
     batch: MaterializedBatch | None
     tower: torch.Tensor | None
+    sizes: list[int] = field(default_factory=list)  # patches per image, input order
 
     @property
     def patches(self) -> int:
@@ -387,7 +393,7 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
         batch = materialize_items([items[i] for i in mine], step.cfg, step.device)
         tower = to_tower_buffer(batch.split(), torch.bfloat16)
     step.hook.mark("owner_materialize")
-    return RankOutput(owners, mine, batch, tower)
+    return RankOutput(owners, mine, batch, tower, [it.num_patches for it in items])
 
 
 # ------------------------------------------------------------------ in one process (parity)

@@ -25,6 +25,7 @@ from kimi_bench.pipeline import (
     broadcast,
     decide,
     deserialize,
+    gather,
     held_slots,
     produce,
     produce_zero_copy,
@@ -58,6 +59,7 @@ class MicroJob:
     runtime: str = "sglang-0.5.23"
     image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
     fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def iterations(self) -> int:
@@ -146,16 +148,16 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
-    torch.set_num_threads(worker_threads(job.ranks + 1))
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
+    torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
             raise RuntimeError(f"injected fault at rank {rank} before it maps the arena")
         arena = _attach(job, rank=rank)
         try:
             if arena is not None and dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed; reported with the floor
-            _rank_loop(job, rank, dev, conn, q, arena)
+            _rank_loop(job, rank, dev, conn, q, arena, device_group)
         finally:
             if arena is not None:
                 arena.close()
@@ -190,10 +192,20 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
 
 
 def _rank_loop(
-    job: MicroJob, rank: int, dev: torch.device, conn: Any, q: Any, arena: Arena | None = None
+    job: MicroJob,
+    rank: int,
+    dev: torch.device,
+    conn: Any,
+    q: Any,
+    arena: Arena | None = None,
+    group: Any = None,
 ) -> None:
     import torch.distributed as dist
 
+    from kimi_bench.bench.launch import clock_offset
+
+    # ranks on other nodes move their marks onto rank 0's clock (one host: one clock)
+    offset = clock_offset(rank, job.ranks) if 0 < job.ranks_per_node < job.ranks else 0.0
     setup: list[Any] = [None] * job.ranks if rank == 0 else []
     if arena is not None:  # every rank's arena start-up cost, reported beside the floor
         dist.gather_object(arena.setup(), setup if rank == 0 else None, dst=0)
@@ -213,15 +225,18 @@ def _rank_loop(
             held = held_slots(items)
             out = rank_step(step, items, rank, job.ranks)
             release_slots(step, held)
-            marks: dict[str, Any] = dict(step.hook.marks)  # type: ignore[attr-defined]
+            encoded = gather(step, out, rank, job.ranks, group)  # None: metadata only
+            marks: dict[str, Any] = {k: t + offset for k, t in step.hook.marks.items()}  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
             fp32 = out.batch.pixel_values if out.batch is not None else None
             if arm == "eager":
-                reference = {"bf16": out.tower, "fp32": fp32}
+                reference = {"bf16": out.tower, "fp32": fp32, "encoded": encoded}
                 marks["bit_exact"] = marks["bit_exact_fp32"] = None
-            else:
-                marks["bit_exact"] = _same(out.tower, reference.get("bf16"))
+            else:  # the owner's BF16 output and, with a device group, the gathered one
+                marks["bit_exact"] = _same(out.tower, reference.get("bf16")) and _same(
+                    encoded, reference.get("encoded")
+                )
                 marks["bit_exact_fp32"] = _same(fp32, reference.get("fp32"))
             _maybe_fault(job, f"rank:{rank}", it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []

@@ -44,26 +44,33 @@ def worker_threads(processes: int) -> int:
     return max(1, (os.cpu_count() or 2) // max(1, processes))
 
 
-def rank_device(kind: str, rank: int) -> Any:
-    """cuda:(rank mod GPUs) on CUDA runs (ranks map round robin), else the CPU."""
+def rank_device(kind: str, rank: int, ranks_per_node: int = 0) -> Any:
+    """On CUDA runs the rank's local rank modulo the host's GPUs (one to one when there are
+    enough, round robin otherwise; ``launch.rank_gpu``), else the CPU."""
     import torch
+
+    from kimi_bench.bench.launch import rank_gpu
 
     if kind != "cuda":
         return torch.device("cpu")
-    return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
+    return torch.device("cuda", rank_gpu(rank, torch.cuda.device_count(), ranks_per_node))
 
 
 @contextlib.contextmanager
-def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[None]:
-    """Join the gloo group of a run (file rendezvous) on ``device``; leave it on exit."""
+def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[Any]:
+    """Join the gloo group of a run (file rendezvous, or torchrun's env:// store) on
+    ``device``; yields the NCCL device group when every rank has a GPU of its own, else
+    None (``launch.device_group``); leave on exit."""
     import torch
     import torch.distributed as dist
 
+    from kimi_bench.bench.launch import device_group, join_gloo
+
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    join_gloo(init_file, rank, world)
     try:
-        yield
+        yield device_group(device, world)
     finally:
         dist.destroy_process_group()
 
@@ -254,13 +261,14 @@ class Harness:
     tmpdir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix=f"kimibench_{os.getpid()}_"))
     )
+    handle_sigterm: bool = True  # False: the caller's handler stays (launch.shield_sigterm)
 
     def __post_init__(self) -> None:
         # what dead runs left behind (SIGKILL, power loss), removed before this one starts
         self.reaped = reap_stale_runs()
         self.queue = self.ctx.Queue()
         self._old_term: Any = None
-        if threading.current_thread() is threading.main_thread():
+        if self.handle_sigterm and threading.current_thread() is threading.main_thread():
             # SIGTERM (e.g. a CI timeout) takes the same clean-up path as Ctrl-C
             self._old_term = signal.signal(signal.SIGTERM, _term_to_interrupt)
 

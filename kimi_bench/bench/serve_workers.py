@@ -36,6 +36,7 @@ from kimi_bench.pipeline import (
     decide,
     deserialize,
     feature_bytes,
+    gather,
     held_slots,
     produce,
     produce_zero_copy,
@@ -71,6 +72,7 @@ class ServeJob:
     request_timeout_s: float = 60.0
     runtime: str = "sglang-0.5.23"
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def total(self) -> int:
@@ -184,15 +186,15 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
 def rank_main(
     job: ServeJob, rank: int, conns: list[Any], req_q: Any, warm_evt: Any, outbox: Any
 ) -> None:
-    torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
+    torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + job.workers + 1))
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         arena = _attach(job, rank=rank)
         if arena is not None:
             if dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed, reported on its own
             outbox.send("arena", {"rank": rank, **arena.setup()})
-        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox, arena).loop()
+        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox, arena, device_group).loop()
         if arena is not None:
             arena.close()
 
@@ -211,8 +213,10 @@ class _Rank:
         warm_evt: Any,
         outbox: Any,
         arena: Arena | None = None,
+        group: Any = None,
     ) -> None:
         self.job, self.rank, self.dev, self.arena = job, rank, dev, arena
+        self.group = group  # the NCCL device group (one GPU per rank), else None
         self.conns, self.req_q, self.warm_evt, self.outbox = conns, req_q, warm_evt, outbox
         self.chain = MatmulChain(dev, seed=rank)
         self.scale = job.cost.scaled(dev, job.ranks)
@@ -293,8 +297,7 @@ class _Rank:
         release_slots(step, held)
         if out.patches:
             self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
-        sizes: list[Any] = [None] * job.ranks
-        dist.all_gather_object(sizes, (self.rank, out.patches))  # the gather (metadata stand-in)
+        gather(step, out, self.rank, job.ranks, self.group)  # NCCL, or metadata only
         tokens = sum(r["image_tokens"] + job.cost.text_tokens_per_request for r in ok)
         gflop = tokens * job.cost.prefill_gflop_per_token * self.scale / job.ranks
         self.chain.run(max(1, tokens // job.ranks), gflop)
