@@ -34,6 +34,7 @@ Runtime = Literal["sglang-0.5.23", "pr-33921"]
 Carrier = Literal["shm", "pickle"]
 Arm = Literal["eager", "deferred", "zero-copy"]
 Content = Literal["random", "blank", "photo"]
+Launcher = Literal["auto", "spawn", "torchrun"]
 
 MAX_RANKS = 64  # one process per rank on one host: beyond this use torchrun across nodes
 MAX_RATE = 1e6  # requests/s; "inf" sends everything at once
@@ -243,6 +244,9 @@ class MicroOptions(_Common):
                                "[GPU: 3, CPU: 1].")  # fmt: skip
     timeout_s: float = Field(300.0, gt=0, le=MAX_TIMEOUT_S, description="Fail when no "
                              "worker reports for this many seconds.")  # fmt: skip
+    launcher: Launcher = Field("auto", description="spawn: kimi-bench starts every process on "
+                               "this host; torchrun: started by torchrun on every node; auto: "
+                               "torchrun when its environment is set.")  # fmt: skip
     fault: str | None = Field(None, description="Tests only: inject a fault.")
 
     _arms = field_validator("arms", mode="before")(_split_list)
@@ -317,6 +321,8 @@ class ServeOptions(_Common):
     unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
     request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="Seconds "
                                      "without progress before requests fail.")  # fmt: skip
+    launcher: Launcher = Field("auto", description="spawn, torchrun, or auto (torchrun when "
+                               "its environment is set).")  # fmt: skip
     max_concurrency: int | None = Field(None, ge=1, le=100_000, description="Cap on "
                                         "requests in flight (HTTP client).")  # fmt: skip
     endpoints: tuple[str, ...] = Field((), description="NAME=URL of a real OpenAI-compatible "

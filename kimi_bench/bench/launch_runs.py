@@ -235,7 +235,7 @@ def _serve_job(
 def _serve_pipeline(
     world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], tag: str
 ) -> dict[str, Any] | None:
-    """One arm through one trace (as ``serve.run_pipeline``), started per ``launch.plan``."""
+    """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
     todo = plan(world, opts.ranks or 1)
     if not todo.hosts_producers:
         job = _serve_job(world, opts, arm, arrivals, rendezvous(world, tag, ""), "")

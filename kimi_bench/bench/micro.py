@@ -9,12 +9,12 @@ from typing import Any
 
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.images import describe_spec
-from kimi_bench.bench.micro_worker import MicroJob, producer_main, rank_main
+from kimi_bench.bench.micro_worker import MicroJob
 from kimi_bench.bench.procs import Harness
-from kimi_bench.config import PreprocessConfig, resolve_config
-from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
+from kimi_bench.config import PreprocessConfig
+from kimi_bench.environment import HostLoad, environment
 from kimi_bench.ledger import Ledger
-from kimi_bench.options import MicroOptions, resolve_defaults
+from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES
 from kimi_bench.report import Report, View
 from kimi_bench.runtime import get_profile
@@ -107,52 +107,13 @@ def folder_images(folder: Any) -> tuple[str, ...]:
 
 def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = None) -> Report:
     """Every arm ``warmup + repeats`` times, interleaved per repeat (arms of one repeat run
-    back to back, so speedups pair per repeat)."""
-    load_start = host_load()
-    dev = resolve_device(opts.device)
-    opts, profile = resolve_defaults(opts, "micro", dev.type)
-    cfg = resolve_config(opts.preset, opts.config)
-    if "eager" not in opts.arms:
-        raise ValueError("--arms must include eager (every arm is checked against it)")
-    paths = folder_images(opts.images) if opts.images else ()
-    samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
-    floor: dict[str, Any] = {}
-    total = ((opts.warmup or 0) + (opts.repeats or 1)) * len(opts.arms)
-    done, error = 0, None
-    harness = Harness()
-    try:
-        prod_end, rank0_end = harness.pipe()
-        job = _job(opts, cfg, dev.type, harness, paths)
-        harness.start("producer", producer_main, job, prod_end)
-        for r in range(job.ranks):
-            harness.start(f"rank{r}", rank_main, job, r, rank0_end if r == 0 else None)
-        for kind, payload in harness.messages(opts.timeout_s):
-            if kind == "floor":
-                floor = payload
-                continue
-            done += 1
-            if progress:
-                progress(done, total)
-            if payload["iteration"] < job.warmup:
-                continue
-            rec = _stage_record(payload)
-            rec["iteration"] = payload["iteration"] - job.warmup
-            samples[payload["arm"]].append(rec)
-            if rec["bit_exact"] is False:
-                raise RuntimeError(
-                    f"repeat {rec['iteration']}: the owner's BF16 output differs between "
-                    f"eager and {payload['arm']} (torch.equal is False); no speedup is reported"
-                )
-    except KeyboardInterrupt:
-        error = "interrupted by the user (Ctrl-C)"
-    except Exception as exc:  # a failed rank, a mismatch, a timeout: keep what we have
-        error = str(exc).splitlines()[0]
-    finally:
-        leftovers = harness.stop()
-    report = build_report(opts, cfg, dev, samples, floor, error, leftovers, profile, load_start)
-    report.data["shm_prefix"] = harness.prefix
-    if error:
-        raise MicroFailed(error, report)
+    back to back, so speedups pair per repeat), all processes on this host. Under torchrun
+    use ``launch_runs.run_micro_on`` (the same loop; each process starts its part)."""
+    from kimi_bench.bench.launch import World
+    from kimi_bench.bench.launch_runs import run_micro_on
+
+    report = run_micro_on(World(), opts, progress)
+    assert report is not None  # the spawn world hosts everything
     return report
 
 

@@ -38,7 +38,9 @@ Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --ou
 
 
 def _body(values: dict[str, Any]) -> None:
-    from kimi_bench.bench.micro import MicroFailed, exit_code, run_micro
+    from kimi_bench.bench.launch import LaunchError, detect_world
+    from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
+    from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import resolve_device
     from kimi_bench.options import OptionsError, resolve_defaults
@@ -49,10 +51,19 @@ def _body(values: dict[str, Any]) -> None:
         opts = build(MicroOptions, given(values, MicroOptions))
         resolve_config(opts.preset, opts.config)
         dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
-        out_dir, fmt = resolve_output(values, "micro")
-    except (OptionsError, ConfigError, ValueError) as exc:
+        world = detect_world(opts.launcher)
+        out_dir, fmt = resolve_output(values, "micro") if world.writes_report else (None, None)
+    except (OptionsError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    shown, profile = resolve_defaults(opts, "micro", dev.type)
+    if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
+        try:
+            run_micro_on(world, opts)
+        except (RankFailed, MicroFailed) as exc:
+            fail_line(str(exc).splitlines()[0], label=f"rank {world.rank}:")
+            raise typer.Exit(code=1) from None
+        raise typer.Exit(code=0)
+    assert out_dir is not None and fmt is not None
+    shown, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
     say(
         f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
         f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
@@ -64,12 +75,13 @@ def _body(values: dict[str, Any]) -> None:
     try:
         with progress_bar(None, "micro") as bar:
             task = bar.add_task("micro", total=None, item="")
-            report = run_micro(
-                opts, progress=lambda d, t: bar.update(task, completed=d, total=t, item="repeats")
+            report = run_micro_on(
+                world, opts, lambda d, t: bar.update(task, completed=d, total=t, item="repeats")
             )
+            assert report is not None
     except MicroFailed as exc:
         report, failed = exc.report, str(exc)
-    except ValueError as exc:
+    except (LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     result = write_report(lambda d: emit_micro(report, d), out_dir)
     written, out_dir = result.files, result.folder

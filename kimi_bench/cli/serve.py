@@ -10,6 +10,7 @@ import typer
 from kimi_bench.cli.build import build, command, given, option_params
 from kimi_bench.cli.common import (
     append_jsonl,
+    fail_line,
     note,
     output_params,
     progress_bar,
@@ -71,7 +72,9 @@ def _estimate_s(opts: ServeOptions) -> float:
 
 
 def _body(values: dict[str, Any]) -> None:
-    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
+    from kimi_bench.bench.launch import LaunchError, detect_world
+    from kimi_bench.bench.launch_runs import for_world, run_serve_on
+    from kimi_bench.bench.serve import ServeFailed
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import host_load, resolve_device
@@ -84,10 +87,21 @@ def _body(values: dict[str, Any]) -> None:
         opts = _options(values)
         resolve_config(opts.preset, opts.config)
         dev = resolve_device(opts.device)
-        out_dir, fmt = resolve_output(values, "serve-ab")
-    except (OptionsError, ScenarioError, ConfigError, ValueError) as exc:
+        world = detect_world(opts.launcher)
+        opts = for_world(opts, world)
+        out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
+    except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
+    if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
+        try:
+            run_serve_on(world, opts)
+        except ServeFailed as exc:
+            fail_line(str(exc).splitlines()[0], label=f"rank {world.rank}:")
+            raise typer.Exit(code=1) from None
+        raise typer.Exit(code=0)
+    assert out_dir is not None and fmt is not None
+    folder: Path = out_dir
     load_start = host_load()
     total = len(opts.rates) * opts.repeats * len(opts.arms)
     w, h = opts.width_height
@@ -103,7 +117,7 @@ def _body(values: dict[str, Any]) -> None:
 
     def write(runs: list[dict[str, Any]], err: str | None, figures: bool) -> Any:
         report = build_serve_report(opts, runs, dev, err, profile, load_start)
-        return report, emit_serve(report, out_dir, figures=figures)
+        return report, emit_serve(report, folder, figures=figures)
 
     with progress_bar(total, "serve-ab") as bar:
         task = bar.add_task("serve-ab", total=total, item="")
@@ -114,7 +128,7 @@ def _body(values: dict[str, Any]) -> None:
             write(runs, None, figures=False)  # partial results on disk after every pipeline
 
         try:
-            runs = run_serve_ab(opts, on_run=on_run)
+            runs = run_serve_on(world, opts, on_run)
         except ServeFailed as exc:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt:

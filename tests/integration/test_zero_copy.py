@@ -421,19 +421,20 @@ def test_interrupt_leaves_no_segment_and_no_process(how):
 def test_serve_runs_the_zero_copy_arm_and_cleans_up():
     import math
 
-    from kimi_bench.bench.serve import ServeOptions, arrival_offsets, run_pipeline
+    from kimi_bench.bench.serve import run_serve_ab
+    from kimi_bench.options import ServeOptions
 
     opts = ServeOptions(
-        cfg=K3,
-        rates=[math.inf],
+        rates=(math.inf,),
         requests=6,
         ranks=2,
         processor_workers=2,
         resolution=(96, 64),
         warmup_requests=1,
         device="cpu",
+        arms=("zero-copy",),
     )
-    res = run_pipeline(opts, "zero-copy", arrival_offsets(math.inf, 6, 1.0, 0))
+    (res,) = run_serve_ab(opts)
     assert res["error"] is None and res["leftover_segments"] == 0
     assert len(res["records"]) == 6 and all("error" not in r for r in res["records"])
     ops = {}
