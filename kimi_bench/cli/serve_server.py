@@ -6,6 +6,7 @@ import os
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from kimi_bench.cli.common import (
     ConfigOpt,
@@ -127,20 +128,22 @@ def serve_server(
         model=model, api_key=key, decode_interval_s=decode_interval_ms / 1e3
     )
     err_console.print(
-        f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "
-        f"{transport}, {runtime}, {conf.device}, model {model!r} on http://{host}:{port} "
-        "(ready when /health answers 200)"
+        escape(
+            f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "
+            f"{transport}, {runtime}, {conf.device}, model {model!r} on http://{host}:{port} "
+            "(ready when /health answers 200)"
+        )
     )
     try:
         backend = serve_emulator(conf, server_opts, host, port)
     except ServerStartError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(code=1) from None
     if backend.start_error or backend.dead:
         what = "did not start" if backend.start_error else "failed"
         err_console.print(
             f"[bold red]error:[/] the emulated pipeline of arm {arm} {what}: "
-            f"{backend.start_error or backend.dead}"
+            f"{escape(backend.start_error or backend.dead or '')}"
         )
         raise typer.Exit(code=1)
     if backend.leftover_segments:

@@ -34,7 +34,7 @@ from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.ledger import OPS
 from kimi_bench.serving.backend import BackendError, FirstToken
-from kimi_bench.serving.launch import serve
+from kimi_bench.serving.launch import bind_socket, serve
 from kimi_bench.serving.metrics import MetricsSnapshot
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import PREFIX, ServerMetrics
@@ -165,10 +165,10 @@ class EmulatorBackend:
         except WorkerFailed as exc:
             self.start_error = f"the pipeline failed at start-up: {str(exc).splitlines()[0]}"
         except BaseException:
-            self._shutdown()
+            self.shutdown()
             raise
         if self.start_error is not None:
-            self._shutdown()
+            self.shutdown()
             raise RuntimeError(self.start_error)
 
     def _startup_request(self) -> None:
@@ -234,10 +234,11 @@ class EmulatorBackend:
             harness.start(f"producer{w}", producer_main, job, w, self._req_q, send_end)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._shutdown)
+        await asyncio.to_thread(self.shutdown)
         self._fail_all("the server is shutting down")
 
-    def _shutdown(self, join_s: float = 5.0) -> None:
+    def shutdown(self, join_s: float = 5.0) -> None:
+        """Stop every process and remove leftovers (idempotent)."""
         self._stopping = True
         if self._stop_evt is not None:
             self._stop_evt.set()  # rank 0 stops within its idle wait, then the producers
@@ -262,10 +263,24 @@ class EmulatorBackend:
                 self._call(self._die, "the pipeline processes exited")
         except WorkerFailed as exc:
             if not self._stopping:
-                self._call(self._die, str(exc).splitlines()[0])
+                self._call(self._die, self._cause(exc))
         except Exception as exc:  # the queue closed under us at shutdown, or a bug
             if not self._stopping:
                 self._call(self._die, f"reading the pipeline failed: {type(exc).__name__}: {exc}")
+
+    def _cause(self, exc: WorkerFailed) -> str:
+        """A worker that crashed (killed, or exited without reporting: code not 0/1) is the
+        cause of what its peers then report (a closed pipe, a gloo peer gone)."""
+        first = str(exc).splitlines()[0]
+        procs = self._harness.procs if self._harness is not None else {}
+        crashed = [
+            f"worker {n} died with exit code {p.exitcode}"
+            for n, p in procs.items()
+            if p.exitcode not in (None, 0, 1)
+        ]
+        if not crashed or "died with exit code" in first:
+            return first
+        return f"{'; '.join(crashed)} (then: {first})"
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
         if self._loop is not None and not self._loop.is_closed():
@@ -380,6 +395,7 @@ def serve_emulator(
     server whose scheduler died does). Returns the backend: ``dead`` says why the
     pipeline failed, ``start_error`` why it never started (both None after a clean
     stop). ServerStartError when the port cannot be bound."""
+    sock = bind_socket(host, port)  # a port in use fails before the pipeline starts
     metrics = ServerMetrics()
     backend = EmulatorBackend(
         conf, metrics, on_dead=lambda _msg: os.kill(os.getpid(), signal.SIGTERM)
@@ -389,12 +405,15 @@ def serve_emulator(
         backend.launch()
     except KeyboardInterrupt:
         backend.start_error = "interrupted during start-up"
-        return backend
     except RuntimeError:
-        return backend
+        pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-    serve(
-        create_app(backend, server_opts, metrics), host, port, graceful_timeout_s=graceful_timeout_s
-    )
+    try:
+        if backend.start_error is None:
+            app = create_app(backend, server_opts, metrics)
+            serve(app, host, port, graceful_timeout_s=graceful_timeout_s, sock=sock)
+    finally:
+        sock.close()
+        backend.shutdown()  # already done by the app's shutdown, unless serving failed
     return backend

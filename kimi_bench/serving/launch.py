@@ -78,11 +78,13 @@ def serve(
     *,
     log_level: str = "warning",
     graceful_timeout_s: float = 5.0,
+    sock: socket.socket | None = None,
 ) -> int | None:
     """Serve ``app`` until SIGTERM or SIGINT (main thread only); in-flight requests get
     ``graceful_timeout_s`` to finish, then the app's shutdown (backend.close) runs.
-    Returns the signal number that stopped it, or None. Never re-raises the signal."""
-    sock = bind_socket(host, port)
+    Returns the signal number that stopped it, or None. Never re-raises the signal.
+    ``sock``: a socket bound beforehand (by :func:`bind_socket`) instead of host/port."""
+    sock = sock or bind_socket(host, port)
     server = uvicorn.Server(_config(app, log_level, graceful_timeout_s))  # configures logging
     short = _ShortTracebacks()
     logging.getLogger("uvicorn.error").addFilter(short)
