@@ -39,9 +39,10 @@ from kimi_bench.serving.client import (
     drive,
     probe_server,
 )
-from kimi_bench.serving.emulator import REPORTED, copies_from_metrics
+from kimi_bench.serving.emulator import REPORTED
 from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
 from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
+from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
 from kimi_bench.serving.records import RequestRecord
 from kimi_bench.serving.trace import make_trace

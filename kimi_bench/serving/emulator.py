@@ -26,18 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image
-from prometheus_client import Counter, Histogram
 
 from kimi_bench.bench.procs import Harness, WorkerFailed
 from kimi_bench.bench.serve_workers import ServeJob, producer_main, serve_rank_main
 from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PreprocessConfig
-from kimi_bench.ledger import OPS
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, serve
-from kimi_bench.serving.metrics import MetricsSnapshot
+from kimi_bench.serving.ledger_metrics import LedgerMetrics
 from kimi_bench.serving.server import ServerOptions, create_app
-from kimi_bench.serving.server_metrics import PREFIX, ServerMetrics
+from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.transport import new_prefix
 
 # per-request stages the backend reports (seconds), in pipeline order, non-overlapping
@@ -53,9 +51,6 @@ REPORTED = (
     "batch_requests",
     "worker",
 )
-COPY_BYTES = f"{PREFIX}_pipeline_copy_bytes"
-COPY_OPS = f"{PREFIX}_pipeline_copy_ops"
-_COPY_LABELS = ("stage", "op", "src", "dst", "mirrors")
 _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
 
 
@@ -132,23 +127,7 @@ class EmulatorBackend:
         self._stopping = False
         self._req_q: Any = None
         self._stop_evt: Any = None
-        self._copy_bytes: Counter | None = None
-        self._copy_ops: Counter | None = None
-        self._batch: Histogram | None = None
-        if metrics is not None:
-            r = metrics.registry
-            self._copy_bytes = Counter(
-                COPY_BYTES, "Bytes per copy-ledger entry", _COPY_LABELS, registry=r
-            )
-            self._copy_ops = Counter(
-                COPY_OPS, "Operations per copy-ledger entry", _COPY_LABELS, registry=r
-            )
-            self._batch = Histogram(
-                f"{PREFIX}_batch_requests",
-                "Requests per scheduler step (continuous batching)",
-                buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-                registry=r,
-            )
+        self._ledger = LedgerMetrics(metrics) if metrics is not None else None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -288,16 +267,12 @@ class EmulatorBackend:
                 self._loop.call_soon_threadsafe(fn, *args)
 
     def _count(self, rows: Sequence[dict[str, Any]]) -> None:
-        if self.metrics is None or self._copy_bytes is None or self._copy_ops is None:
-            return
-        for row in rows:
-            labels = [str(row[k]) for k in _COPY_LABELS]
-            self._copy_bytes.labels(*labels).inc(row["bytes"])
-            self._copy_ops.labels(*labels).inc(row["count"])
-            if OPS.get(row["op"], ("", True))[1]:  # bytes per stage: actual copies only
-                self.metrics.stage_bytes.labels(row["stage"]).inc(row["bytes"])
+        if self._ledger is not None:
+            self._ledger.count(rows)
 
     def _resolve(self, rec: dict[str, Any]) -> None:
+        if self._ledger is not None and "t_step" in rec:
+            self._ledger.step(rec["t_step"], rec.get("batch_requests", 1))
         fut = self._pending.get(rec["rid"])
         if fut is not None and not fut.done():
             fut.set_result(rec)
@@ -351,32 +326,6 @@ def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> Fir
         prompt_tokens=int(rec.get("image_tokens", 0)) + conf.cost.text_tokens_per_request,
         report=report,
     )
-
-
-def copies_from_metrics(before: MetricsSnapshot, after: MetricsSnapshot) -> list[dict[str, Any]]:
-    """The copy ledger of what an emulator served between two ``/metrics`` scrapes, as
-    ``Ledger.rows()`` rows (what ``serve-ab`` keeps as a run's ``copies``)."""
-    rows: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-    for (name, labels), value in after.values.items():
-        field_ = {f"{COPY_BYTES}_total": "bytes", f"{COPY_OPS}_total": "count"}.get(name)
-        if field_ is None:
-            continue
-        inc = value - before.values.get((name, labels), 0.0)
-        if inc < 0:  # the server restarted between the scrapes
-            inc = value
-        row = rows.setdefault(labels, {**dict(labels), "bytes": 0, "count": 0})
-        row[field_] = round(inc)
-    return [
-        {
-            **{k: r.get(k, "") for k in ("stage", "op", "src", "dst")},
-            "bytes": r["bytes"],
-            "count": r["count"],
-            "copies": OPS.get(r.get("op", ""), ("", True))[1],
-            "mirrors": r.get("mirrors", ""),
-        }
-        for r in rows.values()
-        if r["count"] or r["bytes"]
-    ]
 
 
 def _interrupt(signum: int, frame: Any) -> None:

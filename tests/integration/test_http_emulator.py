@@ -25,8 +25,9 @@ from typer.testing import CliRunner
 from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
 from kimi_bench.serving.client import ClientOptions, drive, probe_server
-from kimi_bench.serving.emulator import STAGES, EmulatorBackend, EmulatorConfig, copies_from_metrics
+from kimi_bench.serving.emulator import STAGES, EmulatorBackend, EmulatorConfig
 from kimi_bench.serving.launch import ServerProcess, free_port, serve_in_thread
+from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import metrics_delta, scrape_metrics, series_name
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
@@ -107,6 +108,8 @@ def test_both_arms_stream_first_tokens_with_stage_times_and_ledger_bytes() -> No
         for stage in STAGES:
             hist = delta.histograms[series_name("kimi_bench_stage_seconds", (("stage", stage),))]
             assert hist.count == 3
+        steps = delta.histograms["kimi_bench_batch_requests"]
+        assert steps.sum == 3 and 1 <= steps.count <= 3  # requests per scheduler step
         seen[arm] = (copies_from_metrics(before, after), delta)
     eager, deferred = seen["eager"][0], seen["deferred"][0]
     # what the arms are: eager copies FP32 patches to the host, deferred carries raw uint8
@@ -131,7 +134,7 @@ def _post(url: str, images: list[bytes]) -> httpx.Response:
 
 @pytest.mark.slow
 def test_an_image_that_does_not_decode_fails_alone_with_400_from_the_producer() -> None:
-    with emulator("deferred", ranks=1, workers=1) as (url, _backend, dead):
+    with emulator("deferred", ranks=2, workers=1, transport="pickle") as (url, _backend, dead):
         bad = _post(url, [b"\xff\xd8 this is not a JPEG"])
         good = _post(url, [jpeg(2)])
     assert bad.status_code == 400
