@@ -73,19 +73,25 @@ class ServeJob:
     runtime: str = "sglang-0.5.23"
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
+    # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the
+    # queue and the pipeline runs until it sets the stop event (``serve_rank_main``)
+    source: str = "loadgen"
 
     @property
     def total(self) -> int:
         return self.warmup_requests + len(self.arrivals)
 
 
-def make_payloads(job: ServeJob) -> list[bytes]:
-    """Encoded request images, identical for both arms at a given seed."""
-    w, h = job.resolution
+def encode_images(
+    resolution: tuple[int, int], count: int, content: str, image_format: str, seed: int
+) -> list[bytes]:
+    """``count`` generated images as JPEG (quality 85) or PNG files."""
+    w, h = resolution
     out = []
-    for img in make_images(((job.unique_images, w, h),), job.image_content, job.seed):
+    for img in make_images(((count, w, h),), content, seed):
         buf = io.BytesIO()
-        if job.image_format == "png":
+        if image_format == "png":
             img.save(buf, format="PNG")
         else:
             img.save(buf, format="JPEG", quality=85)
@@ -107,6 +113,13 @@ def _attach(job: ServeJob, **role: int) -> Arena | None:
     return None if spec is None else Arena.attach(job.prefix, spec, **role)
 
 
+def make_payloads(job: ServeJob) -> list[bytes]:
+    """Encoded request images, identical for both arms at a given seed."""
+    return encode_images(
+        job.resolution, job.unique_images, job.image_content, job.image_format, job.seed
+    )
+
+
 def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
     for rid in range(job.warmup_requests):
         req_q.put((rid, True, time.perf_counter()))
@@ -124,7 +137,7 @@ def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
 def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
-    payloads = make_payloads(job)
+    payloads = make_payloads(job) if job.source == "loadgen" else []
     arena = _attach(job, writer=wid)  # on a crash the harness unlinks it by the run's prefix
     while True:
         msg = req_q.get()
@@ -132,7 +145,7 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
             if arena is not None:
                 arena.close()
             return
-        rid, warm, t_sent = msg
+        rid, warm, t_sent = msg[:3]  # a "queue" source adds the request's encoded images
         if job.fault == f"producer:{rid}":
             os._exit(3)  # a hard crash, as a segfaulting worker would
         if job.fault == f"hang:{rid}":
@@ -145,13 +158,10 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
             "worker": wid,
         }
         try:
-            keys = [
-                (rid * job.images_per_request + k) % len(payloads)
-                for k in range(job.images_per_request)
-            ]
+            encoded = msg[3] if len(msg) > 3 else _request_payloads(job, payloads, rid)
             images = []
-            for k in keys:
-                im = Image.open(io.BytesIO(payloads[k]))
+            for data in encoded:
+                im = Image.open(io.BytesIO(data))
                 im.load()
                 images.append(im)
             rec["t_decoded"] = time.perf_counter()
@@ -181,6 +191,13 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
             rec["ledger"] = ledger.rows()
             blob = dumps(rec)
         conn.send_bytes(blob)
+
+
+def _request_payloads(job: ServeJob, payloads: list[bytes], rid: int) -> list[bytes]:
+    keys = [
+        (rid * job.images_per_request + k) % len(payloads) for k in range(job.images_per_request)
+    ]
+    return [payloads[k] for k in keys]
 
 
 def rank_main(
@@ -230,10 +247,17 @@ class _Rank:
         profile = get_profile(self.job.runtime)
         return Step(self.job.arm, self.job.cfg, self.dev, profile, arena=self.arena)
 
+    idle_wait_s = 0.02  # rank 0 waits up to this for a request when none is queued
+
+    def _should_stop(self, new: int) -> tuple[bool, bool]:
+        """(stop, stalled) after a collect that took ``new`` requests."""
+        stalled = time.perf_counter() - self.last_progress > self.job.request_timeout_s
+        return self.done + new >= self.job.total or stalled, stalled
+
     def _collect(self, step: Step) -> dict[str, Any]:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
         reqs = []
-        ready = wait(self.conns, timeout=0.02)
+        ready = wait(self.conns, timeout=self.idle_wait_s)
         while ready:
             for c in ready:
                 rec = deserialize(step, c.recv_bytes(), "to_rank0", "recv_pyobj")  # type: ignore[union-attr]
@@ -245,8 +269,7 @@ class _Rank:
             ready = wait(self.conns, timeout=0)
         if reqs:
             self.last_progress = time.perf_counter()
-        stalled = time.perf_counter() - self.last_progress > self.job.request_timeout_s
-        stop = self.done + len(reqs) >= self.job.total or stalled
+        stop, stalled = self._should_stop(len(reqs))
         return {"reqs": reqs, "stop": stop, "stalled": stalled, "t_step": time.perf_counter()}
 
     def loop(self) -> None:
@@ -301,7 +324,9 @@ class _Rank:
         tokens = sum(r["image_tokens"] + job.cost.text_tokens_per_request for r in ok)
         gflop = tokens * job.cost.prefill_gflop_per_token * self.scale / job.ranks
         self.chain.run(max(1, tokens // job.ranks), gflop)
-        rank_copied = step.ledger.copied_bytes() - sum(r["producer_copied_bytes"] for r in ok)
+        # rank 0's step ledger also holds the producers' entries (merged when collected)
+        producers = sum(r["producer_copied_bytes"] for r in ok) if self.rank == 0 else 0
+        rank_copied = step.ledger.copied_bytes() - producers
         stats: list[Any] = [None] * job.ranks
         dist.all_gather_object(stats, rank_copied)  # also the TP sync before the first token
         if not any(r["warm"] for r in batch["reqs"]):
@@ -328,3 +353,43 @@ class _Rank:
                 if self.warm_done == self.job.warmup_requests:
                     self.warm_evt.set()
             self.outbox.send("request", r)
+
+
+# ------------------------------------------- source "queue": fed by a serving backend
+
+
+def serve_rank_main(
+    job: ServeJob, rank: int, conns: list[Any], req_q: Any, stop_evt: Any, outbox: Any
+) -> None:
+    """A rank of a pipeline fed by a serving backend (``job.source == "queue"``): it runs
+    until ``stop_evt`` is set or its parent process is gone. Rank 0 sends each request
+    (``"request"``) as today; after each step every rank also sends the copy ledger of
+    that step (``"copies"``), so the backend can count bytes moved while it serves."""
+    torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
+    dev = rank_device(job.device, rank)
+    with gloo_rank(job.init_file, rank, job.ranks, dev):
+        _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox).loop()
+
+
+class _QueueRank(_Rank):
+    idle_wait_s = 0.25  # adds no latency: the wait returns as soon as a request arrives
+
+    def __init__(
+        self,
+        job: ServeJob,
+        rank: int,
+        dev: torch.device,
+        conns: list[Any],
+        req_q: Any,
+        stop_evt: Any,
+        outbox: Any,
+    ) -> None:
+        super().__init__(job, rank, dev, conns, req_q, None, outbox)
+        self.stop_evt, self.parent = stop_evt, os.getppid()
+
+    def _should_stop(self, new: int) -> tuple[bool, bool]:
+        return self.stop_evt.is_set() or os.getppid() != self.parent, False
+
+    def _step(self, step: Step, batch: dict[str, Any]) -> None:
+        super()._step(step, batch)
+        self.outbox.send("copies", step.ledger.rows())

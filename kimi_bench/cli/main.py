@@ -14,6 +14,7 @@ from kimi_bench.cli.project import project
 from kimi_bench.cli.render import render
 from kimi_bench.cli.run import run
 from kimi_bench.cli.serve import serve_ab
+from kimi_bench.cli.serve_server import serve_server
 
 app = typer.Typer(
     name="kimi-bench",
@@ -50,6 +51,7 @@ def _root(
 app.command("parity")(parity)
 app.command("micro")(micro)
 app.command("serve-ab")(serve_ab)
+app.command("serve")(serve_server)
 app.command("gate")(gate)
 app.command("compare")(compare)
 app.command("run")(run)

@@ -10,10 +10,11 @@ import io
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from PIL import Image
 
+REQUEST_HEADER = "X-Kimi-Bench-Request"  # JSON: {"stages_s": {...}, **FirstToken.report}
 STREAM_FAULTS = ("no_token", "malformed", "reset")
 FAULTS = ("http500", "stall", *STREAM_FAULTS)
 
@@ -25,6 +26,9 @@ class FirstToken:
     stages_s: Mapping[str, float] = field(default_factory=dict)  # seconds per stage
     stage_bytes: Mapping[str, int] = field(default_factory=dict)  # bytes moved per stage
     prompt_tokens: int | None = None  # what the prompt became (text + image tokens), if known
+    # per-request facts (numbers, short strings) the server sends back to the client with
+    # the stages in the REQUEST_HEADER response header; a real server sends none
+    report: Mapping[str, Any] = field(default_factory=dict)
     stream_fault: str | None = None  # test hook, one of STREAM_FAULTS; real backends leave None
 
 

@@ -23,11 +23,13 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
+from kimi_bench.serving.backend import REQUEST_HEADER
 from kimi_bench.serving.records import ArmResult, RequestRecord, ServerInfo
 from kimi_bench.serving.trace import Trace, chat_body
 
 CHAT_PATH = "/v1/chat/completions"
 EXCERPT = 200  # characters of an error body kept in a record
+INTERRUPTED = "interrupted by the user (Ctrl-C)"  # ArmResult.error after Ctrl-C
 
 Progress = Callable[[RequestRecord, int, int], None]  # (record, done so far, planned)
 
@@ -102,6 +104,7 @@ class _Stream:
     finish_at: float | None = None
     finish_reason: str | None = None
     usage_tokens: int | None = None
+    prompt_tokens: int | None = None
     done: bool = False
 
     def take(self, data: str, now: float) -> None:
@@ -121,6 +124,8 @@ class _Stream:
         usage = obj.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.usage_tokens = usage["completion_tokens"]
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            self.prompt_tokens = usage["prompt_tokens"]
         for choice in choices:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
@@ -131,6 +136,7 @@ class _Stream:
                 self.finish_at, self.finish_reason = now, str(choice["finish_reason"])
 
     def finish(self, rec: RequestRecord, t0: float) -> None:
+        rec.prompt_tokens = self.prompt_tokens
         if self.stamps:
             first = self.stamps[0]
             rec.itl_ms = [(b - a) * 1e3 for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
@@ -150,6 +156,18 @@ class _Stream:
         rec.first_token_s = first - t0
 
 
+def _server_report(value: str | None) -> dict[str, Any] | None:
+    """The emulator's per-request header as a dict; None when absent or unreadable (it is
+    extra information: a bad one never fails the request)."""
+    if not value:
+        return None
+    try:
+        obj = json.loads(value)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 async def _stream_one(
     client: httpx.AsyncClient, body: bytes, rec: RequestRecord, stream: _Stream
 ) -> None:
@@ -160,6 +178,7 @@ async def _stream_one(
             text = (await src.response.aread()).decode("utf-8", "replace")
             phrase = src.response.reason_phrase
             raise _Fail("http", f"HTTP {rec.status} {phrase}: {_excerpt(text)}".rstrip(": "))
+        rec.server = _server_report(src.response.headers.get(REQUEST_HEADER))
         try:
             async for event in src.aiter_sse():
                 if event.data.strip() == "[DONE]":
@@ -262,7 +281,12 @@ class _Run:
 
 
 async def _drive(
-    base_url: str, trace: Trace, opts: ClientOptions, result: ArmResult, progress: Progress | None
+    base_url: str,
+    trace: Trace,
+    opts: ClientOptions,
+    result: ArmResult,
+    progress: Progress | None,
+    before_trace: Callable[[], None] | None = None,
 ) -> None:
     run = _Run(trace, opts, result)
     async with _async_client(base_url, opts) as client:
@@ -272,6 +296,8 @@ async def _drive(
             w0 = time.perf_counter()
             for i in range(min(opts.warmup_requests, len(trace))):
                 await run.one(client, i, w0, result.warmup, None, warm=True)
+            if before_trace is not None:  # e.g. a /metrics scrape: nothing is in flight now
+                await asyncio.to_thread(before_trace)
             t0 = result.trace_start = time.perf_counter()
             async with asyncio.TaskGroup() as tasks:
                 for i, offset in enumerate(trace.arrivals):
@@ -298,16 +324,21 @@ async def run_trace(
 
 
 def drive(
-    base_url: str, trace: Trace, opts: ClientOptions, progress: Progress | None = None
+    base_url: str,
+    trace: Trace,
+    opts: ClientOptions,
+    progress: Progress | None = None,
+    before_trace: Callable[[], None] | None = None,
 ) -> ArmResult:
     """:func:`run_trace` from synchronous code. Ctrl-C ends the arm like a dead endpoint:
-    the records so far are returned and ``error`` says it was interrupted."""
+    the records so far are returned and ``error`` says it was interrupted.
+    ``before_trace()`` runs (in a thread) after the warm-up requests, before offset 0."""
     opts.validate()
     result = ArmResult(base_url=base_url.rstrip("/"), planned=len(trace))
     try:
-        asyncio.run(_drive(result.base_url, trace, opts, result, progress))
+        asyncio.run(_drive(result.base_url, trace, opts, result, progress, before_trace))
     except KeyboardInterrupt:
-        result.error = "interrupted by the user (Ctrl-C)"
+        result.error = INTERRUPTED
         result.records.sort(key=lambda r: r.rid)
     return result
 

@@ -5,6 +5,7 @@ SIGTERM/SIGINT), in a background thread (:func:`serve_in_thread`), or as a child
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import socket
 import subprocess
@@ -46,6 +47,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+class _ShortTracebacks(logging.Filter):
+    """uvicorn logs a failed start-up as the app's whole traceback; keep its last line
+    (the exception and its message), which says what went wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg.startswith("Traceback (most recent call last)"):
+            lines = [ln for ln in msg.strip().splitlines() if ln.strip()]
+            record.msg, record.args = f"the app's start-up failed: {lines[-1]}", ()
+        return True
+
+
 def _config(app: Any, log_level: str, graceful_timeout_s: float) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -65,12 +78,16 @@ def serve(
     *,
     log_level: str = "warning",
     graceful_timeout_s: float = 5.0,
+    sock: socket.socket | None = None,
 ) -> int | None:
     """Serve ``app`` until SIGTERM or SIGINT (main thread only); in-flight requests get
     ``graceful_timeout_s`` to finish, then the app's shutdown (backend.close) runs.
-    Returns the signal number that stopped it, or None. Never re-raises the signal."""
-    sock = bind_socket(host, port)
-    server = uvicorn.Server(_config(app, log_level, graceful_timeout_s))
+    Returns the signal number that stopped it, or None. Never re-raises the signal.
+    ``sock``: a socket bound beforehand (by :func:`bind_socket`) instead of host/port."""
+    sock = sock or bind_socket(host, port)
+    server = uvicorn.Server(_config(app, log_level, graceful_timeout_s))  # configures logging
+    short = _ShortTracebacks()
+    logging.getLogger("uvicorn.error").addFilter(short)
     caught: list[int] = []
 
     def note(sig: int, frame: FrameType | None) -> None:  # uvicorn re-raises after shutdown
@@ -82,6 +99,7 @@ def serve(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        logging.getLogger("uvicorn.error").removeFilter(short)
         sock.close()
     if not server.started and not caught:
         raise ServerStartError("the server did not start (the app's start-up failed; see log)")
@@ -154,6 +172,11 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ServerProcess:
+        """:meth:`spawn`, then :meth:`wait_ready`."""
+        return self.spawn().wait_ready()
+
+    def spawn(self) -> ServerProcess:
+        """Start the child without waiting for it (several can start side by side)."""
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -162,6 +185,11 @@ class ServerProcess:
                 start_new_session=True,
                 env=self.env,
             )
+        return self
+
+    def wait_ready(self) -> ServerProcess:
+        """Until ``/health`` answers 200; ServerStartError (child stopped, log tail in the
+        message) when it exits or does not answer in time."""
         try:
             wait_healthy(self.base_url, self.start_timeout_s, self.proc)
         except ServerStartError as exc:

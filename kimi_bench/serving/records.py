@@ -30,7 +30,9 @@ class RequestRecord:
     done_s: float | None = None  # end of stream, or the failure
     status: int | None = None
     output_tokens: int = 0
+    prompt_tokens: int | None = None  # usage.prompt_tokens, when the server reports usage
     itl_ms: list[float] = field(default_factory=list)  # between content-bearing chunks
+    server: dict[str, Any] | None = None  # the X-Kimi-Bench-Request header (stages, facts)
     error_kind: str | None = None  # a key of ERROR_KINDS
     error: str | None = None
 

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from kimi_bench import __version__
-from kimi_bench.serving.backend import Backend, BackendError
+from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import parse_data_url
 
@@ -181,15 +181,21 @@ class _Handler:
         self.metrics.first_token(first, t0)
         prompt = first.prompt_tokens if first.prompt_tokens is not None else chat.prompt_tokens
         stream = _Stream(rid, self.opts, chat, prompt, first.stream_fault)
+        headers = {"X-Request-Id": rid, REQUEST_HEADER: _report_header(first)}
         if not chat.stream:
             text = "".join([tok async for tok in stream.tokens()])
             self.metrics.finish("ok", t0, chat.max_tokens, prompt)
-            return JSONResponse(stream.completion(text))
+            return JSONResponse(stream.completion(text), headers=headers)
         return StreamingResponse(
             stream.events(lambda n: self.metrics.finish("ok" if n else "error", t0, n, prompt)),
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Request-Id": rid},
+            headers={"Cache-Control": "no-cache", **headers},
         )
+
+
+def _report_header(first: FirstToken) -> str:
+    """The backend's stage times and per-request report as one ASCII JSON header value."""
+    return json.dumps({"stages_s": dict(first.stages_s), **first.report}, ensure_ascii=True)
 
 
 class _Stream:

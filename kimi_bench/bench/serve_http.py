@@ -1,0 +1,411 @@
+"""``serve-ab`` through HTTP: the same seeded trace (arrivals, images, prompt) per rate sent
+to each arm's OpenAI-compatible endpoint in turn by the streaming client
+(``kimi_bench.serving.client``).
+
+Arms are either external endpoints (``endpoints``: name -> base URL, e.g. two SGLang
+servers) or, without endpoints, one ``kimi-bench serve`` emulator server per arm started
+on loopback and stopped at the end. Each endpoint is probed once (``/v1/models``, version);
+``/metrics`` is scraped after the warm-up requests and after each trace, and the deltas are
+kept. Runs come back in the shape ``bench.serve.run_pipeline`` returns (``arm``,
+``records``, ``trace_start``, ``error``, ``copies`` for emulated arms) plus ``source`` (what
+served the arm) and ``server_metrics``; per-request records carry ``t_sent``/``t_first``
+(client clock), ``ttft_ms``, ``status`` and, on failure, ``error`` and ``error_kind``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.bench.serve import ServeFailed, arrival_offsets, rate_label
+from kimi_bench.bench.serve_workers import encode_images
+from kimi_bench.bench.standins import StandinCost
+from kimi_bench.config import PRESETS, PreprocessConfig
+from kimi_bench.runtime import DEFAULT_RUNTIME
+from kimi_bench.serving.client import (
+    INTERRUPTED,
+    ClientOptions,
+    auth_headers,
+    drive,
+    probe_server,
+)
+from kimi_bench.serving.emulator import REPORTED
+from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
+from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
+from kimi_bench.serving.ledger_metrics import copies_from_metrics
+from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
+from kimi_bench.serving.records import RequestRecord
+from kimi_bench.serving.trace import make_trace
+from kimi_bench.transport import cleanup_segments
+
+EMULATOR_MODEL = "kimi-bench-emulator"
+SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
+_FACTS = (*REPORTED, "batch")  # per-request facts the emulator reports
+
+
+@dataclass(frozen=True)
+class HttpServeOptions:
+    """What serve-ab through HTTP needs. Field names match serve-ab's options, so
+    :meth:`from_options` copies them from that object."""
+
+    cfg: PreprocessConfig
+    rates: tuple[float, ...] = (2.0, 8.0, math.inf)
+    requests: int = 200
+    arms: tuple[str, ...] = ("eager", "deferred")  # emulated arms, when no endpoints
+    endpoints: tuple[tuple[str, str], ...] = ()  # (name, base URL); replaces ``arms``
+    images_per_request: int = 1
+    resolution: tuple[int, int] = (1536, 1024)
+    image_format: str = "jpeg"
+    image_content: str = "random"
+    unique_images: int = 16
+    burstiness: float = 1.0
+    warmup_requests: int = 4
+    repeats: int = 1
+    seed: int = 0
+    request_timeout_s: float = 60.0
+    counterbalance: bool = True  # odd repeats run the arms in reverse order (A B, B A, ...)
+    # emulator servers
+    ranks: int = 8
+    processor_workers: int = 2
+    transport: str = "shm"
+    runtime: str = DEFAULT_RUNTIME
+    device: str = "auto"
+    cost: StandinCost = field(default_factory=StandinCost)
+    server_start_timeout_s: float = 300.0
+    log_dir: Path | None = None  # server logs (default: a temporary folder)
+    fault: str | None = None  # passed to emulator servers (tests)
+    # client
+    model: str | None = None  # None: the first model each endpoint lists
+    max_tokens: int = 1
+    max_concurrency: int | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+
+    @classmethod
+    def from_options(cls, opts: Any, **overrides: Any) -> HttpServeOptions:
+        """The fields of the same name from ``opts`` (serve-ab's options), then
+        ``overrides``; ``endpoints`` may be a mapping name -> URL."""
+        values = {f.name: getattr(opts, f.name) for f in fields(cls) if hasattr(opts, f.name)}
+        values.update(overrides)
+        eps = values.get("endpoints") or ()
+        values["endpoints"] = tuple(eps.items() if isinstance(eps, Mapping) else eps)
+        for key in ("rates", "arms"):
+            if key in values:
+                values[key] = tuple(values[key])
+        return cls(**values)
+
+    def validate(self) -> None:
+        if not self.rates or self.requests < 1 or self.repeats < 1:
+            raise ValueError("need at least one rate, --requests >= 1 and --repeats >= 1")
+        names = [n for n, _ in self.endpoints] or list(self.arms)
+        if len(names) < 2 and self.endpoints:
+            raise ValueError("--endpoint needs two or more NAME=URL")
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"arm names must be given and distinct, got {', '.join(names)}")
+        if self.image_format not in ("jpeg", "png"):
+            raise ValueError(f"--image-format must be jpeg or png, got {self.image_format!r}")
+        self.client_options("x").validate()
+
+    def client_options(self, model: str) -> ClientOptions:
+        return ClientOptions(
+            model=model,
+            max_tokens=self.max_tokens,
+            api_key_env=self.api_key_env,
+            max_concurrency=self.max_concurrency,
+            request_timeout_s=self.request_timeout_s,
+            warmup_requests=self.warmup_requests,
+        )
+
+
+@dataclass
+class _Arm:
+    name: str
+    url: str
+    source: dict[str, Any]
+    model: str = ""
+    server: ServerProcess | None = None
+    dead: str | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_serve_ab_http(
+    opts: HttpServeOptions, on_run: Callable[[list[dict[str, Any]]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Every (rate, repeat, arm) through HTTP; ``on_run`` sees the runs after each. A dead
+    endpoint ends its arm (the others go on); at the end, ServeFailed with the runs names
+    every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the runs so far.
+    Emulator servers are stopped in every case."""
+    opts.validate()
+    mime = "image/png" if opts.image_format == "png" else "image/jpeg"
+    pool = encode_images(
+        opts.resolution, opts.unique_images, opts.image_content, opts.image_format, opts.seed
+    )
+    runs: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(_sigterm_as_interrupt())
+            arms = _open_arms(opts, stack)
+            for i, rate in enumerate(opts.rates):
+                for rep in range(opts.repeats):
+                    offsets = arrival_offsets(
+                        rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep
+                    )
+                    trace = make_trace(offsets, pool, opts.images_per_request, mime=mime)
+                    order = arms[::-1] if opts.counterbalance and rep % 2 else arms
+                    for arm in (a for a in order if not a.dead):
+                        res = _run_arm(arm, trace, opts)
+                        res.update(
+                            rate=rate,
+                            rate_label=rate_label(rate),
+                            repeat=rep,
+                            rate_index=i,
+                            arrivals=list(offsets),
+                        )
+                        runs.append(res)
+                        arm.runs.append(res)
+                        if on_run:
+                            on_run(runs)
+                        if res["error"] == INTERRUPTED:
+                            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ServeFailed(INTERRUPTED, runs) from None
+    dead = [f"{a.name}: {a.dead}" for a in arms if a.dead]
+    if dead:
+        raise ServeFailed("; ".join(dead) + "; results are partial", runs)
+    return runs
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout) takes Ctrl-C's path while servers run (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+# ---------------------------------------------------------------------- arms
+
+
+def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm]:
+    """Start the emulator servers (side by side) or take the endpoints; probe each."""
+    if opts.endpoints:
+        arms = [_Arm(n, u.rstrip("/"), {"kind": "external", "url": u}) for n, u in opts.endpoints]
+    else:
+        logs = opts.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        logs.mkdir(parents=True, exist_ok=True)
+        arms = [_spawn_emulator(name, opts, logs, stack) for name in opts.arms]
+        for arm in arms:
+            assert arm.server is not None
+            try:
+                arm.server.wait_ready()
+            except ServerStartError as exc:
+                msg = f"the emulator server of arm {arm.name} did not start: {exc}"
+                raise ServeFailed(msg, []) from None
+    for arm in arms:
+        info = probe_server(arm.url, api_key_env=opts.api_key_env)
+        model = opts.model or info.model
+        arm.source.update(
+            model=model,
+            server_version=info.version,
+            version_source=info.version_source,
+            server_header=info.server_header,
+            probe_error=info.error,
+        )
+        if info.error and info.error.startswith("cannot reach"):
+            raise ServeFailed(f"arm {arm.name}: {info.error}", [])
+        if not model:
+            raise ServeFailed(
+                f"arm {arm.name}: {arm.url}/v1/models lists no model"
+                + (f" ({info.error})" if info.error else "")
+                + "; name one with --model",
+                [],
+            )
+        arm.model = model
+    return arms
+
+
+def emulator_argv(arm: str, port: int, opts: HttpServeOptions, cfg_file: Path) -> list[str]:
+    """The ``kimi-bench serve`` command line for one emulated arm."""
+    argv = [sys.executable, "-m", "kimi_bench.cli.main", "serve", "--arm", arm]
+    argv += ["--port", str(port), "--host", "127.0.0.1", "--model", EMULATOR_MODEL]
+    argv += ["--ranks", str(opts.ranks), "--processor-workers", str(opts.processor_workers)]
+    argv += ["--transport", opts.transport, "--runtime", opts.runtime, "--device", opts.device]
+    argv += ["--start-timeout", f"{opts.server_start_timeout_s:g}"]
+    for key, value in vars(opts.cost).items():
+        argv += ["--standin", f"{key}={value}"]
+    if PRESETS.get(opts.cfg.name) == opts.cfg:
+        argv += ["--preset", opts.cfg.name]
+    else:  # a checkpoint's config: hand the server the same numbers
+        cfg_file.write_text(json.dumps(opts.cfg.summary()))
+        argv += ["--config", str(cfg_file)]
+    if opts.fault:
+        argv += ["--fault", opts.fault]
+    return argv
+
+
+def _spawn_emulator(
+    name: str, opts: HttpServeOptions, logs: Path, stack: contextlib.ExitStack
+) -> _Arm:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = emulator_argv(name, port, opts, logs / f"preprocess-{name}.json")
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's package, in the child
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    server = ServerProcess(
+        argv,
+        url,
+        logs / f"server-{name}.log",
+        start_timeout_s=opts.server_start_timeout_s,
+        stop_timeout_s=40.0,
+        env=env,
+    )
+    knobs = ("ranks", "processor_workers", "transport", "runtime", "device")
+    emulator = {"arm": name, **{k: getattr(opts, k) for k in knobs}, "log": str(server.log)}
+    arm = _Arm(name, url, {"kind": "emulated", "url": url, "emulator": emulator}, server=server)
+    stack.callback(_stop_emulator, arm)
+    server.spawn()
+    return arm
+
+
+def _stop_emulator(arm: _Arm) -> None:
+    """Stop the server; remove any segment its pipeline left (its own prefix only)."""
+    assert arm.server is not None
+    code = arm.server.stop()
+    pid = arm.server.proc.pid if arm.server.proc else None
+    left = cleanup_segments(f"kimibench_{pid}_") if pid else []
+    arm.source["exit_code"] = code
+    for run in arm.runs:
+        run["leftover_segments"] = len(left)
+
+
+def _server_gone(arm: _Arm) -> str | None:
+    if arm.server is None or arm.server.proc is None or arm.server.proc.poll() is None:
+        return None
+    tail = arm.server.log.read_text(errors="replace").strip().splitlines()[-2:]
+    return (
+        f"the emulator server exited with code {arm.server.proc.returncode}"
+        f" ({' | '.join(tail) or 'empty log'})"
+    )
+
+
+# ---------------------------------------------------------------------- runs
+
+
+class _Scrapes:
+    def __init__(self, url: str, api_key_env: str) -> None:
+        self.url, self.headers = url, auth_headers(api_key_env)
+        self.before: MetricsSnapshot | None = None
+        self.error: str | None = None
+
+    def scrape(self) -> MetricsSnapshot | None:
+        try:
+            return scrape_metrics(self.url, headers=self.headers)
+        except MetricsError as exc:
+            self.error = str(exc)
+            return None
+
+    def take_before(self) -> None:
+        self.before = self.scrape()
+
+
+def _run_arm(arm: _Arm, trace: Any, opts: HttpServeOptions) -> dict[str, Any]:
+    gone = _server_gone(arm)
+    scrapes = _Scrapes(arm.url, opts.api_key_env)
+    result = None
+    if gone is None:
+        result = drive(
+            arm.url, trace, opts.client_options(arm.model), before_trace=scrapes.take_before
+        )
+    if arm.server is not None:
+        time.sleep(SETTLE_S)
+    after = scrapes.scrape() if scrapes.before is not None else None
+    out: dict[str, Any] = {
+        "arm": arm.name,
+        "records": [],
+        "trace_start": None,
+        "error": gone,
+        "source": arm.source,
+        "server_metrics": None,
+        "server_metrics_error": scrapes.error,
+    }
+    if result is not None:
+        t0 = result.trace_start
+        out.update(
+            records=[http_record(r, t0) for r in result.records] if t0 is not None else [],
+            trace_start=t0,
+            error=result.error,
+            unsent=result.unsent,
+            warmup_failed=sum(not r.ok for r in result.warmup),
+        )
+    if scrapes.before is not None and after is not None:
+        out["server_metrics"] = metrics_delta(scrapes.before, after).to_dict()
+        if arm.server is not None:
+            out["copies"] = copies_from_metrics(scrapes.before, after)
+    if out["error"] != INTERRUPTED:
+        arm.dead = out["error"] or _server_gone(arm)
+        if arm.dead and not out["error"]:
+            out["error"] = arm.dead
+    return out
+
+
+def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
+    """One client record in serve-ab's request-record shape: absolute ``t_sent`` and
+    ``t_first`` (client perf_counter), ``ttft_ms``; ``error``/``error_kind`` only on a
+    failure. When the server reported its stages (the emulator does), ``stages_ms`` holds
+    them with ``http_ms`` (the rest of the client's TTFT: HTTP both ways, the server's
+    parsing) and the pipeline bounds ``t_start``..``t_step`` are placed back from
+    ``t_first``, so ``queue_wait`` (``t_sent`` -> ``t_start``) includes ``http_ms`` and
+    the server's ``respond`` stage."""
+    out: dict[str, Any] = {
+        "rid": rec.rid,
+        "warm": False,
+        "scheduled_s": rec.scheduled_s,
+        "status": rec.status,
+        "output_tokens": rec.output_tokens,
+        "prompt_tokens": rec.prompt_tokens,
+        "itl_ms": rec.itl_ms,
+        "e2e_ms": rec.e2e_ms,
+        "client_wait_ms": rec.queue_ms,
+    }
+    if rec.sent_s is not None:
+        out["t_sent"] = t0 + rec.sent_s
+    if not rec.ok or rec.first_token_s is None:
+        out.update(error=rec.error or "failed", error_kind=rec.error_kind)
+        return out
+    out.update(t_first=t0 + rec.first_token_s, ttft_ms=rec.ttft_ms)
+    server = rec.server or {}
+    out.update({k: server[k] for k in _FACTS if k in server})
+    stages = server.get("stages_s")
+    if isinstance(stages, dict) and all(isinstance(stages.get(k), float) for k in SERVER_STAGES):
+        _place_stages(out, {k: stages[k] for k in SERVER_STAGES})
+    return out
+
+
+def _place_stages(out: dict[str, Any], s: Mapping[str, float]) -> None:
+    ms = {k: v * 1e3 for k, v in s.items()}
+    ms["http"] = max(0.0, out["ttft_ms"] - sum(ms.values()))
+    out["stages_ms"] = ms
+    t = out["t_first"] - s["step"]
+    out["t_step"] = t
+    out["t_recv"] = t = t - s["sched_wait"]
+    out["t_produced"] = t = t - s["to_scheduler"]
+    out["t_start"] = t - s["producer"] - s["decode"]

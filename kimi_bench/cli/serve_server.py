@@ -1,0 +1,153 @@
+"""``kimi-bench serve``: the emulated serving pipeline behind an OpenAI-compatible API."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from kimi_bench.cli.common import (
+    ConfigOpt,
+    DeviceOpt,
+    PresetOpt,
+    RuntimeOpt,
+    err_console,
+    usage_error,
+)
+
+
+def _standins(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs -> StandinCost fields; ValueError names a bad pair."""
+    from dataclasses import fields
+
+    from kimi_bench.bench.standins import StandinCost
+
+    known = {f.name: f.type for f in fields(StandinCost)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise ValueError(
+                f"--standin takes KEY=VALUE with KEY one of {', '.join(known)}, got {pair!r}"
+            )
+        try:
+            out[key] = int(value) if key == "text_tokens_per_request" else float(value)
+        except ValueError:
+            raise ValueError(f"--standin {key}: {value!r} is not a number") from None
+    return out
+
+
+def serve_server(
+    arm: Annotated[
+        str,
+        typer.Option("--arm", help="Pipeline to serve: eager or deferred (as serve-ab's arms)."),
+    ],
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    ranks: Annotated[int, typer.Option("--ranks", min=1, help="Scheduler (TP) ranks.")] = 2,
+    processor_workers: Annotated[
+        int,
+        typer.Option("--processor-workers", min=1, help="Producer (tokenizer worker) processes."),
+    ] = 2,
+    transport: Annotated[str, typer.Option("--transport", help="shm or pickle carrier.")] = "shm",
+    runtime: RuntimeOpt = "sglang-0.5.23",
+    preset: PresetOpt = "kimi-k3",
+    config: ConfigOpt = None,
+    device: DeviceOpt = "auto",
+    model: Annotated[
+        str, typer.Option("--model", help="Model name the API serves (/v1/models).")
+    ] = "kimi-bench-emulator",
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="Name of an environment variable holding an API key; when set, /v1/* "
+            "requires 'Authorization: Bearer <key>'.",
+        ),
+    ] = None,
+    decode_interval_ms: Annotated[
+        float,
+        typer.Option(
+            "--decode-interval-ms", min=0, help="Gap between streamed tokens after the first."
+        ),
+    ] = 0.0,
+    standin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--standin",
+            help="Stand-in cost KEY=VALUE (encoder_gflop_per_patch, prefill_gflop_per_token, "
+            "text_tokens_per_request, cpu_flops_scale); repeatable.",
+        ),
+    ] = None,
+    start_timeout: Annotated[
+        float, typer.Option("--start-timeout", help="Seconds for the pipeline to come up.")
+    ] = 180.0,
+    fault: Annotated[str | None, typer.Option("--fault", hidden=True)] = None,
+) -> None:
+    """Serve the emulated pipeline of one arm over HTTP, as an OpenAI-compatible server.
+
+    POST /v1/chat/completions (streaming; images as base64 data URLs, decoded by the
+    producer processes), GET /v1/models, /health, /version, /metrics (Prometheus: request
+    and stage histograms, bytes moved per stage and per copy-ledger entry). The first
+    token streams when the emulated first token is ready. Encoder and prefill are
+    stand-ins, as in serve-ab. Stops cleanly on Ctrl-C or SIGTERM; exits by itself (code
+    1) when the pipeline fails.
+
+    Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
+    """
+    from kimi_bench.bench.standins import StandinCost
+    from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.environment import resolve_device
+    from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
+    from kimi_bench.serving.launch import ServerStartError
+    from kimi_bench.serving.server import ServerOptions
+
+    try:
+        conf = EmulatorConfig(
+            arm=arm,
+            cfg=resolve_config(preset, config),
+            ranks=ranks,
+            workers=processor_workers,
+            transport=transport,
+            device=resolve_device(device).type,
+            runtime=runtime,
+            cost=StandinCost(**_standins(standin or [])),
+            start_timeout_s=start_timeout,
+            fault=fault,
+        )
+        conf.validate()
+    except (ConfigError, ValueError) as exc:
+        raise usage_error(str(exc)) from None
+    key = os.environ.get(api_key_env) if api_key_env else None
+    if api_key_env and not key:
+        raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
+    server_opts = ServerOptions(
+        model=model, api_key=key, decode_interval_s=decode_interval_ms / 1e3
+    )
+    err_console.print(
+        escape(
+            f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "
+            f"{transport}, {runtime}, {conf.device}, model {model!r} on http://{host}:{port} "
+            "(ready when /health answers 200)"
+        )
+    )
+    try:
+        backend = serve_emulator(conf, server_opts, host, port)
+    except ServerStartError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(code=1) from None
+    if backend.start_error or backend.dead:
+        what = "did not start" if backend.start_error else "failed"
+        err_console.print(
+            f"[bold red]error:[/] the emulated pipeline of arm {arm} {what}: "
+            f"{escape(backend.start_error or backend.dead or '')}"
+        )
+        raise typer.Exit(code=1)
+    if backend.leftover_segments:
+        err_console.print(
+            f"removed {len(backend.leftover_segments)} leftover shared-memory segment(s)"
+        )
+    err_console.print("kimi-bench serve: stopped")

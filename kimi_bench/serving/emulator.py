@@ -1,0 +1,368 @@
+"""The real backend of ``kimi-bench serve``: the emulated serving pipeline of serve-ab
+(``bench/serve_workers.py``: producers that decode the images and run the arm's producer
+step, gloo scheduler ranks with continuous batching, encoder and prefill stand-ins) fed
+by HTTP requests instead of the load generator.
+
+A request's encoded images go on the pipeline's request queue; a producer decodes them
+(PIL) and runs the pipeline; rank 0 reports the request when its first token is ready,
+and ``submit`` returns then. Every rank reports the copy ledger of each step, which the
+backend adds to Prometheus counters (bytes and operations per ledger entry, bytes per
+stage). Start-up sends one small request through the whole pipeline, so ``/health``
+answers 200 only once every process works."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+from kimi_bench.bench.procs import Harness, WorkerFailed
+from kimi_bench.bench.serve_workers import ServeJob, producer_main, serve_rank_main
+from kimi_bench.bench.standins import StandinCost
+from kimi_bench.config import PreprocessConfig
+from kimi_bench.serving.backend import BackendError, FirstToken
+from kimi_bench.serving.launch import bind_socket, serve
+from kimi_bench.serving.ledger_metrics import LedgerMetrics
+from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server_metrics import ServerMetrics
+from kimi_bench.transport import new_prefix
+
+# per-request stages the backend reports (seconds), in pipeline order, non-overlapping
+STAGES = ("queue_wait", "decode", "producer", "to_scheduler", "sched_wait", "step", "respond")
+_BOUNDS = ("t_sent", "t_start", "t_decoded", "t_produced", "t_recv", "t_step", "t_first")
+REPORTED = (
+    "image_tokens",
+    "patches",
+    "feature_bytes",
+    "deferred_images",
+    "producer_copied_bytes",
+    "scheduler_copied_bytes",
+    "batch_requests",
+    "worker",
+)
+_DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """One arm's pipeline: the same knobs as ``serve-ab``."""
+
+    arm: str
+    cfg: PreprocessConfig
+    ranks: int = 2
+    workers: int = 2
+    transport: str = "shm"
+    device: str = "auto"
+    runtime: str = "sglang-0.5.23"
+    cost: StandinCost = field(default_factory=StandinCost)
+    start_timeout_s: float = 180.0
+    fault: str | None = None  # serve_workers' fault hook ("producer:N", "hang:N"), tests only
+
+    def validate(self) -> None:
+        from kimi_bench.pipeline import ARMS
+        from kimi_bench.runtime import get_profile
+
+        if self.arm not in ARMS:
+            raise ValueError(f"--arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
+        if self.ranks < 1 or self.workers < 1:
+            raise ValueError("--ranks and --processor-workers must be >= 1")
+        if self.transport not in ("shm", "pickle"):
+            raise ValueError(f"--transport must be shm or pickle, got {self.transport!r}")
+        if self.start_timeout_s <= 0:
+            raise ValueError("the start-up timeout must be > 0")
+        get_profile(self.runtime)
+
+
+def _probe_image() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), (90, 160, 30)).save(buf, format="JPEG", quality=85)
+    return buf.getvalue()
+
+
+def _harness(prefix: str) -> Harness:
+    """A Harness made off the main thread, so it installs no SIGTERM handler: the server
+    (uvicorn, or ``serve_emulator`` during start-up) owns the process's signals."""
+    made: list[Harness] = []
+    t = threading.Thread(target=lambda: made.append(Harness(prefix=prefix)))
+    t.start()
+    t.join()
+    return made[0]
+
+
+class EmulatorBackend:
+    """The pipeline processes of one arm behind the :class:`Backend` protocol.
+
+    ``metrics`` (the server's) gains the pipeline's copy counters; ``on_dead(message)``
+    runs once when the pipeline fails (a worker died or raised): requests in flight and
+    later ones then fail with HTTP 503 naming the cause."""
+
+    def __init__(
+        self,
+        conf: EmulatorConfig,
+        metrics: ServerMetrics | None = None,
+        on_dead: Callable[[str], None] | None = None,
+    ) -> None:
+        conf.validate()
+        self.conf, self.metrics, self.on_dead = conf, metrics, on_dead
+        self.prefix = new_prefix()  # this server's shared-memory segments start with it
+        self.dead: str | None = None
+        self.start_error: str | None = None
+        self.leftover_segments: list[str] = []
+        self._ids = itertools.count()  # request ids; 0 is the start-up request
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._harness: Harness | None = None
+        self._reader: threading.Thread | None = None
+        self._stopping = False
+        self._req_q: Any = None
+        self._stop_evt: Any = None
+        self._ledger = LedgerMetrics(metrics) if metrics is not None else None
+
+    # ------------------------------------------------------------------ life cycle
+
+    def launch(self) -> None:
+        """Start the processes and serve one request through them, blocking (call it
+        before the server starts, so Ctrl-C/SIGTERM stop a slow start-up cleanly).
+        RuntimeError (also kept in ``start_error``) when that fails or takes longer than
+        ``start_timeout_s``; any failure or interrupt stops what was started."""
+        if self._harness is not None:
+            return
+        try:
+            self._launch()
+            self._startup_request()
+        except WorkerFailed as exc:
+            self.start_error = f"the pipeline failed at start-up: {str(exc).splitlines()[0]}"
+        except BaseException:
+            self.shutdown()
+            raise
+        if self.start_error is not None:
+            self.shutdown()
+            raise RuntimeError(self.start_error)
+
+    def _startup_request(self) -> None:
+        assert self._harness is not None
+        rid = next(self._ids)
+        self._req_q.put((rid, False, time.perf_counter(), [_probe_image()]))
+        deadline = time.monotonic() + self.conf.start_timeout_s
+        for kind, payload in self._harness.messages(self.conf.start_timeout_s):
+            if kind == "copies":
+                self._count(payload)
+            elif kind == "request" and payload["rid"] == rid:
+                if "error" in payload:
+                    self.start_error = f"the start-up request failed: {payload['error']}"
+                return
+            if time.monotonic() > deadline:
+                break
+        self.start_error = (
+            f"the pipeline did not serve its start-up request within "
+            f"{self.conf.start_timeout_s:g} s"
+        )
+
+    async def start(self) -> None:
+        """:meth:`launch` (in a thread, unless done already), then follow the workers."""
+        self._loop = asyncio.get_running_loop()
+        if self._harness is None:
+            await asyncio.to_thread(self.launch)
+        self._reader = threading.Thread(target=self._read, name="emulator-reader", daemon=True)
+        self._reader.start()
+
+    def _launch(self) -> None:
+        from kimi_bench.environment import resolve_device
+
+        c = self.conf
+        harness = self._harness = _harness(self.prefix)
+        job = ServeJob(
+            cfg=c.cfg,
+            arm=c.arm,
+            ranks=c.ranks,
+            workers=c.workers,
+            transport=c.transport,
+            device=resolve_device(c.device).type,
+            resolution=(0, 0),  # images come with the requests
+            images_per_request=1,
+            image_format="jpeg",
+            image_content="random",
+            unique_images=1,
+            seed=0,
+            arrivals=(),
+            warmup_requests=0,
+            cost=c.cost,
+            prefix=harness.prefix,
+            init_file=harness.init_file,
+            runtime=c.runtime,
+            fault=c.fault,
+            source="queue",
+        )
+        self._req_q, self._stop_evt = harness.ctx.Queue(), harness.ctx.Event()
+        pipes = [harness.pipe() for _ in range(c.workers)]
+        for r in range(c.ranks):
+            conns = [p[1] for p in pipes] if r == 0 else []
+            harness.start(f"rank{r}", serve_rank_main, job, r, conns, self._req_q, self._stop_evt)
+        for w, (send_end, _) in enumerate(pipes):
+            harness.start(f"producer{w}", producer_main, job, w, self._req_q, send_end)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.shutdown)
+        self._fail_all("the server is shutting down")
+
+    def shutdown(self, join_s: float = 5.0) -> None:
+        """Stop every process and remove leftovers (idempotent)."""
+        self._stopping = True
+        if self._stop_evt is not None:
+            self._stop_evt.set()  # rank 0 stops within its idle wait, then the producers
+        if self._reader is not None:
+            self._reader.join(join_s)
+        if self._harness is not None:
+            self.leftover_segments = self._harness.stop()  # terminates what still runs
+            self._harness = None
+
+    # ------------------------------------------------------------ worker messages
+
+    def _read(self) -> None:
+        """Reader thread: worker messages until every worker exited or one failed."""
+        assert self._harness is not None
+        try:
+            for kind, payload in self._harness.messages(math.inf):
+                if kind == "request":
+                    self._call(self._resolve, payload)
+                elif kind == "copies":
+                    self._count(payload)
+            if not self._stopping:
+                self._call(self._die, "the pipeline processes exited")
+        except WorkerFailed as exc:
+            if not self._stopping:
+                self._call(self._die, self._cause(exc))
+        except Exception as exc:  # the queue closed under us at shutdown, or a bug
+            if not self._stopping:
+                self._call(self._die, f"reading the pipeline failed: {type(exc).__name__}: {exc}")
+
+    def _cause(self, exc: WorkerFailed) -> str:
+        """A worker that crashed (killed, or exited without reporting: code not 0/1) is the
+        cause of what its peers then report (a closed pipe, a gloo peer gone)."""
+        first = str(exc).splitlines()[0]
+        procs = self._harness.procs if self._harness is not None else {}
+        crashed = [
+            f"worker {n} died with exit code {p.exitcode}"
+            for n, p in procs.items()
+            if p.exitcode not in (None, 0, 1)
+        ]
+        if not crashed or "died with exit code" in first:
+            return first
+        return f"{'; '.join(crashed)} (then: {first})"
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between
+                self._loop.call_soon_threadsafe(fn, *args)
+
+    def _count(self, rows: Sequence[dict[str, Any]]) -> None:
+        if self._ledger is not None:
+            self._ledger.count(rows)
+
+    def _resolve(self, rec: dict[str, Any]) -> None:
+        if self._ledger is not None and "t_step" in rec:
+            self._ledger.step(rec["t_step"], rec.get("batch_requests", 1))
+        fut = self._pending.get(rec["rid"])
+        if fut is not None and not fut.done():
+            fut.set_result(rec)
+
+    def _die(self, message: str) -> None:
+        if self.dead is not None:
+            return
+        self.dead = message
+        self._fail_all(f"the emulated pipeline failed: {message}")
+        if self.on_dead is not None:
+            self.on_dead(message)
+
+    def _fail_all(self, message: str) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(BackendError(503, message))
+
+    # -------------------------------------------------------------------- requests
+
+    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
+        if self.dead is not None:
+            raise BackendError(503, f"the emulated pipeline failed: {self.dead}")
+        if self._loop is None or self._req_q is None or self._stopping:
+            raise BackendError(503, "the emulated pipeline is not running")
+        rid = next(self._ids)
+        fut = self._loop.create_future()
+        self._pending[rid] = fut
+        try:
+            # a cancelled request still runs in the pipeline; its answer is dropped
+            self._req_q.put((rid, False, time.perf_counter(), list(images)))
+            rec = await fut
+        finally:
+            self._pending.pop(rid, None)
+        t_done = time.perf_counter()
+        if "error" in rec:
+            status = 400 if rec["error"].split(":")[0] in _DECODE_ERRORS else 500
+            raise BackendError(status, f"the producer rejected the request: {rec['error']}")
+        return first_token(rec, t_done, self.conf)
+
+
+def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> FirstToken:
+    """What a request's pipeline record tells the server and the client: stage seconds,
+    the facts of REPORTED, the forward step it was served in (``batch``, a step id) and
+    the prompt the prefill stand-in processed (image tokens + its text tokens)."""
+    stamps = [rec[b] for b in _BOUNDS] + [t_done]
+    stages = {s: max(0.0, b - a) for s, a, b in zip(STAGES, stamps[:-1], stamps[1:], strict=True)}
+    report: dict[str, Any] = {k: rec[k] for k in REPORTED if k in rec}
+    report.update(arm=conf.arm, batch=round(rec["t_step"] * 1e6))
+    return FirstToken(
+        stages_s=stages,
+        prompt_tokens=int(rec.get("image_tokens", 0)) + conf.cost.text_tokens_per_request,
+        report=report,
+    )
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_emulator(
+    conf: EmulatorConfig,
+    server_opts: ServerOptions,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    graceful_timeout_s: float = 5.0,
+) -> EmulatorBackend:
+    """``kimi-bench serve``: the emulator behind the OpenAI-compatible server until SIGTERM
+    or SIGINT, or until its pipeline fails (the server then stops itself, as a real
+    server whose scheduler died does). Returns the backend: ``dead`` says why the
+    pipeline failed, ``start_error`` why it never started (both None after a clean
+    stop). ServerStartError when the port cannot be bound."""
+    sock = bind_socket(host, port)  # a port in use fails before the pipeline starts
+    metrics = ServerMetrics()
+    backend = EmulatorBackend(
+        conf, metrics, on_dead=lambda _msg: os.kill(os.getpid(), signal.SIGTERM)
+    )
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM acts as Ctrl-C during start-up
+    try:
+        backend.launch()
+    except KeyboardInterrupt:
+        backend.start_error = "interrupted during start-up"
+    except RuntimeError:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        if backend.start_error is None:
+            app = create_app(backend, server_opts, metrics)
+            serve(app, host, port, graceful_timeout_s=graceful_timeout_s, sock=sock)
+    finally:
+        sock.close()
+        backend.shutdown()  # already done by the app's shutdown, unless serving failed
+    return backend

@@ -1,0 +1,216 @@
+"""serve-ab through HTTP: one ``kimi-bench serve`` measured as two endpoints (the A/B of a
+server with itself), one emulator server per arm started and stopped without endpoints, a
+dead endpoint, an unreachable one, and Ctrl-C. Every test checks that the processes and
+shared-memory segments it caused are gone."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from kimi_bench import __version__
+from kimi_bench.bench import serve_http
+from kimi_bench.bench.serve import ServeFailed
+from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
+from kimi_bench.config import get_preset
+from kimi_bench.serving.client import INTERRUPTED
+from kimi_bench.serving.launch import ServerProcess, free_port
+from kimi_bench.stats import SIGNIFICANT, Measurement, compare
+from kimi_bench.transport import list_segments
+from tests.integration.test_http_emulator import MARK, marked_processes
+
+OK = 'kimi_bench_requests_total{outcome="ok"}'
+
+
+def options(**kw: Any) -> HttpServeOptions:
+    base: dict[str, Any] = {
+        "cfg": get_preset("kimi-k3"),
+        "rates": (math.inf,),
+        "requests": 6,
+        "resolution": (160, 120),
+        "warmup_requests": 1,
+        "ranks": 2,
+        "processor_workers": 1,
+        "device": "cpu",
+        "request_timeout_s": 60.0,
+    }
+    return HttpServeOptions(**{**base, **kw})
+
+
+def serve_process(tmp_path: Path, name: str, mark: str, *extra: str) -> ServerProcess:
+    port = free_port()
+    argv = [sys.executable, "-m", "kimi_bench.cli.main", "serve", "--port", str(port)]
+    argv += ["--ranks", "2", "--processor-workers", "1", "--device", "cpu", *extra]
+    env = {**os.environ, MARK: mark}
+    return ServerProcess(
+        argv, f"http://127.0.0.1:{port}", tmp_path / f"{name}.log", start_timeout_s=300, env=env
+    )
+
+
+def ttft(runs: list[dict[str, Any]], arm: str) -> Measurement:
+    """TTFT of an arm's measured requests; the unit is the repeat (one trace window):
+    requests of one window share the machine's load at that time, so they are not
+    independent of each other, while windows are (and alternate between the arms)."""
+    pairs = [(r["ttft_ms"], run["repeat"]) for run in runs if run["arm"] == arm
+             for r in run["records"] if "error" not in r]  # fmt: skip
+    return Measurement([p[0] for p in pairs], "ms", arm, [p[1] for p in pairs])
+
+
+@pytest.mark.slow
+def test_one_server_as_two_endpoints_gives_a_median_ttft_delta_that_straddles_zero(
+    tmp_path: Path,
+) -> None:
+    mark = uuid.uuid4().hex
+    server = serve_process(tmp_path, "deferred", mark, "--arm", "deferred")
+    with server:
+        assert server.proc is not None
+        pid = server.proc.pid
+        url = server.base_url
+        opts = options(endpoints=(("a", url), ("b", url)), rates=(4.0,), requests=6, repeats=6)
+        runs = run_serve_ab_http(opts)
+    # A B, B A, A B, ...: the order of the arms alternates between repeats
+    assert [r["arm"] for r in runs] == ["a", "b", "b", "a"] * 3
+    for run in runs:
+        assert run["error"] is None and run["source"]["kind"] == "external"
+        assert len(run["records"]) == 6 and all("error" not in r for r in run["records"])
+        src = run["source"]
+        assert src["model"] == "kimi-bench-emulator" and src["server_version"] == __version__
+        assert src["version_source"] == "GET /version" and src["url"] == url
+        assert run["server_metrics"]["counters"][OK] == 6  # the warm-up request came before
+        assert "copies" not in run  # an external server's ledger is not ours to read
+    a, b = ttft(runs, "a"), ttft(runs, "b")
+    assert a.n_units == b.n_units == 6
+    cmp = compare(a, b, confidence=0.99)
+    assert cmp.verdict != SIGNIFICANT, cmp.as_dict()
+    assert cmp.interval.low <= 0 <= cmp.interval.high
+    assert marked_processes(mark) == [] and list_segments(f"kimibench_{pid}_") == []
+
+
+class _Recorded(ServerProcess):
+    started: ClassVar[list[ServerProcess]] = []
+
+    def spawn(self) -> ServerProcess:
+        _Recorded.started.append(self)
+        return super().spawn()
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[ServerProcess]:
+    """The emulator servers serve-ab starts, and a mark in their environment."""
+    _Recorded.started = []
+    monkeypatch.setattr(serve_http, "ServerProcess", _Recorded)
+    monkeypatch.setenv(MARK, uuid.uuid4().hex)
+    return _Recorded.started
+
+
+def _all_gone(servers: list[ServerProcess]) -> None:
+    for s in servers:
+        assert s.proc is not None and s.proc.poll() is not None
+        assert list_segments(f"kimibench_{s.proc.pid}_") == []
+    assert marked_processes(os.environ[MARK]) == []
+
+
+def copied(run: dict[str, Any]) -> int:
+    return sum(r["bytes"] for r in run["copies"] if r["copies"])
+
+
+@pytest.mark.slow
+def test_without_endpoints_each_arm_gets_an_emulator_server_that_is_stopped(
+    tmp_path: Path, recorded: list[ServerProcess]
+) -> None:
+    runs = run_serve_ab_http(options(arms=("eager", "deferred"), log_dir=tmp_path))
+    assert [r["arm"] for r in runs] == ["eager", "deferred"]
+    for run in runs:
+        assert run["error"] is None and run["leftover_segments"] == 0
+        src = run["source"]
+        assert src["kind"] == "emulated" and src["emulator"]["arm"] == run["arm"]
+        assert src["exit_code"] == 0 and src["model"] == "kimi-bench-emulator"
+        assert run["server_metrics"]["counters"][OK] == 6
+        for r in run["records"]:
+            assert "error" not in r and r["status"] == 200
+            bounds = [r[k] for k in ("t_sent", "t_start", "t_produced", "t_recv", "t_step")]
+            assert bounds == sorted(bounds) and bounds[-1] <= r["t_first"]
+            assert abs(sum(r["stages_ms"].values()) - r["ttft_ms"]) < 1e-6 * r["ttft_ms"] + 1e-6
+            assert r["image_tokens"] > 0 and r["batch"] > 0
+    eager, deferred = runs
+    assert copied(deferred) < copied(eager)  # the point of deferral, from the servers' ledgers
+    assert len(recorded) == 2
+    _all_gone(recorded)
+
+
+@pytest.mark.slow
+def test_a_dead_endpoint_ends_its_arm_with_a_message_and_the_partial_runs(
+    tmp_path: Path,
+) -> None:
+    mark = uuid.uuid4().hex
+    good = serve_process(tmp_path, "good", mark, "--arm", "deferred")
+    # request ids count from the server's start-up request: 1 is the warm-up, 2 and 3 the
+    # first two of the trace; the producer crashes on 4 and the server stops by itself
+    bad = serve_process(tmp_path, "bad", mark, "--arm", "deferred", "--fault", "producer:4")
+    with contextlib.ExitStack() as stack:
+        for s in (good, bad):  # both start side by side
+            stack.callback(s.stop)
+            s.spawn()
+        for s in (good, bad):
+            s.wait_ready()
+        opts = options(endpoints=(("a", good.base_url), ("b", bad.base_url)), rates=(4.0, math.inf))
+        with pytest.raises(ServeFailed) as info:
+            run_serve_ab_http(opts)
+        bad_code = bad.proc.wait(60) if bad.proc else None
+    message, runs = str(info.value), info.value.runs
+    assert message.startswith(f"b: endpoint {bad.base_url} looks dead"), message
+    assert message.endswith("results are partial")
+    a_runs = [r for r in runs if r["arm"] == "a"]
+    b_runs = [r for r in runs if r["arm"] == "b"]
+    assert len(a_runs) == 2 and all(r["error"] is None for r in a_runs)
+    assert all(len(r["records"]) == 6 and "error" not in r["records"][0] for r in a_runs)
+    first = b_runs[0]["records"]
+    assert ["error" not in r for r in first[:2]] == [True, True]
+    for r in (r for run in b_runs for r in run["records"][2:] if "error" in r):
+        assert r["error_kind"] in ("http", "connect", "read", "cancelled"), r
+        assert r["error"]
+    assert "looks dead" in b_runs[-1]["error"]
+    assert bad_code == 1
+    assert "producer0 died with exit code 3" in " ".join(bad.log.read_text().split())
+    assert marked_processes(mark) == []
+
+
+def test_an_unreachable_endpoint_fails_before_any_run() -> None:
+    a, b = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ServeFailed) as info:
+        run_serve_ab_http(options(endpoints=(("a", a), ("b", b))))
+    assert str(info.value).startswith(f"arm a: cannot reach {a}")
+    assert info.value.runs == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_servers_it_started(recorded: list[ServerProcess]) -> None:
+    timers: list[threading.Timer] = []
+
+    def on_run(runs: list[dict[str, Any]]) -> None:  # Ctrl-C during the slow rate's trace
+        if len(runs) == 2 and not timers:
+            timers.append(threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)))
+            timers[0].start()
+
+    opts = options(arms=("eager", "deferred"), rates=(math.inf, 0.5), requests=10)
+    try:
+        with pytest.raises(ServeFailed) as info:
+            run_serve_ab_http(opts, on_run=on_run)
+    finally:
+        for t in timers:
+            t.cancel()
+    assert str(info.value) == INTERRUPTED
+    runs = info.value.runs
+    assert [r["rate_label"] for r in runs][:2] == ["inf", "inf"]
+    assert runs[-1]["error"] == INTERRUPTED and runs[-1]["rate_label"] == "0.5"
+    assert len(recorded) == 2
+    _all_gone(recorded)
