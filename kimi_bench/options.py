@@ -327,7 +327,22 @@ class ServeOptions(_Common):
                                         "requests in flight (HTTP client).")  # fmt: skip
     endpoints: tuple[str, ...] = Field((), description="NAME=URL of a real OpenAI-compatible "
                                        "server (repeatable, two or more).")  # fmt: skip
-    model: str = Field("kimi-k3", description="Model name sent to --endpoint servers.")
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        names = []
+        for text in v:
+            name, sep, url = text.partition("=")
+            if not sep or not name.strip() or not url.strip().startswith(("http://", "https://")):
+                raise ValueError(f"--endpoint takes NAME=http(s)://HOST:PORT, got {text!r}")
+            names.append(name.strip())
+        if len(v) == 1 or len(set(names)) != len(names):
+            raise ValueError("--endpoint needs two or more distinct NAME=URL")
+        return v
+
+    model: str | None = Field(None, description="Model name sent to --endpoint servers "
+                              "[default: the first model each server lists].")  # fmt: skip
     max_tokens: int = Field(1, ge=1, le=65_536, description="Output tokens per request.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable with the API key.")
     standins: StandinOptions = Field(default_factory=StandinOptions)  # type: ignore[arg-type]

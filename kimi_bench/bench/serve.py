@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,11 +43,28 @@ class ServeFailed(RuntimeError):
 def run_serve_ab(
     opts: ServeOptions,
     on_run: Callable[[list[dict[str, Any]]], None] | None = None,
+    log_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Every (rate, repeat, arm) pipeline on this host; ``on_run`` sees the runs so far
-    after each (for partial reports). Raises ServeFailed with the partial runs on a failure.
-    Under torchrun use ``launch_runs.run_serve_on`` (the same loop)."""
-    from kimi_bench.bench.launch import World
-    from kimi_bench.bench.launch_runs import run_serve_on
+    """Every (rate, repeat, arm) on this host, through HTTP: the same seeded trace is sent
+    by the OpenAI-compatible client to each ``--endpoint`` or, without endpoints, to one
+    emulator server per arm (``kimi-bench serve``) started on loopback and stopped at the
+    end. ``on_run`` sees the runs so far after each (for partial reports). Raises
+    ServeFailed with the partial runs on a failure. Under torchrun the load generator runs
+    in process instead (``launch_runs.run_serve_on``). ``opts`` must have its machine
+    defaults resolved (``options.resolve_defaults``)."""
+    from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
+    from kimi_bench.bench.standins import StandinCost
+    from kimi_bench.config import resolve_config
+    from kimi_bench.serving.client import parse_endpoint
 
-    return run_serve_on(World(), opts, on_run)
+    http = HttpServeOptions.from_options(
+        opts,
+        cfg=resolve_config(opts.preset, opts.config),
+        cost=StandinCost(**opts.standins.model_dump()),
+        resolution=opts.width_height,
+        requests=opts.requests or 1,
+        ranks=opts.ranks or 1,
+        endpoints=tuple(parse_endpoint(e) for e in opts.endpoints),
+        log_dir=log_dir,
+    )
+    return run_serve_ab_http(http, on_run)

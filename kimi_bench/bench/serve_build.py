@@ -111,6 +111,15 @@ def build_serve_report(
         "defaults_profile": profile,
         "runtime_profile": get_profile(opts.runtime).summary(),
     }
+    sources = {r["arm"]: r.get("source") for r in runs if r.get("source")}
+    config["arm_sources"] = sources
+    external = [a for a, src in sources.items() if (src or {}).get("kind") == "external"]
+    if external:
+        notes.append(
+            f"external servers ({', '.join(external)}): TTFT is the first streamed content "
+            "token at the client; no per-stage times or copy ledger (the stand-in notes apply "
+            "to emulated arms only)."
+        )
     reqs, copies, abr = request_rows(runs), copy_rows(runs), ab_rows(ab)
     return Report(
         kind="serve-ab",

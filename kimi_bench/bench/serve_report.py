@@ -109,21 +109,25 @@ def arm_row(label: str, arm: str, runs: list[dict[str, Any]], opts: ServeOptions
     }
 
 
+def base_arm(arms: list[str]) -> str:
+    """What the other arms are compared with: eager, or the first endpoint given."""
+    return "eager" if "eager" in arms else arms[0]
+
+
 def ab_for_rate(
     per_arm: dict[str, list[dict[str, Any]]], opts: ServeOptions, label: str
 ) -> dict[str, Any]:
-    """Each arm vs eager at one rate: median and p90 TTFT over forward batches, throughput
-    over repeats."""
-    if "eager" not in per_arm:
-        return {}
-    base_rows = request_rows(per_arm["eager"])
-    base = ttft_measurement(base_rows, "eager")
+    """Each arm vs the base arm at one rate: median and p90 TTFT over forward batches,
+    throughput over repeats."""
+    first = base_arm(list(per_arm))
+    base_rows = request_rows(per_arm[first])
+    base = ttft_measurement(base_rows, first)
     base_thr = Measurement(
-        [run_throughput(r, base_rows, opts) for r in per_arm["eager"]], unit="req/s"
+        [run_throughput(r, base_rows, opts) for r in per_arm[first]], unit="req/s"
     )
     out: dict[str, Any] = {}
     for arm, runs in per_arm.items():
-        if arm == "eager":
+        if arm == first:
             continue
         rows = request_rows(runs)
         m = ttft_measurement(rows, arm)
@@ -152,7 +156,7 @@ def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "rate": label,
-                    "arm": f"{arm} vs eager",
+                    "arm": f"{arm} vs {med.get('a_label') or 'base'}",
                     "median_ttft_delta": fmt_pct(med["delta_pct"]),
                     "median_ttft_interval": _fmt_interval(med.get("interval")),
                     "p90_ttft_delta": fmt_pct(v["p90_ttft"]["delta_pct"]),
@@ -178,6 +182,8 @@ def stage_notes(rows: list[dict[str, Any]]) -> list[str]:
     out = []
     for rate, arm in dict.fromkeys((r["rate"], r["arm"]) for r in rows if r["arm"] != "eager"):
         e, d = by.get((rate, "eager")), by.get((rate, arm))
+        if e and d and any(f"{s}_ms" not in e or f"{s}_ms" not in d for s in STAGES):
+            continue
         if not e or not d:
             continue
         diffs = {s: d[f"{s}_ms"] - e[f"{s}_ms"] for s in STAGES}
@@ -199,8 +205,9 @@ def per_rate(opts: ServeOptions, runs: list[dict[str, Any]]) -> tuple[list[Any],
     ab: dict[str, Any] = {}
     for i, rate in enumerate(opts.rates):
         label = rate_label(rate)
+        names = list(dict.fromkeys(r["arm"] for r in runs)) or list(opts.arms)
         per_arm: dict[str, list[dict[str, Any]]] = {
-            arm: [r for r in runs if r["rate_index"] == i and r["arm"] == arm] for arm in opts.arms
+            arm: [r for r in runs if r["rate_index"] == i and r["arm"] == arm] for arm in names
         }
         per_arm = {a: rs for a, rs in per_arm.items() if rs}
         rows += [arm_row(label, arm, rs, opts) for arm, rs in per_arm.items()]

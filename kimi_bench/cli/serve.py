@@ -74,7 +74,7 @@ def _estimate_s(opts: ServeOptions) -> float:
 def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.launch import LaunchError, detect_world
     from kimi_bench.bench.launch_runs import for_world, run_serve_on
-    from kimi_bench.bench.serve import ServeFailed
+    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import host_load, resolve_device
@@ -128,7 +128,10 @@ def _body(values: dict[str, Any]) -> None:
             write(runs, None, figures=False)  # partial results on disk after every pipeline
 
         try:
-            runs = run_serve_on(world, opts, on_run)
+            if world.launcher == "torchrun":
+                runs = run_serve_on(world, opts, on_run)
+            else:
+                runs = run_serve_ab(opts, on_run, log_dir=folder / "servers")
         except ServeFailed as exc:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt:

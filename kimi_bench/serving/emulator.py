@@ -49,6 +49,7 @@ REPORTED = (
     "producer_copied_bytes",
     "scheduler_copied_bytes",
     "batch_requests",
+    "batch_id",
     "worker",
 )
 _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
