@@ -249,6 +249,9 @@ def emulator_argv(arm: str, port: int, opts: HttpServeOptions, cfg_file: Path) -
     argv += ["--ranks", str(opts.ranks), "--processor-workers", str(opts.processor_workers)]
     argv += ["--transport", opts.transport, "--runtime", opts.runtime, "--device", opts.device]
     argv += ["--start-timeout", f"{opts.server_start_timeout_s:g}"]
+    w, h = opts.resolution
+    argv += ["--arena-image", f"{w}x{h}", "--image-count", str(opts.images_per_request)]
+    argv += ["--arena-requests", str(max(2, min(opts.requests + opts.warmup_requests + 1, 512)))]
     for key, value in vars(opts.cost).items():
         argv += ["--standin", f"{key}={value}"]
     if PRESETS.get(opts.cfg.name) == opts.cfg:

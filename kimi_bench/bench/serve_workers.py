@@ -77,6 +77,7 @@ class ServeJob:
     # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the
     # queue and the pipeline runs until it sets the stop event (``serve_rank_main``)
     source: str = "loadgen"
+    arena_requests: int = 0  # zero-copy slots (0: one per request of the trace)
 
     @property
     def total(self) -> int:
@@ -105,7 +106,8 @@ def arena_spec(job: ServeJob) -> ArenaSpec | None:
     if job.arm != ZERO_COPY:
         return None
     sizes = [job.resolution] * job.images_per_request
-    return spec_for(sizes, job.ranks, requests=job.total, writers=job.workers)
+    requests = job.arena_requests or job.total
+    return spec_for(sizes, job.ranks, requests=requests, writers=job.workers)
 
 
 def _attach(job: ServeJob, **role: int) -> Arena | None:
@@ -366,9 +368,16 @@ def serve_rank_main(
     (``"request"``) as today; after each step every rank also sends the copy ledger of
     that step (``"copies"``), so the backend can count bytes moved while it serves."""
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
-        _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox).loop()
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
+        arena = _attach(job, rank=rank)
+        if arena is not None and dev.type == "cuda":
+            arena.register_cuda()  # once per rank, at start-up
+        queue_rank = _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox)
+        queue_rank.arena, queue_rank.group = arena, device_group
+        queue_rank.loop()
+        if arena is not None:
+            arena.close()
 
 
 class _QueueRank(_Rank):

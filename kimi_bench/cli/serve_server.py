@@ -85,6 +85,20 @@ def serve_server(
     start_timeout: Annotated[
         float, typer.Option("--start-timeout", help="Seconds for the pipeline to come up.")
     ] = 180.0,
+    arena_image: Annotated[
+        str,
+        typer.Option(
+            "--arena-image",
+            help="zero-copy arm: arena slots hold requests of --image-count images of this "
+            "WIDTHxHEIGHT (larger images fail alone).",
+        ),
+    ] = "1536x1024",
+    image_count: Annotated[
+        int, typer.Option("--image-count", min=1, help="zero-copy arm: images per request.")
+    ] = 1,
+    arena_requests: Annotated[
+        int, typer.Option("--arena-requests", min=2, help="zero-copy arm: arena slots.")
+    ] = 64,
     fault: Annotated[str | None, typer.Option("--fault", hidden=True)] = None,
 ) -> None:
     """Serve the emulated pipeline of one arm over HTTP, as an OpenAI-compatible server.
@@ -101,6 +115,7 @@ def serve_server(
     from kimi_bench.bench.standins import StandinCost
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import resolve_device
+    from kimi_bench.options import parse_resolution
     from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
     from kimi_bench.serving.launch import ServerStartError
     from kimi_bench.serving.server import ServerOptions
@@ -116,6 +131,9 @@ def serve_server(
             runtime=runtime,
             cost=StandinCost(**_standins(standin or [])),
             start_timeout_s=start_timeout,
+            image_size=parse_resolution(arena_image, "wxh"),
+            images_per_request=image_count,
+            arena_requests=arena_requests,
             fault=fault,
         )
         conf.validate()

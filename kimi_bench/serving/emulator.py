@@ -68,6 +68,10 @@ class EmulatorConfig:
     runtime: str = "sglang-0.5.23"
     cost: StandinCost = field(default_factory=StandinCost)
     start_timeout_s: float = 180.0
+    # zero-copy arm: arena slots sized for requests of this many images of this size
+    image_size: tuple[int, int] = (1536, 1024)
+    images_per_request: int = 1
+    arena_requests: int = 64
     fault: str | None = None  # serve_workers' fault hook ("producer:N", "hang:N"), tests only
 
     def validate(self) -> None:
@@ -190,8 +194,8 @@ class EmulatorBackend:
             workers=c.workers,
             transport=c.transport,
             device=resolve_device(c.device).type,
-            resolution=(0, 0),  # images come with the requests
-            images_per_request=1,
+            resolution=c.image_size,  # images come with the requests; this sizes the arena
+            images_per_request=c.images_per_request,
             image_format="jpeg",
             image_content="random",
             unique_images=1,
@@ -204,6 +208,7 @@ class EmulatorBackend:
             runtime=c.runtime,
             fault=c.fault,
             source="queue",
+            arena_requests=c.arena_requests,
         )
         self._req_q, self._stop_evt = harness.ctx.Queue(), harness.ctx.Event()
         pipes = [harness.pipe() for _ in range(c.workers)]
