@@ -32,6 +32,8 @@ Preset = Literal["kimi-k3", "kimi-k2.5"]
 Device = Literal["auto", "cpu", "cuda"]
 Runtime = Literal["sglang-0.5.23", "pr-33921"]
 Carrier = Literal["shm", "pickle"]
+# micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
+MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
 Arm = Literal["eager", "deferred", "zero-copy"]
 Content = Literal["random", "blank", "photo"]
 
@@ -232,7 +234,12 @@ class MicroOptions(_Common):
     )  # fmt: skip
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
                               "[GPU: 8, CPU: 2].")  # fmt: skip
-    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    transport: MicroCarrier = Field(
+        "shm",
+        description="shm (one node) or pickle (inline bytes); sglang-shm / sglang-pickle "
+        "run the installed SGLang runtime's own carrier functions instead "
+        "(scripts/sglang-env.sh).",
+    )
     arms: Annotated[tuple[Arm, ...], _LIST_SCHEMA] = Field(
         ("eager", "deferred"), description="Arms to run."
     )
@@ -264,6 +271,16 @@ class MicroOptions(_Common):
                 raise ValueError("give synthetic or an images spec, not both")
             data["synthetic"] = str(data.pop("images"))
         return data
+
+    @model_validator(mode="after")
+    def _runtime_carrier(self) -> MicroOptions:
+        """The runtime's carriers are the installed release's: only its profile fits."""
+        if self.transport.startswith("sglang-") and self.runtime != "sglang-0.5.23":
+            raise ValueError(
+                f"transport {self.transport} runs the installed SGLang release's carrier "
+                f"(0.5.23 behaviour); use runtime sglang-0.5.23, not {self.runtime}"
+            )
+        return self
 
     @property
     def groups(self) -> tuple[tuple[int, int, int], ...]:

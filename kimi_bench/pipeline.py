@@ -21,7 +21,7 @@ runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -330,6 +330,33 @@ def take(step: Step, items: list[MMItem]) -> tuple[list[MMItem], list[str]]:
         else:
             out.append(it)
     return out, names
+
+
+@dataclass(frozen=True)
+class CarrierSteps:
+    """One transport's carrier steps (signatures of ``wrap``, ``broadcast``, ``take``);
+    ``shared_memory``: ranks take their items after a barrier and unlink after another."""
+
+    transport: str
+    wrap: Callable[..., Any]
+    broadcast: Callable[..., Any]
+    take: Callable[..., tuple[list[MMItem], list[str]]]
+    shared_memory: bool
+
+
+def carrier_steps(transport: str) -> CarrierSteps:
+    """kimi-bench's own carriers (``shm``, ``pickle``) or the installed SGLang runtime's
+    (``sglang-shm``, ``sglang-pickle``: ``kimi_bench.sglang_ref.carriers``, which loads
+    the runtime on first use; call this before anything is timed)."""
+    if transport in ("shm", "pickle"):
+        return CarrierSteps(transport, wrap, broadcast, take, transport == "shm")
+    if transport in ("sglang-shm", "sglang-pickle"):
+        from kimi_bench.sglang_ref.carriers import runtime_steps
+
+        return runtime_steps(transport)
+    raise ValueError(
+        f"unknown transport {transport!r}; expected shm, pickle, sglang-shm or sglang-pickle"
+    )
 
 
 # ---------------------------------------------------------------------------- rank step

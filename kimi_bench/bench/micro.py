@@ -114,6 +114,7 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     cfg = resolve_config(opts.preset, opts.config)
     if "eager" not in opts.arms:
         raise ValueError("--arms must include eager (every arm is checked against it)")
+    _require_carrier(opts.transport)
     paths = folder_images(opts.images) if opts.images else ()
     samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
     floor: dict[str, Any] = {}
@@ -148,12 +149,39 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     except Exception as exc:  # a failed rank, a mismatch, a timeout: keep what we have
         error = str(exc).splitlines()[0]
     finally:
-        leftovers = harness.stop()
+        pids = [p.pid for p in harness.procs.values() if p.pid is not None]
+        leftovers = harness.stop() + _runtime_leftovers(opts.transport, pids)
     report = build_report(opts, cfg, dev, samples, floor, error, leftovers, profile, load_start)
     report.data["shm_prefix"] = harness.prefix
+    if opts.transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref.carriers import segment_prefixes
+
+        report.data["runtime_shm_prefixes"] = segment_prefixes(pids)
     if error:
         raise MicroFailed(error, report)
     return report
+
+
+def _require_carrier(transport: str) -> None:
+    """The runtime's carriers need sglang: a usage error (with the install hint) here,
+    before any worker starts, rather than a failed worker."""
+    if transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref import SglangUnavailable
+        from kimi_bench.sglang_ref.carriers import require_installed
+
+        try:
+            require_installed(transport)
+        except SglangUnavailable as exc:
+            raise ValueError(str(exc)) from None
+
+
+def _runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
+    """The runtime's own segments (``sgl_shm_mm_<pid>_...``) of this run's workers."""
+    if not transport.startswith("sglang-"):
+        return []
+    from kimi_bench.sglang_ref.carriers import cleanup_runtime_segments
+
+    return cleanup_runtime_segments(pids)
 
 
 def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -> list[str]:
@@ -175,6 +203,10 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
     ]
     if "zero-copy" in opts.arms:
         notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
+    if opts.transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref.carriers import describe
+
+        notes.append(describe(opts.transport))
     if dev.type == "cpu":
         notes.append(
             "no CUDA: the device is emulated in host memory; each H2D/D2H of the runtime is "
@@ -279,6 +311,7 @@ def _summary(
         "floor_ms": floor_ms,
         "deferred_over_floor": d_med / floor_ms if floor_ms and d_med else None,
         "runtime": opts.runtime,
+        "transport": opts.transport,
         "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
         "error": error,
     }
