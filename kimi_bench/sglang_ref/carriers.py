@@ -33,6 +33,7 @@ import mmap
 import os
 import pickle
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -88,6 +89,8 @@ def configure(transport: str) -> Runtime:
         override = rt.sym("get_context")().override_server_args(skip_tokenizer_init=False)
         override.install()
         _STATE["override"] = override
+        # broadcast_pyobj wraps its read-only pickle in a tensor (no copy); torch warns once
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
     setattr(rt.modules[MANAGER_MM], _DEFAULT_TRANSPORT, transport == "sglang-pickle")
     return rt
 
