@@ -1,26 +1,39 @@
-"""``compare``: two reports of the same kind side by side, with deltas and a rank test
-(two-sided Mann-Whitney on the raw samples) where samples exist."""
+"""``compare``: two reports of the same kind side by side. Where raw samples exist
+(micro stages and totals, serve-ab TTFTs) each row is ``kimi_bench.stats.compare`` of B
+versus A: medians, the signed delta in percent, its bootstrap interval, the verdict
+(significant only with enough independent samples and an interval that excludes zero)
+and a two-sided Mann-Whitney p-value. serve-ab TTFTs count the requests of one forward batch
+as one independent unit, as the serve-ab report itself does."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Hashable
 from typing import Any
 
-from kimi_bench.bench.stats import median, percentile
-from kimi_bench.gate import mann_whitney_greater
 from kimi_bench.report.model import Report, ReportError
+from kimi_bench.stats import Measurement, compare, median, percentile
+
+Units = list[Hashable] | None
 
 
-def _p_two_sided(a: list[float], b: list[float]) -> float:
-    if not a or not b:
-        return math.nan
-    return min(1.0, 2 * min(mann_whitney_greater(a, b), mann_whitney_greater(b, a)))
-
-
-def _delta(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or not a or math.isnan(a) or math.isnan(b):
-        return None
-    return (b - a) / a
+def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None) -> dict[str, Any]:
+    """delta_pct / ci95 / verdict / p_value of B vs A (None where a side has no samples);
+    ``ua``/``ub``: the independent unit of each sample (None: every sample is one)."""
+    if not xa or not xb:
+        which = "A" if not xa else "B"
+        return {
+            "delta_pct": None,
+            "ci95": None,
+            "verdict": f"no samples in {which}",
+            "p_value": None,
+        }
+    c = compare(Measurement(xa, "ms", "A", ua), Measurement(xb, "ms", "B", ub))
+    return {
+        "delta_pct": c.delta_pct,
+        "ci95": c.interval.fmt(pct=True),
+        "verdict": c.verdict,
+        "p_value": c.test.p_value,
+    }
 
 
 def compare_reports(a: Report, b: Report) -> list[dict[str, Any]]:
@@ -37,56 +50,65 @@ def compare_reports(a: Report, b: Report) -> list[dict[str, Any]]:
 
 def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
     rows = []
-    for arm in ("eager", "deferred"):
-        sa, sb = a.data["arms"][arm], b.data["arms"][arm]
+    arms_a, arms_b = a.data["arms"], b.data["arms"]
+    for arm in [x for x in arms_a if x in arms_b]:
+        sa, sb = arms_a[arm], arms_b[arm]
+        stages_a, stages_b = sa.get("stages") or {}, sb.get("stages") or {}
         pairs = [
-            (s, sa["stages"][s]["samples_ms"], sb["stages"].get(s, {}).get("samples_ms", []))
-            for s in sa["stages"]
+            (s, stages_a[s].get("samples_ms", []), stages_b.get(s, {}).get("samples_ms", []))
+            for s in stages_a
         ]
-        pairs.append(("TOTAL", sa["total_ms"]["samples"], sb["total_ms"]["samples"]))
+        pairs.append(
+            (
+                "TOTAL",
+                (sa.get("total_ms") or {}).get("samples", []),
+                (sb.get("total_ms") or {}).get("samples", []),
+            )
+        )
         for stage, xa, xb in pairs:
             if not xa and not xb:
                 continue
-            ma, mb = (median(xa) if xa else None), (median(xb) if xb else None)
             rows.append(
                 {
                     "arm": arm,
                     "stage": stage,
-                    "A_median_ms": ma,
-                    "B_median_ms": mb,
-                    "delta": _delta(ma, mb),
-                    "p_value": _p_two_sided(xa, xb),
+                    "A_median_ms": median(xa) if xa else None,
+                    "B_median_ms": median(xb) if xb else None,
+                    **_stats(xa, xb),
                 }
             )
     return rows
 
 
 def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
-    def samples(rep: Report, rate: str, arm: str) -> list[float]:
-        return [
-            r["ttft_ms"]
+    def samples(rep: Report, rate: str, arm: str) -> tuple[list[float], Units]:
+        """TTFTs and their units: requests served in one forward batch (``repeat``,
+        ``batch_id``) are one unit when the report records batches."""
+        rows = [
+            r
             for r in rep.data["requests"]
             if r["rate"] == rate and r["arm"] == arm and r.get("ttft_ms") is not None
         ]
+        batched = all(r.get("batch_id") is not None for r in rows)
+        units: Units = [(r.get("repeat"), r["batch_id"]) for r in rows] if batched else None
+        return [r["ttft_ms"] for r in rows], units
 
     rows = []
-    thr_b = {(r["rate"], r["arm"]): r["req_per_s"] for r in b.results}
+    thr_b = {(r["rate"], r["arm"]): r.get("req_per_s") for r in b.results}
     for r in a.results:
         key = (r["rate"], r["arm"])
-        xa, xb = samples(a, *key), samples(b, *key)
-        mb = median(xb) if xb else None
+        (xa, ua), (xb, ub) = samples(a, *key), samples(b, *key)
         rows.append(
             {
                 "rate": key[0],
                 "arm": key[1],
-                "A_ttft_median_ms": r["ttft_median_ms"],
-                "B_ttft_median_ms": mb,
-                "delta": _delta(r["ttft_median_ms"], mb),
-                "A_p90_ms": r["ttft_p90_ms"],
+                "A_ttft_median_ms": median(xa) if xa else None,
+                "B_ttft_median_ms": median(xb) if xb else None,
+                **_stats(xa, xb, ua, ub),
+                "A_p90_ms": percentile(xa, 90) if xa else None,
                 "B_p90_ms": percentile(xb, 90) if xb else None,
-                "A_req_per_s": r["req_per_s"],
+                "A_req_per_s": r.get("req_per_s"),
                 "B_req_per_s": thr_b.get(key),
-                "p_value": _p_two_sided(xa, xb),
             }
         )
     return rows

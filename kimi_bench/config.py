@@ -6,11 +6,14 @@ See SPEC section 2. Everything here is immutable data; nothing touches tensors.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from kimi_bench.limits import MAX_CONFIG_BYTES, LimitError, read_text_bounded
 
 BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
 
@@ -32,8 +35,34 @@ _BG_OLD_NAMES = {
 }
 
 
+# Sane ranges of the integer fields, checked when a config is built (a checkpoint file or
+# a preset). ViT patch sides are 8..32 in practice (Kimi: 14); merge kernels 1..4 (Kimi: 2);
+# the K3 patch budget is 65536 and its one-side cap 512 patches. The upper bounds leave
+# room for larger models while refusing values that only overflow later, per image.
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "patch_size": (1, 256),
+    "merge_kernel_size": (1, 16),
+    "in_patch_limit": (1, 1 << 20),
+    "patch_limit_on_one_side": (1, 1 << 14),
+    "fixed_output_tokens": (1, 1 << 20),
+}
+
+
 class ConfigError(ValueError):
     """A preset name or a preprocessor_config.json that cannot be used."""
+
+
+def _checked_int(key: str, value: Any) -> int:
+    """``value`` as an integer within ``INT_RANGES[key]``: integral JSON numbers (14 or
+    14.0) pass; 14.9, 1e999, "14" and true are refused with a message naming ``key``."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    lo, hi = INT_RANGES[key]
+    if not lo <= value <= hi:
+        raise ConfigError(f"{key} must be within {lo}..{hi}, got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -116,11 +145,14 @@ class PreprocessConfig:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        for key in ("patch_size", "merge_kernel_size", "in_patch_limit", "patch_limit_on_one_side"):
-            if int(getattr(self, key)) < 1:
-                raise ConfigError(f"{key} must be a positive integer, got {getattr(self, key)}")
+        for key in INT_RANGES:
+            value = getattr(self, key)
+            if value is not None or key != "fixed_output_tokens":
+                _checked_int(key, value)
         if len(self.image_mean) != 3 or len(self.image_std) != 3:
             raise ConfigError("image_mean and image_std need three values (R, G, B)")
+        if not all(math.isfinite(v) for v in (*self.image_mean, *self.image_std)):
+            raise ConfigError("image_mean and image_std must be finite numbers")
         if any(s == 0 for s in self.image_std):
             raise ConfigError("image_std may not contain 0")
         if self.bg_fill_stage != "after_resize":
@@ -160,59 +192,72 @@ def get_preset(name: str) -> PreprocessConfig:
         ) from None
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _triple(value: Any, key: str) -> tuple[float, float, float]:
-    if isinstance(value, (int, float)):
+    if _is_number(value):
         return (float(value),) * 3
-    if isinstance(value, (list, tuple)) and len(value) == 3:
+    if isinstance(value, (list, tuple)) and len(value) == 3 and all(map(_is_number, value)):
         return (float(value[0]), float(value[1]), float(value[2]))
-    raise ConfigError(f"{key} must be a number or a list of three numbers, got {value!r}")
+    raise ConfigError(f"{key} must be a finite number or a list of three, got {value!r}")
 
 
 def config_from_mapping(raw: dict[str, Any], name: str = "custom") -> PreprocessConfig:
     """Build a config from a checkpoint's preprocessor config (keys under
-    ``media_proc_cfg`` or at the top level). Missing keys take the K2.5 defaults."""
+    ``media_proc_cfg`` or at the top level). Missing keys take the K2.5 defaults; every
+    value is checked by type and range (``INT_RANGES``) here, at load, not per image."""
     body = raw.get("media_proc_cfg", raw)
     if not isinstance(body, dict):
         raise ConfigError("media_proc_cfg must be a JSON object")
     base = PreprocessConfig(name=name)
     bg_raw = body.get("transparent_bg_config")
-    bg = BackgroundConfig.from_mapping(bg_raw) if isinstance(bg_raw, dict) else None
-    try:
-        return replace(
-            base,
-            patch_size=int(body.get("patch_size", base.patch_size)),
-            merge_kernel_size=int(body.get("merge_kernel_size", base.merge_kernel_size)),
-            in_patch_limit=int(body.get("in_patch_limit", base.in_patch_limit)),
-            patch_limit_on_one_side=int(
-                body.get("patch_limit_on_one_side", base.patch_limit_on_one_side)
-            ),
-            fixed_output_tokens=(
-                None
-                if body.get("fixed_output_tokens") is None
-                else int(body["fixed_output_tokens"])
-            ),
-            image_mean=_triple(body.get("image_mean", base.image_mean), "image_mean"),
-            image_std=_triple(body.get("image_std", base.image_std), "image_std"),
-            transparent_bg=bg,
-            bg_fill_stage=str(body.get("transparent_bg_fill_stage", "after_resize")),
-        )
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(f"bad value in preprocessor config: {exc}") from exc
+    if bg_raw is not None and not isinstance(bg_raw, dict):
+        raise ConfigError(f"transparent_bg_config must be a JSON object, got {bg_raw!r}")
+    bg = BackgroundConfig.from_mapping(bg_raw) if bg_raw is not None else None
+
+    def integer(key: str) -> int:
+        return _checked_int(key, body.get(key, getattr(base, key)))
+
+    fixed = body.get("fixed_output_tokens")
+    stage = body.get("transparent_bg_fill_stage", "after_resize")
+    if not isinstance(stage, str):
+        raise ConfigError(f"transparent_bg_fill_stage must be a string, got {stage!r}")
+    return replace(
+        base,
+        patch_size=integer("patch_size"),
+        merge_kernel_size=integer("merge_kernel_size"),
+        in_patch_limit=integer("in_patch_limit"),
+        patch_limit_on_one_side=integer("patch_limit_on_one_side"),
+        fixed_output_tokens=None if fixed is None else _checked_int("fixed_output_tokens", fixed),
+        image_mean=_triple(body.get("image_mean", base.image_mean), "image_mean"),
+        image_std=_triple(body.get("image_std", base.image_std), "image_std"),
+        transparent_bg=bg,
+        bg_fill_stage=stage,
+    )
 
 
 def load_preprocessor_config(path: str | Path) -> PreprocessConfig:
+    """Read a checkpoint's preprocessor config (a regular file of at most 1 MiB); every
+    error names the file and, for a bad value, the key."""
     p = Path(path)
     try:
-        raw = json.loads(p.read_text())
+        raw = json.loads(read_text_bounded(p, MAX_CONFIG_BYTES, "preprocessor config"))
     except FileNotFoundError:
         raise ConfigError(f"preprocessor config not found: {p}") from None
-    except json.JSONDecodeError as exc:
+    except LimitError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read preprocessor config {p}: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5000-digit number
         raise ConfigError(f"{p} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p} must hold a JSON object")
-    return config_from_mapping(raw, name=f"file:{p.name}")
+    try:
+        return config_from_mapping(raw, name=f"file:{p.name}")
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
 
 
 def resolve_config(preset: str | None, config_path: str | Path | None) -> PreprocessConfig:

@@ -1,11 +1,22 @@
 """Inputs for parity runs: the built-in deterministic corpus and a user's folder.
 
 Every entry loads lazily and a load failure becomes a per-input error, never an abort.
+What a folder holds besides readable files is never skipped silently: each subfolder,
+special file (FIFO, socket, device), broken link or link leading out of the folder gets
+an entry whose load raises ``InputError`` saying why it was not read (see
+``folder_corpus``). Loaders check sizes before allocating: images against the pixel
+limit from their header, ``.npy`` tensors from their header, ``.pt`` tensors memory-mapped
+(their data is not read until the shape passed).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import math
+import os
+import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +27,7 @@ import torch
 from PIL import Image
 
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.limits import LimitError, file_kind, open_regular
 from kimi_bench.navit import plan_resize
 from kimi_bench.policy import decide_request
 
@@ -35,6 +47,19 @@ class CorpusEntry:
     name: str
     source: str  # "generated", "package:<name>", or a file path
     load: Callable[[], Any]
+    # what a reader of the row must know about the input, set by ``load`` (e.g. "GIF with
+    # 12 frames: frame 0 used"); None when there is nothing to say
+    note: str | None = None
+
+
+def dump_filename(name: str) -> str:
+    """A feature-dump file name unique per input name: the whole name (extension
+    included, so ``a.png`` and ``a.jpg`` differ) plus ``.pt``; a name with characters
+    unsafe in file names gets them replaced and a short hash of the original added."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "input"
+    if safe != name:
+        safe += "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return safe + ".pt"
 
 
 def describe_input(obj: Any) -> str:
@@ -126,7 +151,9 @@ def package_photos() -> list[CorpusEntry]:
         if path.is_file():
             out.append(
                 CorpusEntry(
-                    f"photo_{path.stem}", f"package:{pkg}", _loader(_open_image, path, 10**9)
+                    f"photo_{path.stem}",
+                    f"package:{pkg}",
+                    _loader(_open_image, path, 10**9, None),
                 )
             )
     return out
@@ -179,58 +206,172 @@ def builtin_corpus(cfg: PreprocessConfig, seed: int = 0) -> list[CorpusEntry]:
     return entries + package_photos()
 
 
-def _open_image(path: Path, max_pixels: int) -> Image.Image:
-    if path.stat().st_size == 0:
-        raise InputError("zero-byte file")
+def _open_fd(path: Path, what: str) -> int:
     try:
-        im = Image.open(path)
-    except Image.DecompressionBombError as exc:
-        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"not an image PIL can open: {exc}") from None
-    w, h = im.size
-    if w * h > max_pixels:
+        fd = open_regular(path, what)
+    except LimitError as exc:
+        raise InputError(str(exc)) from None
+    if os.fstat(fd).st_size == 0:
+        os.close(fd)
+        raise InputError("zero-byte file")
+    return fd
+
+
+def _open_image(path: Path, max_pixels: int, entry: CorpusEntry | None = None) -> Image.Image:
+    """Frame 0 of an image file, refused before decoding when over ``max_pixels``."""
+    with os.fdopen(_open_fd(path, "image"), "rb") as f:
+        try:
+            im = Image.open(f)
+        except Image.DecompressionBombError as exc:
+            raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise InputError(f"not an image PIL can open: {exc}") from None
+        w, h = im.size
+        if w * h > max_pixels:
+            raise InputError(
+                f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,} "
+                "(raise it with --max-pixels)"
+            )
+        frames = int(getattr(im, "n_frames", 1) or 1)
+        try:
+            im.load()
+            # frame 0 alone, detached from the file
+            out: Image.Image = im.copy() if frames > 1 else im
+            im.filename = str(path)  # as Image.open(path) would have set it
+        except Image.DecompressionBombError as exc:
+            raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise InputError(f"corrupt or truncated image: {exc}") from None
+    if frames > 1 and entry is not None:
+        entry.note = f"{im.format or 'image'} with {frames} frames: frame 0 used"
+    return out
+
+
+def check_tensor_shape(shape: tuple[int, ...], max_pixels: int) -> None:
+    """Refuse a tensor shape before its data is read: an image tensor is 2-D (H, W) or
+    3-D (C, H, W) with at most ``max_pixels`` pixels (H*W; HWC is assumed when the first
+    dimension is not 1, 3 or 4) and at most 4 values per pixel."""
+    if len(shape) not in (2, 3):
         raise InputError(
-            f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,} "
-            "(raise it with --max-pixels)"
+            f"tensor of shape {tuple(shape)}: an image tensor is 2-D (H, W) or 3-D (C, H, W)"
         )
-    try:
-        im.load()
-    except Image.DecompressionBombError as exc:
-        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"corrupt or truncated image: {exc}") from None
-    return im
+    if len(shape) == 2 or shape[0] in (1, 3, 4):
+        pixels = shape[-1] * shape[-2]
+    else:
+        pixels = shape[0] * shape[1]
+    if pixels > max_pixels or math.prod(shape) > 4 * max_pixels:
+        raise InputError(
+            f"pixel limit: tensor of shape {tuple(shape)} has {pixels:,} pixels > limit "
+            f"{max_pixels:,} (raise it with --max-pixels)"
+        )
 
 
-def _open_tensor(path: Path) -> torch.Tensor:
-    if path.stat().st_size == 0:
-        raise InputError("zero-byte file")
+def _open_npy(path: Path, max_pixels: int) -> torch.Tensor:
+    """A .npy tensor whose header (shape, dtype) is checked before any data is read."""
+    fmt = np.lib.format
+    with os.fdopen(_open_fd(path, "tensor file"), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = fmt.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = fmt.read_array_header_2_0(f)
+            else:
+                raise InputError(f"unsupported .npy format version {version}")
+        except ValueError as exc:
+            raise InputError(f"not a .npy file: {exc}") from None
+        if dtype.hasobject:
+            raise InputError(".npy file holds Python objects (pickle); refused")
+        check_tensor_shape(tuple(shape), max_pixels)
+        need, have = math.prod(shape) * dtype.itemsize, size - f.tell()
+        if have < need:
+            raise InputError(
+                f".npy header promises {need:,} bytes of data for shape {tuple(shape)} but "
+                f"the file holds {have:,}: truncated or not what it claims"
+            )
+        f.seek(0)
+        try:
+            arr = fmt.read_array(f, allow_pickle=False)
+            return torch.from_numpy(arr)
+        except (ValueError, TypeError, OSError) as exc:
+            raise InputError(f"cannot read .npy data: {exc}") from None
+
+
+def _open_pt(path: Path, max_pixels: int) -> torch.Tensor:
+    """A torch.save'd tensor, memory-mapped so that its shape is checked before its data
+    is read (weights_only: no code runs); the legacy pre-1.6 format cannot be mapped and
+    is refused."""
+    os.close(_open_fd(path, "tensor file"))
     try:
-        if path.suffix == ".npy":
-            obj: Any = torch.from_numpy(np.load(path, allow_pickle=False))
-        else:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj: Any = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # any unreadable tensor file is one bad input
-        raise InputError(f"cannot read tensor file: {exc}") from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"cannot read tensor file: {first}") from None
     if not isinstance(obj, torch.Tensor):
         raise InputError(f"tensor file holds a {type(obj).__name__}, not a tensor")
-    return obj
+    check_tensor_shape(tuple(obj.shape), max_pixels)
+    return obj.clone()  # off the mapping, so the file may go away
 
 
-def folder_corpus(folder: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[CorpusEntry]:
-    """Every regular, non-hidden file in ``folder`` (sorted). Images are opened with PIL;
-    ``.pt``/``.pth``/``.npy`` files are read as tensors."""
+def _open_tensor(path: Path, max_pixels: int) -> torch.Tensor:
+    return _open_npy(path, max_pixels) if path.suffix == ".npy" else _open_pt(path, max_pixels)
+
+
+def _refused(reason: str) -> Callable[[], Any]:
+    def load() -> Any:
+        raise InputError(reason)
+
+    return load
+
+
+def _folder_entry(path: Path, root: Path, max_pixels: int, follow_links: bool) -> CorpusEntry:
+    name, src = path.name, str(path)
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return CorpusEntry(name, src, _refused("broken symbolic link: not read"))
+        if not follow_links and not target.is_relative_to(root):
+            why = (
+                f"symbolic link to {target}, outside the folder: not followed "
+                "(--follow-links allows it)"
+            )
+            return CorpusEntry(name, src, _refused(why))
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return CorpusEntry(name, src, _refused(f"cannot stat: {exc.strerror or exc}"))
+    if stat.S_ISDIR(mode):
+        why = "a subfolder: not read (only files directly in the --images folder are read)"
+        return CorpusEntry(name + "/", src, _refused(why))
+    if not stat.S_ISREG(mode):
+        return CorpusEntry(
+            name, src, _refused(f"a {file_kind(mode)}, not a regular file: not read")
+        )
+    if path.suffix.lower() in TENSOR_SUFFIXES:
+        return CorpusEntry(name, src, _loader(_open_tensor, path, max_pixels))
+    entry = CorpusEntry(name, src, _refused("not loaded"))
+    entry.load = _loader(_open_image, path, max_pixels, entry)
+    return entry
+
+
+def folder_corpus(
+    folder: Path, max_pixels: int = DEFAULT_MAX_PIXELS, *, follow_links: bool = False
+) -> list[CorpusEntry]:
+    """One entry per non-hidden name directly in ``folder`` (sorted; not recursive).
+
+    Regular files are read: images with PIL (frame 0 of a multi-frame file, with a note),
+    ``.pt``/``.pth``/``.npy`` as tensors, all under the ``max_pixels`` limit. Everything
+    else gets an entry whose load raises InputError saying why it was not read: a
+    subfolder (subfolders are not read; list their files in a folder of their own), a
+    FIFO, socket or device, a broken link, or a link whose target lies outside ``folder``
+    (followed only with ``follow_links``). Links inside the folder are followed."""
     if not folder.is_dir():
         raise InputError(f"--images {folder} is not a directory")
-    entries = []
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or not path.is_file():
-            continue
-        if path.suffix.lower() in TENSOR_SUFFIXES:
-            entries.append(CorpusEntry(path.name, str(path), _loader(_open_tensor, path)))
-        else:
-            entries.append(
-                CorpusEntry(path.name, str(path), _loader(_open_image, path, max_pixels))
-            )
-    return entries
+    root = folder.resolve()
+    return [
+        _folder_entry(path, root, max_pixels, follow_links)
+        for path in sorted(folder.iterdir())
+        if not path.name.startswith(".")
+    ]

@@ -5,25 +5,44 @@ Absolute rules (per kind):
     [micro]     min_speedup = 8, max_floor_ratio = 20, min_bytes_ratio = 3, bit_exact = true
     [serve_ab]  max_failed = 0
     [serve_ab.<rate>]  max_median_ttft_delta = -0.5, max_p90_ttft_delta, min_throughput_delta
-Relative rules (need --baseline):
+Relative rules (need --baseline; see ``kimi_bench.baseline``):
     [baseline]  max_regression = 0.10, metrics = ["micro.deferred.total_ms", ...]
 
-A relative rule fails only when the new median is worse than the baseline's by more than
-``max_regression`` AND a one-sided Mann-Whitney U test on the raw samples says the shift
-is beyond noise (p < ``alpha``; ``kimi_bench.stats.mann_whitney``: exact without ties
-for small samples, else the normal approximation with tie correction).
+Always applied, whatever the rules say: ``<kind>.complete`` fails a report whose run
+stopped early or errored (``summary.error`` set, or an INCOMPLETE verdict), and a report
+built in memory is checked like one read from a file (field types) before any rule runs.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.report.model import Report, ReportError, load_report
-from kimi_bench.stats import mann_whitney, median
+from kimi_bench.baseline import (
+    GATED_KINDS,
+    KIND_TABLE,
+    BaselineError,
+    RuleResult,
+    find_baseline,
+    mann_whitney_greater,
+    metric_problem,
+    relative_rules,
+)
+from kimi_bench.limits import MAX_CONFIG_BYTES, LimitError, describe_os_error, read_text_bounded
+from kimi_bench.report.model import Report, ReportError, validate_report
+
+__all__ = [
+    "GATED_KINDS",
+    "BaselineError",
+    "RuleResult",
+    "RulesError",
+    "evaluate",
+    "find_baseline",
+    "load_rules",
+    "mann_whitney_greater",
+]
 
 RULE_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "parity": {"all_bit_exact": bool},
@@ -41,31 +60,10 @@ RULE_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     },
     "baseline": {"max_regression": (int, float), "alpha": (int, float), "metrics": list},
 }
-KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
 
 
 class RulesError(ValueError):
     """A rules file that cannot be used."""
-
-
-@dataclass
-class RuleResult:
-    rule: str
-    measured: Any
-    limit: Any
-    verdict: str  # "pass", "fail" or "skip"
-    reason: str
-    report: str = ""  # which report the rule was applied to
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "report": self.report,
-            "rule": self.rule,
-            "measured": self.measured,
-            "limit": self.limit,
-            "verdict": self.verdict,
-            "reason": self.reason,
-        }
 
 
 def _typecheck(where: str, value: Any, want: type | tuple[type, ...]) -> None:
@@ -76,13 +74,27 @@ def _typecheck(where: str, value: Any, want: type | tuple[type, ...]) -> None:
 
 
 def load_rules(path: str | Path) -> dict[str, Any]:
+    """Read and check a rules file: known tables, rules and metric names, typed values."""
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(read_text_bounded(p, MAX_CONFIG_BYTES, "rules file"))
     except FileNotFoundError:
         raise RulesError(f"rules file not found: {p}") from None
+    except LimitError as exc:
+        raise RulesError(str(exc)) from None
+    except OSError as exc:
+        raise RulesError(f"cannot read rules file {p}: {describe_os_error(exc)}") from None
     except tomllib.TOMLDecodeError as exc:
         raise RulesError(f"{p}: not valid TOML: {exc}") from None
+    _check_tables(p, raw)
+    for metric in raw.get("baseline", {}).get("metrics", []):
+        problem = metric_problem(metric)
+        if problem:
+            raise RulesError(f"{p}: baseline.metrics: {problem}")
+    return raw
+
+
+def _check_tables(p: Path, raw: dict[str, Any]) -> None:
     for table, body in raw.items():
         if table not in ("parity", "micro", "serve_ab", "baseline"):
             raise RulesError(f"{p}: unknown table [{table}]")
@@ -101,7 +113,6 @@ def load_rules(path: str | Path) -> dict[str, Any]:
                     f"{p}: unknown rule {table}.{key}; valid: {', '.join(RULE_KEYS[table])}"
                 )
             _typecheck(f"{p}: {table}.{key}", value, RULE_KEYS[table][key])
-    return raw
 
 
 def _check(rule: str, measured: Any, limit: Any, ok: bool, why: str) -> RuleResult:
@@ -116,7 +127,7 @@ def parity_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
         bad = [
             r["name"]
             for r in report.results
-            if r.get("error") is None and not (r["bit_exact_fp32"] and r["bit_exact_bf16"])
+            if r.get("error") is None and not (r.get("bit_exact_fp32") and r.get("bit_exact_bf16"))
         ]
         accepted = sum(1 for r in report.results if r.get("error") is None)
         why = (
@@ -209,132 +220,89 @@ def serve_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
                 "max_p90_ttft_delta": "p90_ttft",
                 "min_throughput_delta": "throughput",
             }[key]
-            v = got[metric]["delta"]
-            ok = v <= lim if key.startswith("max") else v >= lim
+            v = ab_delta(got, metric)
             cmp = "<=" if key.startswith("max") else ">="
+            if v is None:
+                out.append(_check(name, None, lim, False, f"no {metric} delta at rate {rate}"))
+                continue
+            ok = v <= lim if key.startswith("max") else v >= lim
             out.append(_check(name, v, lim, ok, f"{metric} delta {v:+.1%} vs {cmp} {lim:+.0%}"))
     return out
 
 
-def metric_samples(report: Report, metric: str) -> tuple[list[float], bool]:
-    """Raw samples for a named metric and whether higher is better.
-
-    micro.<arm>.total_ms | micro.<arm>.<stage>_ms | micro.speedup |
-    serve_ab.<rate>.<arm>.ttft_ms"""
-    parts = metric.split(".")
-    if parts[0] == "micro" and report.kind == "micro":
-        if parts[1:] == ["speedup"]:
-            return list(report.data["speedup"]["samples"]), True
-        if len(parts) == 3:
-            arm = report.data["arms"].get(parts[1])
-            if arm is not None and parts[2] == "total_ms":
-                return list(arm["total_ms"]["samples"]), False
-            stage = parts[2].removesuffix("_ms")
-            if arm is not None and stage in arm["stages"]:
-                return list(arm["stages"][stage]["samples_ms"]), False
-    if parts[0] == "serve_ab" and report.kind == "serve-ab" and len(parts) == 4:
-        rate, arm = parts[1], parts[2]
-        xs = [
-            r["ttft_ms"]
-            for r in report.data["requests"]
-            if r["rate"] == rate and r["arm"] == arm and r.get("ttft_ms") is not None
-        ]
-        return xs, False
-    raise KeyError(metric)
-
-
-def mann_whitney_greater(new: list[float], base: list[float]) -> float:
-    """One-sided p-value that ``new`` tends to be larger than ``base`` (kept for callers
-    until the gate uses ``kimi_bench.stats.mann_whitney`` directly)."""
-    return mann_whitney(new, base, alternative="greater").p_value
-
-
-def relative_rules(new: Report, base: Report | None, rules: dict[str, Any]) -> list[RuleResult]:
-    threshold = float(rules.get("max_regression", 0.10))
-    alpha = float(rules.get("alpha", 0.05))
-    out = []
-    prefix = KIND_TABLE[new.kind]
-    for metric in rules.get("metrics", []):
-        if not str(metric).startswith(prefix + "."):
-            continue
-        name = f"baseline.{metric}"
-        if base is None:
-            out.append(RuleResult(name, None, threshold, "skip", "no matching baseline report"))
-            continue
-        try:
-            xs, higher_better = metric_samples(new, metric)
-            bs, _ = metric_samples(base, metric)
-        except KeyError:
-            out.append(RuleResult(name, None, threshold, "fail", f"unknown metric {metric}"))
-            continue
-        if not xs or not bs:
-            out.append(RuleResult(name, None, threshold, "fail", "no samples"))
-            continue
-        m_new, m_base = median(xs), median(bs)
-        change = (m_new - m_base) / m_base if m_base else math.nan
-        worse = -change if higher_better else change
-        p = mann_whitney_greater(bs, xs) if higher_better else mann_whitney_greater(xs, bs)
-        fail = worse > threshold and p < alpha
-        why = (
-            f"median {m_base:.4g} -> {m_new:.4g} ({change:+.1%}); "
-            f"Mann-Whitney one-sided p = {p:.3g}; fails if worse by > {threshold:.0%} "
-            f"and p < {alpha}"
-        )
-        out.append(RuleResult(name, change, threshold, "fail" if fail else "pass", why))
-    return out
-
-
-def same_setup(a: Report, b: Report) -> bool:
-    keys = {
-        "micro": ("groups", "ranks", "transport"),
-        "serve-ab": ("rates", "ranks", "resolution", "transport"),
-        "parity": (),
-    }[a.kind]
-    return a.kind == b.kind and all(a.config.get(k) == b.config.get(k) for k in keys)
-
-
-def find_baseline(report: Report, where: Path | None) -> Report | None:
-    """The baseline report of the same kind and setup: a file, or searched in a folder."""
-    if where is None or not where.exists():
-        return None
-    candidates = [where] if where.is_file() else sorted(where.rglob("report.json"))
-    for c in candidates:
-        try:
-            base = load_report(c)
-        except ReportError:
-            continue
-        if same_setup(report, base):
-            return base
-    return None
+def ab_delta(by_rate: dict[str, Any], metric: str, arm: str = "deferred") -> float | None:
+    """Relative change of ``metric`` (median_ttft, p90_ttft, throughput) of ``arm`` vs
+    eager at one rate, as a fraction: ``ab[rate][arm][metric].delta_pct / 100`` (reports
+    with Measurement comparisons), or ``ab[rate][metric].delta`` (earlier reports)."""
+    per_arm = by_rate.get(arm)
+    if isinstance(per_arm, dict) and isinstance(per_arm.get(metric), dict):
+        pct = per_arm[metric].get("delta_pct")
+        return None if pct is None else pct / 100.0
+    old = by_rate.get(metric)
+    return old.get("delta") if isinstance(old, dict) else None
 
 
 def report_label(rep: Report) -> str:
     """Short identity of a report for tables and JUnit class names."""
-    cfg = rep.config
-    if rep.kind == "micro":
-        return f"micro[{cfg.get('ranks')} ranks, {cfg.get('transport')}]"
-    if rep.kind == "serve-ab":
-        return f"serve-ab[{cfg.get('ranks')} ranks, {cfg.get('transport')}]"
-    return f"parity[{cfg.get('preprocess', {}).get('name')}, {cfg.get('policy')}]"
+    cfg = rep.config if isinstance(rep.config, dict) else {}
+    if rep.kind in ("micro", "serve-ab"):
+        return f"{rep.kind}[{cfg.get('ranks')} ranks, {cfg.get('transport')}]"
+    if rep.kind == "parity":
+        pre = cfg.get("preprocess")
+        name = pre.get("name") if isinstance(pre, dict) else None
+        return f"parity[{name}, {cfg.get('policy')}]"
+    return f"{rep.kind}[{rep.source or 'in memory'}]"
+
+
+def completeness_rule(report: Report) -> RuleResult:
+    """``<kind>.complete``: fails when the run stopped early or errored, naming why."""
+    s = report.summary
+    error, verdict = s.get("error"), str(s.get("verdict") or "")
+    name = f"{KIND_TABLE.get(report.kind, report.kind)}.complete"
+    if error or verdict.upper().startswith("INCOMPLETE"):
+        why = f"the run did not complete: {error or verdict}"
+        return RuleResult(name, False, True, "fail", why)
+    return RuleResult(name, True, True, "pass", "the run completed")
+
+
+def _rules_for(
+    rep: Report, rules: dict[str, Any], baseline: Path | None, required: bool
+) -> list[RuleResult]:
+    try:
+        validate_report(rep)
+    except ReportError as exc:
+        return [RuleResult("report.valid", False, True, "fail", str(exc))]
+    if rep.kind not in GATED_KINDS:
+        why = f"kind {rep.kind!r} is not gated; expected one of {', '.join(GATED_KINDS)}"
+        return [RuleResult("report.kind", rep.kind, list(GATED_KINDS), "fail", why)]
+    out = [completeness_rule(rep)]
+    table = rules.get(KIND_TABLE[rep.kind], {})
+    if rep.kind == "parity":
+        out += parity_rules(rep, table)
+    elif rep.kind == "micro":
+        out += micro_rules(rep, table)
+    else:
+        out += serve_rules(rep, table)
+    if "baseline" in rules:
+        base = find_baseline(rep, baseline, required=required)
+        out += relative_rules(rep, base, rules["baseline"])
+    return out
 
 
 def evaluate(
-    reports: list[Report], rules: dict[str, Any], baseline: Path | None
+    reports: list[Report],
+    rules: dict[str, Any],
+    baseline: Path | None,
+    *,
+    baseline_required: bool = True,
 ) -> list[RuleResult]:
+    """Every rule on every report. ``baseline_required``: ``baseline`` was asked for, so
+    a missing or unreadable one raises BaselineError instead of skipping."""
     results: list[RuleResult] = []
     for rep in reports:
-        start = len(results)
-        table = rules.get(KIND_TABLE.get(rep.kind, ""), {})
-        if rep.kind == "parity":
-            results += parity_rules(rep, table)
-        elif rep.kind == "micro":
-            results += micro_rules(rep, table)
-        elif rep.kind == "serve-ab":
-            results += serve_rules(rep, table)
-        if "baseline" in rules and rep.kind in KIND_TABLE:
-            results += relative_rules(rep, find_baseline(rep, baseline), rules["baseline"])
-        for r in results[start:]:
+        for r in _rules_for(rep, rules, baseline, baseline_required):
             r.report = report_label(rep)
+            results.append(r)
     return results
 
 

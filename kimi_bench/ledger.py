@@ -33,6 +33,19 @@ OPS: dict[str, tuple[str, bool]] = {
     "bytes_copy": ("receiver's bytes() of the broadcast buffer", True),
     "clone": ("receiver clones a tensor out of a shared-memory segment", True),
     "map": ("copy-on-write mmap of a shared-memory segment (no copy)", False),
+    "arena_copy_in": (
+        "zero-copy arm (proposed, not in the runtime): one copy of an image's decoded "
+        "pixels straight into its slot of the shared-memory arena",
+        True,
+    ),
+    "nccl_all_gather": ("NCCL all-gather of the padded encoder outputs (bytes sent)", True),
+    "nccl_broadcast": ("NCCL broadcast of a single image's encoder output by its owner", True),
+    "gloo_all_gather": ("gloo all-gather of the padded encoder outputs (bytes sent)", True),
+    "gather_metadata": (
+        "metadata-only gather (ranks share a device): patch counts over gloo; the encoder "
+        "outputs, listed with their size, are not moved",
+        False,
+    ),
 }
 PLACES = ("pil", "host", "shm", "device", "wire")
 

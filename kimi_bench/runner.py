@@ -18,7 +18,7 @@ from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.junit import write_junit
 from kimi_bench.report.model import Report
-from kimi_bench.report.writers import markdown_table
+from kimi_bench.report.writers import atomic_write_text, markdown_table
 from kimi_bench.scenario import resolve_path
 
 FOLDER = {"parity": "parity", "micro": "micro", "serve-ab": "serve-ab"}
@@ -64,8 +64,8 @@ def run_scenario(
     rows = [r.as_dict() for r in results]
     write_junit(rows, out / "gate.xml")
     failed = any(r.verdict == "fail" for r in results)
-    (out / "gate.md").write_text(
-        f"# gate: {'FAIL' if failed else 'PASS'}\n\n" + markdown_table(rows) + "\n"
+    atomic_write_text(
+        out / "gate.md", f"# gate: {'FAIL' if failed else 'PASS'}\n\n" + markdown_table(rows) + "\n"
     )
     _index(out, sc, reports, failed, rows)
     return results, reports
@@ -90,7 +90,7 @@ def _index(
             f"- **{rep.kind}** - {rep.summary.get('verdict')} "
             f"([report]({d}/report.md), [json]({d}/report.json), [html]({d}/report.html))"
         )
-    (out / "index.md").write_text("\n".join(lines) + "\n")
+    atomic_write_text(out / "index.md", "\n".join(lines) + "\n")
     dicts = [r.to_dict() for r in reports]
     figures = [saved_figures(d, out / FOLDER[r.kind]) for d, r in zip(dicts, reports, strict=True)]
     write_html(dicts, out / "index.html", title="kimi-bench run", gate=gate, figures=figures)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_bounded
 from kimi_bench.options import RunOptions, describe_error
 
 
@@ -36,26 +37,25 @@ def builtin_path(name: str) -> Path:
 
 def resolve_path(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
-    if p.is_file():
+    if p.exists():  # a special file is refused by the bounded reader, never opened blocking
         return p
     if p.suffix == ".toml" and ("/" in str(name_or_path)):
         raise ScenarioError(f"scenario file not found: {p}")
     return builtin_path(str(name_or_path))
 
 
-MAX_SCENARIO_BYTES = 1 << 20
 TABLES = ("run", "parity", "micro", "serve_ab", "gate")
 
 
 def read_tables(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
     """The TOML tables of a scenario file (size-limited, regular files only)."""
     path = resolve_path(name_or_path)
-    if not path.is_file():
-        raise ScenarioError(f"{path}: not a regular file")
-    if path.stat().st_size > MAX_SCENARIO_BYTES:
-        raise ScenarioError(f"{path}: larger than {MAX_SCENARIO_BYTES} bytes; not a scenario")
     try:
-        raw = tomllib.loads(path.read_text())
+        text = read_text_bounded(path, MAX_CONFIG_BYTES, "scenario")
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(str(exc)) from None
+    try:
+        raw = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     for section, body in raw.items():

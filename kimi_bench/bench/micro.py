@@ -114,7 +114,7 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     cfg = resolve_config(opts.preset, opts.config)
     if "eager" not in opts.arms:
         raise ValueError("--arms must include eager (every arm is checked against it)")
-    _require_carrier(opts.transport)
+    require_carrier(opts.transport)
     paths = folder_images(opts.images) if opts.images else ()
     samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
     floor: dict[str, Any] = {}
@@ -150,7 +150,7 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
         error = str(exc).splitlines()[0]
     finally:
         pids = [p.pid for p in harness.procs.values() if p.pid is not None]
-        leftovers = harness.stop() + _runtime_leftovers(opts.transport, pids)
+        leftovers = harness.stop() + runtime_leftovers(opts.transport, pids)
     report = build_report(opts, cfg, dev, samples, floor, error, leftovers, profile, load_start)
     report.data["shm_prefix"] = harness.prefix
     if opts.transport.startswith("sglang-"):
@@ -162,7 +162,7 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     return report
 
 
-def _require_carrier(transport: str) -> None:
+def require_carrier(transport: str) -> None:
     """The runtime's carriers need sglang: a usage error (with the install hint) here,
     before any worker starts, rather than a failed worker."""
     if transport.startswith("sglang-"):
@@ -175,7 +175,7 @@ def _require_carrier(transport: str) -> None:
             raise ValueError(str(exc)) from None
 
 
-def _runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
+def runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
     """The runtime's own segments (``sgl_shm_mm_<pid>_...``) of this run's workers."""
     if not transport.startswith("sglang-"):
         return []
@@ -246,6 +246,7 @@ def build_report(
     notes += mr.where_time_goes(arms, floor_ms) + list(opts.notes)
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
+    notes += zero_copy_notes(floor)
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     if leftovers:
@@ -315,6 +316,26 @@ def _summary(
         "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
         "error": error,
     }
+
+
+def zero_copy_notes(floor: dict[str, Any]) -> list[str]:
+    """The zero-copy arm's one-time start-up (arena map and CUDA registration per rank):
+    measured once, reported apart from the per-request stages."""
+    setup = [s for s in floor.get("zero_copy_setup") or [] if s]
+    if not setup:
+        return []
+    reg = [s["register_ms"] for s in setup if s.get("registered")]
+    mapped = max(s.get("map_ms") or 0.0 for s in setup)
+    what = (
+        f"cudaHostRegister {max(reg):.2f} ms (slowest rank)"
+        if reg
+        else "no CUDA registration (CPU run)"
+    )
+    return [
+        f"zero-copy start-up, once per run and not in any stage: arena of "
+        f"{setup[0]['arena_bytes']:,} B in {setup[0]['slots']} slots; map {mapped:.2f} ms; "
+        f"{what}."
+    ]
 
 
 def exit_code(report: Report) -> int:

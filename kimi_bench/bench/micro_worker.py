@@ -12,21 +12,28 @@ from typing import Any
 
 import torch
 
+from kimi_bench.arena import Arena, ArenaSpec, spec_for
 from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.ledger import Ledger
 from kimi_bench.materialize import materialize
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
+    ZERO_COPY,
     ClockHook,
     Step,
     carrier_steps,
     decide,
     deserialize,
+    gather,
+    held_slots,
     produce,
+    produce_zero_copy,
     rank_step,
     record_ipc,
+    release_slots,
     serialize,
+    wrap_zero_copy,
 )
 from kimi_bench.pixels import stage_input
 from kimi_bench.runtime import get_profile
@@ -49,7 +56,8 @@ class MicroJob:
     arms: tuple[str, ...] = ("eager", "deferred")
     runtime: str = "sglang-0.5.23"
     image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
-    fault: str | None = None  # "rank:R:repeat:K" raises there (tests)
+    fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def iterations(self) -> int:
@@ -81,20 +89,47 @@ def _step(job: MicroJob, arm: str, dev: torch.device) -> Step:
     return Step(arm, job.cfg, dev, get_profile(job.runtime), Ledger(), ClockHook(dev))
 
 
+def arena_spec(job: MicroJob) -> ArenaSpec | None:
+    """The zero-copy arm's arena: two slots of one request each (None without the arm)."""
+    if ZERO_COPY not in job.arms:
+        return None
+    if job.image_paths:
+        from PIL import Image
+
+        sizes = []
+        for path in job.image_paths:
+            with Image.open(path) as im:  # the header only
+                sizes.append(im.size)
+    else:
+        sizes = [(w, h) for count, w, h in job.groups for _ in range(count)]
+    return spec_for(sizes, job.ranks, requests=2)
+
+
+def _attach(job: MicroJob, **role: int) -> Arena | None:
+    spec = arena_spec(job)
+    return None if spec is None else Arena.attach(job.prefix, spec, **role)
+
+
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
     carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     images = job_images(job)
+    arena = _attach(job, writer=0)  # on a crash the harness unlinks it by the run's prefix
     for it in range(job.iterations):
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
             step = _step(job, arm, dev)
+            step.arena = arena
             step.hook.mark("start")
             plans = [plan_resize(im.width, im.height, job.cfg) for im in images]
             decisions = decide(step, images, plans)
-            items = produce(step, images, plans, decisions)
-            packed = carrier.wrap(step, items, job.transport, job.prefix)
+            if arm == ZERO_COPY:
+                items = produce_zero_copy(step, images, plans, decisions)
+                packed = wrap_zero_copy(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
+            else:
+                items = produce(step, images, plans, decisions)
+                packed = carrier.wrap(step, items, job.transport, job.prefix)
             blob = serialize(step, packed, "serialize", "send_pyobj")
             step.hook.mark("serialize")
             record_ipc(step, len(blob))
@@ -107,14 +142,25 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                 }
             )
             _maybe_fault(job, "producer", it)
+    if arena is not None:
+        arena.close()
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
-    torch.set_num_threads(worker_threads(job.ranks + 1))
+    torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
     carrier_steps(job.transport)  # loads a runtime carrier before any timing
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
-        _rank_loop(job, rank, dev, conn, q)
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
+        if job.fault == f"rank:{rank}:attach":
+            raise RuntimeError(f"injected fault at rank {rank} before it maps the arena")
+        arena = _attach(job, rank=rank)
+        try:
+            if arena is not None and dev.type == "cuda":
+                arena.register_cuda()  # once per rank, timed; reported with the floor
+            _rank_loop(job, rank, dev, conn, q, arena, device_group)
+        finally:
+            if arena is not None:
+                arena.close()
 
 
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
@@ -139,7 +185,7 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     import torch.distributed as dist
 
     carrier = carrier_steps(job.transport)
-    if carrier.shared_memory:
+    if carrier.holds_segments(items):
         dist.barrier()
         items, names = carrier.take(step, items)
         dist.barrier()  # every rank holds its copy or mapping before the names go
@@ -150,28 +196,52 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     return items
 
 
-def _rank_loop(job: MicroJob, rank: int, dev: torch.device, conn: Any, q: Any) -> None:
+def _rank_loop(
+    job: MicroJob,
+    rank: int,
+    dev: torch.device,
+    conn: Any,
+    q: Any,
+    arena: Arena | None = None,
+    group: Any = None,
+) -> None:
     import torch.distributed as dist
 
+    from kimi_bench.bench.launch import clock_offset
+
+    # ranks on other nodes move their marks onto rank 0's clock (one host: one clock)
+    offset = clock_offset(rank, job.ranks) if 0 < job.ranks_per_node < job.ranks else 0.0
+    setup: list[Any] = [None] * job.ranks if rank == 0 else []
+    if arena is not None:  # every rank's arena start-up cost, reported beside the floor
+        dist.gather_object(arena.setup(), setup if rank == 0 else None, dst=0)
     if rank == 0:
-        q.send("floor", measure_floor(job, dev))
+        floor = measure_floor(job, dev)
+        if arena is not None:
+            floor["zero_copy_setup"] = setup
+        q.send("floor", floor)
     reference: dict[str, torch.Tensor | None] = {}
     for it in range(job.iterations):
         for arm in job.arms:
             dist.barrier()
             step = _step(job, arm, dev)
+            step.arena = arena
             items, producer = _receive(job, step, rank, conn)
             items = _take(job, step, items)
+            held = held_slots(items)
             out = rank_step(step, items, rank, job.ranks)
-            marks: dict[str, Any] = dict(step.hook.marks)  # type: ignore[attr-defined]
+            release_slots(step, held)
+            encoded = gather(step, out, rank, job.ranks, group)  # None: metadata only
+            marks: dict[str, Any] = {k: t + offset for k, t in step.hook.marks.items()}  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
             fp32 = out.batch.pixel_values if out.batch is not None else None
             if arm == "eager":
-                reference = {"bf16": out.tower, "fp32": fp32}
+                reference = {"bf16": out.tower, "fp32": fp32, "encoded": encoded}
                 marks["bit_exact"] = marks["bit_exact_fp32"] = None
-            else:
-                marks["bit_exact"] = _same(out.tower, reference.get("bf16"))
+            else:  # the owner's BF16 output and, with a device group, the gathered one
+                marks["bit_exact"] = _same(out.tower, reference.get("bf16")) and _same(
+                    encoded, reference.get("encoded")
+                )
                 marks["bit_exact_fp32"] = _same(fp32, reference.get("fp32"))
             _maybe_fault(job, f"rank:{rank}", it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +16,7 @@ from kimi_bench.corpus import (
     InputError,
     builtin_corpus,
     describe_input,
+    dump_filename,
     folder_corpus,
 )
 from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
@@ -75,8 +75,10 @@ def _prepare(entry: CorpusEntry, cfg: PreprocessConfig) -> _Accepted | dict[str,
     except (InputError, StagingError, ValueError, OSError) as exc:
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return row
+    warnings = [entry.note] if getattr(entry, "note", None) else []
     if row["mode"] == "I;16":
-        row["warning"] = "16-bit values above 255 are clipped by PIL's convert('RGB'), as upstream"
+        warnings.append("16-bit values above 255 are clipped by PIL's convert('RGB'), as upstream")
+    row["warning"] = "; ".join(w for w in warnings if w) or None
     row["grid_thw"] = list(plan.grid_thw)
     row["num_tokens"] = plan.num_tokens
     return _Accepted(row, obj, plan)
@@ -122,7 +124,7 @@ def _run_batch(
             opts.dump.mkdir(parents=True, exist_ok=True)
             torch.save(
                 {"eager": e_fp, "deferred": d_fp, "grid_thw": torch.tensor(acc.plan.grid_thw)},
-                opts.dump / f"{Path(acc.row['name']).stem}.pt",
+                opts.dump / dump_filename(acc.row["name"]),
             )
 
 
@@ -138,7 +140,7 @@ def run_parity(
     rank_dev = resolve_device(opts.device)
     producer = rank_dev
     entries = (
-        folder_corpus(opts.images, opts.max_pixels)
+        folder_corpus(opts.images, opts.max_pixels, follow_links=opts.follow_links)
         if opts.images is not None
         else builtin_corpus(cfg, opts.seed)
     )

@@ -1,14 +1,30 @@
 """A small harness for the multi-process scenarios: spawn workers, stream their
 messages, notice a dead worker within a second, and always clean up (processes, shared
-memory segments, rendezvous files), also on Ctrl-C."""
+memory segments, rendezvous files), also on Ctrl-C.
+
+Workers die with their parent: on Linux each worker asks the kernel for SIGKILL when its
+parent dies (``prctl(PR_SET_PDEATHSIG)``), and a watchdog thread in every worker exits
+when its parent pid changes (the fallback elsewhere, and a second guard). So a SIGKILL of
+the main process, which runs no clean-up, leaves no worker behind. What such a run leaves
+in ``/dev/shm`` and the temp folder (names start ``kimibench_<pid>_``) is removed by the
+next run (``reap_stale_runs``) once that pid is gone. Caveat: runs in other PID namespaces
+that share ``/dev/shm`` (containers with ``--ipc=host``) look dead from here.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import io
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
+import pickle
 import queue
+import re
+import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -18,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.transport import cleanup_segments, new_prefix
+_PR_SET_PDEATHSIG = 1
+_WATCHDOG_S = 0.5
+_RUN_NAME = re.compile(r"^kimibench_(\d+)_")
 
 
 def worker_threads(processes: int) -> int:
@@ -26,32 +44,56 @@ def worker_threads(processes: int) -> int:
     return max(1, (os.cpu_count() or 2) // max(1, processes))
 
 
-def rank_device(kind: str, rank: int) -> Any:
-    """cuda:(rank mod GPUs) on CUDA runs (ranks map round robin), else the CPU."""
+def rank_device(kind: str, rank: int, ranks_per_node: int = 0) -> Any:
+    """On CUDA runs the rank's local rank modulo the host's GPUs (one to one when there are
+    enough, round robin otherwise; ``launch.rank_gpu``), else the CPU."""
     import torch
+
+    from kimi_bench.bench.launch import rank_gpu
 
     if kind != "cuda":
         return torch.device("cpu")
-    return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
+    return torch.device("cuda", rank_gpu(rank, torch.cuda.device_count(), ranks_per_node))
 
 
 @contextlib.contextmanager
-def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[None]:
-    """Join the gloo group of a run (file rendezvous) on ``device``; leave it on exit."""
+def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[Any]:
+    """Join the gloo group of a run (file rendezvous, or torchrun's env:// store) on
+    ``device``; yields the NCCL device group when every rank has a GPU of its own, else
+    None (``launch.device_group``); leave on exit."""
     import torch
     import torch.distributed as dist
 
+    from kimi_bench.bench.launch import device_group, join_gloo
+
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    join_gloo(init_file, rank, world)
     try:
-        yield
+        yield device_group(device, world)
     finally:
         dist.destroy_process_group()
 
 
 class WorkerFailed(RuntimeError):
     """A worker raised or died; the message says which and why."""
+
+
+def describe_exit(code: int | None) -> str:
+    """``-9`` -> ``died from signal SIGKILL``; ``3`` -> ``died with exit code 3 ...``."""
+    if code is not None and code < 0:
+        try:
+            return f"died from signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"died from signal {-code}"
+    return f"died with exit code {code} without reporting an error"
+
+
+def _new_prefix() -> str:
+    # transport imports torch; workers import this module and need not pay for it
+    from kimi_bench.transport import new_prefix
+
+    return new_prefix()
 
 
 def _term_to_interrupt(signum: int, frame: Any) -> None:
@@ -69,9 +111,138 @@ class Outbox:
         self._q.put((kind, self.name, payload, None))
 
 
-def _child(name: str, fn: Callable[..., None], args: tuple[Any, ...], q: Any) -> None:
+def die_with_parent(parent_pid: int) -> None:
+    """Make this process end when ``parent_pid`` (its parent) ends, however it ends.
+
+    Linux: the kernel sends SIGKILL on the parent thread's exit (PR_SET_PDEATHSIG). Everywhere
+    (and as a second guard): a daemon thread checks ``os.getppid()`` twice a second and
+    exits when the process was re-parented."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the request was in place
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_WATCHDOG_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def _process_start(pid: int) -> float | None:
+    """Start time (epoch s) of a live process, or None when it is gone (or a zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return 0.0  # alive, another user's
+        return 0.0  # alive; no /proc to date it
+    if fields[0] in ("Z", "X"):
+        return None
+    try:
+        btime = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0.0
+
+
+def _stale(path: Path) -> bool:
+    """Made by a kimi-bench run whose main process is gone (by the pid in its name; a
+    reused pid is recognised by a process start later than the file)."""
+    m = _RUN_NAME.match(path.name)
+    if m is None or int(m.group(1)) == os.getpid():
+        return False
+    started = _process_start(int(m.group(1)))
+    if started is None:
+        return True
+    try:
+        return started > path.lstat().st_mtime + 1.0
+    except OSError:
+        return False
+
+
+def reap_stale_runs(shm_dir: Path | None = None, tmp_dir: Path | None = None) -> list[str]:
+    """Remove shared-memory segments and temp folders of dead kimi-bench runs; returns
+    their names. Only ``kimibench_<pid>_*`` entries whose pid is gone are touched."""
+    from kimi_bench.transport import SHM_DIR
+
+    removed: list[str] = []
+    tmp = tmp_dir or Path(tempfile.gettempdir())
+    for folder, is_dir in ((shm_dir or SHM_DIR, False), (tmp, True)):
+        try:
+            entries = [p for p in folder.iterdir() if p.name.startswith("kimibench_")]
+        except OSError:
+            continue
+        for p in entries:
+            if not _stale(p):
+                continue
+            try:
+                if is_dir and p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                elif not is_dir and p.is_file():
+                    p.unlink()
+                else:
+                    continue
+            except OSError:
+                continue
+            removed.append(p.name)
+    return removed
+
+
+class _NotPlain(Exception):
+    pass
+
+
+class _PlainPickler(pickle.Pickler):
+    """Plain pickle that refuses what only travels at spawn time: plain pickle would copy
+    a pipe end as a dead handle (queues and events refuse by themselves)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, mp_connection.Connection):
+            raise _NotPlain(type(obj).__name__)
+        return NotImplemented
+
+
+def _plain_pickle(obj: Any) -> bytes | None:
+    buf = io.BytesIO()
+    try:
+        _PlainPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    except (_NotPlain, RuntimeError, TypeError, AttributeError, pickle.PicklingError):
+        return None
+    return buf.getvalue()
+
+
+def _pack_work(fn: Callable[..., None], args: tuple[Any, ...]) -> tuple[bytes, dict[int, Any]]:
+    """The worker's function and plain arguments as bytes, unpickled only after the child
+    asked to die with its parent (unpickling imports the worker's modules: torch takes
+    seconds, and a parent killed meanwhile would leave the child running that long); pipes,
+    queues and events stay spawn-time arguments (``plumbing``, by position)."""
+    plumbing = {i: a for i, a in enumerate(args) if _plain_pickle(a) is None}
+    rest = [None if i in plumbing else a for i, a in enumerate(args)]
+    blob = _plain_pickle((fn, rest))
+    if blob is None:
+        raise TypeError(f"worker function {fn!r} cannot be pickled")
+    return blob, plumbing
+
+
+def _child(name: str, work: bytes, plumbing: dict[int, Any], q: Any, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     try:
+        fn, args = pickle.loads(work)
+        for i, a in plumbing.items():
+            args[i] = a
         fn(*args, Outbox(name, q))
     except BaseException as exc:  # report anything, then exit non-zero
         q.put(("error", name, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
@@ -84,15 +255,20 @@ class Harness:
     """Owns the worker processes of one run."""
 
     poll_s: float = 0.25
-    prefix: str = field(default_factory=new_prefix)
+    prefix: str = field(default_factory=_new_prefix)
     ctx: Any = field(default_factory=lambda: mp.get_context("spawn"))
     procs: dict[str, Any] = field(default_factory=dict)
-    tmpdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kimibench_")))
+    tmpdir: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix=f"kimibench_{os.getpid()}_"))
+    )
+    handle_sigterm: bool = True  # False: the caller's handler stays (launch.shield_sigterm)
 
     def __post_init__(self) -> None:
+        # what dead runs left behind (SIGKILL, power loss), removed before this one starts
+        self.reaped = reap_stale_runs()
         self.queue = self.ctx.Queue()
         self._old_term: Any = None
-        if threading.current_thread() is threading.main_thread():
+        if self.handle_sigterm and threading.current_thread() is threading.main_thread():
             # SIGTERM (e.g. a CI timeout) takes the same clean-up path as Ctrl-C
             self._old_term = signal.signal(signal.SIGTERM, _term_to_interrupt)
 
@@ -104,7 +280,10 @@ class Harness:
         return self.ctx.Pipe(duplex=True)
 
     def start(self, name: str, fn: Callable[..., None], *args: Any) -> None:
-        p = self.ctx.Process(target=_child, args=(name, fn, args, self.queue), name=name)
+        work, plumbing = _pack_work(fn, args)
+        p = self.ctx.Process(
+            target=_child, args=(name, work, plumbing, self.queue, os.getpid()), name=name
+        )
         p.daemon = True
         p.start()
         self.procs[name] = p
@@ -122,7 +301,7 @@ class Harness:
             if kind == "idle":
                 for n, p in self.procs.items():
                     if n not in exited and p.exitcode not in (None, 0):
-                        raise WorkerFailed(f"worker {n} died with exit code {p.exitcode}")
+                        raise WorkerFailed(self._root_cause([]))
                 if time.monotonic() - last > timeout_s:
                     raise WorkerFailed(f"no progress from any worker for {timeout_s:.0f} s")
                 continue
@@ -136,7 +315,9 @@ class Harness:
 
     def _root_cause(self, errors: list[tuple[str, str, str]], grace_s: float = 1.0) -> str:
         """A failing worker takes its peers down with it (gloo read errors); collect what
-        arrives within ``grace_s`` and name the first failure that is not such an echo."""
+        arrives within ``grace_s`` and name the cause: a worker that died without a word
+        (a signal, ``os._exit``, a segfault) first, else the first error that is not such
+        an echo, else the first error."""
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             try:
@@ -145,11 +326,22 @@ class Harness:
                 continue
             if kind == "error":
                 errors.append((name, payload, tb))
+        reported = {e[0] for e in errors}
+        silent = [
+            (n, describe_exit(p.exitcode), "")
+            for n, p in self.procs.items()
+            if p.exitcode not in (None, 0) and n not in reported
+        ]
         echoes = ("gloo", "Connection closed", "Connection reset", "Broken pipe", "EOFError")
-        primary = next((e for e in errors if not any(x in e[1] for x in echoes)), errors[0])
-        others = len(errors) - 1
+        loud = [e for e in errors if not any(x in e[1] for x in echoes)]
+        ranked = silent + loud + [e for e in errors if e not in loud]
+        if not ranked:
+            return "a worker failed without a message"
+        name, text, tb = ranked[0]
+        what = text if silent and ranked[0] is silent[0] else f"failed: {text}"
+        others = len(ranked) - 1
         tail = f" ({others} other worker(s) failed after it)" if others else ""
-        return f"worker {primary[0]} failed: {primary[1]}{tail}\n{primary[2]}"
+        return f"worker {name} {what}{tail}\n{tb}".rstrip()
 
     def stop(self) -> list[str]:
         """Terminate what still runs and remove leftovers; returns removed segments."""
@@ -162,11 +354,10 @@ class Harness:
             if p.is_alive():
                 os.kill(p.pid, signal.SIGKILL)
                 p.join(timeout=2)
+        from kimi_bench.transport import cleanup_segments
+
         removed = cleanup_segments(self.prefix)
-        if self.tmpdir.exists():
-            for f in self.tmpdir.glob("*"):
-                f.unlink(missing_ok=True)
-            self.tmpdir.rmdir()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
         self.queue.close()
         if self._old_term is not None:
             signal.signal(signal.SIGTERM, self._old_term)

@@ -89,6 +89,8 @@ def run_pipeline(
                 records.append(payload)
             elif kind == "ledger":
                 out["copies"] = payload
+            elif kind == "arena":  # zero-copy start-up per rank (not in any request)
+                out.setdefault("arena", []).append(payload)
             elif kind == "trace_start":
                 out["trace_start"] = payload
             elif kind == "stalled":

@@ -21,16 +21,33 @@ from typing import Any
 import torch
 from PIL import Image
 
+from kimi_bench.arena import Arena, ArenaSpec, spec_for
 from kimi_bench.bench.images import make_images
 from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.bench.standins import MatmulChain, StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
-from kimi_bench.ledger import Ledger, tensor_bytes
+from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
-from kimi_bench.pipeline import Step, broadcast, decide, deserialize, produce, rank_step, take, wrap
+from kimi_bench.pipeline import (
+    ZERO_COPY,
+    Step,
+    broadcast,
+    decide,
+    deserialize,
+    feature_bytes,
+    gather,
+    held_slots,
+    produce,
+    produce_zero_copy,
+    rank_step,
+    release_slots,
+    take,
+    wrap,
+    wrap_zero_copy,
+)
 from kimi_bench.runtime import get_profile
-from kimi_bench.transport import dumps, unlink
+from kimi_bench.transport import ShmRef, dumps, unlink
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,7 @@ class ServeJob:
     request_timeout_s: float = 60.0
     runtime: str = "sglang-0.5.23"
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
 
     @property
     def total(self) -> int:
@@ -75,6 +93,20 @@ def make_payloads(job: ServeJob) -> list[bytes]:
     return out
 
 
+def arena_spec(job: ServeJob) -> ArenaSpec | None:
+    """The zero-copy arm's arena: a slot per request that can be in flight (every request
+    of the run, within the default budget), shared by the producers (None for other arms)."""
+    if job.arm != ZERO_COPY:
+        return None
+    sizes = [job.resolution] * job.images_per_request
+    return spec_for(sizes, job.ranks, requests=job.total, writers=job.workers)
+
+
+def _attach(job: ServeJob, **role: int) -> Arena | None:
+    spec = arena_spec(job)
+    return None if spec is None else Arena.attach(job.prefix, spec, **role)
+
+
 def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
     for rid in range(job.warmup_requests):
         req_q.put((rid, True, time.perf_counter()))
@@ -93,9 +125,12 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
     payloads = make_payloads(job)
+    arena = _attach(job, writer=wid)  # on a crash the harness unlinks it by the run's prefix
     while True:
         msg = req_q.get()
         if msg is None:
+            if arena is not None:
+                arena.close()
             return
         rid, warm, t_sent = msg
         if job.fault == f"producer:{rid}":
@@ -120,16 +155,20 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
                 im.load()
                 images.append(im)
             rec["t_decoded"] = time.perf_counter()
-            step = Step(job.arm, job.cfg, dev, get_profile(job.runtime))
+            step = Step(job.arm, job.cfg, dev, get_profile(job.runtime), arena=arena)
             plans = [plan_resize(*im.size, job.cfg) for im in images]
             decisions = decide(step, images, plans)
-            items = produce(step, images, plans, decisions)
-            rec["feature_bytes"] = sum(tensor_bytes(i.feature) for i in items)
+            if job.arm == ZERO_COPY:
+                items = produce_zero_copy(step, images, plans, decisions)
+            else:
+                items = produce(step, images, plans, decisions)
+            rec["feature_bytes"] = sum(feature_bytes(i) for i in items)
             rec["image_tokens"] = sum(p.num_tokens for p in plans)
             rec["patches"] = sum(p.num_patches for p in plans)
             rec["deferred_images"] = sum(1 for d in decisions if d.defer)
             rec["decision_reasons"] = sorted({d.reason for d in decisions})
-            rec["items"] = wrap(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
+            pack = wrap_zero_copy if job.arm == ZERO_COPY else wrap
+            rec["items"] = pack(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
             rec["ledger"] = step.ledger.rows()
         except Exception as exc:  # a bad request fails alone
             rec["error"] = f"{type(exc).__name__}: {exc}"
@@ -147,10 +186,17 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
 def rank_main(
     job: ServeJob, rank: int, conns: list[Any], req_q: Any, warm_evt: Any, outbox: Any
 ) -> None:
-    torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
-    dev = rank_device(job.device, rank)
-    with gloo_rank(job.init_file, rank, job.ranks, dev):
-        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox).loop()
+    torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + job.workers + 1))
+    dev = rank_device(job.device, rank, job.ranks_per_node)
+    with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
+        arena = _attach(job, rank=rank)
+        if arena is not None:
+            if dev.type == "cuda":
+                arena.register_cuda()  # once per rank, timed, reported on its own
+            outbox.send("arena", {"rank": rank, **arena.setup()})
+        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox, arena, device_group).loop()
+        if arena is not None:
+            arena.close()
 
 
 class _Rank:
@@ -166,8 +212,11 @@ class _Rank:
         req_q: Any,
         warm_evt: Any,
         outbox: Any,
+        arena: Arena | None = None,
+        group: Any = None,
     ) -> None:
-        self.job, self.rank, self.dev = job, rank, dev
+        self.job, self.rank, self.dev, self.arena = job, rank, dev, arena
+        self.group = group  # the NCCL device group (one GPU per rank), else None
         self.conns, self.req_q, self.warm_evt, self.outbox = conns, req_q, warm_evt, outbox
         self.chain = MatmulChain(dev, seed=rank)
         self.scale = job.cost.scaled(dev, job.ranks)
@@ -178,7 +227,8 @@ class _Rank:
         self.last_progress = time.perf_counter()
 
     def _new_step(self) -> Step:
-        return Step(self.job.arm, self.job.cfg, self.dev, get_profile(self.job.runtime))
+        profile = get_profile(self.job.runtime)
+        return Step(self.job.arm, self.job.cfg, self.dev, profile, arena=self.arena)
 
     def _collect(self, step: Step) -> dict[str, Any]:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
@@ -229,7 +279,7 @@ class _Rank:
     def _take(self, step: Step, items: list[MMItem]) -> list[MMItem]:
         import torch.distributed as dist
 
-        if self.job.transport == "shm":
+        if self.job.transport == "shm" and any(isinstance(it.feature, ShmRef) for it in items):
             dist.barrier()
             items, names = take(step, items)
             dist.barrier()
@@ -242,11 +292,12 @@ class _Rank:
         job = self.job
         ok = [r for r in batch["reqs"] if "error" not in r]
         items = self._take(step, [it for r in ok for it in r["items"]])
+        held = held_slots(items)
         out = rank_step(step, items, self.rank, job.ranks)
+        release_slots(step, held)
         if out.patches:
             self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
-        sizes: list[Any] = [None] * job.ranks
-        dist.all_gather_object(sizes, (self.rank, out.patches))  # the gather (metadata stand-in)
+        gather(step, out, self.rank, job.ranks, self.group)  # NCCL, or metadata only
         tokens = sum(r["image_tokens"] + job.cost.text_tokens_per_request for r in ok)
         gflop = tokens * job.cost.prefill_gflop_per_token * self.scale / job.ranks
         self.chain.run(max(1, tokens // job.ranks), gflop)

@@ -399,3 +399,18 @@ def check_writable(folder: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise ValueError(f"output folder {folder} is not writable: {exc.strerror or exc}") from None
+
+
+def write_report(write: Any, out_dir: Path) -> Any:
+    """Write a report folder; if that fails at the end, into a printed fallback folder
+    (exit code 3 then says the output is not where it was asked for)."""
+    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, write_outputs
+
+    try:
+        result = write_outputs(write, out_dir)
+    except OutputError as exc:
+        fail_line(str(exc))
+        raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
+    if result.fallback:
+        warn(f"could not write {result.error}; the report is in {result.folder}")
+    return result

@@ -19,6 +19,7 @@ from kimi_bench.cli.common import (
     usage_error,
     verdict_line,
     warn,
+    write_report,
 )
 from kimi_bench.options import MicroOptions
 
@@ -70,7 +71,8 @@ def _body(values: dict[str, Any]) -> None:
         report, failed = exc.report, str(exc)
     except ValueError as exc:
         raise usage_error(str(exc)) from None
-    written = emit_micro(report, out_dir)
+    result = write_report(lambda d: emit_micro(report, d), out_dir)
+    written, out_dir = result.files, result.folder
     cols = ["arm", "stage", "op", "src", "dst", "bytes", "count", "mirrors"]
     show_tables(
         [
@@ -97,7 +99,7 @@ def _body(values: dict[str, Any]) -> None:
         fail_line(failed, label="run failed:")
     append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
-    raise typer.Exit(code=code if not failed else 1)
+    raise typer.Exit(code=max(code if not failed else 1, result.exit_code))
 
 
 micro = command(option_params(MicroOptions) + output_params(), _body, DOC)

@@ -17,6 +17,7 @@ from kimi_bench.cli.common import (
     show_tables,
     usage_error,
     verdict_line,
+    write_report,
 )
 from kimi_bench.options import ParityOptions
 
@@ -96,7 +97,8 @@ def _body(values: dict[str, Any]) -> None:
             report = run_parity(opts, progress=tick, cfg=cfg, reference_runtime=runtime)
     except (InputError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    emit_parity(report, out_dir)
+    written = write_report(lambda d: emit_parity(report, d), out_dir)
+    out_dir = written.folder
     cols = COLUMNS + (REFERENCE_COLUMNS if opts.reference == "sglang" else [])
     show_tables([("parity (eager vs deferred, torch.equal)", _rows(report.results), cols)], fmt)
     for line in report.notes:
@@ -105,7 +107,7 @@ def _body(values: dict[str, Any]) -> None:
     verdict_line(report.summary["verdict"], code == 0)
     append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
-    raise typer.Exit(code=code)
+    raise typer.Exit(code=max(code, written.exit_code))
 
 
 parity = command(option_params(ParityOptions) + output_params(), _body, DOC)

@@ -19,6 +19,7 @@ from kimi_bench.cli.common import (
     usage_error,
     verdict_line,
     warn,
+    write_report,
 )
 from kimi_bench.options import ServeOptions
 
@@ -60,6 +61,15 @@ def _options(values: dict[str, Any]) -> ServeOptions:
     return build(ServeOptions, {**table, **given(values, ServeOptions)})
 
 
+def _estimate_s(opts: ServeOptions) -> float:
+    """Arrival spans of the traces plus a start-up and drain allowance per pipeline (process
+    start, gloo rendezvous, warm-up: about 10 s each on the 2-core CI machine)."""
+    import math
+
+    span = sum(0.0 if math.isinf(r) else (opts.requests or 0) / r for r in opts.rates)
+    return (span + 10.0 * len(opts.rates)) * len(opts.arms) * opts.repeats
+
+
 def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.serve import ServeFailed, run_serve_ab
     from kimi_bench.bench.serve_build import build_serve_report
@@ -84,7 +94,8 @@ def _body(values: dict[str, Any]) -> None:
     say(
         f"serve-ab: {total} pipelines ({len(opts.rates)} rates x {len(opts.arms)} arms x "
         f"{opts.repeats} repeats), {opts.requests} requests each, {opts.ranks} ranks, {w}x{h} "
-        f"(width x height), {profile.upper()} defaults profile",
+        f"(width x height), {profile.upper()} defaults profile; estimate ~"
+        f"{_estimate_s(opts) / 60:.1f} min",
         style="dim",
         err=True,
     )
@@ -108,7 +119,9 @@ def _body(values: dict[str, Any]) -> None:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt:
             runs, error = [], "interrupted by the user (Ctrl-C)"
-    report, written = write(runs, error, figures=True)
+    report = build_serve_report(opts, runs, dev, error, profile, load_start)
+    result = write_report(lambda d: emit_serve(report, d), out_dir)
+    written, out_dir = result.files, result.folder
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
     show_tables(
@@ -125,7 +138,8 @@ def _body(values: dict[str, Any]) -> None:
     append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
-    raise typer.Exit(code=1 if error or report.summary["failed_requests"] else 0)
+    code = 1 if error or report.summary["failed_requests"] else 0
+    raise typer.Exit(code=max(code, result.exit_code))
 
 
 serve_ab = command(

@@ -10,17 +10,27 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kimi_bench import SCHEMA_VERSION
+from kimi_bench.limits import MAX_REPORT_BYTES, LimitError, describe_os_error, read_text_bounded
+from kimi_bench.report.schema import report_problem
 
-KINDS = ("parity", "micro", "serve-ab", "run")
+KINDS = ("parity", "micro", "serve-ab", "run", "project")
+# A search for report.json files visits at most this many folder entries and this depth;
+# beyond that the folder is not a report folder (e.g. ``--baseline /``).
+MAX_SEARCH_ENTRIES = 20_000
+MAX_SEARCH_DEPTH = 8
 
 
 class ReportError(ValueError):
-    """A report file that cannot be used (missing, not JSON, wrong kind, newer schema)."""
+    """A report file that cannot be used (missing, not JSON, wrong kind, newer schema,
+    a field of the wrong type)."""
 
 
 @dataclass
@@ -43,6 +53,8 @@ class Report:
     data: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     views: list[View] = field(default_factory=list, repr=False)
+    # the file it was read from (None when built in memory); never written to the JSON
+    source: Path | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(
@@ -88,26 +100,108 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def load_report(path: str | Path, expect_kind: str | None = None) -> Report:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "report.json"
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name} (reports write null instead)")
+
+
+def _parse(p: Path) -> dict[str, Any]:
     try:
-        raw = json.loads(p.read_text())
+        text = read_text_bounded(p, MAX_REPORT_BYTES, "report")
     except FileNotFoundError:
         raise ReportError(f"report not found: {p}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except LimitError as exc:
+        raise ReportError(str(exc)) from None
+    except OSError as exc:
+        raise ReportError(f"cannot read report {p}: {describe_os_error(exc)}") from None
+    try:
+        raw = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
         raise ReportError(f"{p} is not a JSON report: {exc}") from None
     if not isinstance(raw, dict) or "schema_version" not in raw or "kind" not in raw:
         raise ReportError(f"{p} has no schema_version/kind: not a kimi-bench report")
-    version = raw["schema_version"]
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    return raw
+
+
+def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KINDS) -> None:
+    """Version, kind and field types of a report dict; ReportError names ``where``."""
+    version = raw.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
         raise ReportError(
-            f"{p} has schema_version {version}, newer than this kimi-bench understands "
+            f"{where}: schema_version must be an integer, got {version!r} "
+            f"({type(version).__name__}); this kimi-bench writes {SCHEMA_VERSION}"
+        )
+    if version > SCHEMA_VERSION:
+        raise ReportError(
+            f"{where} has schema_version {version}, newer than this kimi-bench understands "
             f"({SCHEMA_VERSION}); upgrade kimi-bench to read it"
         )
-    if raw["kind"] not in KINDS:
-        raise ReportError(f"{p} has unknown kind {raw['kind']!r}; expected one of {KINDS}")
+    kind = raw.get("kind")
+    if kind not in kinds:
+        hint = (
+            "; a run's folder holds one report per scenario: give those instead"
+            if kind == "run"
+            else ""
+        )
+        raise ReportError(f"{where} has kind {kind!r}, expected one of {', '.join(kinds)}{hint}")
+    problem = report_problem(raw)
+    if problem:
+        raise ReportError(f"{where}: {problem}")
+
+
+def validate_report(report: Report, where: str | None = None) -> None:
+    """The checks ``load_report`` applies, for a report built in memory."""
+    label = where or str(report.source or f"{report.kind} report")
+    check_envelope(report.to_dict(), label)
+
+
+def load_report(
+    path: str | Path, expect_kind: str | None = None, kinds: tuple[str, ...] = KINDS
+) -> Report:
+    """Read and validate a report (a file, or a folder holding ``report.json``).
+
+    The file must be a regular file of at most MAX_REPORT_BYTES (a FIFO or a device is
+    refused, never read); its version, kind and the types of the fields consumers read
+    are checked. ``kinds`` narrows the accepted kinds (the gate takes no ``run``)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    raw = _parse(p)
+    check_envelope(raw, str(p), kinds)
     if expect_kind is not None and raw["kind"] != expect_kind:
         raise ReportError(f"{p} is a {raw['kind']!r} report, expected {expect_kind!r}")
-    return Report.from_dict(raw)
+    rep = Report.from_dict(raw)
+    rep.source = p
+    return rep
+
+
+def _walk(root: Path, depth: int, budget: list[int]) -> Iterator[Path]:
+    try:
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ReportError(
+                f"stopped searching {root}: more than {MAX_SEARCH_ENTRIES:,} entries "
+                "below the folder given; point at the folder that holds the reports"
+            )
+        if entry.is_symlink():
+            continue  # links are not followed (they may lead out of the folder)
+        if entry.is_dir(follow_symlinks=False):
+            if depth < MAX_SEARCH_DEPTH:
+                yield from _walk(Path(entry.path), depth + 1, budget)
+        elif entry.name == "report.json" and stat.S_ISREG(
+            entry.stat(follow_symlinks=False).st_mode
+        ):
+            yield Path(entry.path)
+
+
+def find_report_files(root: Path) -> list[Path]:
+    """Every regular ``report.json`` under ``root`` (sorted, depth-first).
+
+    Stays inside ``root``: symbolic links are not followed and special files (FIFOs,
+    devices) are skipped; at most MAX_SEARCH_DEPTH folders deep, and ReportError after
+    MAX_SEARCH_ENTRIES entries (so ``/`` is refused instead of walked)."""
+    return list(_walk(root, 0, [MAX_SEARCH_ENTRIES]))

@@ -42,7 +42,8 @@ import torch
 
 from kimi_bench.contract import MMItem
 from kimi_bench.ledger import tensor_bytes
-from kimi_bench.pipeline import CarrierSteps, Step
+from kimi_bench.pipeline import Step
+from kimi_bench.pipeline.carriers import CarrierSteps
 from kimi_bench.sglang_ref.calls import IMAGE_TOKEN_ID, _patched
 from kimi_bench.sglang_ref.runtime import (
     COMMON,
@@ -105,8 +106,9 @@ def release() -> None:
 
 def runtime_steps(transport: str) -> CarrierSteps:
     """The runtime's carrier steps for ``transport`` (loads and configures the runtime)."""
-    configure(transport)
-    return CarrierSteps(transport, wrap, broadcast, take, transport == "sglang-shm")
+    rt = configure(transport)
+    has_shm = rt.sym("has_shm_features")
+    return CarrierSteps(transport, wrap, broadcast, take, lambda req: bool(has_shm([req])))
 
 
 def describe(transport: str) -> str:

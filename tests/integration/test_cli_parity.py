@@ -60,7 +60,7 @@ def test_folder_with_bad_inputs(mixed_folder: Path, tmp_path: Path):
     )
     assert res.exit_code == 0, res.output
     report = json.loads((out / "report.json").read_text())
-    assert report["kind"] == "parity" and report["schema_version"] == 1
+    assert report["kind"] == "parity" and report["schema_version"] == 2
     rows = {r["name"]: r for r in report["results"]}
     assert set(RESULT_KEYS) <= set(rows["photo.jpg"])
     for good in ("photo.jpg", "alpha.png", "palette.png", "float.pt"):
@@ -76,7 +76,7 @@ def test_folder_with_bad_inputs(mixed_folder: Path, tmp_path: Path):
     assert "looks like HWC" in rows["hwc.npy"]["error"]
     assert report["summary"]["errors"] == 5 and report["summary"]["accepted"] == 4
     # dumps: eager and deferred FP32 with the grid
-    d = torch.load(dump / "alpha.pt")
+    d = torch.load(dump / "alpha.png.pt")  # dump names keep the extension (unique per input)
     assert torch.equal(d["eager"], d["deferred"]) and d["eager"].dtype == torch.float32
     assert d["grid_thw"].tolist() == rows["alpha.png"]["grid_thw"]
     assert (out / "report.md").exists() and (out / "parity.csv").exists()

@@ -95,7 +95,7 @@ def test_dumps_follow_spec_section_5_bit_for_bit(tmp_path: Path):
     files = sorted(d.iterdir())
     assert len(files) == 9
     for f in files:
-        dumped = torch.load(dump / f"{f.stem}.pt")
+        dumped = torch.load(dump / f"{f.name}.pt")
         want = spec_features(Image.open(f))
         assert dumped["deferred"].dtype == torch.float32
         assert torch.equal(dumped["deferred"], want), f.name

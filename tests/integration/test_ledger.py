@@ -22,6 +22,7 @@ K3 = get_preset("kimi-k3")
 RAW = 64 * 48 * 3  # one image's uint8 bytes
 PLAN = plan_resize(64, 48, K3)
 FP32 = PLAN.num_patches * 3 * 14 * 14 * 4  # one image's FP32 patches
+BF16 = FP32 // 2  # one image's encoder output (the BF16 tower buffer)
 assert 3 * PLAN.padded_width * PLAN.padded_height * 4 == FP32
 
 
@@ -66,6 +67,8 @@ def _expected(arm: str, runtime: str, carrier: str) -> list[tuple[Any, ...]]:
         ("broadcast", "gloo_broadcast", "host", "wire", 1, blob),  # to the one other rank
         ("broadcast", "bytes_copy", "host", "host", 1, blob),  # rank 1: bytes()
         ("broadcast", "unpickle", "host", "host", 1, blob),  # rank 1: loads
+        # ranks share the (emulated) device: the gather carries metadata only, not a copy
+        ("gather", "gather_metadata", "device", "wire", 2, 2 * BF16),
     ]
     payload = 2 * (FP32 if arm == "eager" else RAW)
     if arm == "eager":

@@ -126,6 +126,6 @@ def test_cli_micro_cpu(tmp_path):
     )
     assert res.exit_code == 0, res.output
     rep = json.loads((out / "report.json").read_text())
-    assert rep["kind"] == "micro" and rep["schema_version"] == 1
+    assert rep["kind"] == "micro" and rep["schema_version"] == 2
     assert rep["summary"]["eager_moved_bytes"] >= 3 * rep["summary"]["deferred_moved_bytes"]
     assert (out / "stages.csv").exists() and (out / "report.md").exists()

@@ -26,8 +26,39 @@ def digests(pv: torch.Tensor) -> tuple[str, str]:
     return fp32, bf16
 
 
-def test_golden_covers_thirteen_images():
+@pytest.mark.parametrize("name", sorted(GOLDEN["images"]))
+def test_golden_entry_is_consistent_with_our_plan(name):
+    """Each entry (both presets) agrees with our resize plan for its stored size, and its
+    shape, digests and values are well-formed: a wrong or truncated golden file fails here
+    even without the images."""
+    entry = GOLDEN["images"][name]
+    w, h = entry["size"]
+    assert set(entry) >= {"mode", "size", "kimi-k3", "kimi-k2.5"}
+    for preset in ("kimi-k3", "kimi-k2.5"):
+        want = entry[preset]
+        plan = plan_resize(w, h, get_preset(preset))
+        assert want["grid_thw"] == list(plan.grid_thw)
+        assert want["shape"] == [plan.num_patches, 3, 14, 14]
+        for key in ("sha256_fp32", "sha256_bf16"):
+            assert len(want[key]) == 64 and int(want[key], 16) >= 0
+        # mean = std = 0.5 maps the 8-bit levels 0..255 onto k / 127.5 - 1 (up to FP32
+        # rounding); resized and composited pixels are rounded/floored to such levels too
+        assert len(want["first_values"]) == 4
+        for v in want["first_values"]:
+            level = (v + 1.0) * 127.5
+            assert 0 <= round(level) <= 255 and abs(level - round(level)) < 1e-3, v
+        assert abs(want["sum_fp64"]) <= plan.num_patches * 3 * 14 * 14
+
+
+@needs_images
+def test_golden_images_match_their_entries():
+    """The 13 images on disk are exactly the entries, with the stored mode and size."""
+    assert IMAGES is not None
+    assert sorted(p.name for p in IMAGES.iterdir()) == sorted(GOLDEN["images"])
     assert len(GOLDEN["images"]) == 13
+    for name, entry in GOLDEN["images"].items():
+        with Image.open(IMAGES / name) as img:
+            assert (img.mode, list(img.size)) == (entry["mode"], entry["size"]), name
 
 
 @needs_images

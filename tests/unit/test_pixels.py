@@ -45,8 +45,10 @@ def test_tensor_staging_rules():
     two_d = torch.arange(6, dtype=torch.uint8).reshape(2, 3)
     out = tensor_to_chw(two_d)
     assert out.shape == (3, 2, 3) and torch.equal(out[0], out[2])
+    assert out.dtype == torch.uint8 and torch.equal(out[1], two_d)
     one = tensor_to_chw(torch.full((1, 2, 2), 9, dtype=torch.uint8))
-    assert out.dtype == torch.uint8 and one.shape == (3, 2, 2)
+    assert one.dtype == torch.uint8 and one.shape == (3, 2, 2)
+    assert torch.equal(one, torch.full((3, 2, 2), 9, dtype=torch.uint8))  # repeated to RGB
     with pytest.raises(StagingError, match="looks like HWC"):
         tensor_to_chw(torch.zeros((48, 64, 3), dtype=torch.uint8))
     with pytest.raises(StagingError, match=r"needs torch\.uint8"):

@@ -24,7 +24,11 @@ def test_relative_change_and_bootstrap():
     lo, hi = bootstrap_interval(
         a, b, lambda x, y: relative_change(percentile(x, 50), percentile(y, 50))
     )
-    assert lo < -0.45 < -0.5 + 0.1 and hi < 0  # clearly below zero: significant
+    point = relative_change(percentile(a, 50), percentile(b, 50))
+    assert point == pytest.approx((52 - 102) / 102)
+    assert lo <= point <= hi < 0  # holds the estimate and lies below zero: significant
+    # any resample's medians lie within 100..104 and 50..54, so must the interval's ends
+    assert lo >= (50 - 104) / 104 and hi <= (54 - 100) / 100
     same = bootstrap_interval(
         a, a, lambda x, y: relative_change(percentile(x, 50), percentile(y, 50))
     )

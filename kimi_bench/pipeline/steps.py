@@ -1,35 +1,20 @@
-"""THE pipeline, once: producer step, carrier steps, rank step, each with a timing hook and
-the copy ledger. ``parity`` runs it in one process (ranks in turn); ``micro`` and
-``serve-ab`` run the same functions in real processes (``bench/micro_worker.py``,
-``bench/serve_workers.py`` hold only process plumbing).
-
-Arms are choices of steps, not copies of code:
-
-- ``eager``: the runtime *before* the change. The producer stages every image, preprocesses
-  it on its device and copies the FP32 patches to the host; the scheduler's model class is
-  not whitelisted, so every rank moves every item to its device (pre-embed move).
-- ``deferred``: the runtime with the change. The deferral policy decides per request or per
-  image (runtime profile); deferred images travel as raw uint8 with their record, images
-  above the byte heuristic go eager inside the arm (a mixed batch, in input order). The
-  model class is whitelisted: no pre-embed move; only the owner copies its raw images to its
-  device and materializes them.
-
-Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.ledger``) as it
-runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize).
-"""
+"""The pipeline's steps: producer (tokenizer worker), carriers, rank step. Every byte
+move is written to ``Step.ledger``; ``Step.hook.mark(stage)`` closes a timed stage."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 from PIL import Image
 
+from kimi_bench.arena import Arena, ArenaRef
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
+from kimi_bench.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.ledger import Ledger, tensor_bytes
 from kimi_bench.materialize import (
     MaterializedBatch,
@@ -38,7 +23,12 @@ from kimi_bench.materialize import (
     to_tower_buffer,
 )
 from kimi_bench.navit import ResizePlan
-from kimi_bench.pixels import StagingError, pil_to_hwc_array, raw_channels, tensor_to_chw
+from kimi_bench.pixels import (
+    StagingError,
+    pil_to_hwc_array,
+    raw_channels,
+    tensor_to_chw,
+)
 from kimi_bench.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
 from kimi_bench.runtime import RuntimeProfile, get_profile
 from kimi_bench.scheduler import (
@@ -57,7 +47,7 @@ from kimi_bench.transport import (
     tensor_to_shm,
 )
 
-ARMS = ("eager", "deferred")
+ARMS = ("eager", "deferred", "zero-copy")
 CPU_STAND_IN = " [no CUDA: host copy stands in]"
 # Boundaries of the critical path; stage k lasts from boundary k-1 to boundary k.
 STAGES = (
@@ -70,6 +60,7 @@ STAGES = (
     "pre_embed_move",
     "owner_h2d",
     "owner_materialize",
+    "gather",
 )
 # The eager baseline is the scheduler before the change: its model class is not whitelisted.
 EAGER_MODEL_CLASS = "EagerBaselineModel"
@@ -108,6 +99,7 @@ class Step:
     profile: RuntimeProfile = field(default_factory=lambda: get_profile(None))
     ledger: Ledger = field(default_factory=Ledger)
     hook: Hook = field(default_factory=NoHook)
+    arena: Arena | None = None  # zero-copy arm: this process's mapping of the run's arena
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -332,33 +324,6 @@ def take(step: Step, items: list[MMItem]) -> tuple[list[MMItem], list[str]]:
     return out, names
 
 
-@dataclass(frozen=True)
-class CarrierSteps:
-    """One transport's carrier steps (signatures of ``wrap``, ``broadcast``, ``take``);
-    ``shared_memory``: ranks take their items after a barrier and unlink after another."""
-
-    transport: str
-    wrap: Callable[..., Any]
-    broadcast: Callable[..., Any]
-    take: Callable[..., tuple[list[MMItem], list[str]]]
-    shared_memory: bool
-
-
-def carrier_steps(transport: str) -> CarrierSteps:
-    """kimi-bench's own carriers (``shm``, ``pickle``) or the installed SGLang runtime's
-    (``sglang-shm``, ``sglang-pickle``: ``kimi_bench.sglang_ref.carriers``, which loads
-    the runtime on first use; call this before anything is timed)."""
-    if transport in ("shm", "pickle"):
-        return CarrierSteps(transport, wrap, broadcast, take, transport == "shm")
-    if transport in ("sglang-shm", "sglang-pickle"):
-        from kimi_bench.sglang_ref.carriers import runtime_steps
-
-        return runtime_steps(transport)
-    raise ValueError(
-        f"unknown transport {transport!r}; expected shm, pickle, sglang-shm or sglang-pickle"
-    )
-
-
 # ---------------------------------------------------------------------------- rank step
 
 
@@ -371,6 +336,7 @@ class RankOutput:
     mine: list[int]
     batch: MaterializedBatch | None
     tower: torch.Tensor | None
+    sizes: list[int] = field(default_factory=list)  # patches per image, input order
 
     @property
     def patches(self) -> int:
@@ -390,7 +356,12 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
     owners = assign_owners([it.num_patches for it in items], world)
     mine = images_of_rank(owners, rank)
     for i in mine:
-        if i not in moved:
+        f: Any = items[i].feature
+        if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena
+            from kimi_bench.pipeline.zero_copy import arena_to_device
+
+            items[i].feature = arena_to_device(step, f)
+        elif i not in moved:
             what = "raw uint8" if items[i].is_deferred else "FP32 of an eager item"
             items[i].feature = to_device(step, items[i].feature, "owner_h2d", f"owner H2D {what}")
     step.hook.mark("owner_h2d")
@@ -399,133 +370,4 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
         batch = materialize_items([items[i] for i in mine], step.cfg, step.device)
         tower = to_tower_buffer(batch.split(), torch.bfloat16)
     step.hook.mark("owner_materialize")
-    return RankOutput(owners, mine, batch, tower)
-
-
-# ------------------------------------------------------------------ in one process (parity)
-
-
-@dataclass
-class OwnerOutput:
-    """What the owner of each image holds after the arm ran (all on the CPU)."""
-
-    fp32: list[torch.Tensor]
-    bf16: list[torch.Tensor]
-    owners: list[int]
-    carried_bytes: int
-    decisions: list[Decision] = field(default_factory=list)
-    ledger: Ledger = field(default_factory=Ledger)
-
-
-def run_in_process(
-    step: Step,
-    inputs: Sequence[Any],
-    plans: Sequence[ResizePlan],
-    n_ranks: int,
-    rank_device: torch.device,
-    *,
-    decisions: Sequence[Decision],
-) -> OwnerOutput:
-    """Producer -> inline pickle -> each rank in turn (its own unpickled copy, as after the
-    broadcast) -> owners' outputs in input order."""
-    items = produce(step, list(inputs), list(plans), list(decisions))
-    blob = serialize(step, wrap(step, items, "pickle", ""), "serialize", "send_pyobj")
-    fp32: list[torch.Tensor | None] = [None] * len(items)
-    bf16: list[torch.Tensor | None] = [None] * len(items)
-    owners: list[int] = []
-    rank_step_ = Step(step.arm, step.cfg, rank_device, step.profile, step.ledger)
-    for rank in range(n_ranks):
-        mine_items = deserialize(step, blob, "to_rank0" if rank == 0 else "broadcast", "loads")
-        out = rank_step(rank_step_, mine_items, rank, n_ranks)
-        owners = out.owners
-        if out.batch is None or out.tower is None:
-            continue
-        counts = out.batch.patch_counts()
-        for j, (pv, bf) in enumerate(
-            zip(out.batch.split(), torch.split(out.tower, counts), strict=True)
-        ):
-            fp32[out.mine[j]] = pv.cpu()
-            bf16[out.mine[j]] = bf.cpu()
-    return OwnerOutput(
-        [t for t in fp32 if t is not None],
-        [t for t in bf16 if t is not None],
-        owners,
-        len(blob),
-        list(decisions),
-        step.ledger,
-    )
-
-
-def _request_decisions(
-    step: Step,
-    inputs: Sequence[Any],
-    plans: Sequence[ResizePlan],
-    images_per_request: int,
-    scope: PolicyMode | None,
-    owner_can_materialize: bool,
-) -> list[Decision]:
-    out: list[Decision] = []
-    for start in range(0, len(inputs), images_per_request):
-        sl = slice(start, start + images_per_request)
-        out += decide(
-            step, inputs[sl], plans[sl], scope=scope, owner_can_materialize=owner_can_materialize
-        )
-    return out
-
-
-def run_arm(
-    arm: str,
-    inputs: Sequence[Any],
-    plans: Sequence[ResizePlan],
-    cfg: PreprocessConfig,
-    n_ranks: int,
-    producer_device: torch.device,
-    rank_device: torch.device,
-    *,
-    runtime: str | None = None,
-    policy: PolicyMode | None = None,
-    images_per_request: int = 1,
-    owner_can_materialize: bool = True,
-) -> OwnerOutput:
-    step = Step(arm, cfg, producer_device, get_profile(runtime))
-    decisions = _request_decisions(
-        step, inputs, plans, images_per_request, policy, owner_can_materialize
-    )
-    return run_in_process(step, inputs, plans, n_ranks, rank_device, decisions=decisions)
-
-
-def run_eager(
-    inputs: Sequence[Any],
-    plans: Sequence[ResizePlan],
-    cfg: PreprocessConfig,
-    n_ranks: int,
-    producer_device: torch.device,
-    rank_device: torch.device,
-    **kw: Any,
-) -> OwnerOutput:
-    return run_arm("eager", inputs, plans, cfg, n_ranks, producer_device, rank_device, **kw)
-
-
-def run_deferred(
-    inputs: Sequence[Any],
-    plans: Sequence[ResizePlan],
-    cfg: PreprocessConfig,
-    n_ranks: int,
-    producer_device: torch.device,
-    rank_device: torch.device,
-    **kw: Any,
-) -> OwnerOutput:
-    return run_arm("deferred", inputs, plans, cfg, n_ranks, producer_device, rank_device, **kw)
-
-
-def eager_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig, device: torch.device) -> MMItem:
-    """One image through the eager producer (FP32 patches on the host)."""
-    step = Step("eager", cfg, device)
-    return produce(step, [obj], [plan], decide(step, [obj], [plan]))[0]
-
-
-def deferred_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig) -> MMItem:
-    """One image through the deferred producer, deferred regardless of the policy."""
-    step = Step("deferred", cfg, torch.device("cpu"))
-    forced = Decision(True, "forced", 0, processed_bytes(plan))
-    return produce(step, [obj], [plan], [forced])[0]
+    return RankOutput(owners, mine, batch, tower, [it.num_patches for it in items])

@@ -1,0 +1,279 @@
+"""``micro`` and ``serve-ab`` under a launcher (``bench/launch.py``): the same processes and
+the same report as ``bench/micro.py`` / ``bench/serve.py``, but each process starts only
+what ``launch.plan`` gives it. Under torchrun, global rank 0 hosts the producer(s), the load
+generator and rank 0 (child processes, as with spawn) and returns the results; every other
+rank runs its scheduler loop in this process and returns None.
+
+With the spawn world (``World()``) the functions start everything on this host, as
+``run_micro`` / ``run_serve_ab`` do. Both take options whose machine defaults are not yet
+resolved: under torchrun ``--ranks`` defaults to WORLD_SIZE (``for_world``), not to the
+machine profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+from kimi_bench.bench import micro_worker, serve_workers
+from kimi_bench.bench.launch import (
+    World,
+    check_launch,
+    describe_mapping,
+    explain_failure,
+    plan,
+    rendezvous,
+    shield_sigterm,
+    sigterm_received,
+)
+from kimi_bench.bench.micro import MicroFailed, _job, _stage_record, build_report, folder_images
+from kimi_bench.bench.procs import Harness
+from kimi_bench.bench.serve import ServeFailed, arrival_offsets
+from kimi_bench.bench.standins import StandinCost
+from kimi_bench.config import resolve_config
+from kimi_bench.environment import host_load, resolve_device
+from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
+from kimi_bench.report import Report
+
+OptionsT = TypeVar("OptionsT", MicroOptions, ServeOptions)
+
+
+class RankFailed(RuntimeError):
+    """A rank that runs in this process (torchrun, rank > 0) stopped; the message says why."""
+
+
+def launch_config(world: World, ranks: int, device: str) -> dict[str, Any]:
+    """The launch for the report's config: launcher, nodes and the rank -> device mapping
+    (``launch.describe_mapping``)."""
+    import torch
+
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    return {
+        "launcher": world.launcher,
+        "nodes": world.nodes,
+        "ranks_per_node": world.local_size if world.launcher == "torchrun" else ranks,
+        "rank_mapping": describe_mapping(device, ranks, gpus, world.ranks_per_node),
+    }
+
+
+def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
+    """What the report says about the launch: the rank -> device mapping and, under
+    torchrun, the nodes and the carrier."""
+    notes = [f"rank -> device: {launch_config(world, ranks, device)['rank_mapping']['text']}."]
+    if world.launcher == "torchrun":
+        notes.append(
+            f"launched by torchrun: {ranks} ranks on {world.nodes} node(s), {world.local_size} "
+            f"per node; global rank 0 hosts the producer(s) and the load generator; carrier "
+            f"{transport}; the stage marks of ranks on other nodes are moved onto rank 0's "
+            "clock (ping-pong offset, error below half the best round trip)."
+        )
+    return notes
+
+
+def for_world(opts: OptionsT, world: World) -> OptionsT:
+    """Under torchrun: ``ranks`` = WORLD_SIZE (a different --ranks is refused) and the shm
+    carrier refused across nodes. Call before ``options.resolve_defaults``."""
+    if world.launcher != "torchrun":
+        return opts
+    ranks = check_launch(world, opts.ranks, opts.transport, tuple(opts.arms))
+    return opts.model_copy(update={"ranks": ranks})
+
+
+def _harness(world: World) -> Harness:
+    shield_sigterm(world)
+    return Harness(handle_sigterm=world.launcher != "torchrun")
+
+
+def _in_process(world: World, fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        raise RankFailed(explain_failure(world, f"{type(exc).__name__}: {exc}")) from None
+
+
+# ----------------------------------------------------------------------------- micro
+
+
+def run_micro_on(
+    world: World, opts: MicroOptions, progress: Callable[[int, int], None] | None = None
+) -> Report | None:
+    """``micro`` as this process's part of the run: the report at global rank 0, None
+    elsewhere. Raises MicroFailed (with the partial report) at rank 0 and RankFailed at
+    the others when the run stops early."""
+    load_start = host_load()
+    dev = resolve_device(opts.device)
+    opts, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
+    cfg = resolve_config(opts.preset, opts.config)
+    if "eager" not in opts.arms:
+        raise ValueError("--arms must include eager (every arm is checked against it)")
+    todo = plan(world, opts.ranks or 1)
+    harness = _harness(world) if todo.hosts_producers else None
+    paths = folder_images(opts.images) if opts.images and harness else ()
+    where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
+    job = _job(opts, cfg, dev.type, where, paths)  # type: ignore[arg-type]
+    job = dataclasses.replace(
+        job,
+        init_file=rendezvous(world, "micro", job.init_file),
+        ranks_per_node=world.ranks_per_node,
+    )
+    if harness is None:
+        rank = todo.in_process
+        assert rank is not None
+        _in_process(world, lambda: micro_worker.rank_main(job, rank, None, None))
+        return None
+    samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
+    floor: dict[str, Any] = {}
+    error: str | None = None
+    try:
+        prod_end, rank0_end = harness.pipe()
+        harness.start("producer", micro_worker.producer_main, job, prod_end)
+        for r in todo.children:
+            harness.start(f"rank{r}", micro_worker.rank_main, job, r, rank0_end if r == 0 else None)
+        floor = _collect_micro(harness, opts, job, samples, progress)
+    except KeyboardInterrupt:
+        error = "interrupted by the user (Ctrl-C)"
+    except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
+        error = explain_failure(world, str(exc), sigterm_received())
+    finally:
+        leftovers = harness.stop()
+    notes = (*launch_notes(world, job.ranks, dev.type, opts.transport), *opts.notes)
+    noted = opts.model_copy(update={"notes": notes})
+    report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile, load_start)
+    report.data["shm_prefix"] = harness.prefix
+    report.config["launch"] = launch_config(world, job.ranks, dev.type)
+    if error:
+        raise MicroFailed(error, report)
+    return report
+
+
+def _collect_micro(
+    harness: Harness,
+    opts: MicroOptions,
+    job: micro_worker.MicroJob,
+    samples: dict[str, list[dict[str, Any]]],
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    """Rank 0's repeats into ``samples`` (as ``run_micro``); returns the floor."""
+    floor: dict[str, Any] = {}
+    total, done = job.iterations * len(opts.arms), 0
+    for kind, payload in harness.messages(opts.timeout_s):
+        if kind == "floor":
+            floor = payload
+            continue
+        done += 1
+        if progress:
+            progress(done, total)
+        if payload["iteration"] < job.warmup:
+            continue
+        rec = _stage_record(payload)
+        rec["iteration"] = payload["iteration"] - job.warmup
+        samples[payload["arm"]].append(rec)
+        if rec["bit_exact"] is False:
+            raise RuntimeError(
+                f"repeat {rec['iteration']}: the owner's BF16 output differs between "
+                f"eager and {payload['arm']} (torch.equal is False); no speedup is reported"
+            )
+    return floor
+
+
+# -------------------------------------------------------------------------- serve-ab
+
+
+def run_serve_on(
+    world: World,
+    opts: ServeOptions,
+    on_run: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
+    in the same order on every rank; the runs at global rank 0, [] elsewhere."""
+    opts, _ = resolve_defaults(for_world(opts, world), "serve_ab", resolve_device(opts.device).type)
+    runs: list[dict[str, Any]] = []
+    for i, rate in enumerate(opts.rates):
+        for rep in range(opts.repeats):
+            trace = arrival_offsets(
+                rate, opts.requests or 1, opts.burstiness, opts.seed + 7919 * rep
+            )
+            for arm in opts.arms:
+                if sigterm_received():
+                    msg = explain_failure(world, "stopped between pipelines", terminated=True)
+                    raise ServeFailed(msg, runs)
+                res = _serve_pipeline(world, opts, arm, trace, f"serve/{i}/{rep}/{arm}")
+                if res is None:
+                    continue
+                res.update(
+                    rate=rate, rate_label=rate_label(rate), repeat=rep, rate_index=i,
+                    arrivals=list(trace),
+                )  # fmt: skip
+                runs.append(res)
+                if on_run:
+                    on_run(runs)
+                if res["error"] and "timed out" not in res["error"]:
+                    raise ServeFailed(f"{arm} at rate {rate_label(rate)}: {res['error']}", runs)
+    return runs
+
+
+def _serve_job(
+    world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], init: str, prefix: str
+) -> serve_workers.ServeJob:
+    return serve_workers.ServeJob(
+        cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
+        workers=opts.processor_workers, transport=opts.transport,
+        device=resolve_device(opts.device).type, resolution=opts.width_height,
+        images_per_request=opts.images_per_request, image_format=opts.image_format,
+        image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
+        arrivals=arrivals, warmup_requests=opts.warmup_requests,
+        cost=StandinCost(**opts.standins.model_dump()), prefix=prefix, init_file=init,
+        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
+        ranks_per_node=world.ranks_per_node,
+    )  # fmt: skip
+
+
+def _serve_pipeline(
+    world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], tag: str
+) -> dict[str, Any] | None:
+    """One arm through one trace (as ``serve.run_pipeline``), started per ``launch.plan``."""
+    todo = plan(world, opts.ranks or 1)
+    if not todo.hosts_producers:
+        job = _serve_job(world, opts, arm, arrivals, rendezvous(world, tag, ""), "")
+        rank = todo.in_process
+        assert rank is not None
+        _in_process(world, lambda: serve_workers.rank_main(job, rank, [], None, None, None))
+        return None
+    harness = _harness(world)
+    job = _serve_job(
+        world, opts, arm, arrivals, rendezvous(world, tag, harness.init_file), harness.prefix
+    )
+    records: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"arm": arm, "records": records, "trace_start": None, "error": None}
+    try:
+        req_q, warm_evt = harness.ctx.Queue(), harness.ctx.Event()
+        pipes = [harness.pipe() for _ in range(opts.processor_workers)]
+        for r in todo.children:
+            conns = [p[1] for p in pipes] if r == 0 else []
+            harness.start(f"rank{r}", serve_workers.rank_main, job, r, conns, req_q, warm_evt)
+        for w, (send_end, _) in enumerate(pipes):
+            harness.start(f"producer{w}", serve_workers.producer_main, job, w, req_q, send_end)
+        harness.start("loadgen", serve_workers.loadgen_main, job, req_q, warm_evt)
+        for kind, payload in harness.messages(opts.request_timeout_s + 120.0):
+            if kind == "request" and not payload["warm"]:
+                records.append(payload)
+            elif kind == "ledger":
+                out["copies"] = payload
+            elif kind == "arena":  # zero-copy start-up per rank (spawn only)
+                out.setdefault("arena", []).append(payload)
+            elif kind == "trace_start":
+                out["trace_start"] = payload
+            elif kind == "stalled":
+                out["error"] = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
+                break
+    except KeyboardInterrupt:
+        out["error"] = "interrupted by the user (Ctrl-C)"
+    except Exception as exc:
+        out["error"] = explain_failure(world, str(exc), sigterm_received())
+    finally:
+        out["leftover_segments"] = len(harness.stop())
+    return out
