@@ -186,6 +186,14 @@ def test_runtime_carrier_needs_the_release_profile(tmp_path: Path):
     assert "sglang-0.5.23" in res.output
 
 
+def test_runtime_carrier_refuses_the_proposed_zero_copy_arm():
+    from kimi_bench.cli.build import build
+    from kimi_bench.options import OptionsError
+
+    with pytest.raises(OptionsError, match="zero-copy arm runs with --carrier shm or pickle"):
+        build(MicroOptions, {"transport": "sglang-shm", "arms": "eager,deferred,zero-copy"})
+
+
 def test_unknown_transport_is_refused():
     with pytest.raises(ValueError, match="sglang-shm"):
         carrier_steps("sglang-ipc")
