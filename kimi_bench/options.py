@@ -32,6 +32,8 @@ Preset = Literal["kimi-k3", "kimi-k2.5"]
 Device = Literal["auto", "cpu", "cuda"]
 Runtime = Literal["sglang-0.5.23", "pr-33921"]
 Carrier = Literal["shm", "pickle"]
+# micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
+MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
 Arm = Literal["eager", "deferred", "zero-copy"]
 Content = Literal["random", "blank", "photo"]
 Launcher = Literal["auto", "spawn", "torchrun"]
@@ -233,7 +235,12 @@ class MicroOptions(_Common):
     )  # fmt: skip
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
                               "[GPU: 8, CPU: 2].")  # fmt: skip
-    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    transport: MicroCarrier = Field(
+        "shm",
+        description="shm (one node) or pickle (inline bytes); sglang-shm / sglang-pickle "
+        "run the installed SGLang runtime's own carrier functions instead "
+        "(scripts/sglang-env.sh).",
+    )
     arms: Annotated[tuple[Arm, ...], _LIST_SCHEMA] = Field(
         ("eager", "deferred"), description="Arms to run."
     )
@@ -268,6 +275,25 @@ class MicroOptions(_Common):
                 raise ValueError("give synthetic or an images spec, not both")
             data["synthetic"] = str(data.pop("images"))
         return data
+
+    @model_validator(mode="after")
+    def _runtime_carrier(self) -> MicroOptions:
+        """The runtime's carriers are the installed release's: only its profile fits, and
+        the proposed zero-copy arm is kimi-bench's own transport."""
+        if not self.transport.startswith("sglang-"):
+            return self
+        if self.runtime != "sglang-0.5.23":
+            raise ValueError(
+                f"carrier (--transport/--carrier) {self.transport} runs the installed SGLang "
+                f"release's carrier (0.5.23 behaviour): use --runtime sglang-0.5.23, not "
+                f"{self.runtime}"
+            )
+        if "zero-copy" in self.arms:
+            raise ValueError(
+                f"carrier {self.transport} carries the runtime's arms (eager, deferred); the "
+                "proposed zero-copy arm runs with --carrier shm or pickle"
+            )
+        return self
 
     @property
     def groups(self) -> tuple[tuple[int, int, int], ...]:

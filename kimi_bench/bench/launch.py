@@ -128,7 +128,7 @@ def check_launch(
             f"--ranks {ranks} but torchrun started {world.size} ranks (WORLD_SIZE); "
             "leave --ranks out or make them equal"
         )
-    if transport == "shm" and world.spans_nodes:
+    if transport in ("shm", "sglang-shm") and world.spans_nodes:
         raise LaunchError(
             f"--transport shm needs every rank on one node, but this job spans {world.nodes} "
             "nodes; use --transport pickle (what the runtime uses across nodes)"

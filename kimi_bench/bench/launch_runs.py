@@ -28,7 +28,15 @@ from kimi_bench.bench.launch import (
     shield_sigterm,
     sigterm_received,
 )
-from kimi_bench.bench.micro import MicroFailed, _job, _stage_record, build_report, folder_images
+from kimi_bench.bench.micro import (
+    MicroFailed,
+    _job,
+    _stage_record,
+    build_report,
+    folder_images,
+    require_carrier,
+    runtime_leftovers,
+)
 from kimi_bench.bench.procs import Harness
 from kimi_bench.bench.serve import ServeFailed, arrival_offsets
 from kimi_bench.bench.standins import StandinCost
@@ -110,6 +118,7 @@ def run_micro_on(
     cfg = resolve_config(opts.preset, opts.config)
     if "eager" not in opts.arms:
         raise ValueError("--arms must include eager (every arm is checked against it)")
+    require_carrier(opts.transport)  # sglang-* carriers: the runtime must be installed
     todo = plan(world, opts.ranks or 1)
     harness = _harness(world) if todo.hosts_producers else None
     paths = folder_images(opts.images) if opts.images and harness else ()
@@ -139,12 +148,17 @@ def run_micro_on(
     except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
         error = explain_failure(world, str(exc), sigterm_received())
     finally:
-        leftovers = harness.stop()
+        pids = [p.pid for p in harness.procs.values() if p.pid is not None]
+        leftovers = harness.stop() + runtime_leftovers(opts.transport, pids)
     notes = (*launch_notes(world, job.ranks, dev.type, opts.transport), *opts.notes)
     noted = opts.model_copy(update={"notes": notes})
     report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile, load_start)
     report.data["shm_prefix"] = harness.prefix
     report.config["launch"] = launch_config(world, job.ranks, dev.type)
+    if opts.transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref.carriers import segment_prefixes
+
+        report.data["runtime_shm_prefixes"] = segment_prefixes(pids)
     if error:
         raise MicroFailed(error, report)
     return report

@@ -117,6 +117,28 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     return report
 
 
+def require_carrier(transport: str) -> None:
+    """The runtime's carriers need sglang: a usage error (with the install hint) here,
+    before any worker starts, rather than a failed worker."""
+    if transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref import SglangUnavailable
+        from kimi_bench.sglang_ref.carriers import require_installed
+
+        try:
+            require_installed(transport)
+        except SglangUnavailable as exc:
+            raise ValueError(str(exc)) from None
+
+
+def runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
+    """The runtime's own segments (``sgl_shm_mm_<pid>_...``) of this run's workers."""
+    if not transport.startswith("sglang-"):
+        return []
+    from kimi_bench.sglang_ref.carriers import cleanup_runtime_segments
+
+    return cleanup_runtime_segments(pids)
+
+
 def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -> list[str]:
     import torch
 
@@ -136,6 +158,10 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
     ]
     if "zero-copy" in opts.arms:
         notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
+    if opts.transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref.carriers import describe
+
+        notes.append(describe(opts.transport))
     if dev.type == "cpu":
         notes.append(
             "no CUDA: the device is emulated in host memory; each H2D/D2H of the runtime is "
@@ -241,6 +267,7 @@ def _summary(
         "floor_ms": floor_ms,
         "deferred_over_floor": d_med / floor_ms if floor_ms and d_med else None,
         "runtime": opts.runtime,
+        "transport": opts.transport,
         "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
         "error": error,
     }

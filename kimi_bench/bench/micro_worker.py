@@ -22,7 +22,7 @@ from kimi_bench.pipeline import (
     ZERO_COPY,
     ClockHook,
     Step,
-    broadcast,
+    carrier_steps,
     decide,
     deserialize,
     gather,
@@ -33,13 +33,11 @@ from kimi_bench.pipeline import (
     record_ipc,
     release_slots,
     serialize,
-    take,
-    wrap,
     wrap_zero_copy,
 )
 from kimi_bench.pixels import stage_input
 from kimi_bench.runtime import get_profile
-from kimi_bench.transport import ShmRef, unlink
+from kimi_bench.transport import unlink
 
 
 @dataclass(frozen=True)
@@ -114,6 +112,7 @@ def _attach(job: MicroJob, **role: int) -> Arena | None:
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
+    carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     images = job_images(job)
     arena = _attach(job, writer=0)  # on a crash the harness unlinks it by the run's prefix
@@ -130,7 +129,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                 packed = wrap_zero_copy(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
             else:
                 items = produce(step, images, plans, decisions)
-                packed = wrap(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
+                packed = carrier.wrap(step, items, job.transport, job.prefix)
             blob = serialize(step, packed, "serialize", "send_pyobj")
             step.hook.mark("serialize")
             record_ipc(step, len(blob))
@@ -149,6 +148,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
+    carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
@@ -166,27 +166,32 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
     """Rank 0 takes the producer's request (pickled, as over ZMQ); then the broadcast."""
     items, producer = None, None
+    carrier = carrier_steps(job.transport)
     if rank == 0:
         conn.send("go")
         blob = conn.recv_bytes()
         items = deserialize(step, blob, "to_rank0", "recv_pyobj")
         step.hook.mark("to_rank0")
         producer = conn.recv()
-    items = broadcast(step, items, rank, job.ranks)
+    items = carrier.broadcast(step, items, rank, job.ranks)
     step.hook.mark("broadcast")
     return items, producer
 
 
 def _take(job: MicroJob, step: Step, items: Any) -> Any:
     """Shared memory: after a barrier every rank clones or maps its items (runtime
-    profile); after a second barrier every rank unlinks (the first one wins, as 0.5.23)."""
+    profile); after a second barrier every rank unlinks (the first one wins, as 0.5.23).
+    Inline: the items as received (the runtime's carrier hands back its request's)."""
     import torch.distributed as dist
 
-    if job.transport == "shm" and any(isinstance(it.feature, ShmRef) for it in items):
+    carrier = carrier_steps(job.transport)
+    if carrier.holds_segments(items):
         dist.barrier()
-        items, names = take(step, items)
+        items, names = carrier.take(step, items)
         dist.barrier()  # every rank holds its copy or mapping before the names go
         unlink(names)
+    else:
+        items, _ = carrier.take(step, items)
     step.hook.mark("take_copy")
     return items
 

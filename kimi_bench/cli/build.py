@@ -32,6 +32,7 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "requests": ("--num-prompts", "--requests"),
     "images_per_request": ("--image-count", "--images-per-request"),
     "timeout_s": ("--timeout",),
+    "transport": ("--transport", "--carrier"),
     "request_timeout_s": ("--request-timeout",),
 }
 

@@ -25,6 +25,7 @@ After the rank step, ``gather`` (``kimi_bench.gather``) is the encoder-output ga
 tensors over the NCCL device group when every rank has its own GPU, metadata only otherwise.
 """
 
+from kimi_bench.pipeline.carriers import CarrierSteps, carrier_steps
 from kimi_bench.pipeline.in_process import (
     OwnerOutput,
     deferred_item,
@@ -73,10 +74,10 @@ from kimi_bench.pipeline.zero_copy import (
 
 __all__ = [
     "ARMS", "CPU_STAND_IN", "DEFERRED_MODEL_CLASS", "EAGER_MODEL_CLASS", "STAGES",
-    "ZERO_COPY", "ZERO_COPY_LABEL", "ClockHook", "Hook", "NoHook", "OwnerOutput",
-    "RankOutput", "Step", "arena_to_device", "broadcast", "decide", "deferred_item",
-    "deserialize", "eager_item", "feature_bytes", "gather", "held_slots", "produce",
-    "produce_zero_copy", "rank_step", "record_ipc", "release_slots", "run_arm",
-    "run_deferred", "run_eager", "run_in_process", "serialize", "stage",
-    "stage_into_arena", "take", "to_device", "to_host", "wrap", "wrap_zero_copy",
+    "ZERO_COPY", "ZERO_COPY_LABEL", "CarrierSteps", "ClockHook", "Hook", "NoHook",
+    "OwnerOutput", "RankOutput", "Step", "arena_to_device", "broadcast", "carrier_steps",
+    "decide", "deferred_item", "deserialize", "eager_item", "feature_bytes", "gather",
+    "held_slots", "produce", "produce_zero_copy", "rank_step", "record_ipc",
+    "release_slots", "run_arm", "run_deferred", "run_eager", "run_in_process", "serialize",
+    "stage", "stage_into_arena", "take", "to_device", "to_host", "wrap", "wrap_zero_copy",
 ]  # fmt: skip

@@ -9,7 +9,9 @@ are integers, and infinities never appear (JSON has none).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
+
+from kimi_bench.options import MicroCarrier
 
 NUM = {"type": ["number", "null"]}
 INT = {"type": "integer", "minimum": 0}
@@ -112,7 +114,8 @@ MICRO = _envelope(
         "floor_ms": NUM,
         "error": {"type": ["string", "null"]},
     },
-    {"ranks": INT, "transport": {"enum": ["shm", "pickle"]}, "runtime": {"type": "string"},
+    {"ranks": INT, "transport": {"enum": list(get_args(MicroCarrier))},
+     "runtime": {"type": "string"},
      "groups": {"type": "array", "items": {"type": "array", "items": INT}}},
     arms={"type": "object", "additionalProperties": _obj({
         "stages": {"type": "object"},

@@ -33,6 +33,9 @@ SCHEDULE = "sglang.srt.managers.mm_schedule"
 MANAGER_MM = "sglang.srt.managers.mm_utils"
 BATCH = "sglang.srt.managers.schedule_batch"
 COMMON = "sglang.srt.utils.common"
+IO_STRUCT = "sglang.srt.managers.io_struct"
+CONTEXT = "sglang.srt.runtime_context"
+SHM_NAMES = "sglang.srt.utils.stale_shm_cleanup"
 
 # name -> (module, attribute path); every one must exist in the installed version.
 SYMBOLS: dict[str, tuple[str, str]] = {
@@ -66,6 +69,11 @@ SYMBOLS: dict[str, tuple[str, str]] = {
     "unwrap_shm_features": (MANAGER_MM, "unwrap_shm_features"),
     "ShmPointerMMData": (MANAGER_MM, "ShmPointerMMData"),
     "broadcast_pyobj": (COMMON, "broadcast_pyobj"),
+    "has_shm_features": (MANAGER_MM, "has_shm_features"),
+    "TokenizedGenerateReqInput": (IO_STRUCT, "TokenizedGenerateReqInput"),
+    "MultimodalProcessorOutput": (BATCH, "MultimodalProcessorOutput"),
+    "get_context": (CONTEXT, "get_context"),
+    "make_shm_name": (SHM_NAMES, "make_shm_name"),
 }
 
 # The model class whose processor and hooks the runtime uses per preset.

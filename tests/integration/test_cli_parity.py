@@ -107,7 +107,7 @@ def test_usage_errors_exit_2(args, tmp_path: Path):
 
 
 def test_a_differing_image_exits_1(mixed_folder: Path, tmp_path: Path, monkeypatch):
-    import kimi_bench.pipeline as arms
+    import kimi_bench.pipeline.steps as arms
 
     real = arms.materialize_items
 
