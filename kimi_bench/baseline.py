@@ -161,8 +161,8 @@ def relative_rules(new: Report, base: Report | None, rules: dict[str, Any]) -> l
 
 def same_setup(a: Report, b: Report) -> bool:
     keys = {
-        "micro": ("groups", "ranks", "transport"),
-        "serve-ab": ("rates", "ranks", "resolution", "transport"),
+        "micro": ("groups", "ranks", "transport", "runtime"),
+        "serve-ab": ("rates", "ranks", "resolution", "transport", "runtime"),
         "parity": (),
     }.get(a.kind)
     return (

@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as tmp
 
 from kimi_bench.bench.launch import device_group, join_gloo
-from tests.integration.test_gather import K3, check_cases
+from tests.integration.test_gather import check_cases
 
 pytestmark = [
     pytest.mark.gpu,
@@ -50,12 +50,12 @@ def test_nccl_gather_equals_in_order_concatenation(share_gpu):
 
 
 def test_micro_two_gpus_times_the_nccl_gather():
-    from kimi_bench.bench.micro import MicroOptions, run_micro
+    from kimi_bench.bench.micro import run_micro
+    from kimi_bench.options import MicroOptions
 
     report = run_micro(
         MicroOptions(
-            cfg=K3,
-            groups=((2, 640, 480), (1, 320, 240)),
+            synthetic="2x640x480,1x320x240",
             ranks=2,
             repeats=3,
             warmup=1,
