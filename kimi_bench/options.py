@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 
+from kimi_bench.runtime import DEFAULT_RUNTIME
+
 Preset = Literal["kimi-k3", "kimi-k2.5"]
 Device = Literal["auto", "cpu", "cuda"]
 Runtime = Literal["sglang-0.5.23", "pr-33921"]
@@ -187,7 +189,7 @@ class _Common(_Options):
         "auto", description="auto (CUDA if present), cpu or cuda; on cpu the GPU is emulated."
     )
     runtime: Runtime = Field(
-        "sglang-0.5.23",
+        DEFAULT_RUNTIME,
         description="Runtime behaviour to emulate: sglang-0.5.23 (shm receivers map "
         "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request).",
     )

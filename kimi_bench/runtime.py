@@ -17,7 +17,7 @@ function it follows, and what each profile does there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 ReceiverCopy = Literal["clone", "map"]
 DecisionScope = Literal["request", "image"]
@@ -62,7 +62,7 @@ PROFILES: dict[str, RuntimeProfile] = {
         "per-request deferral decision",
     ),
 }
-DEFAULT_RUNTIME = "sglang-0.5.23"  # the newest
+DEFAULT_RUNTIME: Final = "sglang-0.5.23"  # the newest
 
 
 class UnknownRuntime(ValueError):

@@ -36,7 +36,7 @@ from kimi_bench.pipeline import (
     wrap_zero_copy,
 )
 from kimi_bench.pixels import stage_input
-from kimi_bench.runtime import get_profile
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 from kimi_bench.transport import unlink
 
 
@@ -54,7 +54,7 @@ class MicroJob:
     prefix: str
     init_file: str
     arms: tuple[str, ...] = ("eager", "deferred")
-    runtime: str = "sglang-0.5.23"
+    runtime: str = DEFAULT_RUNTIME
     image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
     fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host

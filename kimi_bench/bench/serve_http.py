@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import signal
 import sys
@@ -31,6 +30,7 @@ from kimi_bench.bench.serve import ServeFailed, arrival_offsets, rate_label
 from kimi_bench.bench.serve_workers import encode_images
 from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PRESETS, PreprocessConfig
+from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.client import (
     INTERRUPTED,
@@ -53,42 +53,50 @@ SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's cop
 _FACTS = (*REPORTED, "batch")  # per-request facts the emulator reports
 
 
+def _default(name: str) -> Any:
+    """serve-ab's default for ``name``, from its options model (the one place defaults live)."""
+    return ServeOptions.model_fields[name].get_default(call_default_factory=True)
+
+
+_GPU = MACHINE_DEFAULTS["cuda"]["serve_ab"]  # the PR shape, for callers that give no size
+
+
 @dataclass(frozen=True)
 class HttpServeOptions:
     """What serve-ab through HTTP needs. Field names match serve-ab's options, so
     :meth:`from_options` copies them from that object."""
 
     cfg: PreprocessConfig
-    rates: tuple[float, ...] = (2.0, 8.0, math.inf)
-    requests: int = 200
-    arms: tuple[str, ...] = ("eager", "deferred")  # emulated arms, when no endpoints
+    rates: tuple[float, ...] = _default("rates")
+    requests: int = _GPU["requests"]
+    arms: tuple[str, ...] = _default("arms")  # emulated arms, when no endpoints
     endpoints: tuple[tuple[str, str], ...] = ()  # (name, base URL); replaces ``arms``
-    images_per_request: int = 1
-    resolution: tuple[int, int] = (1536, 1024)
-    image_format: str = "jpeg"
-    image_content: str = "random"
-    unique_images: int = 16
-    burstiness: float = 1.0
-    warmup_requests: int = 4
-    repeats: int = 1
-    seed: int = 0
-    request_timeout_s: float = 60.0
+    images_per_request: int = _default("images_per_request")
+    resolution: tuple[int, int] = _GPU["resolution"]
+    image_format: str = _default("image_format")
+    image_content: str = _default("image_content")
+    unique_images: int = _default("unique_images")
+    burstiness: float = _default("burstiness")
+    warmup_requests: int = _default("warmup_requests")
+    repeats: int = _default("repeats")
+    seed: int = _default("seed")
+    request_timeout_s: float = _default("request_timeout_s")
     counterbalance: bool = True  # odd repeats run the arms in reverse order (A B, B A, ...)
     # emulator servers
-    ranks: int = 8
-    processor_workers: int = 2
-    transport: str = "shm"
+    ranks: int = _GPU["ranks"]
+    processor_workers: int = _default("processor_workers")
+    transport: str = _default("transport")
     runtime: str = DEFAULT_RUNTIME
-    device: str = "auto"
+    device: str = _default("device")
     cost: StandinCost = field(default_factory=StandinCost)
     server_start_timeout_s: float = 300.0
     log_dir: Path | None = None  # server logs (default: a temporary folder)
     fault: str | None = None  # passed to emulator servers (tests)
     # client
     model: str | None = None  # None: the first model each endpoint lists
-    max_tokens: int = 1
+    max_tokens: int = _default("max_tokens")
     max_concurrency: int | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = _default("api_key_env")
 
     @classmethod
     def from_options(cls, opts: Any, **overrides: Any) -> HttpServeOptions:

@@ -46,7 +46,7 @@ from kimi_bench.pipeline import (
     wrap,
     wrap_zero_copy,
 )
-from kimi_bench.runtime import get_profile
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 from kimi_bench.transport import ShmRef, dumps, unlink
 
 
@@ -70,7 +70,7 @@ class ServeJob:
     prefix: str
     init_file: str
     request_timeout_s: float = 60.0
-    runtime: str = "sglang-0.5.23"
+    runtime: str = DEFAULT_RUNTIME
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend

@@ -16,6 +16,7 @@ from kimi_bench.cli.common import (
     err_console,
     usage_error,
 )
+from kimi_bench.runtime import DEFAULT_RUNTIME
 
 
 def _standins(pairs: list[str]) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def serve_server(
         typer.Option("--processor-workers", min=1, help="Producer (tokenizer worker) processes."),
     ] = 2,
     transport: Annotated[str, typer.Option("--transport", help="shm or pickle carrier.")] = "shm",
-    runtime: RuntimeOpt = "sglang-0.5.23",
+    runtime: RuntimeOpt = DEFAULT_RUNTIME,
     preset: PresetOpt = "kimi-k3",
     config: ConfigOpt = None,
     device: DeviceOpt = "auto",

@@ -31,6 +31,7 @@ from kimi_bench.bench.procs import Harness, WorkerFailed
 from kimi_bench.bench.serve_workers import ServeJob, producer_main, serve_rank_main
 from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
@@ -65,7 +66,7 @@ class EmulatorConfig:
     workers: int = 2
     transport: str = "shm"
     device: str = "auto"
-    runtime: str = "sglang-0.5.23"
+    runtime: str = DEFAULT_RUNTIME
     cost: StandinCost = field(default_factory=StandinCost)
     start_timeout_s: float = 180.0
     # zero-copy arm: arena slots sized for requests of this many images of this size
