@@ -61,6 +61,7 @@ def _verdict(ab: dict[str, Any], error: str | None, cpu: bool) -> str:
     parts = []
     for label, arms in ab.items():
         for arm, v in arms.items():
+            arm = arm.replace("_vs_", " vs ")
             med = v["median_ttft"]
             sig = "" if med["significant"] else f" ({med['verdict']})"
             parts.append(

@@ -114,29 +114,37 @@ def base_arm(arms: list[str]) -> str:
     return "eager" if "eager" in arms else arms[0]
 
 
+def _versus(
+    base_runs: list[dict[str, Any]], runs: list[dict[str, Any]], opts: ServeOptions, names: tuple
+) -> dict[str, Any]:
+    """One arm vs another: median and p90 TTFT over forward batches, throughput over
+    repeats (B minus A, signed %)."""
+    a_rows, b_rows = request_rows(base_runs), request_rows(runs)
+    a, b = ttft_measurement(a_rows, names[0]), ttft_measurement(b_rows, names[1])
+    a_thr = Measurement([run_throughput(r, a_rows, opts) for r in base_runs], unit="req/s")
+    b_thr = Measurement([run_throughput(r, b_rows, opts) for r in runs], unit="req/s")
+    return {
+        "median_ttft": compare(a, b, q=50, seed=opts.seed).as_dict(),
+        "p90_ttft": compare(a, b, q=90, seed=opts.seed).as_dict(),
+        "throughput": _safe_compare(a_thr, b_thr, opts.seed),
+    }
+
+
 def ab_for_rate(
     per_arm: dict[str, list[dict[str, Any]]], opts: ServeOptions, label: str
 ) -> dict[str, Any]:
-    """Each arm vs the base arm at one rate: median and p90 TTFT over forward batches,
-    throughput over repeats."""
+    """Each arm vs the base arm (eager, or the first endpoint) at one rate; with the
+    proposed arm also ``zero-copy_vs_deferred``."""
     first = base_arm(list(per_arm))
-    base_rows = request_rows(per_arm[first])
-    base = ttft_measurement(base_rows, first)
-    base_thr = Measurement(
-        [run_throughput(r, base_rows, opts) for r in per_arm[first]], unit="req/s"
-    )
-    out: dict[str, Any] = {}
-    for arm, runs in per_arm.items():
-        if arm == first:
-            continue
-        rows = request_rows(runs)
-        m = ttft_measurement(rows, arm)
-        thr = Measurement([run_throughput(r, rows, opts) for r in runs], unit="req/s")
-        out[arm] = {
-            "median_ttft": compare(base, m, q=50, seed=opts.seed).as_dict(),
-            "p90_ttft": compare(base, m, q=90, seed=opts.seed).as_dict(),
-            "throughput": _safe_compare(base_thr, thr, opts.seed),
-        }
+    out = {
+        arm: _versus(per_arm[first], runs, opts, (first, arm))
+        for arm, runs in per_arm.items()
+        if arm != first
+    }
+    if "zero-copy" in per_arm and "deferred" in per_arm:
+        out["zero-copy_vs_deferred"] = _versus(
+            per_arm["deferred"], per_arm["zero-copy"], opts, ("deferred", "zero-copy")
+        )
     return out
 
 
@@ -156,7 +164,7 @@ def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "rate": label,
-                    "arm": f"{arm} vs {med.get('a_label') or 'base'}",
+                    "arm": f"{med.get('b_label') or arm} vs {med.get('a_label') or 'base'}",
                     "median_ttft_delta": fmt_pct(med["delta_pct"]),
                     "median_ttft_interval": _fmt_interval(med.get("interval")),
                     "p90_ttft_delta": fmt_pct(v["p90_ttft"]["delta_pct"]),

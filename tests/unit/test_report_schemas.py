@@ -1,0 +1,40 @@
+"""Every committed report.json validates against the JSON Schema of its kind (shipped in
+``kimi_bench/schemas``), and the shipped files are what the code generates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kimi_bench.schemas import report_schema_path, validate_report
+from kimi_bench.schemas.report import REPORT_SCHEMAS
+
+ROOT = Path(__file__).resolve().parents[2] / "reports"
+COMMITTED = sorted(ROOT.rglob("report.json"))
+
+
+def test_there_are_committed_reports_of_every_measured_kind():
+    kinds = {json.loads(p.read_text())["kind"] for p in COMMITTED}
+    assert {"parity", "micro", "serve-ab"} <= kinds
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_committed_report_validates(path: Path):
+    validate_report(json.loads(path.read_text()))
+
+
+def test_shipped_schemas_are_current():
+    for kind, schema in REPORT_SCHEMAS.items():
+        assert json.loads(report_schema_path(kind).read_text()) == schema, kind
+
+
+def test_a_string_number_is_refused():
+    import jsonschema
+
+    path = next(p for p in COMMITTED if "micro" in str(p))
+    report = json.loads(path.read_text())
+    report["summary"]["speedup_median"] = "9.0"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(report)
