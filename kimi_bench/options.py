@@ -393,6 +393,8 @@ class ServeOptions(_Common):
         data = dict(data)
         new, old = data.get("image_resolution"), data.get("resolution")
         if new is not None and old is not None:
+            if not isinstance(old, str) and tuple(old) == parse_resolution(str(new), "hxw"):
+                return data  # a dumped model: both fields, and they agree
             raise ValueError("give image_resolution or resolution, not both")
         if new is not None:
             data["resolution"] = parse_resolution(str(new), "hxw")
