@@ -5,13 +5,16 @@ SIGTERM/SIGINT), in a background thread (:func:`serve_in_thread`), or as a child
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
+import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -152,6 +155,21 @@ def wait_healthy(
     raise ServerStartError(f"{url} did not answer 200 within {timeout_s:g} s (last: {last})")
 
 
+def _terminate_with_parent(parent: int) -> Callable[[], None]:
+    """For ``Popen(preexec_fn=...)``: the server gets SIGTERM (and stops its pipeline
+    cleanly) when the process that started it dies, also by SIGKILL (Linux
+    PR_SET_PDEATHSIG; it survives the exec)."""
+
+    def arm() -> None:
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os._exit(1)
+
+    return arm
+
+
 class ServerProcess:
     """A server run as a child process in its own session (Ctrl-C in the terminal reaches
     only the parent, which stops it). Use as a context manager; ``stop`` sends SIGTERM,
@@ -184,6 +202,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=self.env,
+                preexec_fn=_terminate_with_parent(os.getpid()),
             )
         return self
 

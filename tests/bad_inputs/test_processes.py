@@ -117,8 +117,10 @@ def test_a_killed_rank_is_named_not_the_survivor_that_echoes_it(tmp_path):
                 pass
         procs = [p.pid for p in h.procs.values()]
     msg = str(info.value)
+    # the dead rank is named first; whether the survivor's echo arrived within the grace
+    # window depends on scheduling, and either way it is never the one blamed
     assert msg.startswith("worker rank1 died from signal SIGKILL"), msg
-    assert "1 other worker(s) failed after it" in msg
+    assert "worker rank0" not in msg.splitlines()[0]
     assert _wait_gone(procs) == [] and _mine(h.prefix) == []
     assert not h.tmpdir.exists()
 
