@@ -42,7 +42,9 @@ def _stage_record(rec: dict[str, Any]) -> dict[str, Any]:
         ledger.merge(r["ledger"])
     by_stage = ledger.by_stage()
     other = rec["arm"] != "eager"
+    timeline = _timeline(pm, ranks, bounds[0])
     return {
+        "timeline": timeline,
         "stage_ms": {s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)},
         "stage_bytes": {s: by_stage.get(s, 0) for s in STAGES},
         "total_ms": (bounds[-1] - bounds[0]) * 1e3,
@@ -51,6 +53,26 @@ def _stage_record(rec: dict[str, Any]) -> dict[str, Any]:
         "bit_exact": all(r["bit_exact"] for r in ranks) if other else None,
         "bit_exact_fp32": all(r["bit_exact_fp32"] for r in ranks) if other else None,
     }
+
+
+def _timeline(pm: dict[str, float], ranks: list[dict[str, Any]], t0: float) -> list[Any]:
+    """One repeat per lane (ms from its start, one clock): the producer's stages, then each
+    rank's own marks from the broadcast on, so the figure shows which rank is last."""
+    ms = lambda t: (t - t0) * 1e3  # noqa: E731
+    lanes: list[dict[str, Any]] = [{"lane": "producer", "spans": []}]
+    prev = pm["start"]
+    for s in STAGES[:3]:
+        lanes[0]["spans"].append({"stage": s, "start_ms": ms(prev), "end_ms": ms(pm[s])})
+        prev = pm[s]
+    for r, marks in enumerate(ranks):
+        prev = ranks[0]["to_rank0"] if r else pm["serialize"]
+        spans = []
+        for s in STAGES[3:]:
+            if s in marks:
+                spans.append({"stage": s, "start_ms": ms(prev), "end_ms": ms(marks[s])})
+                prev = marks[s]
+        lanes.append({"rank": r, "spans": spans})
+    return lanes
 
 
 def _job(
@@ -215,6 +237,7 @@ def build_report(
         "preprocess": cfg.summary(),
     }
     copies = [{"arm": arm, **row} for arm, block in arms.items() for row in block["copies"]]
+    timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
     return Report(
         kind="micro",
         environment=env,
@@ -223,6 +246,7 @@ def build_report(
         summary=summary,
         notes=notes,
         data={"arms": arms, "speedups": speed, "speedup": speed.get("deferred_vs_eager"),
+              "timeline": timeline,
               "floor": floor, "floor_ms": floor_ms, "repeats": samples},
         views=[
             View("Stages (ms, bytes)", rows),
@@ -230,6 +254,13 @@ def build_report(
             View("Deferral decision per image (deferred arm)", summary["decisions"] or []),
         ],
     )  # fmt: skip
+
+
+def _median_timeline(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-lane timeline of the repeat whose total is the median."""
+    ordered = sorted(recs, key=lambda r: r["total_ms"])
+    rec = ordered[len(ordered) // 2]
+    return {"repeat": rec["iteration"], "ranks": rec.get("timeline") or []}
 
 
 def _summary(

@@ -6,6 +6,8 @@ import os
 import pytest
 from typer.testing import CliRunner
 
+from kimi_bench.bench.launch import World
+from kimi_bench.bench.launch_runs import run_serve_on
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.bench.serve_workers import ServeJob, make_payloads
@@ -149,7 +151,7 @@ def test_worker_crash_ends_the_run_cleanly():
         fault="producer:3",
     )
     with pytest.raises(ServeFailed) as info:
-        run_serve_ab(opts)
+        run_serve_on(World(), opts)  # the in-process load generator (torchrun's path)
     assert "producer0 died with exit code 3" in str(info.value)
     runs = info.value.runs
     report = build_serve_report(opts, runs, __import__("torch").device("cpu"), str(info.value))
@@ -171,7 +173,7 @@ def test_wedged_request_times_out_and_counts_as_failed():
         fault="hang:2",
         request_timeout_s=3.0,
     )
-    runs = run_serve_ab(opts)  # a timeout is a result, not a crash: both arms run
+    runs = run_serve_on(World(), opts)  # a timeout is a result, not a crash: both arms run
     assert [r["arm"] for r in runs] == ["eager", "deferred"]
     for run in runs:
         assert "1 request(s) timed out" in run["error"]
