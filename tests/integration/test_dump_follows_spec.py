@@ -54,6 +54,7 @@ def spec_features(img: Image.Image) -> torch.Tensor:
     return x.reshape(-1, c, 14, 14)
 
 
+@pytest.mark.slow
 def test_dumps_follow_spec_section_5_bit_for_bit(tmp_path: Path):
     photos = package_photos()
     if len(photos) < 3:

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
@@ -7,6 +8,7 @@ from kimi_bench.cli.main import app
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_builtin_corpus_is_bit_identical_on_cpu(tmp_path):
     out = tmp_path / "out"
     res = runner.invoke(app, ["parity", "--device", "cpu", "--ranks", "3", "--out", str(out)])

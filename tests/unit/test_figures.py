@@ -218,6 +218,7 @@ def test_parity_grid_flags_a_differing_input() -> None:
     assert "1 lv" in all_text(fig)  # the one-level difference vs PIL is labelled
 
 
+@pytest.mark.slow
 def test_render_figures_writes_the_files_of_each_kind(tmp_path: Path) -> None:
     want = {
         "micro": ["stages.png", "timeline.png"],

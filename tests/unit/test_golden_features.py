@@ -63,6 +63,7 @@ def test_golden_images_match_their_entries():
 
 @needs_images
 @pytest.mark.parametrize(("name", "preset"), CASES)
+@pytest.mark.slow
 def test_features_match_runtime_digests(name, preset):
     assert IMAGES is not None
     want = GOLDEN["images"][name][preset]

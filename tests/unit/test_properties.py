@@ -30,6 +30,8 @@ from kimi_bench.navit import ResizePlan, plan_resize
 from kimi_bench.pipeline import run_deferred, run_eager
 from kimi_bench.policy import processed_bytes, raw_bytes
 
+pytestmark = pytest.mark.slow  # 1350 generated cases, ~10 s: CI's full run
+
 CPU = torch.device("cpu")
 
 
