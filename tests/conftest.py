@@ -20,6 +20,30 @@ def golden_images_dir() -> Path | None:
     return None
 
 
+def kimibench_segments() -> set[str]:
+    """Every kimi-bench segment in /dev/shm now (of any run)."""
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.iterdir() if p.name.startswith("kimibench_")}
+
+
+def leftover_segments(before: set[str]) -> list[str]:
+    """New segments whose creating process is gone: what a finished run left behind.
+    Segments of other runs still active on the machine (live pids) are not ours to judge."""
+    out = []
+    for name in kimibench_segments() - before:
+        try:
+            pid = int(name.split("_")[1])
+        except (IndexError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            out.append(name)
+        except PermissionError:
+            continue
+    return out
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return

@@ -11,33 +11,14 @@ from kimi_bench.config import get_preset
 from kimi_bench.navit import plan_resize
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES
-from kimi_bench.transport import SHM_DIR, list_segments
+from kimi_bench.transport import list_segments
+from tests.conftest import kimibench_segments, leftover_segments
 
 K3 = get_preset("kimi-k3")
 
 
-def _segments() -> set[str]:
-    return {p.name for p in SHM_DIR.iterdir() if p.name.startswith("kimibench_")}
-
-
-def _leftovers(before: set[str]) -> list[str]:
-    """New segments whose creating process is gone: what a finished run left behind.
-    Segments of other runs still active on the machine (live pids) are not ours to judge."""
-    import os
-
-    out = []
-    for name in _segments() - before:
-        try:
-            pid = int(name.split("_")[1])
-        except (IndexError, ValueError):
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            out.append(name)
-        except PermissionError:
-            continue
-    return out
+_segments = kimibench_segments
+_leftovers = leftover_segments
 
 
 def test_spec_parser():

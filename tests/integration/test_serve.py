@@ -1,7 +1,6 @@
 import json
 import math
 import multiprocessing as mp
-import os
 
 import pytest
 from typer.testing import CliRunner
@@ -15,36 +14,13 @@ from kimi_bench.bench.standins import StandinCost
 from kimi_bench.cli.main import app
 from kimi_bench.config import resolve_config
 from kimi_bench.options import ServeOptions
-from kimi_bench.transport import SHM_DIR
+from tests.conftest import kimibench_segments, leftover_segments
 
 pytestmark = pytest.mark.slow
 
 
-def _segments() -> set[str]:
-    """Segments of runs started by this test process only (their prefix carries its pid),
-    so that another kimi-bench run on the machine does not disturb the check."""
-    mine = f"kimibench_{os.getpid()}_"
-    return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(mine)}
-
-
-def _leftovers(before: set[str]) -> list[str]:
-    """New segments whose creating process is gone: what a finished run left behind.
-    Segments of other runs still active on the machine (live pids) are not ours to judge."""
-    import os
-
-    out = []
-    for name in _segments() - before:
-        try:
-            pid = int(name.split("_")[1])
-        except (IndexError, ValueError):
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            out.append(name)
-        except PermissionError:
-            continue
-    return out
+_segments = kimibench_segments
+_leftovers = leftover_segments
 
 
 def test_two_rank_cpu_end_to_end(tmp_path):
