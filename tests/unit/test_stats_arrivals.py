@@ -3,8 +3,8 @@ import math
 import pytest
 
 from kimi_bench.bench.serve import arrival_offsets
-from kimi_bench.bench.stats import bootstrap_interval, percentile, relative_change, summarize
 from kimi_bench.options import parse_rates
+from kimi_bench.stats import Measurement, compare, pct_delta, percentile
 
 
 def test_percentile_hand_values():
@@ -13,26 +13,22 @@ def test_percentile_hand_values():
     assert percentile([5], 99) == 5
     assert percentile([3, 1, 2], 0) == 1 and percentile([3, 1, 2], 100) == 3
     assert math.isnan(percentile([], 50))
-    s = summarize([10, 20, 30, 40, 50])
-    assert (s.median, s.p10, s.p90, s.mean) == (30, 14, 46, 30)
+    m = Measurement([10, 20, 30, 40, 50])
+    assert (m.median, m.p10, m.p90, m.mean) == (30, 14, 46, 30)
 
 
-def test_relative_change_and_bootstrap():
-    assert relative_change(100, 21) == pytest.approx(-0.79)
-    a = [100.0 + (i % 5) for i in range(50)]
-    b = [50.0 + (i % 5) for i in range(50)]
-    lo, hi = bootstrap_interval(
-        a, b, lambda x, y: relative_change(percentile(x, 50), percentile(y, 50))
-    )
-    point = relative_change(percentile(a, 50), percentile(b, 50))
-    assert point == pytest.approx((52 - 102) / 102)
-    assert lo <= point <= hi < 0  # holds the estimate and lies below zero: significant
+def test_signed_percent_delta_and_interval():
+    assert pct_delta(100, 21) == pytest.approx(-79.0)
+    a = Measurement([100.0 + (i % 5) for i in range(50)])
+    b = Measurement([50.0 + (i % 5) for i in range(50)])
+    c = compare(a, b)
+    assert c.delta_pct == pytest.approx((52 - 102) / 102 * 100)
+    iv = c.interval
+    assert iv.low <= c.delta_pct <= iv.high < 0 and c.significant  # below zero
     # any resample's medians lie within 100..104 and 50..54, so must the interval's ends
-    assert lo >= (50 - 104) / 104 and hi <= (54 - 100) / 100
-    same = bootstrap_interval(
-        a, a, lambda x, y: relative_change(percentile(x, 50), percentile(y, 50))
-    )
-    assert same[0] <= 0 <= same[1]  # identical samples straddle zero
+    assert iv.low >= (50 - 104) / 104 * 100 and iv.high <= (54 - 100) / 100 * 100
+    same = compare(a, a)
+    assert same.interval.low <= 0 <= same.interval.high and not same.significant
 
 
 def test_poisson_arrivals_are_seeded_with_the_right_mean():
