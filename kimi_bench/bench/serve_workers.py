@@ -373,9 +373,7 @@ def serve_rank_main(
         arena = _attach(job, rank=rank)
         if arena is not None and dev.type == "cuda":
             arena.register_cuda()  # once per rank, at start-up
-        queue_rank = _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox)
-        queue_rank.arena, queue_rank.group = arena, device_group
-        queue_rank.loop()
+        _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox, arena, device_group).loop()
         if arena is not None:
             arena.close()
 
@@ -392,8 +390,10 @@ class _QueueRank(_Rank):
         req_q: Any,
         stop_evt: Any,
         outbox: Any,
+        arena: Arena | None = None,
+        group: Any = None,
     ) -> None:
-        super().__init__(job, rank, dev, conns, req_q, None, outbox)
+        super().__init__(job, rank, dev, conns, req_q, None, outbox, arena, group)
         self.stop_evt, self.parent = stop_evt, os.getppid()
 
     def _should_stop(self, new: int) -> tuple[bool, bool]:

@@ -384,21 +384,11 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
         fmt = OutputFormat(values.get("format") or "table")
     except ValueError:
         raise ValueError("--format must be table, md or json") from None
+    from kimi_bench.report.output import check_output_dir
+
     out = values.get("out") or default_out(kind)
-    check_writable(out)
+    check_output_dir(out, "--output-dir")  # an OutputError is a ValueError: a usage error
     return out, fmt
-
-
-def check_writable(folder: Path) -> None:
-    """Create ``folder`` (and parents) and prove a file can be written there, so that a
-    run never finishes its work only to fail writing the report."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".kimi-bench-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(f"output folder {folder} is not writable: {exc.strerror or exc}") from None
 
 
 def write_report(write: Any, out_dir: Path) -> Any:
