@@ -13,13 +13,13 @@ from kimi_bench.bench.parity import run_parity
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.environment import host_load, resolve_device
-from kimi_bench.gate import RuleResult, evaluate, load_rules
+from kimi_bench.ci.gate import RuleResult, load_rules, run_gate
 from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.junit import write_junit
 from kimi_bench.report.model import Report
 from kimi_bench.report.writers import atomic_write_text, markdown_table
-from kimi_bench.scenario import resolve_path
+from kimi_bench.scenario import ScenarioError, resolve_path
 
 FOLDER = {"parity": "parity", "micro": "micro", "serve-ab": "serve-ab"}
 
@@ -43,6 +43,10 @@ def run_scenario(
     sc: RunOptions, out: Path, say: Callable[[str], None] = lambda _: None
 ) -> tuple[list[RuleResult], list[Report]]:
     reports: list[Report] = []
+    if sc.parity is None and sc.micro is None and sc.serve_ab is None:
+        raise ScenarioError(
+            "the scenario runs nothing: give at least one of [parity], [micro], [serve_ab]"
+        )
     if sc.parity is not None:
         say("parity: eager vs deferred on the built-in corpus")
         rep = run_parity(sc.parity)
@@ -60,10 +64,11 @@ def run_scenario(
         reports.append(_serve(sc, out, say))
     rules = load_rules(resolve_path(sc.gate.rules))
     base = Path(sc.gate.baseline) if sc.gate.baseline else None
-    results = evaluate(reports, rules, base)
+    outcome = run_gate(reports, rules, base)
+    results = outcome.results
     rows = [r.as_dict() for r in results]
     write_junit(rows, out / "gate.xml")
-    failed = any(r.verdict == "fail" for r in results)
+    failed = outcome.exit_code != 0
     atomic_write_text(
         out / "gate.md", f"# gate: {'FAIL' if failed else 'PASS'}\n\n" + markdown_table(rows) + "\n"
     )

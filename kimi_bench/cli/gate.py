@@ -14,7 +14,7 @@ from kimi_bench.cli.common import console, err_console, rich_table, usage_error
 def _load_all(paths: list[Path]) -> list[Any]:
     """Reports from files or folders (a folder may hold report.json or sub-folders; the
     search stays inside it, skips links and special files, and is bounded)."""
-    from kimi_bench.gate import GATED_KINDS
+    from kimi_bench.ci.gate import GATED_KINDS
     from kimi_bench.report.model import ReportError, find_report_files, load_report
 
     reports = []
@@ -30,7 +30,9 @@ def _load_all(paths: list[Path]) -> list[Any]:
 
 
 def gate(
-    reports: Annotated[list[Path], typer.Argument(help="report.json files or folders.")],
+    reports: Annotated[
+        list[Path] | None, typer.Argument(help="report.json files or folders.", show_default=False)
+    ] = None,
     rules: Annotated[
         str,
         typer.Option("--rules", help="Rules TOML: a path or a built-in name (gate, gate-h200)."),
@@ -39,7 +41,18 @@ def gate(
         Path | None,
         typer.Option(
             "--baseline",
-            help="Baseline report or folder (default: reports/baselines/<device>/ when present).",
+            help="Baseline report or folder. Given: it must exist and hold a report of the "
+            "same kind and setup (else exit 2), and baseline rules can never be skipped. "
+            "Not given: reports/baselines/<device>/ is searched when present.",
+        ),
+    ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            help="A run history (--append-jsonl FILE): fail when the newest runs start a "
+            "significant regression (change-point detection), naming the first bad commit.",
+            dir_okay=False,
         ),
     ] = None,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
@@ -50,16 +63,24 @@ def gate(
 ) -> None:
     """Pass or fail reports against rules, for CI.
 
-    A report whose run stopped early or errored always fails (rule <kind>.complete).
-    Exit codes: 0 every rule passes (skips allowed), 1 a rule fails, 2 unusable input
-    (missing file, not a report, unknown kind, a field of the wrong type, schema newer
-    than this kimi-bench, a --baseline that is missing, unreadable or the report itself,
-    an unknown rule or metric, an output file that cannot be written), 3 the verdict
+    Every gated figure is recomputed from the report's raw data (repeats, request rows);
+    a report whose summary disagrees with it, or whose numbers are negative or not finite,
+    is refused (exit 2). A run that did not complete (a planned repeat or request missing,
+    an error, not marked final) always fails (rule <kind>.complete). A rule whose interval
+    straddles its threshold is "inconclusive" (the rules' inconclusive policy: warn or
+    fail). A gate that evaluates no rule of the rules file fails.
+
+    Exit codes: 0 every rule passes (skips and inconclusive-warn allowed), 1 a rule fails
+    or nothing was checked, 2 unusable input (missing file, not a report, unknown kind, a
+    field of the wrong type, a summary that disagrees with its raw data, schema newer than
+    this kimi-bench, a --baseline that is missing, unreadable, the report itself, of
+    another kind or of another setup, an invalid rules file or history), 3 the verdict
     stands but --junit/--summary could not be written (see the message).
 
     Example: kimi-bench gate out/parity out/micro --rules gate --junit gate.xml
     """
-    from kimi_bench.gate import RulesError, default_baseline_dir, evaluate, load_rules
+    from kimi_bench.ci.gate import RulesError, load_rules, run_gate
+    from kimi_bench.ci.history import HistoryError, load_history
     from kimi_bench.report.junit import junit_xml
     from kimi_bench.report.model import ReportError
     from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
@@ -67,37 +88,32 @@ def gate(
     from kimi_bench.scenario import ScenarioError, resolve_path
 
     try:
+        if not reports and history is None:
+            raise ReportError("give report.json files or folders, or --history FILE")
         for path, option in ((junit, "--junit"), (summary, "--summary")):
             if path is not None:
                 check_output_file(path, option)
-        loaded = _load_all(reports)
         # an existing path is read as given (load_rules names a FIFO, a folder...)
         rule_set = load_rules(Path(rules) if os.path.lexists(rules) else resolve_path(rules))
-        results = []
-        for rep in loaded:
-            base = baseline or default_baseline_dir(rep)
-            results += evaluate([rep], rule_set, base, baseline_required=baseline is not None)
-    except (ReportError, RulesError, ScenarioError, OutputError) as exc:
+        loaded = _load_all(reports or [])
+        lines = load_history(history) if history is not None else None
+        outcome = run_gate(loaded, rule_set, baseline, lines)
+    except (ReportError, RulesError, ScenarioError, OutputError, HistoryError) as exc:
         raise usage_error(str(exc)) from None
-    rows = [r.as_dict() for r in results]
+    rows = [r.as_dict() for r in outcome.results]
     console.print(rich_table("gate", rows, ["report", "rule", "measured", "verdict", "reason"]))
-    failed = [r for r in results if r.verdict == "fail"]
-    code = 1 if failed else 0
+    code = outcome.exit_code
     try:
         if junit:
             atomic_write_text(junit, junit_xml(rows))
         if summary:
-            head = "FAIL" if failed else "PASS"
             atomic_write_text(
-                summary, f"## kimi-bench gate: {head}\n\n" + markdown_table(rows) + "\n"
+                summary, f"## kimi-bench {outcome.verdict()}\n\n" + markdown_table(rows) + "\n"
             )
     except OSError as exc:
         err_console.print(f"[bold red]error:[/] could not write gate output: {exc}")
         code = max(code, EXIT_OUTPUT_INCOMPLETE)
-    if not results:
-        err_console.print("[yellow]no rule applied to these reports[/]")
-    verdict = f"FAIL: {len(failed)} of {len(results)} rules" if failed else "PASS"
-    console.print(f"[{'bold red' if failed else 'bold green'}]gate {verdict}[/]")
+    console.print(f"[{'bold red' if outcome.exit_code else 'bold green'}]{outcome.verdict()}[/]")
     raise typer.Exit(code=code)
 
 
@@ -115,8 +131,8 @@ def compare(
 
     Example: kimi-bench compare reports/baselines/h200/micro/r8-shm runs/new-micro
     """
-    from kimi_bench.compare import compare_reports
-    from kimi_bench.gate import GATED_KINDS
+    from kimi_bench.ci.compare import compare_reports
+    from kimi_bench.ci.gate import GATED_KINDS
     from kimi_bench.report.model import ReportError, load_report
     from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
     from kimi_bench.report.writers import atomic_write_text, markdown_table, md_text
@@ -125,11 +141,19 @@ def compare(
         if markdown is not None:
             check_output_file(markdown, "--markdown")
         ra, rb = load_report(a, kinds=GATED_KINDS), load_report(b, kinds=GATED_KINDS)
-        rows = compare_reports(ra, rb)
+        rows, diffs = compare_reports(ra, rb)
     except (ReportError, OutputError) as exc:
         raise usage_error(str(exc)) from None
     cols = list(rows[0]) if rows else []
     console.print(rich_table(f"compare {ra.kind}: A={a}  B={b}", rows, cols))
+    for d in diffs:
+        label = "not comparable:" if d.hard else "note:"
+        err_console.print(f"{label} {d.what} differs: A {d.a!r}, B {d.b!r}", markup=False)
+    if any(d.hard for d in diffs):
+        err_console.print(
+            "the two runs differ in device or setup: no delta is called significant",
+            markup=False,
+        )
     if markdown:
         text = f"# compare {ra.kind}\n\nA: {md_text(a)}\n\nB: {md_text(b)}\n\n" + markdown_table(
             rows, cols

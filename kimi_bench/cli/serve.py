@@ -117,7 +117,7 @@ def _body(values: dict[str, Any]) -> None:
 
     def write(runs: list[dict[str, Any]], err: str | None, figures: bool) -> Any:
         report = build_serve_report(opts, runs, dev, err, profile, load_start)
-        return report, emit_serve(report, folder, figures=figures)
+        return report, emit_serve(report, folder, figures=figures, final=figures)
 
     with progress_bar(total, "serve-ab") as bar:
         task = bar.add_task("serve-ab", total=total, item="")

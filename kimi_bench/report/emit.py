@@ -1,5 +1,9 @@
 """Write a scenario's report folder: one function per kind, shared by the commands and by
-``kimi-bench run``. Returns the files written (figures are skipped without matplotlib)."""
+``kimi-bench run``. Returns the files written (figures are skipped without matplotlib).
+
+Every report.json carries ``final``: true only when written at the end of its run; the
+partial reports a long run writes as it goes say ``final: false``, so a crash leaves a
+report that says it is not the whole run (the gate fails it)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ def _figures_and_page(report: Report, out: Path, figures: bool = True) -> list[P
 
 
 def emit_parity(report: Report, out: Path) -> list[Path]:
+    report.data["final"] = True
     files = [
         write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md"),
@@ -31,6 +36,7 @@ def emit_parity(report: Report, out: Path) -> list[Path]:
 
 
 def emit_micro(report: Report, out: Path) -> list[Path]:
+    report.data["final"] = True
     files = [
         write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md"),
@@ -39,7 +45,11 @@ def emit_micro(report: Report, out: Path) -> list[Path]:
     return files + _figures_and_page(report, out)
 
 
-def emit_serve(report: Report, out: Path, *, figures: bool = True) -> list[Path]:
+def emit_serve(
+    report: Report, out: Path, *, figures: bool = True, final: bool = True
+) -> list[Path]:
+    """``final=False``: a partial write during the run (the page only, no figures)."""
+    report.data["final"] = final
     files = [
         write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md"),

@@ -23,6 +23,8 @@ def junit_xml(results: list[dict[str, Any]], suite: str = "kimi-bench gate") -> 
             root, "testcase", classname=r.get("report") or "kimi_bench.gate", name=r["rule"]
         )
         text = f"measured={r['measured']!r} limit={r['limit']!r}: {r['reason']}"
+        props = ET.SubElement(case, "properties")
+        ET.SubElement(props, "property", name="verdict", value=str(r["verdict"]))
         if r["verdict"] == "fail":
             ET.SubElement(case, "failure", message=r["reason"]).text = text
         elif r["verdict"] == "skip":

@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-_NUM = {"type": ["number", "null"]}
-_INT = {"type": ["integer", "null"]}
+# JSON has no NaN/inf (reports write null), but a reader turns 1e999 into inf: the
+# maximum refuses it. Times, bytes and counts are never negative.
+_FINITE = 1e300
+_NUM = {"type": ["number", "null"], "minimum": -_FINITE, "maximum": _FINITE}
+_NONNEG = {"type": ["number", "null"], "minimum": 0, "maximum": _FINITE}
+_PCT = {"type": ["number", "null"], "minimum": -100, "maximum": _FINITE}
+_INT = {"type": ["integer", "null"], "minimum": 0}
 _BOOL = {"type": ["boolean", "null"]}
 _STR = {"type": ["string", "null"]}
-_SAMPLES = {"type": "array", "items": {"type": "number"}}
+_SAMPLES = {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": _FINITE}}
 
 
 def _obj(props: dict[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
@@ -26,6 +31,7 @@ def _obj(props: dict[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
 ENVELOPE = _obj(
     {
         "schema_version": {"type": "integer", "minimum": 1},
+        "final": {"type": "boolean"},
         "kind": {"type": "string"},
         "environment": {"type": "object"},
         "config": {"type": "object"},
@@ -70,7 +76,7 @@ MICRO = _obj(
     {
         "summary": _obj(
             {
-                key: _NUM
+                key: _NONNEG
                 for key in (
                     "speedup_median",
                     "deferred_over_floor",
@@ -79,6 +85,7 @@ MICRO = _obj(
                     "deferred_median_ms",
                 )
             }
+            | {"repeats_completed": _INT}
             | {"bit_exact_all_repeats": _BOOL}
         ),
         "arms": {"type": "object", "additionalProperties": _ARM},
@@ -97,7 +104,7 @@ _AB_BY_ARM = {
             {"type": "null"},
             {
                 "type": "object",
-                "additionalProperties": {"anyOf": [{"type": "null"}, _obj({"delta_pct": _NUM})]},
+                "additionalProperties": {"anyOf": [{"type": "null"}, _obj({"delta_pct": _PCT})]},
             },
         ]
     },
@@ -120,9 +127,11 @@ def _serve(ab_entry: dict[str, Any]) -> dict[str, Any]:
                     {
                         "rate": {"type": "string"},
                         "arm": {"type": "string"},
-                        "ttft_median_ms": _NUM,
-                        "ttft_p90_ms": _NUM,
-                        "req_per_s": _NUM,
+                        "ttft_median_ms": _NONNEG,
+                        "ttft_p90_ms": _NONNEG,
+                        "req_per_s": _NONNEG,
+                        "completed": _INT,
+                        "failed": _INT,
                     },
                     required=("rate", "arm"),
                 ),
@@ -134,7 +143,7 @@ def _serve(ab_entry: dict[str, Any]) -> dict[str, Any]:
             "requests": {
                 "type": "array",
                 "items": _obj(
-                    {"rate": {"type": "string"}, "arm": {"type": "string"}, "ttft_ms": _NUM},
+                    {"rate": {"type": "string"}, "arm": {"type": "string"}, "ttft_ms": _NONNEG},
                     required=("rate", "arm"),
                 ),
             },

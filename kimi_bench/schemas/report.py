@@ -13,7 +13,9 @@ from typing import Any, get_args
 
 from kimi_bench.options import MicroCarrier
 
-NUM = {"type": ["number", "null"]}
+FINITE = 1e300  # JSON has no inf, but a reader turns 1e999 into one: refused here
+NUM = {"type": ["number", "null"], "minimum": -FINITE, "maximum": FINITE}
+NONNEG = {"type": ["number", "null"], "minimum": 0, "maximum": FINITE}
 INT = {"type": "integer", "minimum": 0}
 
 
@@ -46,7 +48,7 @@ ENVIRONMENT = _obj(
 MEASUREMENT = _obj(
     {
         "unit": {"type": "string"},
-        "samples": {"type": "array", "items": {"type": "number"}},
+        "samples": {"type": "array", "items": {"type": "number", "maximum": FINITE}},
         "n": INT,
         "median": NUM,
         "p10": NUM,
@@ -110,8 +112,8 @@ MICRO = _envelope(
     {
         "arms": {"type": "array", "items": {"type": "string"}},
         "bit_exact_all_repeats": {"type": "boolean"},
-        "speedup_median": NUM,
-        "floor_ms": NUM,
+        "speedup_median": NONNEG,
+        "floor_ms": NONNEG,
         "error": {"type": ["string", "null"]},
     },
     {"ranks": INT, "transport": {"enum": list(get_args(MicroCarrier))},
@@ -132,7 +134,7 @@ SERVE = _envelope(
         "error": {"type": ["string", "null"]},
     },
     {
-        "rates": {"type": "array", "items": NUM},
+        "rates": {"type": "array", "items": NONNEG},
         "width": {"type": "integer", "minimum": 1},
         "height": {"type": "integer", "minimum": 1},
         "ranks": INT,
@@ -142,7 +144,7 @@ SERVE = _envelope(
         "type": "object", "additionalProperties": _obj(
             {"median_ttft": COMPARISON, "p90_ttft": COMPARISON})}},
     requests={"type": "array", "items": _obj({"rate": {"type": "string"},
-                                              "arm": {"type": "string"}, "ttft_ms": NUM})},
+                                              "arm": {"type": "string"}, "ttft_ms": NONNEG})},
     copies={"type": "array", "items": COPY},
 )  # fmt: skip
 PROJECT = {

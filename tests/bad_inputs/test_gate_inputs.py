@@ -12,7 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
-from kimi_bench.gate import evaluate
+from kimi_bench.ci.gate import evaluate
+from kimi_bench.ci.rules import parse_rules
+from kimi_bench.report.model import ReportError
 from kimi_bench.report import model
 from kimi_bench.report.model import Report
 from tests.bad_inputs import reports
@@ -47,7 +49,7 @@ def gate_rows(tmp_path: Path, *args: str | Path) -> tuple[int, dict[str, tuple[s
         bad = case.find("failure")
         skip = case.find("skipped")
         node = bad if bad is not None else skip
-        verdict = "fail" if bad is not None else "skip" if skip is not None else "pass"
+        verdict = case.find("properties/property[@name='verdict']").get("value")
         out[case.get("name")] = (verdict, node.get("message") if node is not None else "")
     return res.exit_code, out
 
@@ -140,9 +142,10 @@ def test_candidate_cannot_be_its_own_baseline(tmp_path, rules):
 
 def test_folder_search_skips_the_candidate_itself(tmp_path, rules):
     m = reports.put(reports.micro(), tmp_path / "runs" / "m")
-    code, rows = gate_rows(tmp_path, m, "--rules", rules, "--baseline", tmp_path / "runs")
-    assert code == 0
-    assert rows["baseline.micro.deferred.total_ms"] == ("skip", "no matching baseline report")
+    res = gate(m, "--rules", rules, "--baseline", tmp_path / "runs")
+    # the only report there is the gated one: an explicit baseline that matches nothing
+    assert res.exit_code == 2
+    assert flat("has no micro report of this setup (no other report)") in flat(res.output)
 
 
 def test_baseline_search_does_not_follow_links_out_of_the_folder(tmp_path, rules):
@@ -151,9 +154,9 @@ def test_baseline_search_does_not_follow_links_out_of_the_folder(tmp_path, rules
     (tmp_path / "base").mkdir()
     os.symlink(outside, tmp_path / "base" / "link")
     m = reports.put(reports.micro(), tmp_path / "m")
-    code, rows = gate_rows(tmp_path, m, "--rules", rules, "--baseline", tmp_path / "base")
-    assert code == 0
-    assert rows["baseline.micro.deferred.total_ms"] == ("skip", "no matching baseline report")
+    res = gate(m, "--rules", rules, "--baseline", tmp_path / "base")
+    assert res.exit_code == 2  # the linked report is never read: nothing matches
+    assert flat("holds no report.json") in flat(res.output)
 
 
 def test_baseline_search_skips_fifos_instead_of_blocking(tmp_path, rules):
@@ -204,12 +207,12 @@ def test_unknown_metric_is_a_usage_error(tmp_path, metric, cause):
 
 def test_metric_the_report_lacks_fails_even_without_baseline(tmp_path):
     p = tmp_path / "r.toml"
-    p.write_text('[baseline]\nmetrics = ["micro.deferred.owner_h2d_ms"]\n')
+    p.write_text('[baseline]\nmetrics = ["micro.zero-copy.total_ms"]\n')
     code, rows = gate_rows(tmp_path, reports.put(reports.micro(), tmp_path / "m"), "--rules", p)
-    assert code == 1
-    assert rows["baseline.micro.deferred.owner_h2d_ms"] == (
+    assert code == 1  # the run has no zero-copy arm
+    assert rows["baseline.micro.zero-copy.total_ms"] == (
         "fail",
-        "this report has no metric micro.deferred.owner_h2d_ms",
+        "this report has no metric micro.zero-copy.total_ms",
     )
 
 
@@ -265,22 +268,36 @@ def test_serve_string_delta_is_refused(tmp_path, rules):
     assert res.exit_code == 2 and flat("field ab.inf.median_ttft.delta") in flat(res.output)
 
 
+def test_edited_ab_delta_is_refused_as_inconsistent(tmp_path, rules):
+    raw = reports.serve()
+    raw["ab"]["inf"]["deferred"]["median_ttft"]["delta_pct"] = -80.0  # the rows say -40%
+    res = gate(reports.put(raw, tmp_path / "s"), "--rules", rules)
+    assert res.exit_code == 2
+    assert flat("ab.inf.deferred.median_ttft.delta_pct says -80") in flat(res.output)
+    assert flat("disagrees with its raw data") in flat(res.output)
+
+
+def _inside_the_interval() -> float:
+    """A threshold inside the 95% interval of the deferred median TTFT delta."""
+    from kimi_bench.ci.evidence_rows import evidence
+
+    c = evidence(Report.from_dict(reports.serve())).figures["ab"]["inf"]["deferred"]["median_ttft"]
+    assert c.interval.low < c.interval.high < 0
+    return round((c.interval.low + c.interval.high) / 200.0, 4)
+
+
 @pytest.mark.parametrize(
-    ("ab", "verdict"),
-    [
-        ({"deferred": {"median_ttft": {"delta_pct": -46.5}}}, "pass"),
-        ({"deferred": {"median_ttft": {"delta_pct": -12.0}}}, "fail"),
-        ({"median_ttft": {"delta": -0.465}}, "pass"),  # the earlier layout
-        ({"deferred": {"median_ttft": {"delta_pct": None}}}, "fail"),
-    ],
+    ("limit", "verdict", "code"),
+    [(-0.3, "pass", 0), (-0.5, "fail", 1), (None, "inconclusive", 0)],
 )
-def test_per_rate_serve_rule_reads_both_report_layouts(tmp_path, ab, verdict):
+def test_per_rate_serve_rule_decides_on_the_interval(tmp_path, limit, verdict, code):
+    limit = _inside_the_interval() if limit is None else limit
     p = tmp_path / "r.toml"
-    p.write_text("[serve_ab.inf]\nmax_median_ttft_delta = -0.4\n")
-    path = reports.put(reports.serve() | {"ab": {"inf": ab}}, tmp_path / "s")
-    code, rows = gate_rows(tmp_path, path, "--rules", p)
+    p.write_text(f"[serve_ab.inf]\nmax_median_ttft_delta = {limit}\n")
+    path = reports.put(reports.serve(), tmp_path / "s")  # deferred about -40%
+    got, rows = gate_rows(tmp_path, path, "--rules", p)
     assert rows["serve_ab.inf.max_median_ttft_delta"][0] == verdict
-    assert code == (0 if verdict == "pass" else 1)
+    assert got == code
 
 
 def test_nan_constant_is_refused(tmp_path, rules):
@@ -357,10 +374,9 @@ def test_compare_refuses_string_numbers_and_kind_run(tmp_path):
 def test_in_memory_reports_are_checked_like_files():
     raw = reports.micro()
     raw["summary"]["speedup_median"] = "9"
-    bad = Report.from_dict(raw)
-    (res,) = evaluate([bad], {"micro": {"min_speedup": 1}}, None)
-    assert res.rule == "report.valid" and res.verdict == "fail"
-    assert "field summary.speedup_median" in res.reason
+    rules = parse_rules({"micro": {"min_speedup": 1}}, Path("r.toml"))
+    with pytest.raises(ReportError, match="field summary.speedup_median"):
+        evaluate([Report.from_dict(raw)], rules, None)
     other = Report.from_dict(reports.micro() | {"kind": "run"})
-    (res,) = evaluate([other], {}, None)
-    assert res.rule == "report.kind" and res.verdict == "fail"
+    with pytest.raises(ReportError, match="kind 'run' is not gated"):
+        evaluate([other], rules, None)

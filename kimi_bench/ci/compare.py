@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from kimi_bench.ci.comparable import Difference, comparable
+from kimi_bench.ci.evidence_rows import evidence, request_ok
 from kimi_bench.report.model import Report, ReportError
 from kimi_bench.stats import Measurement, compare, median, percentile
 
@@ -36,16 +38,26 @@ def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None)
     }
 
 
-def compare_reports(a: Report, b: Report) -> list[dict[str, Any]]:
+def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Difference]]:
+    """Rows of B vs A and what differs between the two runs. Both reports' raw data is
+    checked first (EvidenceError when a summary disagrees with it). Across devices or
+    setups (a hard difference) no row is called significant: its verdict says
+    "not comparable" with the reason."""
     if a.kind != b.kind:
         raise ReportError(f"cannot compare a {a.kind!r} report with a {b.kind!r} report")
-    if a.kind == "micro":
-        return _micro(a, b)
-    if a.kind == "serve-ab":
-        return _serve(a, b)
-    if a.kind == "parity":
-        return _parity(a, b)
-    raise ReportError(f"compare does not handle {a.kind!r} reports")
+    by_kind = {"micro": _micro, "serve-ab": _serve, "parity": _parity}
+    if a.kind not in by_kind:
+        raise ReportError(f"compare does not handle {a.kind!r} reports")
+    evidence(a)
+    evidence(b)
+    rows = by_kind[a.kind](a, b)
+    ok, diffs = comparable(a, b)
+    if not ok:
+        why = "not comparable: " + "; ".join(str(d) for d in diffs if d.hard)
+        for row in rows:
+            if "verdict" in row:
+                row.update(verdict=why, p_value=None)
+    return rows, diffs
 
 
 def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
@@ -87,7 +99,7 @@ def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
         rows = [
             r
             for r in rep.data["requests"]
-            if r["rate"] == rate and r["arm"] == arm and r.get("ttft_ms") is not None
+            if r["rate"] == rate and r["arm"] == arm and request_ok(r)
         ]
         batched = all(r.get("batch_id") is not None for r in rows)
         units: Units = [(r.get("repeat"), r["batch_id"]) for r in rows] if batched else None

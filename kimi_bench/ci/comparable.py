@@ -1,0 +1,74 @@
+"""Are two runs comparable? What differs between them (device, runtime profile, image
+spec, ranks, carrier, arms, host load), and which differences make a comparison
+meaningless (``hard``: another device, device model or setup) rather than worth a note
+(``soft``: a busy host on one side)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kimi_bench.report.model import Report
+
+# config keys that define the setup of each kind: a difference in any is "hard"
+SETUP_KEYS: dict[str, tuple[str, ...]] = {
+    "micro": ("groups", "images", "ranks", "transport", "runtime", "preset", "content"),
+    "serve-ab": (
+        "rates",
+        "ranks",
+        "resolution",
+        "images_per_request",
+        "transport",
+        "runtime",
+        "preset",
+        "image_format",
+    ),
+    "parity": ("preset", "images", "ranks", "batch_size", "images_per_request"),
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    what: str
+    a: Any
+    b: Any
+    hard: bool
+
+    def __str__(self) -> str:
+        return f"{self.what} {self.a!r} vs {self.b!r}"
+
+
+def _device(rep: Report) -> tuple[Any, Any]:
+    env = rep.environment if isinstance(rep.environment, dict) else {}
+    return env.get("device"), env.get("device_name")
+
+
+def _busy(rep: Report) -> bool:
+    load = (rep.environment or {}).get("host_load") or {}
+    return bool(isinstance(load, dict) and load.get("warning"))
+
+
+def differences(a: Report, b: Report) -> list[Difference]:
+    """What differs between two reports of one kind, hard differences first."""
+    out: list[Difference] = []
+    (dev_a, name_a), (dev_b, name_b) = _device(a), _device(b)
+    if dev_a != dev_b:
+        out.append(Difference("device", dev_a, dev_b, True))
+    elif name_a != name_b:
+        out.append(Difference("device name", name_a, name_b, True))
+    for key in SETUP_KEYS.get(a.kind, ()):
+        va, vb = a.config.get(key), b.config.get(key)
+        if va != vb:
+            out.append(Difference(key, va, vb, True))
+    if _busy(a) != _busy(b):
+        out.append(Difference("host load warning", _busy(a), _busy(b), False))
+    return sorted(out, key=lambda d: not d.hard)
+
+
+def comparable(a: Report, b: Report) -> tuple[bool, list[Difference]]:
+    diffs = differences(a, b)
+    return not any(d.hard for d in diffs), diffs
+
+
+def describe(diffs: list[Difference]) -> str:
+    return "; ".join(str(d) for d in diffs) or "same setup"

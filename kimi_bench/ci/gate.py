@@ -1,0 +1,275 @@
+"""CI gating: typed rules (``ci.rules``) applied to the evidence of each report
+(``ci.evidence``: every figure recomputed from the report's raw data), and relative rules
+against a baseline (``ci.baseline``).
+
+Absolute rules (per kind):
+    [parity]    all_bit_exact = true
+    [micro]     min_speedup = 8, max_floor_ratio = 20, min_bytes_ratio = 3, bit_exact = true
+    [serve_ab]  max_failed = 0
+    [serve_ab.<rate>]  max_median_ttft_delta = -0.5, max_p90_ttft_delta, min_throughput_delta
+Relative rules (a baseline; see ``ci.baseline``):
+    [baseline]  max_regression = 0.10, alpha = 0.05, metrics = ["micro.deferred.total_ms", ...]
+    inconclusive = "warn" | "fail"   (a rule whose interval straddles its threshold)
+
+Always applied, whatever the rules say: ``<kind>.complete`` fails a report whose raw data
+shows a run that did not finish (a planned repeat or request missing, an error, a report
+not marked final). A report whose summary disagrees with its raw data, or whose numbers are
+negative or not finite, is refused (EvidenceError, exit 2): it is never gated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.ci.baseline import BaselineError, find_baseline, relative_rules
+from kimi_bench.ci.evidence import Evidence, EvidenceError
+from kimi_bench.ci.evidence_rows import evidence
+from kimi_bench.ci.history import history_rules
+from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE
+from kimi_bench.ci.rules import GateRules, MicroRules, RulesError, ServeRules, load_rules
+from kimi_bench.ci.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    RuleResult,
+    decide,
+    interval_text,
+    with_policy,
+)
+from kimi_bench.report.model import Report, ReportError, validate_report
+from kimi_bench.stats import Comparison
+
+__all__ = [
+    "GATED_KINDS",
+    "BaselineError",
+    "EvidenceError",
+    "RuleResult",
+    "RulesError",
+    "evaluate",
+    "load_rules",
+]
+
+
+def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResult:
+    return RuleResult(name, measured, limit, PASS if ok else FAIL, why)
+
+
+def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
+    if rules is None or not rules.all_bit_exact:
+        return []
+    f = ev.figures
+    bad, accepted = f["differing"], f["accepted"]
+    why = (
+        f"{accepted} accepted inputs identical in FP32 and BF16"
+        if not bad
+        else f"not bit-identical: {', '.join(bad)}"
+    )
+    if not accepted:
+        why = "no accepted input: nothing was compared"
+    return [_rule("parity.all_bit_exact", f["all_bit_exact"], accepted - len(bad), accepted, why)]
+
+
+def micro_rules(ev: Evidence, rules: MicroRules | None, policy: str) -> list[RuleResult]:
+    if rules is None:
+        return []
+    f, out = ev.figures, []
+    if rules.min_speedup is not None:
+        lim, m = rules.min_speedup, ev.measurements.get("speedup")
+        if m is None or not m.n:
+            out.append(_rule("micro.min_speedup", False, None, lim, "no paired speedup"))
+        else:
+            iv = m.interval()
+            verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
+            spread = interval_text(iv.low, iv.high)
+            why = f"median eager/deferred {m.median:.2f}x{spread} vs >= {lim}x"
+            res = RuleResult("micro.min_speedup", m.median, lim, verdict, why)
+            out.append(with_policy(res, policy))
+    if rules.max_floor_ratio is not None:
+        v, lim = f.get("floor_ratio"), rules.max_floor_ratio
+        why = f"deferred is {v:.1f}x the floor vs <= {lim}x" if v else "no floor measured"
+        out.append(_rule("micro.max_floor_ratio", v is not None and v <= lim, v, lim, why))
+    if rules.min_bytes_ratio is not None:
+        v, lim = f.get("bytes_ratio"), rules.min_bytes_ratio
+        why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
+        out.append(_rule("micro.min_bytes_ratio", v is not None and v >= lim, v, lim, why))
+    if rules.bit_exact:
+        exact = f.get("bit_exact") is True
+        why = (
+            f"owner BF16 identical in all {f.get('repeats')} repeats" if exact else "outputs differ"
+        )
+        out.append(_rule("micro.bit_exact", exact, exact, True, why))
+    return out
+
+
+_SERVE_METRIC = {
+    "max_median_ttft_delta": "median_ttft",
+    "max_p90_ttft_delta": "p90_ttft",
+    "min_throughput_delta": "throughput",
+}
+
+
+def _delta_rule(name: str, c: Comparison | None, key: str, lim: float, policy: str) -> RuleResult:
+    metric = _SERVE_METRIC[key]
+    if c is None or c.delta_pct is None:
+        return RuleResult(name, None, lim, FAIL, f"no {metric} delta (no served requests)")
+    v = c.delta_pct / 100.0
+    low = None if c.interval.low is None else c.interval.low / 100.0
+    high = None if c.interval.high is None else c.interval.high / 100.0
+    at_least = key.startswith("min")
+    verdict = decide(v, low, high, lim, at_least=at_least)
+    iv = interval_text(low, high, "{:+.1%}")
+    why = f"{metric} delta {v:+.1%}{iv} vs {'>=' if at_least else '<='} {lim:+.0%}"
+    return with_policy(RuleResult(name, v, lim, verdict, why), policy)
+
+
+def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[RuleResult]:
+    if rules is None:
+        return []
+    out = []
+    if rules.max_failed is not None:
+        v, lim = ev.figures["failed"], rules.max_failed
+        out.append(_rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests"))
+    ab = ev.figures.get("ab") or {}
+    for rate, body in rules.rates.items():
+        per_arm = ab.get(rate)
+        arm = "deferred" if per_arm and "deferred" in per_arm else next(iter(per_arm or {}), None)
+        for key, lim in body.model_dump(exclude_none=True).items():
+            name = f"serve_ab.{rate}.{key}"
+            if not per_arm or arm is None:
+                out.append(RuleResult(name, None, lim, FAIL, f"rate {rate} not in the report"))
+                continue
+            out.append(_delta_rule(name, per_arm[arm].get(_SERVE_METRIC[key]), key, lim, policy))
+    return out
+
+
+def report_label(rep: Report) -> str:
+    """Short identity of a report for tables and JUnit class names."""
+    cfg = rep.config if isinstance(rep.config, dict) else {}
+    if rep.kind in ("micro", "serve-ab"):
+        return f"{rep.kind} ({cfg.get('ranks')} ranks, {cfg.get('transport')})"
+    if rep.kind == "parity":
+        pre = cfg.get("preprocess")
+        name = pre.get("name") if isinstance(pre, dict) else None
+        scope = cfg.get("policy") or cfg.get("decision_scope") or "runtime's"
+        return f"parity ({name or 'preset ?'}, per-{scope} decisions)"
+    return f"{rep.kind} ({rep.source or 'in memory'})"
+
+
+def completeness_rule(rep: Report, ev: Evidence) -> RuleResult:
+    name = f"{KIND_TABLE.get(rep.kind, rep.kind)}.complete"
+    if ev.complete:
+        return RuleResult(name, True, True, PASS, "every planned part is in the raw data")
+    why = "; ".join(ev.incomplete_why[:4]) + ("; ..." if len(ev.incomplete_why) > 4 else "")
+    return RuleResult(name, False, True, FAIL, f"the run did not complete: {why}")
+
+
+def rules_for(
+    rep: Report, rules: GateRules, baseline: Path | None, required: bool
+) -> list[RuleResult]:
+    """Every rule on one report. ReportError (EvidenceError, BaselineError) when the
+    report or the baseline asked for cannot be used."""
+    validate_report(rep)
+    if rep.kind not in GATED_KINDS:
+        raise ReportError(
+            f"{rep.source or 'report'}: kind {rep.kind!r} is not gated; expected one of "
+            f"{', '.join(GATED_KINDS)}"
+        )
+    ev = evidence(rep)
+    table = KIND_TABLE[rep.kind]
+    out = [completeness_rule(rep, ev)]
+    if rep.kind == "parity":
+        out += parity_rules(ev, rules.parity)
+    elif rep.kind == "micro":
+        out += micro_rules(ev, rules.micro, rules.inconclusive)
+    else:
+        out += serve_rules(ev, rules.serve_ab, rules.inconclusive)
+    if rules.baseline is not None and any(
+        m.startswith(table + ".") for m in rules.baseline.metrics
+    ):
+        required = required and baseline is not None
+        base = find_baseline(rep, baseline, required=required)
+        out += relative_rules(rep, base, rules.baseline, required=required)
+    return out
+
+
+def evaluate(
+    reports: list[Report],
+    rules: GateRules,
+    baseline: Path | None,
+    *,
+    baseline_required: bool = True,
+) -> list[RuleResult]:
+    """Every rule on every report. ``baseline_required``: ``baseline`` was asked for, so a
+    missing, unreadable or non-matching one raises BaselineError instead of skipping, and a
+    skipped baseline rule fails."""
+    results: list[RuleResult] = []
+    for rep in reports:
+        for r in rules_for(rep, rules, baseline, baseline_required):
+            r.report = report_label(rep)
+            results.append(r)
+    return results
+
+
+def nothing_checked(results: list[RuleResult]) -> bool:
+    """Only the always-applied checks ran: the rules file gated nothing in these reports."""
+    return not any(not r.rule.endswith(".complete") for r in results)
+
+
+def default_baseline_dir(report: Report, root: Path = Path("reports/baselines")) -> Path:
+    name = str(report.environment.get("device_name", "")).lower()
+    return root / ("h200" if "h200" in name else "cpu")
+
+
+@dataclass
+class GateOutcome:
+    """All rule results of one gate call and the verdict they add up to."""
+
+    results: list[RuleResult]
+
+    @property
+    def failed(self) -> list[RuleResult]:
+        return [r for r in self.results if r.verdict == FAIL]
+
+    @property
+    def inconclusive(self) -> list[RuleResult]:
+        return [r for r in self.results if r.verdict == INCONCLUSIVE]
+
+    @property
+    def empty(self) -> bool:
+        """No rule of the rules file (or the history) was evaluated: nothing was checked."""
+        return nothing_checked(self.results)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed or self.empty else 0
+
+    def verdict(self) -> str:
+        if self.empty:
+            return "gate FAIL: no rule was evaluated on these reports (nothing was checked)"
+        if self.failed:
+            return f"gate FAIL: {len(self.failed)} of {len(self.results)} rules"
+        extra = f" ({len(self.inconclusive)} inconclusive)" if self.inconclusive else ""
+        return f"gate PASS{extra}"
+
+
+def run_gate(
+    reports: list[Report],
+    rules: GateRules,
+    baseline: Path | None,
+    history: list[dict[str, Any]] | None = None,
+) -> GateOutcome:
+    """The gate: ``baseline`` given means required (checked even when no rule uses it);
+    without it each report's default folder (``default_baseline_dir``) is searched."""
+    if baseline is not None and not baseline.exists():
+        raise BaselineError(f"--baseline {baseline} does not exist")
+    results: list[RuleResult] = []
+    for rep in reports:
+        base = baseline or default_baseline_dir(rep)
+        results += evaluate([rep], rules, base, baseline_required=baseline is not None)
+    if history is not None:
+        for r in history_rules(history):
+            r.report = "history"
+            results.append(r)
+    return GateOutcome(results)

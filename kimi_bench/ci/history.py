@@ -1,0 +1,185 @@
+"""Change points over a run history (``--append-jsonl`` files): did the newest runs start
+a significant regression, and at which commit?
+
+Detection is ``ruptures`` (PELT with an L2 cost; Killick et al. 2012), a maintained library
+made for change-point detection that needs only numpy and scipy. (apache-otava pins numpy
+2.2 and pulls database and chat clients; MongoDB's signal-processing-algorithms needs
+numpy < 2 and Python 3.11 exactly: both would fight torch's environment.) The penalty is
+BIC-like, ``PENALTY * sigma^2 * log(n)``, with sigma estimated robustly from the series'
+first differences (a step does not inflate it).
+
+A history fails when its last change point starts a segment that runs to the newest run,
+holds at least ``min_size`` runs, is worse than everything before it by at least
+``min_change`` (relative median), and a one-sided Mann-Whitney U test (scipy) of after
+vs before gives p < ``alpha``. The first run of that segment names the first bad commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ruptures
+
+from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
+from kimi_bench.limits import LimitError, describe_os_error, read_text_bounded
+from kimi_bench.stats import mann_whitney, median
+
+PENALTY = 4.0
+MAX_HISTORY_BYTES = 64 * 1024 * 1024
+DEFAULT_METRICS = {
+    "micro": ("deferred_median_ms", "speedup_median"),
+    "serve-ab": ("failed_requests",),
+}
+
+
+class HistoryError(ValueError):
+    """A history file that cannot be read."""
+
+
+@dataclass(frozen=True)
+class Run:
+    value: float
+    commit: str
+    created: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The newest segment of a series, when the series has a change point."""
+
+    start: int  # index of the first run after the change point
+    before: float  # median before
+    after: float  # median from ``start`` to the newest run
+    change: float  # relative change of the median, after vs before
+    p_value: float
+    regression: bool
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric.startswith("speedup") or metric.endswith(("_ratio", "req_per_s"))
+
+
+def load_history(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL history (HistoryError names a line that is not an object)."""
+    try:
+        text = read_text_bounded(path, MAX_HISTORY_BYTES, "history file")
+    except FileNotFoundError:
+        raise HistoryError(f"history file not found: {path}") from None
+    except LimitError as exc:
+        raise HistoryError(str(exc)) from None
+    except OSError as exc:
+        raise HistoryError(f"cannot read history {path}: {describe_os_error(exc)}") from None
+    lines = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise HistoryError(f"{path}:{i}: not a JSON line: {exc}") from None
+        if not isinstance(obj, dict):
+            raise HistoryError(f"{path}:{i}: not a JSON object")
+        lines.append(obj)
+    return lines
+
+
+def series(lines: list[dict[str, Any]], kind: str, metric: str) -> list[Run]:
+    """The finite values of ``metric`` in runs of ``kind``, in file order (oldest first)."""
+    out = []
+    for line in lines:
+        v = line.get(metric)
+        if line.get("kind") != kind or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if math.isfinite(v):
+            out.append(Run(float(v), str(line.get("git") or "?"), str(line.get("created") or "")))
+    return out
+
+
+def _sigma(x: np.ndarray) -> float:
+    """Noise scale from first differences (median absolute deviation), robust to steps."""
+    d = np.diff(x)
+    if d.size == 0:
+        return 0.0
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return 1.4826 * mad / math.sqrt(2.0)
+
+
+def last_change(values: list[float], min_size: int = 3) -> int | None:
+    """Index where the newest segment starts, or None (no change point)."""
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    if n < 2 * min_size:
+        return None
+    scale = abs(float(np.median(x))) or 1.0
+    x = x / scale
+    sigma = _sigma(x)
+    if sigma == 0.0:
+        sigma = float(np.std(x)) or 1e-12
+    algo = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(x.reshape(-1, 1))
+    bkps = algo.predict(pen=PENALTY * sigma**2 * math.log(n))
+    starts = [b for b in bkps if b < n]
+    return starts[-1] if starts else None
+
+
+def newest_segment(
+    values: list[float], *, higher_better: bool, min_size: int = 3, alpha: float = 0.01
+) -> Finding | None:
+    start = last_change(values, min_size)
+    if start is None or len(values) - start < min_size:
+        return None
+    before, after = values[:start], values[start:]
+    m_b, m_a = median(before), median(after)
+    change = (m_a - m_b) / abs(m_b) if m_b else math.inf
+    worse = after if not higher_better else before
+    better = before if not higher_better else after
+    p = mann_whitney(worse, better, "greater").p_value
+    regression = (change < 0) if higher_better else (change > 0)
+    return Finding(start, m_b, m_a, change, p, regression)
+
+
+def history_rules(
+    lines: list[dict[str, Any]],
+    metrics: dict[str, tuple[str, ...]] | None = None,
+    *,
+    min_change: float = 0.05,
+    alpha: float = 0.01,
+    min_size: int = 3,
+) -> list[RuleResult]:
+    """One rule per (kind, metric) series in the history."""
+    out = []
+    for kind, names in (metrics or DEFAULT_METRICS).items():
+        for metric in names:
+            runs = series(lines, kind, metric)
+            name = f"history.{kind}.{metric}"
+            if len(runs) < 2 * min_size:
+                why = f"{len(runs)} runs: at least {2 * min_size} are needed"
+                out.append(RuleResult(name, len(runs), 2 * min_size, SKIP, why))
+                continue
+            values = [r.value for r in runs]
+            f = newest_segment(
+                values, higher_better=higher_is_better(metric), min_size=min_size, alpha=alpha
+            )
+            out.append(_verdict(name, runs, f, min_change, alpha))
+    return out
+
+
+def _verdict(
+    name: str, runs: list[Run], f: Finding | None, min_change: float, alpha: float
+) -> RuleResult:
+    if f is None:
+        return RuleResult(name, None, alpha, PASS, f"no change point in {len(runs)} runs")
+    first = runs[f.start]
+    what = (
+        f"change point at run {f.start + 1} of {len(runs)} (commit {first.commit[:12]}): "
+        f"median {f.before:.4g} -> {f.after:.4g} ({f.change:+.1%}), one-sided Mann-Whitney "
+        f"p = {f.p_value:.3g}"
+    )
+    if f.regression and abs(f.change) >= min_change and f.p_value < alpha:
+        return RuleResult(name, f.change, min_change, FAIL, f"regression from {what}")
+    kind = "an improvement" if not f.regression else "not significant"
+    return RuleResult(name, f.change, min_change, PASS, f"{kind}: {what}")

@@ -1,0 +1,72 @@
+"""Named metrics that relative (baseline) rules and the run history compare, and where a
+report keeps their raw samples.
+
+    micro.speedup | micro.<arm>.total_ms | micro.<arm>.<stage>_ms |
+    serve_ab.<rate>.<arm>.ttft_ms
+
+Names are checked when the rules are loaded, so a typo is an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+
+from kimi_bench.ci.evidence_rows import request_ok
+from kimi_bench.options import Arm
+from kimi_bench.pipeline import STAGES
+from kimi_bench.report.model import Report
+
+ARMS: tuple[str, ...] = typing.get_args(Arm)
+KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
+GATED_KINDS = tuple(KIND_TABLE)
+_METRIC = re.compile(
+    r"^(micro\.speedup"
+    r"|micro\.(?P<arm>[a-z][a-z0-9_-]*)\.(?P<stage>[a-z0-9_]+)_ms"
+    r"|serve_ab\.(?P<rate>inf|[0-9]+(\.[0-9]+)?)\.(?P<sarm>[a-z][a-z0-9_-]*)\.ttft_ms)$"
+)
+
+
+def metric_problem(metric: object) -> str | None:
+    """Why a metric name cannot be gated, or None when it is known."""
+    if not isinstance(metric, str):
+        return f"metric names are strings, got {metric!r}"
+    m = _METRIC.match(metric)
+    if m is None:
+        return (
+            f"unknown metric {metric!r}; expected micro.speedup, micro.<arm>.total_ms, "
+            "micro.<arm>.<stage>_ms or serve_ab.<rate>.<arm>.ttft_ms"
+        )
+    arm = m.group("arm")
+    if arm is not None and arm not in ARMS:
+        return f"unknown arm {arm!r} in metric {metric!r}; arms: {', '.join(ARMS)}"
+    stage = m.group("stage")
+    if stage is not None and stage != "total" and stage not in STAGES:
+        return f"unknown stage {stage!r} in metric {metric!r}; stages: total, {', '.join(STAGES)}"
+    return None
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric.endswith(("speedup", "_ratio", "req_per_s", "throughput"))
+
+
+def metric_samples(report: Report, metric: str) -> list[float]:
+    """Raw samples of a named metric (KeyError when the report does not hold it). Reads
+    the raw blocks (repeats, request rows), never the summary."""
+    parts = metric.split(".")
+    if parts[0] == "micro" and report.kind == "micro":
+        reps = report.data.get("repeats") or {}
+        if parts[1:] == ["speedup"]:
+            eager, deferred = reps["eager"], reps["deferred"]
+            return [e["total_ms"] / d["total_ms"] for e, d in zip(eager, deferred, strict=True)]
+        if len(parts) == 3:
+            recs = reps[parts[1]]
+            if parts[2] == "total_ms":
+                return [float(r["total_ms"]) for r in recs]
+            stage = parts[2].removesuffix("_ms")
+            return [float(r["stage_ms"][stage]) for r in recs]
+    if parts[0] == "serve_ab" and report.kind == "serve-ab" and len(parts) == 4:
+        rate, arm = parts[1], parts[2]
+        rows = [r for r in report.data["requests"] if r["rate"] == rate and r["arm"] == arm]
+        return [float(r["ttft_ms"]) for r in rows if request_ok(r)]
+    raise KeyError(metric)

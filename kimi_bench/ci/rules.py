@@ -1,0 +1,200 @@
+"""Gate rules: one typed model (pydantic) that a rules TOML file is validated by.
+
+Every value is checked before any report is read: types (a bool where a bool belongs, no
+string numbers), finite numbers (TOML's ``nan``/``inf`` are refused), ranges (``alpha`` in
+(0, 1), ``max_regression`` >= 0, TTFT/throughput deltas in [-1, 10]), known tables and keys
+(unknown ones are errors, never silently ignored), rate tables named by a rate label
+(``2``, ``8.5``, ``inf``) and baseline metric names. A problem becomes :class:`RulesError`
+naming the file, the table and the key, which the CLI turns into exit code 2.
+
+``inconclusive`` is the policy for a rule whose measured interval straddles its
+threshold (the run cannot tell pass from fail): ``warn`` (default) passes the rule with a
+note, ``fail`` fails it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kimi_bench.ci.metrics import metric_problem
+from kimi_bench.limits import MAX_CONFIG_BYTES, LimitError, describe_os_error, read_text_bounded
+
+RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
+Delta = Annotated[float, Field(ge=-1.0, le=10.0)]  # a fraction: -0.4 = -40%
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used."""
+
+
+class _Rules(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class ParityRules(_Rules):
+    all_bit_exact: bool | None = Field(
+        None, description="Every accepted input identical in FP32 and BF16."
+    )
+
+
+class MicroRules(_Rules):
+    min_speedup: Annotated[float, Field(gt=0, le=1e6)] | None = Field(
+        None, description="Median eager/deferred total (paired per repeat) at least this."
+    )
+    max_floor_ratio: Annotated[float, Field(gt=0, le=1e6)] | None = Field(
+        None, description="Deferred median total over the floor at most this."
+    )
+    min_bytes_ratio: Annotated[float, Field(ge=0, le=1e6)] | None = Field(
+        None, description="Eager moves at least this many times the deferred bytes."
+    )
+    bit_exact: bool | None = Field(None, description="Owner BF16 identical in every repeat.")
+
+    @field_validator("min_speedup", "max_floor_ratio", "min_bytes_ratio", mode="before")
+    @classmethod
+    def _int_is_float(cls, v: Any) -> Any:
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+class RateRules(_Rules):
+    max_median_ttft_delta: Delta | None = None
+    max_p90_ttft_delta: Delta | None = None
+    min_throughput_delta: Delta | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ints(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: _as_float(v) for k, v in data.items()}
+        return data
+
+
+class ServeRules(_Rules):
+    max_failed: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="Failed requests (all rates and arms) at most this."
+    )
+    rates: dict[str, RateRules] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rate_tables(cls, data: Any) -> Any:
+        """``[serve_ab.inf]`` tables become ``rates["inf"]``; a rate must be a label."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        rates = {k: data.pop(k) for k in list(data) if isinstance(data[k], dict)}
+        for label in rates:
+            if not RATE_LABEL.match(label):
+                raise ValueError(f"[serve_ab.{label}]: a rate table is named 2, 8.5 or inf")
+        return {**data, "rates": rates}
+
+
+class BaselineRules(_Rules):
+    max_regression: Annotated[float, Field(ge=0, le=10)] = 0.10
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    metrics: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = {k: _as_float(v) if k != "metrics" else v for k, v in data.items()}
+            if isinstance(data.get("metrics"), list):
+                data["metrics"] = tuple(data["metrics"])
+        return data
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for metric in v:
+            problem = metric_problem(metric)
+            if problem:
+                raise ValueError(problem)
+        return v
+
+
+class GateRules(_Rules):
+    parity: ParityRules | None = None
+    micro: MicroRules | None = None
+    serve_ab: ServeRules | None = None
+    baseline: BaselineRules | None = None
+    inconclusive: Literal["warn", "fail"] = "warn"
+
+    def for_kind(self, table: str) -> Any:
+        return getattr(self, table)
+
+    def count(self) -> int:
+        """How many rules the file sets (the always-applied checks not included)."""
+        n = 0
+        for part in (self.parity, self.micro, self.serve_ab, self.baseline):
+            if part is None:
+                continue
+            if isinstance(part, BaselineRules):
+                n += len(part.metrics)
+                continue
+            dumped = part.model_dump(exclude={"rates"}, exclude_none=True)
+            n += len(dumped)
+            if isinstance(part, ServeRules):
+                n += sum(len(r.model_dump(exclude_none=True)) for r in part.rates.values())
+        return n
+
+
+def _as_float(v: Any) -> Any:
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    parts = [str(x) for x in loc if str(x) != "rates"]
+    if len(parts) >= 2 and parts[0] == "serve_ab" and RATE_LABEL.match(parts[1]):
+        return f"[serve_ab.{parts[1]}] " + ".".join(parts[2:]) if parts[2:] else parts[1]
+    if not parts:
+        return "(file)"
+    table = f"[{parts[0]}]"
+    return f"{table} {'.'.join(parts[1:])}".strip()
+
+
+def _message(exc: ValidationError, path: Path) -> str:
+    lines = []
+    for err in exc.errors():
+        where = _where(tuple(err["loc"]))
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown rule or table"
+        elif err["type"] in ("model_type", "dict_type"):
+            msg = f"must be a table, got {err.get('input')!r}"
+        elif err["type"] == "finite_number":
+            msg = f"must be a finite number, got {err.get('input')!r}"
+        lines.append(f"{path}: {where}: {msg}")
+    return "; ".join(lines)
+
+
+def parse_rules(raw: dict[str, Any], path: Path) -> GateRules:
+    try:
+        return GateRules.model_validate(raw)
+    except ValidationError as exc:
+        raise RulesError(_message(exc, path)) from None
+
+
+def load_rules(path: str | Path) -> GateRules:
+    """Read and validate a rules file (RulesError names the file, table and key)."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(read_text_bounded(p, MAX_CONFIG_BYTES, "rules file"))
+    except FileNotFoundError:
+        raise RulesError(f"rules file not found: {p}") from None
+    except LimitError as exc:
+        raise RulesError(str(exc)) from None
+    except OSError as exc:
+        raise RulesError(f"cannot read rules file {p}: {describe_os_error(exc)}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RulesError(f"{p}: not valid TOML: {exc}") from None
+    return parse_rules(raw, p)
+
+
+def is_finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

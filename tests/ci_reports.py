@@ -1,0 +1,129 @@
+"""Reports for the gate's tests, built by the real report builders from synthetic raw data
+(per-repeat records, per-request records, per-input rows), so every summary is what
+kimi-bench itself derives. Tests that need a broken report edit the returned dict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kimi_bench.bench.micro import build_report
+from kimi_bench.bench.serve_build import build_serve_report
+from kimi_bench.config import resolve_config
+from kimi_bench.options import MicroOptions, ServeOptions
+from kimi_bench.pipeline import STAGES
+from kimi_bench.report.model import Report
+
+CPU = torch.device("cpu")
+
+
+def _rec(arm: str, total: float, i: int, exact: bool, moved: int) -> dict[str, Any]:
+    share = total / len(STAGES)
+    return {
+        "stage_ms": {s: share for s in STAGES},
+        "stage_bytes": {s: 0 for s in STAGES},
+        "total_ms": share * len(STAGES),
+        "copies": [
+            {"stage": "owner_h2d", "op": "h2d", "src": "host", "dst": "device",
+             "bytes": moved, "count": 1, "copies": True, "mirrors": "test"},
+        ],  # fmt: skip
+        "decisions": None,
+        "bit_exact": exact if arm != "eager" else None,
+        "bit_exact_fp32": exact if arm != "eager" else None,
+        "iteration": i,
+        "timeline": [],
+    }
+
+
+def micro(
+    deferred_ms: list[float],
+    speedup: float | list[float] = 5.0,
+    *,
+    exact: bool = True,
+    error: str | None = None,
+    planned: int | None = None,
+    ranks: int = 2,
+    groups: str = "4x1536x1024",
+    floor_ms: float = 1.0,
+) -> Report:
+    """A micro report: eager totals are ``speedup`` x the deferred ones (per repeat)."""
+    ups = speedup if isinstance(speedup, list) else [speedup] * len(deferred_ms)
+    opts = MicroOptions(
+        synthetic=groups,
+        ranks=ranks,
+        repeats=planned or len(deferred_ms),
+        warmup=0,
+        device="cpu",
+    )
+    samples = {
+        "eager": [_rec("eager", d * u, i, True, 4000) for i, (d, u) in enumerate(zip(deferred_ms, ups))],
+        "deferred": [_rec("deferred", d, i, exact, 1000) for i, d in enumerate(deferred_ms)],
+    }  # fmt: skip
+    cfg = resolve_config("kimi-k3", None)
+    return build_report(opts, cfg, CPU, samples, {"floor_ms": floor_ms}, error, [], "cpu")
+
+
+def _records(ttfts: list[float], start: float, fail: set[int]) -> list[dict[str, Any]]:
+    out = []
+    for i, ttft in enumerate(ttfts):
+        sent = start + 0.01 * i
+        rec: dict[str, Any] = {"rid": i, "warm": False, "scheduled_s": 0.01 * i, "status": 200,
+                               "t_sent": sent, "batch_id": i}  # fmt: skip
+        if i in fail:
+            rec.update(status=500, error="HTTP 500", error_kind="http")
+        else:
+            rec.update(t_first=sent + ttft / 1e3, ttft_ms=ttft)
+        out.append(rec)
+    return out
+
+
+def serve(
+    ttft: dict[str, list[float]],
+    *,
+    rate: str = "inf",
+    fail: dict[str, set[int]] | None = None,
+    error: str | None = None,
+    planned: int | None = None,
+) -> Report:
+    """A serve-ab report at one rate; ``ttft``: arm -> per-request TTFTs (ms)."""
+    arms = tuple(ttft)
+    n = planned or max(len(v) for v in ttft.values())
+    opts = ServeOptions(rates=rate, requests=n, arms=arms, ranks=2, resolution=(64, 48),
+                        device="cpu")  # fmt: skip
+    runs = []
+    for arm, xs in ttft.items():
+        runs.append({
+            "arm": arm, "records": _records(xs, 100.0, (fail or {}).get(arm, set())),
+            "trace_start": 100.0, "error": None, "rate": opts.rates[0], "rate_label": rate,
+            "repeat": 0, "rate_index": 0, "arrivals": [0.0] * len(xs),
+        })  # fmt: skip
+    return build_serve_report(opts, runs, CPU, error, "cpu")
+
+
+def put(report: Report | dict[str, Any], folder: Path) -> Path:
+    """Write ``report`` as ``folder/report.json`` (final, as the writers mark it)."""
+    raw = report.to_dict() if isinstance(report, Report) else report
+    raw.setdefault("final", True)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(json.dumps(raw))
+    return folder / "report.json"
+
+
+def parity(names: tuple[str, ...] = ("a.png", "b.jpg"), bad: str | None = None) -> Report:
+    """A parity report over ``names``; ``bad`` differs in FP32."""
+    from kimi_bench.bench.parity import _build_report
+    from kimi_bench.environment import host_load
+    from kimi_bench.options import ParityOptions
+
+    rows = [
+        {"name": n, "width": 64, "height": 48, "mode": "RGB", "deferred": True, "reason": "test",
+         "grid_thw": [1, 4, 4], "owner_rank": 0, "bit_exact_fp32": n != bad,
+         "bit_exact_bf16": True, "max_abs_diff_vs_pil": 0.0, "error": None}
+        for n in names
+    ]  # fmt: skip
+    opts = ParityOptions(device="cpu")
+    cfg = resolve_config("kimi-k3", None)
+    return _build_report(opts, cfg, rows, CPU, len(rows), host_load())
