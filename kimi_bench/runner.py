@@ -12,8 +12,8 @@ from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.bench.parity import run_parity
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
-from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.ci.gate import RuleResult, load_rules, run_gate
+from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.junit import write_junit

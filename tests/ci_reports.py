@@ -27,9 +27,17 @@ def _rec(arm: str, total: float, i: int, exact: bool, moved: int) -> dict[str, A
         "stage_bytes": {s: 0 for s in STAGES},
         "total_ms": share * len(STAGES),
         "copies": [
-            {"stage": "owner_h2d", "op": "h2d", "src": "host", "dst": "device",
-             "bytes": moved, "count": 1, "copies": True, "mirrors": "test"},
-        ],  # fmt: skip
+            {
+                "stage": "owner_h2d",
+                "op": "h2d",
+                "src": "host",
+                "dst": "device",
+                "bytes": moved,
+                "count": 1,
+                "copies": True,
+                "mirrors": "test",
+            },
+        ],
         "decisions": None,
         "bit_exact": exact if arm != "eager" else None,
         "bit_exact_fp32": exact if arm != "eager" else None,
@@ -58,10 +66,11 @@ def micro(
         warmup=0,
         device="cpu",
     )
+    pairs = enumerate(zip(deferred_ms, ups, strict=True))
     samples = {
-        "eager": [_rec("eager", d * u, i, True, 4000) for i, (d, u) in enumerate(zip(deferred_ms, ups))],
+        "eager": [_rec("eager", d * u, i, True, 4000) for i, (d, u) in pairs],
         "deferred": [_rec("deferred", d, i, exact, 1000) for i, d in enumerate(deferred_ms)],
-    }  # fmt: skip
+    }
     cfg = resolve_config("kimi-k3", None)
     return build_report(opts, cfg, CPU, samples, {"floor_ms": floor_ms}, error, [], "cpu")
 

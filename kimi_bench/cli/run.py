@@ -46,8 +46,8 @@ def _params() -> list[inspect.Parameter]:
 
 
 def _body(values: dict[str, Any]) -> None:
-    from kimi_bench.config import ConfigError
     from kimi_bench.ci.gate import RulesError
+    from kimi_bench.config import ConfigError
     from kimi_bench.options import OptionsError
     from kimi_bench.scenario import ScenarioError, load_scenario, with_overrides
 

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kimi_bench.cli.main import app
 from kimi_bench.ci.gate import evaluate
 from kimi_bench.ci.rules import parse_rules
-from kimi_bench.report.model import ReportError
+from kimi_bench.cli.main import app
 from kimi_bench.report import model
-from kimi_bench.report.model import Report
+from kimi_bench.report.model import Report, ReportError
 from tests.bad_inputs import reports
 
 RULES = """
@@ -375,8 +374,8 @@ def test_in_memory_reports_are_checked_like_files():
     raw = reports.micro()
     raw["summary"]["speedup_median"] = "9"
     rules = parse_rules({"micro": {"min_speedup": 1}}, Path("r.toml"))
-    with pytest.raises(ReportError, match="field summary.speedup_median"):
+    with pytest.raises(ReportError, match=r"field summary\.speedup_median"):
         evaluate([Report.from_dict(raw)], rules, None)
     other = Report.from_dict(reports.micro() | {"kind": "run"})
-    with pytest.raises(ReportError, match="kind 'run' is not gated"):
+    with pytest.raises(ReportError, match=r"kind 'run' is not gated"):
         evaluate([other], rules, None)

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench import SCHEMA_VERSION
-from kimi_bench.cli.main import app
 from kimi_bench.ci.baseline import mann_whitney_greater
 from kimi_bench.ci.gate import evaluate
 from kimi_bench.ci.rules import RulesError, load_rules, parse_rules
+from kimi_bench.cli.main import app
 from kimi_bench.report.model import Report
 from tests import ci_reports
 
