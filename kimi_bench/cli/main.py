@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from kimi_bench.cli.calibrate import calibrate
 from kimi_bench.cli.common import package_version, say
 from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.micro import micro
@@ -54,6 +55,7 @@ app.command("serve-ab")(serve_ab)
 app.command("serve")(serve_server)
 app.command("gate")(gate)
 app.command("compare")(compare)
+app.command("calibrate")(calibrate)
 app.command("run")(run)
 app.command("project")(project)
 app.command("render")(render)
