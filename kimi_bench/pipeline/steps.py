@@ -39,6 +39,7 @@ from kimi_bench.scheduler import (
 from kimi_bench.transport import (
     Carrier,
     ShmRef,
+    broadcast_bytes,
     dumps,
     loads,
     tensor_from_shm,
@@ -218,8 +219,6 @@ def record_ipc(step: Step, nbytes: int) -> None:
 def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
     """``broadcast_pyobj`` over gloo: rank 0 pickles and sends; every other rank copies the
     buffer into ``bytes`` and unpickles. Every rank returns the object."""
-    from kimi_bench.transport import broadcast_bytes
-
     if world == 1:
         return obj
     blob = serialize(step, obj, "broadcast", "broadcast_pyobj: pickle") if rank == 0 else None
