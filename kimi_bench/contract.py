@@ -19,7 +19,6 @@ from kimi_bench.navit import ResizePlan, plan_resize
 
 DEFERRED_KEY = "kimi_k3_deferred_preprocessing"
 GRID_KEY = "image_grid_thw"
-RESIZE_KEYS = ("num_tokens", "new_width", "new_height", "pad_width", "pad_height")
 
 
 class ContractError(ValueError):

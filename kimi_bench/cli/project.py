@@ -136,7 +136,7 @@ def project(
         if line.startswith(("MISSED", "validation")):
             err_console.print(f"[dim]note: {line}[/]")
     if not any(p.suffix == ".png" for p in written):
-        from kimi_bench.report.plots import PLOT_HINT
+        from kimi_bench.report.figbase import PLOT_HINT
 
         err_console.print(f"[yellow]no figure:[/] {PLOT_HINT}")
     console.print(f"[bold]{report.summary['verdict']}[/]")

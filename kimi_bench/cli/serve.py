@@ -80,7 +80,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.environment import host_load, resolve_device
     from kimi_bench.options import OptionsError, rate_label, resolve_defaults
     from kimi_bench.report.emit import emit_serve
-    from kimi_bench.report.plots import PLOT_HINT
+    from kimi_bench.report.figbase import PLOT_HINT
     from kimi_bench.scenario import ScenarioError
 
     try:
