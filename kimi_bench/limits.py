@@ -84,3 +84,16 @@ def describe_os_error(exc: OSError) -> str:
     """``[Errno 13] Permission denied`` -> ``permission denied``."""
     text = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
     return text[:1].lower() + text[1:]
+
+
+def read_text_or(error: type[Exception], path: str | Path, limit: int, what: str) -> str:
+    """:func:`read_text_bounded` with every failure turned into ``error`` naming ``what``
+    and the path (missing, special or oversized file, not UTF-8, permission, I/O)."""
+    try:
+        return read_text_bounded(path, limit, what)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except LimitError as exc:
+        raise error(str(exc)) from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {describe_os_error(exc)}") from None
