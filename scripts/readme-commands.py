@@ -331,6 +331,9 @@ def run_all(commands: list[Command], args: argparse.Namespace) -> int:
     if REPO in [workdir, *workdir.parents]:
         print(f"error: --workdir {workdir} is inside the checkout", file=sys.stderr)
         return 2
+    if not args.list:
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "started").touch()  # what the commands write is newer than this
     in_ci, seen = ci_commands(args.ci_script), {}
     ok = failed = skipped = 0
     t0 = time.monotonic()

@@ -10,8 +10,9 @@ Playwright for Python; no browser download) and list what a reader would see go 
   on the first screen (in that box or the overview table).
 
 ``python tests/browser/chromium.py PAGE_OR_FOLDER... --screenshots DIR`` checks every
-``report.html`` / ``index.html`` given or found below the folders (exit 1 on a problem);
-``.ci/run`` runs it on the reports its README commands wrote.
+``report.html`` / ``index.html`` given or found below the folders (exit 1 on a problem;
+exit 0 with the reason printed where Chromium or playwright is missing); ``.ci/run`` runs
+it on the pages its README commands and its main job wrote.
 """
 
 from __future__ import annotations
@@ -182,11 +183,15 @@ def page_verdicts(page_path: Path) -> list[str]:
     return out
 
 
-def find_pages(paths: list[Path]) -> list[Path]:
+def find_pages(paths: list[Path], newer_than: Path | None = None) -> list[Path]:
+    """The pages given, and those found below the folders given (only those modified after
+    ``newer_than``, when set: what a run wrote, not the copies it was handed)."""
+    since = newer_than.stat().st_mtime if newer_than else None
     pages: list[Path] = []
     for p in paths:
         if p.is_dir():
-            pages += sorted(q for name in PAGE_NAMES for q in p.rglob(name))
+            found = sorted(q for name in PAGE_NAMES for q in p.rglob(name))
+            pages += [q for q in found if since is None or q.stat().st_mtime > since]
         else:
             pages.append(p)
     return pages
@@ -196,12 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Check kimi-bench HTML pages in headless Chromium.")
     ap.add_argument("paths", nargs="+", type=Path, help="pages, or folders to search")
     ap.add_argument("--screenshots", type=Path, help="write a screenshot per page here")
+    ap.add_argument("--newer-than", type=Path, help="in folders: only pages newer than this")
     args = ap.parse_args(argv)
     why = unavailable()
     if why:
         print(f"browser check skipped: {why}")
         return 0
-    pages = find_pages(args.paths)
+    pages = find_pages(args.paths, args.newer_than)
     bad = 0
     with chromium() as browser:
         for n, page in enumerate(pages):
