@@ -57,18 +57,12 @@ FENCE_RE = re.compile(r"^\s*```\s*(\S*)")
 
 MY_TOML = """\
 # Fixture for the README's `kimi-bench run --scenario my.toml` (scripts/readme-commands.py):
-# the default scenario with a smaller serve-ab.
+# a scenario of one's own, small: parity on the built-in corpus and a short serve-ab.
 [run]
-description = "the README's example scenario: the default with a small serve-ab"
+description = "the README's example scenario: parity and a short serve-ab"
 
 [parity]
 ranks = 2
-
-[micro]
-synthetic = "2x640x480"
-ranks = 2
-repeats = 5
-warmup = 1
 
 [serve_ab]
 rates = ["inf"]
@@ -223,7 +217,7 @@ def _copy_tree(src: Path, dest: Path) -> None:
 # placeholder in a README line -> how to make it, in the block's folder or the shared one
 FIXTURES = {
     "~/photos": "a folder of real JPEG/PNG files (shared by every block)",
-    "my.toml": "a small scenario (the default with a smaller serve-ab)",
+    "my.toml": "a small scenario (parity and a short serve-ab)",
     "reports/baselines": "a copy of the checkout's committed baselines",
     "out/": "a copy of reports/examples/cpu-run (a CPU run's parity, micro, serve-ab)",
     "new-run/": "a copy of reports/examples/cpu-run",

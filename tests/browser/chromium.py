@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, page in enumerate(pages):
             shot = None
             if args.screenshots:
-                name = "_".join(page.parent.parts[-2:]) + f"_{page.stem}_{n:02d}.png"
+                name = f"{n:02d}_" + "_".join(page.parts[-3:-1]) + f"_{page.stem}.png"
                 shot = args.screenshots / name
             res = check_page(browser, page, page_verdicts(page), shot)
             state = "ok" if not res.problems else "PROBLEMS"
