@@ -17,6 +17,8 @@ from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
 from kimi_bench.project.validate import TARGET_PCT, biggest_misses, total_errors, validate
 from kimi_bench.report import Report, View
+from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.html import write_html
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
 MODEL = [
@@ -330,8 +332,8 @@ def build_projection(
 
 
 def emit_projection(report: Report, out: Path) -> list[Path]:
-    """report.json, report.md, projection.csv, validation.csv (with measured reports) and
-    projection.png (with matplotlib)."""
+    """report.json, report.md, projection.csv, validation.csv (with measured reports),
+    projection.png (with matplotlib) and report.html (the figure embedded), as every kind."""
     files = [
         write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md", "kimi-bench projection"),
@@ -347,4 +349,7 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
         f"{cfg['gpus_per_node']} GPUs per node beyond one node"
     )
     fig = projection_figure(report.data["totals"], measured, title, out / "projection.png")
-    return files + ([fig] if fig else [])
+    about = "Predicted total per arm and the speedup against ranks; x: measured, o: predicted."
+    figs = [RenderedFigure("projection", "Projection", about, fig.read_bytes())] if fig else []
+    page = write_html([report], out / "report.html", title="kimi-bench project", figures=[figs])
+    return [*files, *([fig] if fig else []), page]

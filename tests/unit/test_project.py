@@ -343,11 +343,14 @@ def test_report_files_and_figure(tmp_path: Path) -> None:
     assert names == [
         "projection.csv",
         "projection.png",
+        "report.html",
         "report.json",
         "report.md",
         "validation.csv",
     ]
     assert (tmp_path / "projection.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "report.html").read_text()  # like every kind: the figure embedded
+    assert '<img alt="Projection" src="data:image/png;base64,' in page
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["kind"] == "project"
     assert saved["config"]["host"]["cores"] == 16  # taken from the calibration
