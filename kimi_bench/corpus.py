@@ -314,8 +314,24 @@ def _open_pt(path: Path, max_pixels: int) -> torch.Tensor:
     return obj.clone()  # off the mapping, so the file may go away
 
 
+def check_tensor_values(t: torch.Tensor) -> None:
+    """Refuse a float tensor holding NaN or infinity: not an image (NaN != NaN would read as
+    a parity difference when it is invalid input)."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return
+    bad = int((~torch.isfinite(t)).sum())
+    if bad:
+        nan = int(torch.isnan(t).sum())
+        raise InputError(
+            f"invalid tensor: {bad:,} of {t.numel():,} values are not finite ({nan:,} NaN, "
+            f"{bad - nan:,} infinite); an image tensor holds finite pixel values"
+        )
+
+
 def _open_tensor(path: Path, max_pixels: int) -> torch.Tensor:
-    return _open_npy(path, max_pixels) if path.suffix == ".npy" else _open_pt(path, max_pixels)
+    t = _open_npy(path, max_pixels) if path.suffix == ".npy" else _open_pt(path, max_pixels)
+    check_tensor_values(t)
+    return t
 
 
 def _refused(reason: str) -> Callable[[], Any]:

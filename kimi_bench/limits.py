@@ -84,3 +84,25 @@ def describe_os_error(exc: OSError) -> str:
     """``[Errno 13] Permission denied`` -> ``permission denied``."""
     text = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
     return text[:1].lower() + text[1:]
+
+
+# Numeric option bounds of ``kimi-bench project`` (a projection, so wider than what one host
+# runs, but finite: the binomial-tree model walks every rank of every round).
+MAX_PROJECT_RANKS = 16_384
+MAX_GPUS_PER_NODE = 1_024
+MAX_HOST_CORES = 16_384
+MAX_LINK_GBPS = 1e6  # Gbit/s
+MAX_THREAD_EXPONENT = 4.0
+MAX_LOOPBACK_STREAMS = 1_024.0
+
+
+def bounded(value: float, option: str, low: float, high: float, *, low_open: bool = False) -> float:
+    """``value`` when it is a finite number within [low, high] (``(low, high]`` with
+    ``low_open``); LimitError naming the option and the range otherwise."""
+    import math
+
+    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        lo = f"> {low:g}" if low_open else f">= {low:g}"
+        raise LimitError(f"{option} must be a finite number {lo} and <= {high:g}, got {value!r}")
+    return value
