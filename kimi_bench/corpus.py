@@ -134,21 +134,30 @@ def flip_width(cfg: PreprocessConfig, height: int = 28, channels: int = 3) -> in
     return lo
 
 
+# Real photographs shipped as package data by optional dependencies (the photos extra).
+PACKAGE_PHOTOS = (
+    ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
+    ("sklearn", "datasets/images/china.jpg"),
+    ("sklearn", "datasets/images/flower.jpg"),
+)
+_DISTRIBUTION = {"matplotlib": "matplotlib", "sklearn": "scikit-learn"}
+
+
+def _photo_path(pkg: str, rel: str) -> Path | None:
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / rel
+    return path if path.is_file() else None
+
+
 def package_photos() -> list[CorpusEntry]:
     """Real photographs shipped as package data: matplotlib's ``grace_hopper.jpg`` and
     scikit-learn's ``china.jpg`` and ``flower.jpg`` (read from disk, never imported)."""
-    wanted = [
-        ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
-        ("sklearn", "datasets/images/china.jpg"),
-        ("sklearn", "datasets/images/flower.jpg"),
-    ]
     out = []
-    for pkg, rel in wanted:
-        spec = importlib.util.find_spec(pkg)
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        path = Path(next(iter(spec.submodule_search_locations))) / rel
-        if path.is_file():
+    for pkg, rel in PACKAGE_PHOTOS:
+        path = _photo_path(pkg, rel)
+        if path is not None:
             out.append(
                 CorpusEntry(
                     f"photo_{path.stem}",
@@ -157,6 +166,22 @@ def package_photos() -> list[CorpusEntry]:
                 )
             )
     return out
+
+
+def missing_photos_note() -> str | None:
+    """Which built-in photo inputs this install lacks and how to get them (None: none)."""
+    missing = [
+        (f"photo_{Path(rel).stem}", _DISTRIBUTION[pkg])
+        for pkg, rel in PACKAGE_PHOTOS
+        if _photo_path(pkg, rel) is None
+    ]
+    if not missing:
+        return None
+    names = ", ".join(f"{name} (from {dist})" for name, dist in missing)
+    return (
+        f"built-in inputs skipped: {names}: not installed; pip install "
+        "'kimi-bench[plot,photos]' adds these real photographs"
+    )
 
 
 def builtin_corpus(cfg: PreprocessConfig, seed: int = 0) -> list[CorpusEntry]:
