@@ -411,18 +411,22 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
     return out, fmt
 
 
-def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
-    """Hold ``out`` for this command (released when the command ends; by the kernel if the
-    process dies). An OutputError (a ValueError: a usage error) when another run holds it
-    or it holds a finished report and ``overwrite`` is not set."""
-    import click
+_claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)
 
+
+def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
+    """Hold ``out`` for this command (the kernel drops the hold when the process ends).
+    An OutputError (a ValueError: a usage error) when another run holds it or it holds a
+    finished report and ``overwrite`` is not set."""
     from kimi_bench.report.output import claim_output_dir
 
-    claim = claim_output_dir(out, option, overwrite=overwrite)
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        ctx.call_on_close(claim.release)
+    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
+
+
+def release_claims() -> None:
+    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
+    while _claims:
+        _claims.pop().release()
 
 
 def write_report(write: Any, out_dir: Path) -> Any:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kimi_bench.cli.common import package_version, say, stdout_is_document
+from kimi_bench.cli.common import package_version, release_claims, say, stdout_is_document
 from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
@@ -92,6 +92,7 @@ def _root(
 ) -> None:
     """kimi-bench: is the deferred path bit-exact, what does it save, does it regress?"""
     stdout_is_document(False)  # a command with --format json claims stdout for itself
+    release_claims()  # output folders held by an earlier command in this process
 
 
 app.command("parity", epilog=INTERNAL_EPILOG)(parity)
