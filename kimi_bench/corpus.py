@@ -154,18 +154,12 @@ def _photo_path(pkg: str, rel: str) -> Path | None:
 def package_photos() -> list[CorpusEntry]:
     """Real photographs shipped as package data: matplotlib's ``grace_hopper.jpg`` and
     scikit-learn's ``china.jpg`` and ``flower.jpg`` (read from disk, never imported)."""
-    out = []
-    for pkg, rel in PACKAGE_PHOTOS:
-        path = _photo_path(pkg, rel)
-        if path is not None:
-            out.append(
-                CorpusEntry(
-                    f"photo_{path.stem}",
-                    f"package:{pkg}",
-                    _loader(_open_image, path, 10**9, None),
-                )
-            )
-    return out
+    paths = [(pkg, _photo_path(pkg, rel)) for pkg, rel in PACKAGE_PHOTOS]
+    return [
+        CorpusEntry(f"photo_{p.stem}", f"package:{pkg}", _loader(_open_image, p, 10**9, None))
+        for pkg, p in paths
+        if p is not None
+    ]
 
 
 def missing_photos_note() -> str | None:
