@@ -157,22 +157,8 @@ def test_parity_interrupted_by_sigterm_keeps_inputs_done_and_names_the_signal(
 ) -> None:
     """A real SIGTERM to this process in the middle of parity's loop (sent by the second
     input's loader): the report keeps the first input and says SIGTERM, exit 1."""
-    from kimi_bench.bench import parity as parity_mod
-    from kimi_bench.corpus import CorpusEntry
-
+    _sigterm_loader_corpus(monkeypatch)
     images = _images(tmp_path / "img", 1)
-    real = parity_mod.folder_corpus
-
-    def corpus(folder: Path, *args: object, **kwargs: object) -> list[CorpusEntry]:
-        entries = real(folder, *args, **kwargs)  # type: ignore[arg-type]
-
-        def terminate() -> object:
-            os.kill(os.getpid(), signal.SIGTERM)
-            raise AssertionError("SIGTERM did not interrupt")
-
-        return [*entries, CorpusEntry("sigterm_here", "test", terminate)]
-
-    monkeypatch.setattr(parity_mod, "folder_corpus", corpus)
     handler_before = signal.getsignal(signal.SIGTERM)
     out = tmp_path / "out"
     res = CliRunner().invoke(
@@ -187,3 +173,74 @@ def test_parity_interrupted_by_sigterm_keeps_inputs_done_and_names_the_signal(
     assert rep["results"][0]["bit_exact_fp32"] is True
     assert "interrupted by SIGTERM" in _flat(res.output)
     assert signal.getsignal(signal.SIGTERM) == handler_before  # parity put it back
+
+
+def _sigterm_loader_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parity's folder corpus plus one input whose loader sends this process a real
+    SIGTERM (as a CI timeout would, in the middle of the loop)."""
+    from kimi_bench.bench import parity as parity_mod
+    from kimi_bench.corpus import CorpusEntry
+
+    real = parity_mod.folder_corpus
+
+    def corpus(folder: Path, *args: object, **kwargs: object) -> list[CorpusEntry]:
+        def terminate() -> object:
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("SIGTERM did not interrupt")
+
+        entries = real(folder, *args, **kwargs)  # type: ignore[arg-type]
+        return [*entries, CorpusEntry("sigterm_here", "test", terminate)]
+
+    monkeypatch.setattr(parity_mod, "folder_corpus", corpus)
+
+
+def test_run_stops_after_a_part_interrupted_by_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _sigterm_loader_corpus(monkeypatch)
+    images = _images(tmp_path / "img", 1)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        f"[parity]\nimages = {json.dumps(str(images))}\nbatch_size = 1\n\n"
+        '[micro]\nsynthetic = "1x64x48"\nranks = 1\nrepeats = 1\nwarmup = 0\n'
+    )
+    out = tmp_path / "run"
+    res = CliRunner().invoke(
+        app, ["run", "--scenario", str(scenario), "--device", "cpu", "--output-dir", str(out)]
+    )
+    assert res.exit_code == 1, res.output  # the gate fails the incomplete part
+    flat = _flat(res.output)
+    assert "interrupted by SIGTERM" in flat and "(not run: micro)" in flat
+    assert not (out / "micro").exists()
+    rep = json.loads((out / "parity" / "report.json").read_text())
+    assert rep["summary"]["verdict"].startswith("INCOMPLETE: interrupted by SIGTERM")
+    assert "parity.complete" in (out / "gate.md").read_text()
+
+
+@pytest.mark.slow
+def test_serve_ab_stopped_by_sigterm_names_it_in_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "sab"
+    proc = subprocess.Popen(
+        [KIMI_BENCH, "serve-ab", "--request-rate", "1", "--num-prompts", "500",
+         "--image-resolution", "48x64", "--ranks", "1", "--processor-workers", "1",
+         "--warmup-requests", "0", "--device", "cpu", "--output-dir", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        _wait_for_claim(out, proc)
+        deadline = time.monotonic() + 300
+        # the first partial report lands after the first pipeline; wait for requests to flow
+        while not (out / "servers").exists() and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        time.sleep(5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["summary"]["error"].startswith("interrupted by SIGTERM"), rep["summary"]
+    assert "Ctrl-C" not in json.dumps(rep["summary"])
