@@ -406,9 +406,27 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
     except ValueError:
         raise ValueError("--format must be table, md or json") from None
     stdout_is_document(fmt is OutputFormat.json)
-    out = values.get("out") or default_out(kind)
-    claim_output(out, overwrite=bool(values.get("overwrite")))
-    return out, fmt
+    given = values.get("out")
+    if given:
+        claim_output(given, overwrite=bool(values.get("overwrite")))
+        return given, fmt
+    return _claim_default(default_out(kind)), fmt
+
+
+def _claim_default(base: Path) -> Path:
+    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
+    holds it: runs left to their default folders never collide."""
+    from kimi_bench.report.output import OutputError
+
+    for n in range(1, 100):
+        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            claim_output(out)
+            return out
+        except OutputError:
+            if not out.is_dir():
+                raise  # not a taken folder: a real problem (read-only, a file in the way)
+    raise OutputError(f"no free output folder next to {base}; give --output-dir")
 
 
 _claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)

@@ -244,3 +244,17 @@ def test_serve_ab_stopped_by_sigterm_names_it_in_the_report(tmp_path: Path) -> N
     rep = json.loads((out / "report.json").read_text())
     assert rep["summary"]["error"].startswith("interrupted by SIGTERM"), rep["summary"]
     assert "Ctrl-C" not in json.dumps(rep["summary"])
+
+
+def test_runs_left_to_the_default_folder_get_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs started in the same second share a default name: the second gets -2."""
+    from kimi_bench.cli import common
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(common, "default_out", lambda kind: Path("reports/runs") / f"{kind}-1")
+    first, _ = common.resolve_output({}, "parity")
+    second, _ = common.resolve_output({}, "parity")
+    assert (first, second) == (Path("reports/runs/parity-1"), Path("reports/runs/parity-1-2"))
+    common.release_claims()
