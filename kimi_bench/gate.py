@@ -32,6 +32,7 @@ from kimi_bench.baseline import (
 )
 from kimi_bench.limits import MAX_CONFIG_BYTES, LimitError, describe_os_error, read_text_bounded
 from kimi_bench.report.model import Report, ReportError, validate_report
+from kimi_bench.stats import fmt_speedup
 
 __all__ = [
     "GATED_KINDS",
@@ -143,6 +144,19 @@ def parity_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
     return out
 
 
+def floor_reason(v: float | None, lim: float) -> str:
+    """How far the deferred median is above the floor; a median below the floor is a
+    measurement problem (the floor is the least work any arm does), said so."""
+    if not v:
+        return "no floor"
+    if v < 1:
+        return (
+            f"deferred measured BELOW the floor ({v:.2f}x): a measurement problem, not a "
+            "result (see the report's floor notes)"
+        )
+    return f"deferred takes {v:.1f}x the floor, allowed <= {lim}x"
+
+
 def micro_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
     s, out = report.summary, []
     if "min_speedup" in rules:
@@ -153,7 +167,9 @@ def micro_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
                 v,
                 lim,
                 v is not None and v >= lim,
-                f"median eager/deferred = {v:.2f}x vs >= {lim}x" if v else "no speedup",
+                f"deferred {fmt_speedup(v, 'eager')} (median), needs >= {lim}x faster"
+                if v
+                else "no speedup",
             )
         )
     if "max_floor_ratio" in rules:
@@ -164,7 +180,7 @@ def micro_rules(report: Report, rules: dict[str, Any]) -> list[RuleResult]:
                 v,
                 lim,
                 v is not None and v <= lim,
-                f"deferred is {v:.1f}x the floor vs <= {lim}x" if v else "no floor",
+                floor_reason(v, lim),
             )
         )
     if "min_bytes_ratio" in rules:
@@ -243,15 +259,19 @@ def ab_delta(by_rate: dict[str, Any], metric: str, arm: str = "deferred") -> flo
 
 
 def report_label(rep: Report) -> str:
-    """Short identity of a report for tables and JUnit class names."""
+    """Short identity of a report for tables and JUnit class names, in words:
+    ``micro (2 ranks, shm)``, ``parity (kimi-k3, built-in corpus)``."""
     cfg = rep.config if isinstance(rep.config, dict) else {}
     if rep.kind in ("micro", "serve-ab"):
-        return f"{rep.kind}[{cfg.get('ranks')} ranks, {cfg.get('transport')}]"
+        return f"{rep.kind} ({cfg.get('ranks')} ranks, {cfg.get('transport')})"
     if rep.kind == "parity":
         pre = cfg.get("preprocess")
-        name = pre.get("name") if isinstance(pre, dict) else None
-        return f"parity[{name}, {cfg.get('policy')}]"
-    return f"{rep.kind}[{rep.source or 'in memory'}]"
+        parts = [str(pre.get("name") if isinstance(pre, dict) else cfg.get("preset") or "?")]
+        parts.append(f"images in {cfg['images']}" if cfg.get("images") else "built-in corpus")
+        if cfg.get("policy"):
+            parts.append(f"per-{cfg['policy']} decisions")
+        return f"parity ({', '.join(parts)})"
+    return f"{rep.kind} ({rep.source or 'in memory'})"
 
 
 def completeness_rule(report: Report) -> RuleResult:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kimi_bench.ledger import Ledger, sort_copies
 from kimi_bench.pipeline import STAGES
-from kimi_bench.stats import Measurement, fmt_ms, ratio
+from kimi_bench.stats import Measurement, fmt_ms, fmt_speedup, fmt_speedup_range, ratio
 
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 
@@ -155,13 +155,10 @@ def verdict(error: str | None, exact: list[bool], speed: dict[str, Any], arms: l
         return "MISMATCH: the owner's BF16 outputs differ between arms (torch.equal)"
     parts = []
     for key, m in speed.items():
-        iv = m["interval"]
-        spread = (
-            f"95% CI {iv['low']:.2f}-{iv['high']:.2f}"
-            if iv["kind"] == "ci"
-            else f"range {iv['low']:.2f}-{iv['high']:.2f}, too few repeats for a CI"
-        )
-        arm, base = key.split("_vs_")
-        parts.append(f"{arm} {m['median']:.2f}x faster than {base} ({spread})")
+        iv, arm_base = m["interval"], key.split("_vs_")
+        bounds = fmt_speedup_range(iv["low"] or math.nan, iv["high"] or math.nan)
+        spread = {"ci": f" (95% CI {bounds})", "range": f" (range {bounds}, too few repeats "
+                  "for a CI)"}.get(iv["kind"], "")  # fmt: skip
+        parts.append(f"{arm_base[0]} {fmt_speedup(m['median'], arm_base[1])}{spread}")
     reps = len(exact) // max(1, len(arms) - 1)
     return "; ".join(parts) + f"; owner BF16 outputs identical in {reps} repeats"

@@ -330,7 +330,7 @@ def output_params() -> list[Any]:
         "--out",
         "--output-dir",
         help="Output folder for report.json, report.md, report.html, CSV and figures "
-        "\\[default: reports/runs/<kind>-<timestamp>].",
+        "[default: reports/runs/<kind>-<timestamp>].",
         file_okay=False,
         show_default=False,
     )

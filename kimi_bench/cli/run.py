@@ -32,7 +32,7 @@ Example: kimi-bench run --device cpu --output-dir kb-run
 def _params() -> list[inspect.Parameter]:
     kw = inspect.Parameter.KEYWORD_ONLY
     scenario = typer.Option("--scenario", help="Scenario: a built-in name or a TOML path "
-                            "\\[default: default].", show_default=False)  # fmt: skip
+                            "[default: default].", show_default=False)  # fmt: skip
     seed = typer.Option("--seed", help="Seed for every part (overrides the scenario).",
                         show_default=False)  # fmt: skip
     device = typer.Option("--device", help="auto, cpu or cuda for every part (overrides the "

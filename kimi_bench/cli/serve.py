@@ -31,8 +31,9 @@ OpenAI-compatible servers given with --endpoint.
 
 Reports TTFT mean/median/p90/p99, req/s, images/s, bytes moved (copy ledger) and A/B
 deltas of each arm vs eager as signed percentages with intervals over forward batches.
-Defaults fit the machine: the PR shape on a GPU (8 ranks, 200 requests, 1024x1536), a CPU
-profile that finishes in a few minutes on 2 cores (2 ranks, 16 requests, 480x640).
+Defaults fit the machine: the PR shape on a GPU (8 ranks, 200 requests, 1536x1024), a CPU
+profile that finishes in a few minutes on 2 cores (2 ranks, 16 requests, 640x480). Sizes
+are WIDTHxHEIGHT.
 
 Example: kimi-bench serve-ab --request-rate 2,8,inf --num-prompts 120 --ranks 8
 """
