@@ -38,23 +38,26 @@ Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --ou
 
 
 def _body(values: dict[str, Any]) -> None:
+    # options first, with no torch import: a usage error comes back at once
     from kimi_bench.bench.launch import LaunchError, detect_world
-    from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
-    from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.config import ConfigError, resolve_config
-    from kimi_bench.environment import resolve_device
     from kimi_bench.options import OptionsError, resolve_defaults
-    from kimi_bench.report.emit import emit_micro
-    from kimi_bench.report.plots import PLOT_HINT
 
     try:
         opts = build(MicroOptions, given(values, MicroOptions))
         resolve_config(opts.preset, opts.config)
-        dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
         world = detect_world(opts.launcher)
         out_dir, fmt = resolve_output(values, "micro") if world.writes_report else (None, None)
+        from kimi_bench.environment import resolve_device  # imports torch
+
+        dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
     except (OptionsError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
+    from kimi_bench.bench.micro import MicroFailed, exit_code
+    from kimi_bench.report.emit import emit_micro
+    from kimi_bench.report.plots import PLOT_HINT
+
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
             run_micro_on(world, opts)

@@ -46,8 +46,8 @@ def _params() -> list[inspect.Parameter]:
 
 
 def _body(values: dict[str, Any]) -> None:
+    # the scenario first, with no torch import: a usage error comes back at once
     from kimi_bench.config import ConfigError
-    from kimi_bench.gate import RulesError
     from kimi_bench.options import OptionsError
     from kimi_bench.scenario import ScenarioError, load_scenario, with_overrides
 
@@ -56,9 +56,12 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.gate import RulesError, load_rules
     from kimi_bench.runner import run_scenario
+    from kimi_bench.scenario import resolve_path
 
     try:
+        load_rules(resolve_path(sc.gate.rules))  # a bad rule set is found before the parts run
         results, _ = run_scenario(sc, out_dir, say=lambda m: say(m, label=">", err=True))
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None

@@ -73,26 +73,31 @@ def _estimate_s(opts: ServeOptions) -> float:
 
 
 def _body(values: dict[str, Any]) -> None:
+    # options first, with no torch import: a usage error comes back at once
     from kimi_bench.bench.launch import LaunchError, detect_world
-    from kimi_bench.bench.launch_runs import for_world, run_serve_on
-    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
-    from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.config import ConfigError, resolve_config
-    from kimi_bench.environment import host_load, resolve_device
     from kimi_bench.options import OptionsError, rate_label, resolve_defaults
-    from kimi_bench.report.emit import emit_serve
-    from kimi_bench.report.plots import PLOT_HINT
     from kimi_bench.scenario import ScenarioError
 
     try:
         opts = _options(values)
         resolve_config(opts.preset, opts.config)
-        dev = resolve_device(opts.device)
         world = detect_world(opts.launcher)
-        opts = for_world(opts, world)
         out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
+        from kimi_bench.bench.launch_runs import for_world  # imports torch
+        from kimi_bench.environment import resolve_device
+
+        dev = resolve_device(opts.device)
+        opts = for_world(opts, world)
     except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.bench.launch_runs import run_serve_on
+    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
+    from kimi_bench.bench.serve_build import build_serve_report
+    from kimi_bench.environment import host_load
+    from kimi_bench.report.emit import emit_serve
+    from kimi_bench.report.plots import PLOT_HINT
+
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
