@@ -142,8 +142,31 @@ def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
             out.append(
                 f"{arm} vs floor: {fmt_ms(total)} vs {fmt_ms(floor_ms)}; {fmt_ms(host_ms)} "
                 f"({host_ms / total:.0%}) is host-side work on the raw bytes ({', '.join(host)})"
-                ": staging, carrier copies and pickling that the floor (one pinned H2D + the "
-                "kernel) does not include."
+                ": staging, carrier copies and pickling that the floor (each owner's H2D of "
+                "its raw bytes + materialize) does not include."
+            )
+    return out
+
+
+def floor_notes(floor: dict[str, Any], arms: dict[str, Any]) -> list[str]:
+    """What the floor is made of and, if an arm's median beats it, that this is a
+    measurement problem (the floor is work every arm does), never a ratio below 1."""
+    if not floor.get("floor_ms"):
+        return []
+    parts = (
+        f"floor {fmt_ms(floor['floor_ms'])} = H2D {fmt_ms(floor.get('h2d_ms'))} + "
+        f"materialize {fmt_ms(floor.get('materialize_ms'))}"
+        if floor.get("h2d_ms") is not None
+        else f"floor {fmt_ms(floor['floor_ms'])}"
+    )
+    out = [f"{parts}: {floor.get('made_of') or 'one pinned H2D of the raw bytes + the kernel.'}"]
+    for arm, block in arms.items():
+        med = (block.get("total_ms") or {}).get("median")
+        if med is not None and math.isfinite(med) and med < floor["floor_ms"]:
+            out.append(
+                f"MEASUREMENT PROBLEM: the {arm} median ({fmt_ms(med)}) is below the floor "
+                f"({fmt_ms(floor['floor_ms'])}), which is work every arm does; the host was "
+                "probably busy while the floor was measured. Neither number is reliable."
             )
     return out
 
