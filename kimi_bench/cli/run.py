@@ -56,13 +56,26 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.cli.progress import JobProgress, fmt_duration
+    from kimi_bench.environment import resolve_device
+    from kimi_bench.estimate import CPU, run_parts
     from kimi_bench.gate import RulesError, load_rules
     from kimi_bench.runner import run_scenario
     from kimi_bench.scenario import resolve_path
 
     try:
         load_rules(resolve_path(sc.gate.rules))  # a bad rule set is found before the parts run
-        results, _ = run_scenario(sc, out_dir, say=lambda m: say(m, label=">", err=True))
+        parts = run_parts(sc, resolve_device(sc.device).type)
+        say(
+            f"run: {', '.join(p for p, _ in parts)}; estimate ~"
+            f"{fmt_duration(sum(s for _, s in parts) + CPU['import_s'])}",
+            style="dim",
+            err=True,
+        )
+        with JobProgress("run", parts) as progress:
+            results, _ = run_scenario(
+                sc, out_dir, say=lambda m: say(m, label=">", err=True), progress=progress
+            )
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     rows = [r.as_dict() for r in results]
