@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kimi_bench.cli.common import console, err_console, rich_table, usage_error
+from kimi_bench.cli.common import console, err_console, show_tables, usage_error
 
 
 def _load_all(paths: list[Path]) -> list[Any]:
@@ -80,7 +80,7 @@ def gate(
     except (ReportError, RulesError, ScenarioError, OutputError) as exc:
         raise usage_error(str(exc)) from None
     rows = [r.as_dict() for r in results]
-    console.print(rich_table("gate", rows, ["report", "rule", "measured", "verdict", "reason"]))
+    show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])])
     failed = [r for r in results if r.verdict == "fail"]
     code = 1 if failed else 0
     try:
@@ -129,7 +129,7 @@ def compare(
     except (ReportError, OutputError) as exc:
         raise usage_error(str(exc)) from None
     cols = list(rows[0]) if rows else []
-    console.print(rich_table(f"compare {ra.kind}: A={a}  B={b}", rows, cols))
+    show_tables([(f"compare {ra.kind}: A={a}  B={b}", rows, cols)])
     if markdown:
         text = f"# compare {ra.kind}\n\nA: {md_text(a)}\n\nB: {md_text(b)}\n\n" + markdown_table(
             rows, cols

@@ -12,7 +12,6 @@ from kimi_bench.cli.common import (
     fail_line,
     note,
     output_params,
-    progress_bar,
     resolve_output,
     say,
     show_tables,
@@ -56,6 +55,8 @@ def _body(values: dict[str, Any]) -> None:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
     from kimi_bench.bench.micro import MicroFailed, exit_code
+    from kimi_bench.cli.progress import JobProgress, fmt_duration
+    from kimi_bench.estimate import CPU, micro_s
     from kimi_bench.report.emit import emit_micro
     from kimi_bench.report.plots import PLOT_HINT
 
@@ -68,20 +69,19 @@ def _body(values: dict[str, Any]) -> None:
         raise typer.Exit(code=0)
     assert out_dir is not None and fmt is not None
     shown, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
+    estimate = micro_s(shown, dev.type)
     say(
         f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
         f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
-        f"({profile} defaults)",
+        f"({profile} defaults); estimate ~{fmt_duration(estimate)}",
         style="dim",
         err=True,
     )
     failed: str | None = None
     try:
-        with progress_bar(None, "micro") as bar:
-            task = bar.add_task("micro", total=None, item="")
-            report = run_micro_on(
-                world, opts, lambda d, t: bar.update(task, completed=d, total=t, item="repeats")
-            )
+        with JobProgress("micro", [("micro", estimate - CPU["import_s"])]) as progress:
+            progress.part("micro", 0, "repeats")
+            report = run_micro_on(world, opts, lambda d, t: progress.step(d, t))
             assert report is not None
     except MicroFailed as exc:
         report, failed = exc.report, str(exc)

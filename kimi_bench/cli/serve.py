@@ -64,12 +64,12 @@ def _options(values: dict[str, Any]) -> ServeOptions:
 
 
 def _estimate_s(opts: ServeOptions) -> float:
-    """Arrival spans of the traces plus a start-up and drain allowance per pipeline (process
-    start, gloo rendezvous, warm-up: about 10 s each on the 2-core CI machine)."""
-    import math
+    """Wall time of the whole command (``kimi_bench.estimate.serve_s``, calibrated on the
+    2-core CPU machine)."""
+    from kimi_bench.environment import resolve_device
+    from kimi_bench.estimate import serve_s
 
-    span = sum(0.0 if math.isinf(r) else (opts.requests or 0) / r for r in opts.rates)
-    return (span + 10.0 * len(opts.rates)) * len(opts.arms) * opts.repeats
+    return serve_s(opts, resolve_device(opts.device).type)
 
 
 def _body(values: dict[str, Any]) -> None:
