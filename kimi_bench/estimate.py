@@ -37,6 +37,32 @@ CUDA = CPU | {"parity_mpix_s": 0.1, "micro_mpix_s": 0.01, "floor_mpix_s": 0.01,
               "serve_mpix_s": 0.02, "parity_builtin_s": 6.0}  # fmt: skip
 
 
+def contention(procs: int) -> float:
+    """How much slower than on a quiet host, from the 1-minute load average at the start:
+    ``procs`` busy processes of ours get a share ``procs / (procs + load)`` of the CPUs
+    instead of ``min(procs, cpus)`` of them. 1.0 on a quiet host. A rough guide: the load
+    of other jobs changes while a run goes on."""
+    import os
+
+    try:
+        load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return 1.0
+    procs = max(procs, 1)
+    return max(1.0, min(procs, cpus) * (procs + load) / (cpus * procs))
+
+
+def busy_note(procs: int) -> str:
+    """`` (host busy: load 12.3 on 2 CPUs, x6.2)`` when the estimate is scaled, else ""."""
+    import os
+
+    f = contention(procs)
+    if f < 1.2:
+        return ""
+    load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    return f" (host busy: load {load:.1f} on {cpus} CPUs, x{f:.1f} a quiet host's time)"
+
+
 def _k(device_type: str) -> dict[str, float]:
     return CUDA if device_type == "cuda" else CPU
 
@@ -45,8 +71,9 @@ def parity_s(opts: Any, device_type: str = "cpu") -> float:
     """Built-in corpus: a measured constant; a folder: per input and per megapixel (the
     headers are not read here: the folder's size stands in, about 3 bytes a pixel)."""
     k = _k(device_type)
+    busy = contention(2)  # the process and its thread pool
     if opts.images is None:
-        return k["import_s"] + k["parity_builtin_s"] + k["report_s"]
+        return (k["import_s"] + k["parity_builtin_s"] + k["report_s"]) * busy
     files = [p for p in opts.images.iterdir() if p.is_file()] if opts.images.is_dir() else []
     mpix = sum(p.stat().st_size for p in files) / 3e6
     return (
@@ -60,13 +87,14 @@ def micro_s(opts: Any, device_type: str = "cpu") -> float:
     k = _k(device_type)
     mpix = sum(c * w * h for c, w, h in opts.groups) / 1e6 if not opts.images else 1.0
     steps = (opts.warmup + opts.repeats) * len(opts.arms)
-    return (
+    quiet = (
         k["import_s"]
         + (opts.ranks + 1) * k["proc_s"]
         + mpix * k["floor_mpix_s"]
         + steps * (k["micro_step_s"] + mpix * k["micro_mpix_s"])
         + k["report_s"]
     )
+    return quiet * contention(opts.ranks + 1)
 
 
 def serve_s(opts: Any, device_type: str = "cpu") -> float:
@@ -85,22 +113,22 @@ def serve_s(opts: Any, device_type: str = "cpu") -> float:
         span = 0.0 if math.isinf(rate) else n / rate
         one = max(span, n * per_request) + opts.warmup_requests * per_request
         total += one * opts.repeats * arms
-    return total
+    return total * contention(procs)
 
 
 def run_parts(sc: Any, device_type: str = "cpu") -> list[tuple[str, float]]:
     """``kimi-bench run``: (part, seconds) in the order the parts run."""
     from kimi_bench.options import resolve_defaults
 
-    k = _k(device_type)
+    k, busy = _k(device_type), contention(2)
     parts: list[tuple[str, float]] = []
     if sc.parity is not None:
-        parts.append(("parity", parity_s(sc.parity, device_type) - k["import_s"]))
+        parts.append(("parity", parity_s(sc.parity, device_type) - k["import_s"] * busy))
     if sc.micro is not None:
         m, _ = resolve_defaults(sc.micro, "micro", device_type)
-        parts.append(("micro", micro_s(m, device_type) - k["import_s"]))
+        parts.append(("micro", micro_s(m, device_type) - k["import_s"] * busy))
     if sc.serve_ab is not None:
         s, _ = resolve_defaults(sc.serve_ab, "serve_ab", device_type)
-        parts.append(("serve-ab", serve_s(s, device_type) - k["import_s"]))
-    parts.append(("gate and index", k["gate_s"]))
+        parts.append(("serve-ab", serve_s(s, device_type) - k["import_s"] * busy))
+    parts.append(("gate and index", k["gate_s"] * busy))
     return parts

@@ -56,7 +56,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
     from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.cli.progress import JobProgress, fmt_duration
-    from kimi_bench.estimate import CPU, micro_s
+    from kimi_bench.estimate import CPU, busy_note, micro_s
     from kimi_bench.report.emit import emit_micro
     from kimi_bench.report.plots import PLOT_HINT
 
@@ -73,7 +73,8 @@ def _body(values: dict[str, Any]) -> None:
     say(
         f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
         f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
-        f"({profile} defaults); estimate ~{fmt_duration(estimate)}",
+        f"({profile} defaults); estimate ~{fmt_duration(estimate)}"
+        + busy_note((shown.ranks or 1) + 1),
         style="dim",
         err=True,
     )

@@ -58,7 +58,7 @@ def _body(values: dict[str, Any]) -> None:
         raise usage_error(str(exc)) from None
     from kimi_bench.cli.progress import JobProgress, fmt_duration
     from kimi_bench.environment import resolve_device
-    from kimi_bench.estimate import CPU, run_parts
+    from kimi_bench.estimate import CPU, busy_note, run_parts
     from kimi_bench.gate import RulesError, load_rules
     from kimi_bench.runner import run_scenario
     from kimi_bench.scenario import resolve_path
@@ -68,7 +68,7 @@ def _body(values: dict[str, Any]) -> None:
         parts = run_parts(sc, resolve_device(sc.device).type)
         say(
             f"run: {', '.join(p for p, _ in parts)}; estimate ~"
-            f"{fmt_duration(sum(s for _, s in parts) + CPU['import_s'])}",
+            f"{fmt_duration(sum(s for _, s in parts) + CPU['import_s'])}" + busy_note(2),
             style="dim",
             err=True,
         )
