@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.bench.micro_report import floor_notes
+from kimi_bench.cli.common import PIPE_TABLE_WIDTH
 from kimi_bench.cli.main import app
 
 
@@ -46,3 +47,5 @@ def test_cpu_floor_is_below_every_arm_and_says_what_it_is(tmp_path):
         assert s[f"{arm}_median_ms"] > s["floor_ms"]
     assert s["deferred_over_floor"] > 1
     assert f"= {s['deferred_over_floor']:.1f}x the floor" in res.output
+    table_lines = [ln for ln in res.stdout.splitlines() if ln[:1] in "┏┃┡│└"]
+    assert table_lines and max(len(ln) for ln in table_lines) <= PIPE_TABLE_WIDTH  # piped
