@@ -13,6 +13,7 @@ in minutes on a 2-core CPU) are ``None`` in the model and resolved once by
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from pathlib import Path
@@ -50,7 +51,7 @@ RESOLUTION_PRESETS = {
     "4k": (3840, 2160),
 }  # fmt: skip  (width, height)
 _SPEC = re.compile(r"^\s*(\d+)x(\d+)x(\d+)\s*$")
-_HXW = re.compile(r"^\s*(\d+)x(\d+)\s*$")
+_AXB = re.compile(r"^\s*(\d+)x(\d+)\s*$")
 _SPELLED = re.compile(r"^\s*width\s*=\s*(\d+)\s*,\s*height\s*=\s*(\d+)\s*$")
 
 # Machine-dependent defaults: the PR shape on a GPU; a CPU profile that finishes within
@@ -98,27 +99,54 @@ def parse_image_spec(text: str) -> tuple[tuple[int, int, int], ...]:
     return tuple(groups)
 
 
-def parse_resolution(text: str, order: Literal["hxw", "wxh"] = "hxw") -> tuple[int, int]:
-    """-> (width, height). ``720p``/``1080p``/``1440p``/``4k``; ``HEIGHTxWIDTH`` (the order
-    of ``sglang.bench_serving --image-resolution``) or, with ``order="wxh"``, the older
-    ``--resolution WIDTHxHEIGHT``; ``width=W,height=H`` spelled out. Anything else is
-    refused rather than guessed."""
+def parse_resolution(text: str, order: Literal["wxh", "hxw"] = "wxh") -> tuple[int, int]:
+    """-> (width, height). kimi-bench writes and reads sizes WIDTHxHEIGHT (PIL's order,
+    ``1920x1080``). Accepted: a preset (``720p``/``1080p``/``1440p``/``4k``), a bare
+    ``WIDTHxHEIGHT``, ``width=W,height=H`` spelled out, or sglang.bench_serving's
+    HEIGHTxWIDTH order only with an explicit prefix: ``hxw:1024x1536`` (``wxh:`` is
+    accepted too). ``order="hxw"`` reads a bare AxB as HEIGHTxWIDTH: only for configs
+    written before the convention was unified (:func:`migrate_image_resolution`).
+    Anything else is refused rather than guessed."""
     t = str(text).strip().lower()
     if t in RESOLUTION_PRESETS:
         return RESOLUTION_PRESETS[t]
+    prefix, sep, rest = t.partition(":")
+    if sep and prefix.strip() in ("hxw", "wxh"):
+        order = "hxw" if prefix.strip() == "hxw" else "wxh"
+        t = rest
     if m := _SPELLED.match(t):
         w, h = int(m.group(1)), int(m.group(2))
-    elif m := _HXW.match(t):
+    elif m := _AXB.match(t):
         a, b = int(m.group(1)), int(m.group(2))
         w, h = (b, a) if order == "hxw" else (a, b)
     else:
         raise ValueError(
-            f"bad image resolution {text!r}: use a preset (720p, 1080p, 1440p, 4k), "
-            "HEIGHTxWIDTH (e.g. 1024x1536, as sglang.bench_serving) or width=W,height=H"
+            f"bad image resolution {text!r}: use WIDTHxHEIGHT (e.g. 1536x1024), a preset "
+            "(720p, 1080p, 1440p, 4k), width=W,height=H, or hxw:HEIGHTxWIDTH for "
+            "sglang.bench_serving's order (e.g. hxw:1024x1536)"
         )
     if not (1 <= w <= 65_535 and 1 <= h <= 65_535):
         raise ValueError(f"bad image resolution {text!r}: sides must be 1..65535 pixels")
     return w, h
+
+
+def migrate_image_resolution(text: str, resolution: Any) -> str | None:
+    """A saved config's ``image_resolution`` in today's convention, or None if it does
+    not describe ``resolution`` (width, height).
+
+    Reports written before the size convention was unified hold ``image_resolution`` in
+    sglang.bench_serving's HEIGHTxWIDTH order (``"240x320"``) next to ``resolution``
+    ``[320, 240]``. Such a pair is recognised by the two agreeing only in the old order,
+    and the text is rewritten as ``hxw:240x320`` (the same size, said explicitly)."""
+    try:
+        size = tuple(int(v) for v in resolution)
+        if parse_resolution(text) == size:
+            return text
+        if parse_resolution(text, "hxw") == size:
+            return text if text.strip().lower().startswith("hxw:") else f"hxw:{text.strip()}"
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 def parse_rates(value: Any) -> tuple[float, ...]:
@@ -170,7 +198,7 @@ _LIST_SCHEMA = WithJsonSchema(
     {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 )
 _RES_SCHEMA = WithJsonSchema({"oneOf": [
-    {"type": "string", "description": "WIDTHxHEIGHT (deprecated spelling)"},
+    {"type": "string", "description": "WIDTHxHEIGHT (deprecated: image_resolution)"},
     {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2, "maxItems": 2},
     {"type": "null"},
 ]})  # fmt: skip
@@ -327,11 +355,12 @@ class ServeOptions(_Common):
         description="Images per request.",
     )  # fmt: skip
     image_resolution: str | None = Field(
-        None, description="Request image size: 720p/1080p/1440p/4k, HEIGHTxWIDTH (as "
-        "sglang.bench_serving) or width=W,height=H [GPU: 1024x1536, CPU: 480x640].",
+        None, description="Request image size WIDTHxHEIGHT (e.g. 1536x1024), a preset "
+        "(720p, 1080p, 1440p, 4k), width=W,height=H, or hxw:HEIGHTxWIDTH for "
+        "sglang.bench_serving's order [GPU: 1536x1024, CPU: 640x480].",
     )  # fmt: skip
     resolution: Annotated[tuple[int, int] | None, _RES_SCHEMA] = Field(
-        None, description="Deprecated: WIDTHxHEIGHT (width first); use --image-resolution."
+        None, description="Deprecated spelling of --image-resolution WIDTHxHEIGHT."
     )
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
                               "[GPU: 8, CPU: 2].")  # fmt: skip
@@ -386,36 +415,41 @@ class ServeOptions(_Common):
     @model_validator(mode="before")
     @classmethod
     def _resolution(cls, data: Any) -> Any:
-        """``image_resolution`` (HEIGHTxWIDTH) and the older ``resolution`` (WIDTHxHEIGHT)
-        both land in ``resolution`` as (width, height); giving both is an error."""
+        """``image_resolution`` and the older ``resolution`` (both WIDTHxHEIGHT) land in
+        ``resolution`` as (width, height); giving both is an error, except in a dumped
+        model (a report's config), where they agree, or agree in the HEIGHTxWIDTH order of
+        reports written before the convention was unified (migrated, see
+        :func:`migrate_image_resolution`)."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
         new, old = data.get("image_resolution"), data.get("resolution")
         if new is not None and old is not None:
-            if not isinstance(old, str) and tuple(old) == parse_resolution(str(new), "hxw"):
-                return data  # a dumped model: both fields, and they agree
-            raise ValueError("give image_resolution or resolution, not both")
-        try:  # a bad value is left for the field validators, which name the option
-            if new is not None:
-                data["resolution"] = parse_resolution(str(new), "hxw")
-            elif isinstance(old, str):
-                data["resolution"] = parse_resolution(old, "wxh")
-        except ValueError:
-            pass
+            migrated = None if isinstance(old, str) else migrate_image_resolution(str(new), old)
+            if migrated is None:
+                raise ValueError(
+                    "give --image-resolution or the older --resolution (image_resolution or "
+                    "resolution in a scenario), not both"
+                )
+            data["image_resolution"] = migrated
+            data["resolution"] = tuple(old)
+            return data
+        if new is not None:
+            with contextlib.suppress(ValueError):  # reported by _image_resolution, by name
+                data["resolution"] = parse_resolution(str(new))
         return data
 
     @field_validator("image_resolution")
     @classmethod
     def _image_resolution(cls, v: str | None) -> str | None:
         if v is not None:
-            parse_resolution(v, "hxw")
+            parse_resolution(v)
         return v
 
     @field_validator("resolution", mode="before")
     @classmethod
     def _old_resolution(cls, v: Any) -> Any:
-        return parse_resolution(v, "wxh") if isinstance(v, str) else v
+        return parse_resolution(v) if isinstance(v, str) else v
 
     @field_validator("resolution")
     @classmethod

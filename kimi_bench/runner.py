@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.bench.parity import run_parity
@@ -25,14 +25,37 @@ from kimi_bench.scenario import ScenarioError, resolve_path
 FOLDER = {"parity": "parity", "micro": "micro", "serve-ab": "serve-ab"}
 
 
-def _serve(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
+class Progress(Protocol):
+    """What the runner reports to (``cli.progress.JobProgress``): parts and their steps."""
+
+    def part(self, name: str, total: int = 0, unit: str = "steps") -> None: ...
+
+    def step(self, done: int, total: int | None = None, item: str = "") -> None: ...
+
+
+class _Silent:
+    def part(self, name: str, total: int = 0, unit: str = "steps") -> None:
+        pass
+
+    def step(self, done: int, total: int | None = None, item: str = "") -> None:
+        pass
+
+
+def _serve(sc: RunOptions, out: Path, say: Callable[[str], None], progress: Progress) -> Report:
     assert sc.serve_ab is not None
     dev = resolve_device(sc.serve_ab.device)
     sopts, profile = resolve_defaults(sc.serve_ab, "serve_ab", dev.type)
     say(f"serve-ab: rates {','.join(str(r) for r in sopts.rates)}, {sopts.requests} requests")
+    total = len(sopts.rates) * sopts.repeats * len(sopts.arms)
+    progress.part("serve-ab", total, "pipelines")
     start, error = host_load(), None
+
+    def on_run(runs: list[dict[str, Any]]) -> None:
+        last = runs[-1]
+        progress.step(len(runs), item=f"{last['arm']} @ {last['rate_label']}")
+
     try:
-        runs = run_serve_ab(sopts)
+        runs = run_serve_ab(sopts, on_run)
     except ServeFailed as exc:
         runs, error = exc.runs, str(exc)
     rep = build_serve_report(sopts, runs, dev, error, profile, start)
@@ -52,19 +75,21 @@ def interrupted(rep: Report) -> str | None:
     return None
 
 
-def _parity(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
+def _parity(sc: RunOptions, out: Path, say: Callable[[str], None], prog: Progress) -> Report:
     assert sc.parity is not None
     say("parity: eager vs deferred on the built-in corpus")
-    rep = run_parity(sc.parity)
+    prog.part("parity", 0, "inputs")
+    rep = run_parity(sc.parity, progress=lambda name, d, t: prog.step(d, t, name))
     emit_parity(rep, out / "parity")
     return rep
 
 
-def _micro(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
+def _micro(sc: RunOptions, out: Path, say: Callable[[str], None], prog: Progress) -> Report:
     assert sc.micro is not None
     say(f"micro: {sc.micro.synthetic}, arms {','.join(sc.micro.arms)}")
+    prog.part("micro", 0, "repeats")
     try:
-        rep = run_micro(sc.micro)
+        rep = run_micro(sc.micro, lambda d, t: prog.step(d, t))
     except MicroFailed as exc:
         rep = exc.report
     emit_micro(rep, out / "micro")
@@ -72,8 +97,15 @@ def _micro(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
 
 
 def run_scenario(
-    sc: RunOptions, out: Path, say: Callable[[str], None] = lambda _: None
+    sc: RunOptions,
+    out: Path,
+    say: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
 ) -> tuple[list[RuleResult], list[Report]]:
+    """Every part of the scenario, then the gate; ``progress`` hears of each part and
+    its steps (inputs, repeats, pipelines). A part stopped by SIGINT/SIGTERM ends the run
+    (the parts not started are not run; the gate fails the stopped one)."""
+    prog: Progress = progress or _Silent()
     reports: list[Report] = []
     if sc.parity is None and sc.micro is None and sc.serve_ab is None:
         raise ScenarioError(
@@ -81,11 +113,11 @@ def run_scenario(
         )
     parts: list[tuple[str, Callable[[], Report]]] = []
     if sc.parity is not None:
-        parts.append(("parity", lambda: _parity(sc, out, say)))
+        parts.append(("parity", lambda: _parity(sc, out, say, prog)))
     if sc.micro is not None:
-        parts.append(("micro", lambda: _micro(sc, out, say)))
+        parts.append(("micro", lambda: _micro(sc, out, say, prog)))
     if sc.serve_ab is not None:
-        parts.append(("serve-ab", lambda: _serve(sc, out, say)))
+        parts.append(("serve-ab", lambda: _serve(sc, out, say, prog)))
     for i, (_, part) in enumerate(parts):
         rep = part()
         reports.append(rep)
@@ -94,6 +126,7 @@ def run_scenario(
             left = ", ".join(name for name, _ in parts[i + 1 :])
             say(f"{reason}: stopping" + (f" (not run: {left})" if left else ""))
             break
+    prog.part("gate and index")
     rules = load_rules(resolve_path(sc.gate.rules))
     base = Path(sc.gate.baseline) if sc.gate.baseline else None
     outcome = run_gate(reports, rules, base)

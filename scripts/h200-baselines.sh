@@ -35,7 +35,7 @@ if [[ $parts == *micro* ]]; then
 fi
 if [[ $parts == *serve* ]]; then
   for t in ${SERVE_TRANSPORTS:-shm pickle}; do
-    "${kb[@]}" serve-ab --request-rate 2,8,inf --ranks 8 --image-resolution 1024x1536 \
+    "${kb[@]}" serve-ab --request-rate 2,8,inf --ranks 8 --image-resolution 1536x1024 \
       --preset kimi-k3 --arms "$arms" --num-prompts "${SERVE_REQUESTS:-80}" --transport "$t" \
       --device cuda --output-dir "$out/serve-ab/r8-$t" > "$out/serve-$t.log" 2>&1 || status=1
     tail -3 "$out/serve-$t.log"

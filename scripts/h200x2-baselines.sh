@@ -53,7 +53,7 @@ run_pair() {
   if [[ $parts == *serve* ]]; then
     CUDA_VISIBLE_DEVICES=$visible "${kb[@]}" serve-ab --rates 2,8,inf --ranks 2 \
       --processor-workers 2 --requests "$requests" --warmup-requests 4 \
-      --image-resolution 1024x1536 --preset kimi-k3 --transport "$transport" --device cuda \
+      --image-resolution 1536x1024 --preset kimi-k3 --transport "$transport" --device cuda \
       --note "$note" \
       --out "$out/serve-ab/r2-$name" || status=1
   fi

@@ -216,8 +216,8 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
     if dev.type == "cpu":
         notes.append(
             "no CUDA: the device is emulated in host memory; each H2D/D2H of the runtime is "
-            "a host copy of the same bytes here (ledger entries say so); the floor is the CPU "
-            "materialize time alone. CPU timings do not predict GPU behaviour."
+            "a host copy of the same bytes here (ledger entries say so), in the floor too. "
+            "CPU timings do not predict GPU behaviour."
         )
     elif torch.cuda.device_count() < (opts.ranks or 1):
         notes.append(
@@ -256,14 +256,14 @@ def build_report(
     exact = [r["bit_exact"] for arm, recs in samples.items() if arm != "eager" for r in recs]
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
-        clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize; floor with "
-        "CUDA events",
+        clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
+        "too; the pinned link rate with CUDA events",
     )  # fmt: skip
     notes = _notes(opts, cfg, dev, profile) + mr.noise_notes(arms)
     notes += mr.where_time_goes(arms, floor_ms) + list(opts.notes)
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
-    notes += zero_copy_notes(floor)
+    notes += zero_copy_notes(floor) + mr.floor_notes(floor, arms)
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     if leftovers:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kimi_bench.ledger import Ledger, sort_copies
 from kimi_bench.pipeline import STAGES
-from kimi_bench.stats import Measurement, fmt_ms, ratio
+from kimi_bench.stats import Measurement, fmt_ms, fmt_speedup, fmt_speedup_range, ratio
 
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 
@@ -142,8 +142,31 @@ def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
             out.append(
                 f"{arm} vs floor: {fmt_ms(total)} vs {fmt_ms(floor_ms)}; {fmt_ms(host_ms)} "
                 f"({host_ms / total:.0%}) is host-side work on the raw bytes ({', '.join(host)})"
-                ": staging, carrier copies and pickling that the floor (one pinned H2D + the "
-                "kernel) does not include."
+                ": staging, carrier copies and pickling that the floor (each owner's H2D of "
+                "its raw bytes + materialize) does not include."
+            )
+    return out
+
+
+def floor_notes(floor: dict[str, Any], arms: dict[str, Any]) -> list[str]:
+    """What the floor is made of and, if an arm's median beats it, that this is a
+    measurement problem (the floor is work every arm does), never a ratio below 1."""
+    if not floor.get("floor_ms"):
+        return []
+    parts = (
+        f"floor {fmt_ms(floor['floor_ms'])} = H2D {fmt_ms(floor.get('h2d_ms'))} + "
+        f"materialize {fmt_ms(floor.get('materialize_ms'))}"
+        if floor.get("h2d_ms") is not None
+        else f"floor {fmt_ms(floor['floor_ms'])}"
+    )
+    out = [f"{parts}: {floor.get('made_of') or 'one pinned H2D of the raw bytes + the kernel.'}"]
+    for arm, block in arms.items():
+        med = (block.get("total_ms") or {}).get("median")
+        if med is not None and math.isfinite(med) and med < floor["floor_ms"]:
+            out.append(
+                f"MEASUREMENT PROBLEM: the {arm} median ({fmt_ms(med)}) is below the floor "
+                f"({fmt_ms(floor['floor_ms'])}), which is work every arm does; the host was "
+                "probably busy while the floor was measured. Neither number is reliable."
             )
     return out
 
@@ -155,13 +178,10 @@ def verdict(error: str | None, exact: list[bool], speed: dict[str, Any], arms: l
         return "MISMATCH: the owner's BF16 outputs differ between arms (torch.equal)"
     parts = []
     for key, m in speed.items():
-        iv = m["interval"]
-        spread = (
-            f"95% CI {iv['low']:.2f}-{iv['high']:.2f}"
-            if iv["kind"] == "ci"
-            else f"range {iv['low']:.2f}-{iv['high']:.2f}, too few repeats for a CI"
-        )
-        arm, base = key.split("_vs_")
-        parts.append(f"{arm} {m['median']:.2f}x faster than {base} ({spread})")
+        iv, arm_base = m["interval"], key.split("_vs_")
+        bounds = fmt_speedup_range(iv["low"] or math.nan, iv["high"] or math.nan)
+        spread = {"ci": f" (95% CI {bounds})", "range": f" (range {bounds}, too few repeats "
+                  "for a CI)"}.get(iv["kind"], "")  # fmt: skip
+        parts.append(f"{arm_base[0]} {fmt_speedup(m['median'], arm_base[1])}{spread}")
     reps = len(exact) // max(1, len(arms) - 1)
     return "; ".join(parts) + f"; owner BF16 outputs identical in {reps} repeats"

@@ -223,8 +223,8 @@ def _rank_loop(
     setup: list[Any] = [None] * job.ranks if rank == 0 else []
     if arena is not None:  # every rank's arena start-up cost, reported beside the floor
         dist.gather_object(arena.setup(), setup if rank == 0 else None, dst=0)
-    if rank == 0:
-        floor = measure_floor(job, dev)
+    floor = measure_floor(job, dev, rank)  # every rank at once, as the stages run
+    if floor is not None:
         if arena is not None:
             floor["zero_copy_setup"] = setup
         q.send("floor", floor)
@@ -266,42 +266,91 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return bool(torch.equal(a, b))
 
 
-def measure_floor(job: MicroJob, dev: torch.device, reps: int = 10) -> dict[str, Any]:
-    """The physical floor: one pinned H2D of the raw bytes + the materialize kernel."""
-    from kimi_bench.stats import median
+FLOOR_MADE_OF = (
+    "the floor is the work no arm can avoid, measured like the stages it bounds: every "
+    "rank, in its own process and threads, right after a barrier, moves the raw uint8 "
+    "bytes of the images it owns to its device (a pinned H2D on CUDA; on CPU the host "
+    "copy that stands in for it in every arm) and materializes them into its BF16 tower "
+    "buffer; a repeat takes as long as its slowest rank, and the floor is the fastest of "
+    "{reps} repeats (after 2 unmeasured)."
+)
+
+
+def _floor_once(
+    chw: list[torch.Tensor], plans: list[Any], job: MicroJob, dev: torch.device
+) -> tuple[float, float]:
+    """One owner's unavoidable work: (H2D or its host stand-in, materialize + cast) ms."""
+    from kimi_bench.materialize import to_tower_buffer
+
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda *_: None)
+    sync(dev)
+    t0 = time.perf_counter()
+    if dev.type == "cuda":
+        resident = [c.to(dev, non_blocking=True) for c in chw]  # chw are pinned
+    else:
+        resident = [c.clone() for c in chw]  # the host copy standing in for the H2D
+    sync(dev)
+    t1 = time.perf_counter()
+    if resident:
+        to_tower_buffer(materialize(resident, plans, job.cfg, dev).split(), torch.bfloat16)
+    sync(dev)
+    return (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3
+
+
+def measure_floor(
+    job: MicroJob, dev: torch.device, rank: int = 0, reps: int = 10
+) -> dict[str, Any] | None:
+    """The floor, on every rank at once (call it on all ranks; rank 0 gets the result):
+    each rank's owned images, owners as the pipeline assigns them (``FLOOR_MADE_OF``).
+    On CUDA rank 0 also measures the pinned link rate over all raw bytes (CUDA events),
+    which ``project`` calibrates on."""
+    import torch.distributed as dist
+
+    from kimi_bench.scheduler import assign_owners, images_of_rank
 
     images = job_images(job)
     plans = [plan_resize(im.width, im.height, job.cfg) for im in images]
     chw = [stage_input(im, job.cfg) for im in images]
-    raw = sum(int(c.numel()) for c in chw)
-    out: dict[str, Any] = {"raw_bytes": raw}
-    if dev.type == "cuda":
-        pinned = torch.cat([c.flatten() for c in chw]).pin_memory()
-        times = []
-        for _ in range(reps + 2):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            pinned.to(dev, non_blocking=True)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        h2d_ms = median(times[2:])
-        out["pinned_h2d_ms"] = h2d_ms
-        out["pinned_h2d_gbps"] = raw / (h2d_ms * 1e-3) / 1e9
-        resident = [c.to(dev) for c in chw]
-    else:
-        out["pinned_h2d_ms"] = None
-        out["pinned_h2d_gbps"] = None
-        resident = chw
-    ktimes = []
+    mine = images_of_rank(assign_owners([p.num_patches for p in plans], job.ranks), rank)
+    own = [chw[i].pin_memory() if dev.type == "cuda" else chw[i] for i in mine]
+    times = []
     for _ in range(reps + 2):
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        materialize(resident, plans, job.cfg, dev)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        ktimes.append((time.perf_counter() - t0) * 1e3)
-    out["materialize_ms"] = median(ktimes[2:])
-    out["floor_ms"] = out["materialize_ms"] + (out["pinned_h2d_ms"] or 0.0)
+        dist.barrier()
+        times.append(_floor_once(own, [plans[i] for i in mine], job, dev))
+    every: list[Any] = [None] * job.ranks if rank == 0 else []
+    dist.gather_object(times[2:], every if rank == 0 else None, dst=0)
+    if rank != 0:
+        return None
+    raw = sum(int(c.numel()) for c in chw)
+    # per repeat the slowest rank; the floor is the fastest repeat
+    per_rep = [max((r[k] for r in every), key=sum) for k in range(reps)]
+    h2d_ms, mat_ms = min(per_rep, key=sum)
+    out: dict[str, Any] = {
+        "raw_bytes": raw,
+        "pinned_h2d_ms": None,
+        "pinned_h2d_gbps": None,
+        "h2d_ms": h2d_ms,
+        "materialize_ms": mat_ms,
+        "floor_ms": h2d_ms + mat_ms,
+        "made_of": FLOOR_MADE_OF.format(reps=reps),
+    }
+    if dev.type == "cuda":
+        out["pinned_h2d_ms"] = _pinned_link_ms(chw, dev, reps)
+        out["pinned_h2d_gbps"] = raw / (out["pinned_h2d_ms"] * 1e-3) / 1e9
     return out
+
+
+def _pinned_link_ms(chw: list[torch.Tensor], dev: torch.device, reps: int) -> float:
+    """Median of one pinned H2D of all raw bytes (CUDA events): the link rate."""
+    from kimi_bench.stats import median
+
+    pinned = torch.cat([c.flatten() for c in chw]).pin_memory()
+    times = []
+    for _ in range(reps + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        pinned.to(dev, non_blocking=True)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return median(times[2:])

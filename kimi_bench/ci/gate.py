@@ -39,7 +39,7 @@ from kimi_bench.ci.verdicts import (
     with_policy,
 )
 from kimi_bench.report.model import Report, ReportError, validate_report
-from kimi_bench.stats import Comparison
+from kimi_bench.stats import Comparison, fmt_speedup
 
 __all__ = [
     "GATED_KINDS",
@@ -83,13 +83,13 @@ def micro_rules(ev: Evidence, rules: MicroRules | None, policy: str) -> list[Rul
             iv = m.interval()
             verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
             spread = interval_text(iv.low, iv.high)
-            why = f"median eager/deferred {m.median:.2f}x{spread} vs >= {lim}x"
+            why = f"deferred {fmt_speedup(m.median, 'eager')} (median){spread}, needs >= {lim}x"
             res = RuleResult("micro.min_speedup", m.median, lim, verdict, why)
             out.append(with_policy(res, policy))
     if rules.max_floor_ratio is not None:
         v, lim = f.get("floor_ratio"), rules.max_floor_ratio
-        why = f"deferred is {v:.1f}x the floor vs <= {lim}x" if v else "no floor measured"
-        out.append(_rule("micro.max_floor_ratio", v is not None and v <= lim, v, lim, why))
+        ok = v is not None and 1.0 <= v <= lim  # below the floor: a measurement problem
+        out.append(_rule("micro.max_floor_ratio", ok, v, lim, floor_reason(v, lim)))
     if rules.min_bytes_ratio is not None:
         v, lim = f.get("bytes_ratio"), rules.min_bytes_ratio
         why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
@@ -101,6 +101,19 @@ def micro_rules(ev: Evidence, rules: MicroRules | None, policy: str) -> list[Rul
         )
         out.append(_rule("micro.bit_exact", exact, exact, True, why))
     return out
+
+
+def floor_reason(v: float | None, lim: float) -> str:
+    """How far the deferred median is above the floor; a median below the floor is a
+    measurement problem (the floor is the least work any arm does), said so."""
+    if not v:
+        return "no floor measured"
+    if v < 1:
+        return (
+            f"deferred measured BELOW the floor ({v:.2f}x): a measurement problem, not a "
+            "result (see the report's floor notes)"
+        )
+    return f"deferred takes {v:.1f}x the floor, allowed <= {lim}x"
 
 
 _SERVE_METRIC = {
@@ -145,15 +158,18 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
 
 
 def report_label(rep: Report) -> str:
-    """Short identity of a report for tables and JUnit class names."""
+    """Short identity of a report for tables and JUnit class names, in words:
+    ``micro (2 ranks, shm)``, ``parity (kimi-k3, built-in corpus)``."""
     cfg = rep.config if isinstance(rep.config, dict) else {}
     if rep.kind in ("micro", "serve-ab"):
         return f"{rep.kind} ({cfg.get('ranks')} ranks, {cfg.get('transport')})"
     if rep.kind == "parity":
         pre = cfg.get("preprocess")
-        name = pre.get("name") if isinstance(pre, dict) else None
-        scope = cfg.get("policy") or cfg.get("decision_scope") or "runtime's"
-        return f"parity ({name or 'preset ?'}, per-{scope} decisions)"
+        parts = [str(pre.get("name") if isinstance(pre, dict) else cfg.get("preset") or "?")]
+        parts.append(f"images in {cfg['images']}" if cfg.get("images") else "built-in corpus")
+        if cfg.get("policy"):
+            parts.append(f"per-{cfg['policy']} decisions")
+        return f"parity ({', '.join(parts)})"
     return f"{rep.kind} ({rep.source or 'in memory'})"
 
 

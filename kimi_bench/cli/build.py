@@ -100,7 +100,7 @@ def option_params(
             help_text += f" One of: {', '.join(choices)}."
         default = _fmt_default(field)
         if default and "[GPU:" not in help_text:
-            help_text += f" \\[default: {default}]"  # escaped: not Rich markup
+            help_text += f" [default: {default}]"  # help is plain text (main.py)
         if cli_type is bool:
             names = [f"{names[0]}/--no-{names[0][2:]}", *names[1:]]
         metavar = "TEXT" if cli_type in (str, list[str]) else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import io
 import json
 import os
 import re
@@ -36,7 +37,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-PIPE_WIDTH = 4096  # the line width when output is not a terminal: nothing wraps
+PIPE_WIDTH = 4096  # the line width of messages when output is not a terminal: no wrapping
+# Tables off a terminal (a pipe, a file, a CI log): at most this wide. Text columns fold
+# inside their cells, numbers are never split; a table whose numbers alone need more loses
+# its last columns, named in a caption (they are in the report and in --format md/json).
+PIPE_TABLE_WIDTH = 120
 
 
 def _is_tty(stream: IO[str] | None) -> bool:
@@ -259,9 +264,10 @@ def rich_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str
     for i, c in enumerate(columns):
         values = [r.get(c) for r in rows if r.get(c) is not None]
         numeric = bool(values) and all(_is_numeric(v) for v in values)
+        one_word = all(" " not in str(v) for v in values)  # names (stages, rules): whole
         table.add_column(
             Text(str(c)),
-            no_wrap=numeric or i == 0,
+            no_wrap=numeric or i == 0 or one_word,
             overflow="ellipsis" if numeric else "fold",
             justify="right" if numeric and not isinstance(values[0], bool) else "left",
         )
@@ -273,26 +279,55 @@ def rich_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str
 class NaturalWidth:
     """Lay a table out at the width its cells need instead of the console's width.
 
-    ``fit=False`` (pipes, files, CI logs): the full natural width, nothing wraps.
-    ``fit=True`` (a terminal): the console width when the table fits in it, else the
-    narrowest width at which no number is cut (text columns fold); the terminal then
-    wraps the long lines rather than Rich cutting cells."""
+    ``cap``: at most this wide where the cells allow (text columns fold); never narrower
+    than the width at which no number is cut. ``fit=True`` (a terminal): the cap is the
+    console width; the terminal then wraps lines that are still longer."""
 
-    def __init__(self, renderable: Table, *, fit: bool = False) -> None:
+    def __init__(self, renderable: Table, *, fit: bool = False, cap: int | None = None) -> None:
         self.renderable = renderable
         self.fit = fit
+        self.cap = cap
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         need = Measurement.get(console, options.update_width(10_000), self.renderable)
         width = need.maximum
-        if self.fit:
-            width = max(min(options.max_width, need.maximum), need.minimum)
+        cap = options.max_width if self.fit else self.cap
+        if cap is not None:
+            width = max(min(cap, need.maximum), need.minimum)
         yield from console.render(self.renderable, options.update_width(max(width, 1)))
+
+
+def min_width(table: Table, console: Console | None = None) -> int:
+    """The narrowest width at which no number of ``table`` is cut."""
+    con = console or Console(width=10_000, file=io.StringIO())
+    return Measurement.get(con, con.options.update_width(10_000), table).minimum
 
 
 def print_table(table: Table, *, to: Console | None = None) -> None:
     out = to or console
-    out.print(NaturalWidth(table, fit=out.is_terminal), crop=False)
+    if out.is_terminal:
+        out.print(NaturalWidth(table, fit=True), crop=False)
+    else:
+        out.print(NaturalWidth(table, cap=PIPE_TABLE_WIDTH), crop=False)
+
+
+def fitting_table(
+    title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str], width: int
+) -> Table:
+    """``rich_table`` with as many leading columns as fit ``width`` (numbers whole); the
+    columns left out are named in the caption."""
+    cols = list(columns)
+    table = rich_table(title, rows, cols)
+    while len(cols) > 2 and min_width(table) > width:
+        cols.pop()
+        table = rich_table(title, rows, cols)
+    if len(cols) < len(columns):
+        rest = list(columns)[len(cols) :]
+        table.caption = Text(
+            f"{len(rest)} more column(s) in the report and in --format md/json: "
+            + ", ".join(map(str, rest))
+        )
+    return table
 
 
 def _project(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -319,8 +354,13 @@ def show_tables(
         for title, rows, cols in tables:
             out.out(f"## {title}\n\n" + markdown_table(list(rows), cols), highlight=False)
     else:
-        for title, rows, cols in tables:
-            print_table(rich_table(title, rows, cols), to=out)
+        for title, rows, cols in tables:  # a terminal keeps every column and wraps lines
+            table = (
+                rich_table(title, rows, cols)
+                if out.is_terminal
+                else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH)
+            )
+            print_table(table, to=out)
 
 
 RuntimeOpt = Annotated[
@@ -343,7 +383,7 @@ def output_params() -> list[Any]:
         "--out",
         "--output-dir",
         help="Output folder for report.json, report.md, report.html, CSV and figures "
-        "\\[default: reports/runs/<kind>-<timestamp>]. One run holds it at a time (another "
+        "[default: reports/runs/<kind>-<timestamp>]. One run holds it at a time (another "
         "run given it exits 2); a folder with a finished report is refused unless "
         "--overwrite.",
         file_okay=False,

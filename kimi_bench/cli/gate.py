@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kimi_bench.cli.common import console, err_console, note, rich_table, usage_error
+from kimi_bench.cli.common import console, err_console, note, show_tables, usage_error
 
 
 def _optional_file(value: str | None, option: str) -> Path | None:
@@ -121,7 +121,7 @@ def gate(
     except (ReportError, RulesError, ScenarioError, OutputError, HistoryError) as exc:
         raise usage_error(str(exc)) from None
     rows = [r.as_dict() for r in outcome.results]
-    console.print(rich_table("gate", rows, ["report", "rule", "measured", "verdict", "reason"]))
+    show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])])
     code = outcome.exit_code
     try:
         if junit:
@@ -167,7 +167,7 @@ def compare(
     except (ReportError, OutputError) as exc:
         raise usage_error(str(exc)) from None
     cols = list(rows[0]) if rows else []
-    console.print(rich_table(f"compare {ra.kind}: A={a}  B={b}", rows, cols))
+    show_tables([(f"compare {ra.kind}: A={a}  B={b}", rows, cols)])
     for d in diffs:
         label = "not comparable:" if d.hard else "note:"
         err_console.print(f"{label} {d.what} differs: A {d.a!r}, B {d.b!r}", markup=False)

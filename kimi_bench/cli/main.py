@@ -70,6 +70,10 @@ app = _App(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # plain (click) help: text is printed literally ("[default: 4]", "[serve_ab]" stay as
+    # written) and option names are never cut at 80 columns; Rich markup would eat
+    # bracketed text and its option table truncates long aliases.
+    rich_markup_mode=None,
 )
 
 

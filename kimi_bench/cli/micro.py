@@ -12,7 +12,6 @@ from kimi_bench.cli.common import (
     fail_line,
     note,
     output_params,
-    progress_bar,
     resolve_output,
     say,
     show_tables,
@@ -29,7 +28,8 @@ producer process and --ranks gloo ranks running the one pipeline.
 Stages: producer, d2h, serialize, to_rank0, broadcast, take_copy, pre_embed_move,
 owner_h2d, owner_materialize. Every byte move is in the copy ledger (report: copies).
 Each repeat checks that the owner's BF16 output equals eager's (torch.equal); a mismatch
-fails the run. Also reports the floor (one pinned H2D of the raw bytes + the kernel).
+fails the run. Also reports the floor: each owner's H2D of its raw bytes + materialize,
+all ranks at once (the least any arm does).
 Defaults fit the machine: the PR shape (8 ranks, 20 repeats) on a GPU, 2 ranks and 5
 repeats on a CPU.
 
@@ -38,23 +38,28 @@ Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --ou
 
 
 def _body(values: dict[str, Any]) -> None:
+    # options first, with no torch import: a usage error comes back at once
     from kimi_bench.bench.launch import LaunchError, detect_world
-    from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
-    from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.config import ConfigError, resolve_config
-    from kimi_bench.environment import resolve_device
     from kimi_bench.options import OptionsError, resolve_defaults
-    from kimi_bench.report.emit import emit_micro
-    from kimi_bench.report.figbase import PLOT_HINT
 
     try:
         opts = build(MicroOptions, given(values, MicroOptions))
         resolve_config(opts.preset, opts.config)
-        dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
         world = detect_world(opts.launcher)
+        from kimi_bench.environment import resolve_device  # imports torch
+
+        dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
         out_dir, fmt = resolve_output(values, "micro") if world.writes_report else (None, None)
     except (OptionsError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
+    from kimi_bench.bench.micro import MicroFailed, exit_code
+    from kimi_bench.cli.progress import JobProgress, fmt_duration
+    from kimi_bench.estimate import CPU, busy_note, micro_s
+    from kimi_bench.report.emit import emit_micro
+    from kimi_bench.report.figbase import PLOT_HINT
+
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
             run_micro_on(world, opts)
@@ -64,20 +69,20 @@ def _body(values: dict[str, Any]) -> None:
         raise typer.Exit(code=0)
     assert out_dir is not None and fmt is not None
     shown, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
+    estimate = micro_s(shown, dev.type)
     say(
         f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
         f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
-        f"({profile} defaults)",
+        f"({profile} defaults); estimate ~{fmt_duration(estimate)}"
+        + busy_note((shown.ranks or 1) + 1),
         style="dim",
         err=True,
     )
     failed: str | None = None
     try:
-        with progress_bar(None, "micro") as bar:
-            task = bar.add_task("micro", total=None, item="")
-            report = run_micro_on(
-                world, opts, lambda d, t: bar.update(task, completed=d, total=t, item="repeats")
-            )
+        with JobProgress("micro", [("micro", estimate - CPU["import_s"])]) as progress:
+            progress.part("micro", 0, "repeats")
+            report = run_micro_on(world, opts, lambda d, t: progress.step(d, t))
             assert report is not None
     except MicroFailed as exc:
         report, failed = exc.report, str(exc)
@@ -99,10 +104,16 @@ def _body(values: dict[str, Any]) -> None:
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no chart:")
     s = report.summary
-    if s.get("floor_ms") and s.get("deferred_over_floor"):
+    ratio = s.get("deferred_over_floor")
+    if s.get("floor_ms") and ratio:
+        over = (
+            f"{ratio:.1f}x the floor"
+            if ratio >= 1
+            else "BELOW the floor: a measurement problem, see the notes"
+        )
         say(
             f"floor {s['floor_ms']:.2f} ms; deferred median {s['deferred_median_ms']:.2f} ms "
-            f"= {s['deferred_over_floor']:.1f}x the floor",
+            f"= {over}",
             err=True,
         )
     code = exit_code(report)

@@ -34,7 +34,7 @@ Example: kimi-bench run --device cpu --output-dir kb-run
 def _params() -> list[inspect.Parameter]:
     kw = inspect.Parameter.KEYWORD_ONLY
     scenario = typer.Option("--scenario", help="Scenario: a built-in name or a TOML path "
-                            "\\[default: default].", show_default=False)  # fmt: skip
+                            "[default: default].", show_default=False)  # fmt: skip
     seed = typer.Option("--seed", help="Seed for every part (overrides the scenario).",
                         show_default=False)  # fmt: skip
     device = typer.Option("--device", help="auto, cpu or cuda for every part (overrides the "
@@ -48,7 +48,7 @@ def _params() -> list[inspect.Parameter]:
 
 
 def _body(values: dict[str, Any]) -> None:
-    from kimi_bench.ci.gate import RulesError
+    # the scenario first, with no torch import: a usage error comes back at once
     from kimi_bench.config import ConfigError
     from kimi_bench.options import OptionsError
     from kimi_bench.scenario import ScenarioError, load_scenario, with_overrides
@@ -58,10 +58,26 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.ci.gate import RulesError, load_rules
+    from kimi_bench.cli.progress import JobProgress, fmt_duration
+    from kimi_bench.environment import resolve_device
+    from kimi_bench.estimate import CPU, busy_note, run_parts
     from kimi_bench.runner import FOLDER, run_scenario
+    from kimi_bench.scenario import resolve_path
 
     try:
-        results, reports = run_scenario(sc, out_dir, say=lambda m: say(m, label=">", err=True))
+        load_rules(resolve_path(sc.gate.rules))  # a bad rule set is found before the parts run
+        parts = run_parts(sc, resolve_device(sc.device).type)
+        say(
+            f"run: {', '.join(p for p, _ in parts)}; estimate ~"
+            f"{fmt_duration(sum(s for _, s in parts) + CPU['import_s'])}" + busy_note(2),
+            style="dim",
+            err=True,
+        )
+        with JobProgress("run", parts) as progress:
+            results, reports = run_scenario(
+                sc, out_dir, say=lambda m: say(m, label=">", err=True), progress=progress
+            )
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     for rep in reports:  # --append-jsonl: one line per part, as each single command writes

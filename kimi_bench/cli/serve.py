@@ -31,8 +31,9 @@ OpenAI-compatible servers given with --endpoint.
 
 Reports TTFT mean/median/p90/p99, req/s, images/s, bytes moved (copy ledger) and A/B
 deltas of each arm vs eager as signed percentages with intervals over forward batches.
-Defaults fit the machine: the PR shape on a GPU (8 ranks, 200 requests, 1024x1536), a CPU
-profile that finishes in a few minutes on 2 cores (2 ranks, 16 requests, 480x640).
+Defaults fit the machine: the PR shape on a GPU (8 ranks, 200 requests, 1536x1024), a CPU
+profile that finishes in a few minutes on 2 cores (2 ranks, 16 requests, 640x480). Sizes
+are WIDTHxHEIGHT.
 
 Example: kimi-bench serve-ab --request-rate 2,8,inf --num-prompts 120 --ranks 8
 """
@@ -63,36 +64,41 @@ def _options(values: dict[str, Any]) -> ServeOptions:
 
 
 def _estimate_s(opts: ServeOptions) -> float:
-    """Arrival spans of the traces plus a start-up and drain allowance per pipeline (process
-    start, gloo rendezvous, warm-up: about 10 s each on the 2-core CI machine)."""
-    import math
+    """Wall time of the whole command (``kimi_bench.estimate.serve_s``, calibrated on the
+    2-core CPU machine)."""
+    from kimi_bench.environment import resolve_device
+    from kimi_bench.estimate import serve_s
 
-    span = sum(0.0 if math.isinf(r) else (opts.requests or 0) / r for r in opts.rates)
-    return (span + 10.0 * len(opts.rates)) * len(opts.arms) * opts.repeats
+    return serve_s(opts, resolve_device(opts.device).type)
 
 
 def _body(values: dict[str, Any]) -> None:
+    # options first, with no torch import: a usage error comes back at once
     from kimi_bench.bench.launch import LaunchError, detect_world
-    from kimi_bench.bench.launch_runs import for_world, run_serve_on
-    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
-    from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.config import ConfigError, resolve_config
-    from kimi_bench.environment import host_load, resolve_device
-    from kimi_bench.limits import interrupt_reason
     from kimi_bench.options import OptionsError, rate_label, resolve_defaults
-    from kimi_bench.report.emit import emit_serve
-    from kimi_bench.report.figbase import PLOT_HINT
     from kimi_bench.scenario import ScenarioError
 
     try:
         opts = _options(values)
         resolve_config(opts.preset, opts.config)
-        dev = resolve_device(opts.device)
         world = detect_world(opts.launcher)
+        from kimi_bench.bench.launch_runs import for_world  # imports torch
+        from kimi_bench.environment import resolve_device
+
+        dev = resolve_device(opts.device)
         opts = for_world(opts, world)
         out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
     except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.bench.launch_runs import run_serve_on
+    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
+    from kimi_bench.bench.serve_build import build_serve_report
+    from kimi_bench.environment import host_load
+    from kimi_bench.limits import interrupt_reason
+    from kimi_bench.report.emit import emit_serve
+    from kimi_bench.report.figbase import PLOT_HINT
+
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:

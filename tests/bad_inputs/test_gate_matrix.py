@@ -5,6 +5,8 @@ cannot be trusted or used; 1: the run failed), never PASS, never a traceback."""
 from __future__ import annotations
 
 import json
+import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -30,10 +32,17 @@ def flat(text: str) -> str:
 
 
 def gate(*args: str | Path) -> tuple[int, str]:
-    res = CliRunner().invoke(app, ["gate", *map(str, args)], env={"COLUMNS": "400"})
+    """Exit code and what the user sees: the console, plus every rule's reason whole (from
+    the JUnit file: piped tables fold long reasons inside their cells)."""
+    junit = Path(tempfile.mkdtemp()) / "gate.xml"
+    res = CliRunner().invoke(app, ["gate", *map(str, args), "--junit", str(junit)])
     assert "Traceback" not in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
+    reasons = ""
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            reasons += " ".join(n.get("message") or n.text or "" for n in case) + "\n"
+    return res.exit_code, res.output + reasons
 
 
 @pytest.fixture
@@ -265,7 +274,9 @@ def test_compare_across_devices_is_not_comparable(tmp_path):
     raw = ci_reports.micro([1.0] * 5, 5.0).to_dict()
     raw["environment"] |= {"device": "cuda", "device_name": "NVIDIA H200"}
     b = ci_reports.put(raw, tmp_path / "b")
-    res = CliRunner().invoke(app, ["compare", str(a), str(b)], env={"COLUMNS": "400"})
+    md = tmp_path / "cmp.md"
+    res = CliRunner().invoke(app, ["compare", str(a), str(b), "--markdown", str(md)])
     assert res.exit_code == 0
-    assert flat("not comparable: device 'cpu' vs 'cuda'") in flat(res.output)
-    assert "significant" not in res.output.replace("no delta is called significant", "")
+    assert flat("not comparable: device differs: A 'cpu', B 'cuda'") in flat(res.output)
+    rows = [line for line in md.read_text().splitlines() if line.startswith("| deferred")]
+    assert rows and all("not comparable: device 'cpu' vs 'cuda'" in r for r in rows)

@@ -74,17 +74,50 @@ def test_bounds_are_checked_at_the_boundary():
 
 
 def test_resolution_orders_and_presets():
-    assert parse_resolution("1080x1920") == (1920, 1080)  # HEIGHTxWIDTH like sglang
-    assert parse_resolution("1080x1920", "wxh") == (1080, 1920)
+    """One convention, WIDTHxHEIGHT (PIL's order); sglang's HEIGHTxWIDTH only with hxw:."""
+    assert parse_resolution("1920x1080") == (1920, 1080)
+    assert parse_resolution("hxw:1080x1920") == (1920, 1080)  # sglang.bench_serving order
+    assert parse_resolution("wxh:1920x1080") == (1920, 1080)
     assert parse_resolution("720p") == (1280, 720)
     assert parse_resolution("width=640,height=480") == (640, 480)
-    for bad in ("1080", "1080*1920", "0x10", "big"):
-        with pytest.raises(ValueError):
+    for bad in ("1080", "1080*1920", "0x10", "big", "yxz:10x20", "hxw:"):
+        with pytest.raises(ValueError, match="WIDTHxHEIGHT" if bad != "0x10" else "sides"):
             parse_resolution(bad)
-    assert ServeOptions(image_resolution="1080x1920").resolution == (1920, 1080)
-    assert ServeOptions(resolution="640x480").resolution == (640, 480)  # old: WIDTHxHEIGHT
+    assert ServeOptions(image_resolution="1920x1080").resolution == (1920, 1080)
+    assert ServeOptions(image_resolution="hxw:1080x1920").resolution == (1920, 1080)
+    assert ServeOptions(resolution="640x480").resolution == (640, 480)  # older spelling
     with pytest.raises(ValueError, match="not both"):
         ServeOptions(image_resolution="1x2", resolution="2x1")
+
+
+def test_bad_size_names_the_option():
+    res = CliRunner().invoke(app, ["serve-ab", "--image-resolution", "480-640"])
+    assert res.exit_code == 2
+    assert "--image-resolution: bad image resolution '480-640'" in res.output
+    assert "hxw:HEIGHTxWIDTH" in res.output
+
+
+def test_committed_serve_reports_migrate_their_old_size_order():
+    """Reports written before the convention was unified hold image_resolution as
+    HEIGHTxWIDTH next to resolution [w, h]; re-validating such a config keeps the size
+    and spells the old text explicitly (hxw:)."""
+    root = Path(__file__).resolve().parents[2] / "reports"
+    found = 0
+    for path in root.rglob("report.json"):
+        rep = json.loads(path.read_text())
+        if rep["kind"] != "serve-ab":
+            continue
+        found += 1
+        cfg = {k: v for k, v in rep["config"].items() if k in ServeOptions.model_fields}
+        cfg["rates"] = rep["config"]["rate_labels"]  # JSON has no inf
+        opts = ServeOptions.model_validate(cfg)
+        assert list(opts.resolution or ()) == rep["config"]["resolution"]
+        assert opts.width_height == (rep["config"]["width"], rep["config"]["height"])
+        if rep["config"]["width"] != rep["config"]["height"]:
+            assert opts.image_resolution == "hxw:" + rep["config"]["image_resolution"]
+        again = ServeOptions.model_validate(opts.model_dump())  # a dumped model round-trips
+        assert again == opts
+    assert found >= 3
 
 
 def test_old_micro_images_spec_means_synthetic():
@@ -117,7 +150,7 @@ def test_every_option_round_trips_into_the_report_config():
                              {}, "stopped", [])  # fmt: skip
     _assert_round_trip(micro, rep.to_dict()["config"])
     assert rep.environment["metadata"] == {"k": "v"}
-    serve = ServeOptions(rates="4,inf", requests=3, ranks=2, image_resolution="48x64")
+    serve = ServeOptions(rates="4,inf", requests=3, ranks=2, image_resolution="64x48")
     srep = build_serve_report(serve, [], CPU, "stopped")
     cfg = srep.to_dict()["config"]
     _assert_round_trip(serve, cfg)

@@ -1,0 +1,136 @@
+"""How long a command will take, from its resolved options: printed before a run starts
+and used for the ETA while it runs (``cli.progress``).
+
+The constants were measured on the 2-core CPU machine this project is developed on, by
+running each command several times and comparing the estimate printed at the start with
+the "done in" line at the end (see CALIBRATION below: which runs, and the host load then).
+On a GPU the work per step is smaller; the start-up (imports, processes, rendezvous) is
+about the same, so the same model is used with the GPU constants as a rough guide.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# CALIBRATION (seconds) -- 2-core CPU, kimi-bench run/micro/serve-ab, 2026-12-01, while
+# other jobs shared the two cores (1-minute load 2-10, recorded in each report's
+# environment.host_load). Each constant is the least-squares fit over those runs; the
+# estimates then came within 25% of the measured wall time (numbers in the helper report).
+CPU = {
+    "import_s": 3.0,  # python + torch import, option checks (every command)
+    "proc_s": 1.6,  # one extra process (spawned, imports torch, joins gloo)
+    "parity_builtin_s": 9.0,  # both arms over the 27-input built-in corpus, 2 ranks
+    "parity_input_s": 0.35,  # per input of a folder (decode, both arms, PIL reference)
+    "parity_mpix_s": 0.9,  # per megapixel of a folder's inputs
+    "micro_step_s": 0.12,  # one arm of one repeat: barriers, gathers, queue
+    "micro_mpix_s": 0.10,  # per megapixel per arm and repeat (producer + owner work)
+    "floor_mpix_s": 0.15,  # the floor's 12 rounds, per megapixel
+    "report_s": 4.0,  # report.json/md/html + figures (matplotlib) per report
+    "serve_arm_s": 6.0,  # one emulator server: start, warm-up, stop
+    "serve_request_s": 0.05,  # per request, fixed part (HTTP, batching, stand-ins)
+    "serve_mpix_s": 0.25,  # per request and megapixel (decode, arm work)
+    "gate_s": 6.0,  # run: gate, JUnit, index.md and the self-contained index.html
+}
+# On a GPU the per-pixel work is far smaller; start-up and reports are not.
+CUDA = CPU | {"parity_mpix_s": 0.1, "micro_mpix_s": 0.01, "floor_mpix_s": 0.01,
+              "serve_mpix_s": 0.02, "parity_builtin_s": 6.0}  # fmt: skip
+
+
+def contention(procs: int) -> float:
+    """How much slower than on a quiet host, from the 1-minute load average at the start:
+    ``(load / cpus) ** 0.75`` once the load exceeds the CPUs, 1.0 below. Fitted on runs of
+    micro, serve-ab and run at loads 15-23 on 2 CPUs (slowdowns 3.7-5.8x; the waits of
+    serve-ab's arrival trace do not slow down, the CPU work does). A rough guide: the load
+    of other jobs changes while a run goes on. ``procs``: our busy processes (unused by
+    the fit, kept for the note)."""
+    import os
+
+    try:
+        load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return 1.0
+    del procs
+    return max(1.0, load / cpus) ** 0.75
+
+
+def busy_note(procs: int) -> str:
+    """`` (host busy: load 12.3 on 2 CPUs, x6.2)`` when the estimate is scaled, else ""."""
+    import os
+
+    f = contention(procs)
+    if f < 1.2:
+        return ""
+    load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    return f" (host busy: load {load:.1f} on {cpus} CPUs, x{f:.1f} a quiet host's time)"
+
+
+def _k(device_type: str) -> dict[str, float]:
+    return CUDA if device_type == "cuda" else CPU
+
+
+def parity_s(opts: Any, device_type: str = "cpu") -> float:
+    """Built-in corpus: a measured constant; a folder: per input and per megapixel (the
+    headers are not read here: the folder's size stands in, about 3 bytes a pixel)."""
+    k = _k(device_type)
+    busy = contention(2)  # the process and its thread pool
+    if opts.images is None:
+        return (k["import_s"] + k["parity_builtin_s"] + k["report_s"]) * busy
+    files = [p for p in opts.images.iterdir() if p.is_file()] if opts.images.is_dir() else []
+    mpix = sum(p.stat().st_size for p in files) / 3e6
+    return (
+        k["import_s"] + len(files) * k["parity_input_s"] + mpix * k["parity_mpix_s"] + k["report_s"]
+    )
+
+
+def micro_s(opts: Any, device_type: str = "cpu") -> float:
+    """Start-up of ranks + 1 processes, the floor, every arm ``warmup + repeats`` times,
+    the report. ``opts`` has its machine defaults resolved."""
+    k = _k(device_type)
+    mpix = sum(c * w * h for c, w, h in opts.groups) / 1e6 if not opts.images else 1.0
+    steps = (opts.warmup + opts.repeats) * len(opts.arms)
+    quiet = (
+        k["import_s"]
+        + (opts.ranks + 1) * k["proc_s"]
+        + mpix * k["floor_mpix_s"]
+        + steps * (k["micro_step_s"] + mpix * k["micro_mpix_s"])
+        + k["report_s"]
+    )
+    return quiet * contention(opts.ranks + 1)
+
+
+def serve_s(opts: Any, device_type: str = "cpu") -> float:
+    """One server per arm (start-up with its ranks and producers); per rate, repeat and
+    arm the longer of the arrival span and the time to serve the requests; the report.
+    ``opts`` has its machine defaults resolved."""
+    k = _k(device_type)
+    w, h = opts.width_height
+    mpix = w * h * opts.images_per_request / 1e6
+    per_request = k["serve_request_s"] + mpix * k["serve_mpix_s"]
+    arms = len(opts.endpoints) or len(opts.arms)
+    procs = (opts.ranks or 1) + opts.processor_workers
+    total = k["import_s"] + k["report_s"] + arms * (k["serve_arm_s"] + procs * k["proc_s"])
+    n = opts.requests or 1
+    for rate in opts.rates:
+        span = 0.0 if math.isinf(rate) else n / rate
+        one = max(span, n * per_request) + opts.warmup_requests * per_request
+        total += one * opts.repeats * arms
+    return total * contention(procs)
+
+
+def run_parts(sc: Any, device_type: str = "cpu") -> list[tuple[str, float]]:
+    """``kimi-bench run``: (part, seconds) in the order the parts run."""
+    from kimi_bench.options import resolve_defaults
+
+    k, busy = _k(device_type), contention(2)
+    parts: list[tuple[str, float]] = []
+    if sc.parity is not None:
+        parts.append(("parity", parity_s(sc.parity, device_type) - k["import_s"] * busy))
+    if sc.micro is not None:
+        m, _ = resolve_defaults(sc.micro, "micro", device_type)
+        parts.append(("micro", micro_s(m, device_type) - k["import_s"] * busy))
+    if sc.serve_ab is not None:
+        s, _ = resolve_defaults(sc.serve_ab, "serve_ab", device_type)
+        parts.append(("serve-ab", serve_s(s, device_type) - k["import_s"] * busy))
+    parts.append(("gate and index", k["gate_s"] * busy))
+    return parts

@@ -1,0 +1,52 @@
+"""A usage error comes back before any heavy import: the installed command answers a bad
+option value, an unknown preset or scenario and a bad size without importing torch (it
+took 4-15 s when torch came first). Checked with Python's own import log
+(``PYTHONPROFILEIMPORTTIME``), not with a clock."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    (["micro", "--ranks", "0"], "--ranks"),
+    (["micro", "--synthetic", "4x640"], "COUNTxWIDTHxHEIGHT"),
+    (["parity", "--preset", "kimi-k9"], "--preset"),
+    (["parity", "--batch-size", "0"], "--batch-size"),
+    (["serve-ab", "--image-resolution", "640-480"], "--image-resolution"),
+    (["serve-ab", "--rates", "fast"], "bad rate"),
+    (["run", "--scenario", "no-such-scenario"], "no-such-scenario"),
+]
+
+
+def _command() -> list[str]:
+    exe = shutil.which("kimi-bench")
+    return [exe] if exe else [sys.executable, "-m", "kimi_bench.cli.main"]
+
+
+def imported(stderr: str) -> set[str]:
+    """Module names from Python's -X importtime log."""
+    return {
+        m.group(1).strip()
+        for m in re.finditer(r"^import time:\s*\d+\s*\|\s*\d+\s*\|\s*(\S.*)$", stderr, re.M)
+    }
+
+
+@pytest.mark.parametrize(("args", "says"), CASES)
+def test_usage_error_without_importing_torch(args: list[str], says: str, tmp_path):
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "COLUMNS": "200"}
+    res = subprocess.run(
+        [*_command(), *args, "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, env=env, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert says in res.stderr
+    mods = imported(res.stderr)
+    assert "pydantic" in mods  # the log was read: the options model was imported
+    heavy = {m for m in mods if m.split(".")[0] in ("torch", "scipy", "matplotlib")}
+    assert not heavy, f"imported before the usage error: {sorted(heavy)[:5]}"

@@ -1,0 +1,63 @@
+"""Every command's --help as a user reads it: bracketed text printed literally (no Rich
+markup eats ``[default: ...]`` or ``[serve_ab]``) and, at 80 columns, every option name
+whole and no line wider than the terminal."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kimi_bench.cli.main import app
+
+COMMANDS = ["parity", "micro", "serve-ab", "serve", "gate", "compare", "run", "project", "render"]
+
+
+def _command(name: str) -> Any:
+    group: Any = typer.main.get_command(app)  # typer's own click-like group
+    return group.commands[name]
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_keeps_brackets_and_option_names_at_80_columns(name: str):
+    res = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, [ln for ln in lines if len(ln) > 80]
+    cmd = _command(name)
+    out = _squash(res.output)
+    for param in [p for p in cmd.params if not getattr(p, "hidden", False)]:
+        for opt in (*param.opts, *param.secondary_opts):
+            if opt.startswith("-"):
+                assert re.search(rf"(^|[\s,/]){re.escape(opt)}([\s,]|$)", res.output), opt
+        # every bracketed piece of the help text reaches the screen as written
+        for piece in re.findall(r"\[[^\]]*\]", getattr(param, "help", None) or ""):
+            assert _squash(piece) in out, (opt, piece)
+    for piece in re.findall(r"\[[^\]]*\]", cmd.help or ""):
+        assert _squash(piece) in out, piece
+    assert "…" not in res.output
+
+
+def test_serve_ab_help_shows_defaults_scenario_table_and_sizes_literally():
+    env = {**os.environ, "COLUMNS": "80"}
+    res = subprocess.run(
+        [sys.executable, "-m", "kimi_bench.cli.main", "serve-ab", "--help"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    out = _squash(res.stdout)
+    assert "[serve_ab]table" in out  # was eaten as a Rich tag
+    assert "[default:thefirstmodeleachserverlists]" in out
+    assert "[default:kimi-k3]" in out and "\\[" not in res.stdout
+    assert "[GPU:1536x1024,CPU:640x480]" in out  # one size order: WIDTHxHEIGHT
+    assert "--image-count,--images-per-request" in out
