@@ -3,7 +3,7 @@
 
     python scripts/readme-commands.py                 # all of them, in a fresh temp folder
     python scripts/readme-commands.py --list          # what would run or be skipped, and why
-    python scripts/readme-commands.py --only micro    # the lines matching a pattern
+    python scripts/readme-commands.py --only micro    # the blocks with a line matching
 
 The commands run with this interpreter's environment first on PATH (run the script with the
 venv whose ``kimi-bench`` you want to try; CI uses a venv with the built wheel installed, not
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
     ap.add_argument("--ci-script", type=Path, default=REPO / ".ci" / "run")
     ap.add_argument("--workdir", type=Path, help="where blocks run (default: a new temp folder)")
-    ap.add_argument("--only", help="run only the lines matching this regular expression")
+    ap.add_argument("--only", help="run only the blocks with a line matching this regex")
     ap.add_argument("--list", action="store_true", help="print the plan, run nothing")
     ap.add_argument("--installed", action="store_true", help="refuse an editable install")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per command")
@@ -331,8 +331,10 @@ def run_all(commands: list[Command], args: argparse.Namespace) -> int:
     in_ci, seen = ci_commands(args.ci_script), {}
     ok = failed = skipped = 0
     t0 = time.monotonic()
+    # --only picks whole blocks: a line may need the files an earlier line of its block made
+    blocks = {c.block for c in commands if not args.only or re.search(args.only, c.text)}
     for c in commands:
-        if args.only and not re.search(args.only, c.text):
+        if c.block not in blocks:
             continue
         reason = skip_reason(c, seen, in_ci)
         seen.setdefault(c.text, c.line)

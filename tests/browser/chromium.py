@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+", type=Path, help="pages, or folders to search")
     ap.add_argument("--screenshots", type=Path, help="write a screenshot per page here")
     ap.add_argument("--newer-than", type=Path, help="in folders: only pages newer than this")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)
     why = unavailable()
     if why:
         print(f"browser check skipped: {why}")

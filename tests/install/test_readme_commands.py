@@ -167,3 +167,12 @@ def test_a_workdir_inside_the_checkout_is_refused(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "inside the checkout" in done.stderr
+
+
+def test_only_picks_whole_blocks(tmp_path: Path) -> None:
+    """A line may need what an earlier line of its block wrote: --only keeps the block."""
+    text = readme("mkdir kb\ntest -d kb && echo gate-kb", "echo other-block")
+    done = run_script(text, tmp_path, "--only", "gate-kb")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "README commands: 2 ok, 0 failed, 0 skipped" in done.stdout
+    assert "other-block" not in done.stdout
