@@ -54,7 +54,10 @@ def test_ctrl_c_writes_partial_report_and_cleans_up(tmp_path):
     deadline = time.time() + 120
     # wait until repeats are running (the floor line is printed only at the end, so poll
     # for the workers' shared-memory segments instead)
-    while time.time() < deadline and not (_segments() - before):
+    # only this run's segments (kimibench_<its pid>_...): other runs on the machine make theirs
+    while time.time() < deadline and not {
+        s for s in _segments() - before if s.startswith(f"kimibench_{proc.pid}_")
+    }:
         time.sleep(0.2)
     time.sleep(1.0)
     os.killpg(proc.pid, signal.SIGINT)
