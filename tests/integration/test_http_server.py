@@ -208,9 +208,25 @@ def test_bad_requests_are_rejected_before_the_backend(
     assert metrics.values[key] == 1
 
 
-def test_an_undecodable_image_is_a_400_from_the_backend() -> None:
+def test_an_unreadable_image_is_refused_before_the_backend() -> None:
+    backend = Recorder()
+    with live(backend) as c:
+        r = c.post(CHAT, json=body([encoded(), b"this is not an image"]))
+        snap = parse_metrics(c.get("/metrics").text)
+    assert r.status_code == 400 and backend.calls == []
+    assert r.json()["error"]["message"] == (
+        "image 1 (messages[0].content[2]) is not an image file PIL can read: "
+        "PIL does not recognise its format"
+    )
+    assert snap.values[("kimi_bench_refused_requests_total", (("reason", "invalid_image"),))] == 1
+
+
+def test_an_image_that_fails_to_decode_is_a_400_from_the_backend() -> None:
+    buf = io.BytesIO()
+    Image.effect_noise((128, 96), 50).convert("RGB").save(buf, "JPEG")
+    truncated = buf.getvalue()[: buf.tell() // 2]  # the header reads, the data does not
     with live(SleepBackend()) as c:
-        r = c.post(CHAT, json=body([b"this is not an image"]))
+        r = c.post(CHAT, json=body([truncated]))
     assert r.status_code == 400
     assert "image 0 cannot be decoded" in r.json()["error"]["message"]
 
@@ -280,13 +296,13 @@ def test_faults_hit_only_the_chosen_requests_and_shape_the_stream() -> None:
         FaultyBackend(SleepBackend(), "explode")
 
 
-def test_a_client_that_goes_away_cancels_its_stalled_request() -> None:
+def test_a_client_that_goes_away_cancels_its_stalled_request_as_disconnected() -> None:
     backend = FaultyBackend(SleepBackend(), "stall", stall_s=600)
     app = create_app(backend, ServerOptions(model=MODEL))
     with serve_in_thread(app) as url:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url + CHAT, json=body([encoded()], stream=True), timeout=0.3)
-        key = ("kimi_bench_requests_total", (("outcome", "cancelled"),))
+        key = ("kimi_bench_requests_total", (("outcome", "disconnected"),))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             snap = parse_metrics(httpx.get(url + "/metrics").text)
