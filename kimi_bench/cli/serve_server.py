@@ -114,7 +114,8 @@ def serve_server(
             min=1,
             max=2**31,
             help="Refuse (HTTP 400) an image with more pixels, read from its header before "
-            "anything is decoded (a decompression bomb guard; parity's limit).",
+            "anything is decoded (a decompression bomb guard; parity's limit). PIL itself "
+            "refuses images over 178,956,970 pixels.",
         ),
     ] = DEFAULT_MAX_PIXELS,
     max_request_pixels: Annotated[

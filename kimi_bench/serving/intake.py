@@ -55,11 +55,12 @@ class Refused(Exception):
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
-def _too_large(size: int, limit: int) -> Refused:
+def _too_large(limit: int, declared: int | None = None) -> Refused:
+    size = f"has {declared:,} bytes (Content-Length)" if declared else "is larger"
     return Refused(
         413,
         "body_too_large",
-        f"the request body has {size:,} bytes or more, over the limit of {limit:,} "
+        f"the request body {size}, over the limit of {limit:,} bytes "
         "(kimi-bench serve --max-body-mb)",
     )
 
@@ -70,13 +71,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     ``starlette.requests.ClientDisconnect`` when the client leaves meanwhile."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
+        raise _too_large(limit, int(declared))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(size, limit)
+            raise _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -97,7 +98,9 @@ def image_size(payload: bytes, label: str) -> tuple[int, int]:
             with Image.open(io.BytesIO(payload)) as im:
                 return int(im.width), int(im.height)
     except Image.DecompressionBombError as exc:
-        raise Refused(400, "image_too_large", f"{label} is too large: {exc}") from None
+        raise Refused(  # over PIL's own limit (2x Image.MAX_IMAGE_PIXELS), whatever ours
+            400, "image_too_large", f"{label} is refused by PIL as a decompression bomb: {exc}"
+        ) from None
     except UnidentifiedImageError:
         why = "PIL does not recognise its format"
     except (OSError, SyntaxError, ValueError) as exc:
