@@ -88,9 +88,10 @@ class PixelLimits:
     per_request: int
 
 
-def image_size(payload: bytes, label: str) -> tuple[int, int]:
+def image_size(payload: bytes, label: str, place: str | None = None) -> tuple[int, int]:
     """(width, height) from the file's header; nothing is decoded. Refused (400) when PIL
-    cannot identify the file or refuses its header as a decompression bomb."""
+    cannot identify the file or refuses its header as a decompression bomb; ``place``
+    (where the image is in the body) becomes the error's ``param``."""
     try:
         with warnings.catch_warnings():
             # the size is checked against our own limit below; PIL's warning is redundant
@@ -99,13 +100,17 @@ def image_size(payload: bytes, label: str) -> tuple[int, int]:
                 return int(im.width), int(im.height)
     except Image.DecompressionBombError as exc:
         raise Refused(  # over PIL's own limit (2x Image.MAX_IMAGE_PIXELS), whatever ours
-            400, "image_too_large", f"{label} is refused by PIL as a decompression bomb: {exc}"
+            400,
+            "image_too_large",
+            f"{label} is refused by PIL as a decompression bomb: {exc}",
+            param=place,
         ) from None
     except UnidentifiedImageError:
         why = "PIL does not recognise its format"
     except (OSError, SyntaxError, ValueError) as exc:
         why = f"{type(exc).__name__}: {exc}"
-    raise Refused(400, "invalid_image", f"{label} is not an image file PIL can read: {why}")
+    message = f"{label} is not an image file PIL can read: {why}"
+    raise Refused(400, "invalid_image", message, param=place)
 
 
 def check_images(images: Sequence[bytes], places: Sequence[str], limits: PixelLimits) -> int:
@@ -115,7 +120,7 @@ def check_images(images: Sequence[bytes], places: Sequence[str], limits: PixelLi
     total = 0
     for k, (payload, place) in enumerate(zip(images, places, strict=True)):
         label = f"image {k} ({place})"
-        w, h = image_size(payload, label)
+        w, h = image_size(payload, label, place)
         if w * h > limits.per_image:
             raise Refused(
                 400,
