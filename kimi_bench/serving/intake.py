@@ -6,13 +6,15 @@ Refusals carry an OpenAI-style error body and a short reason for the metrics."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 # reasons a request is refused (the ``reason`` label of kimi_bench_refused_requests_total)
@@ -65,21 +67,41 @@ def _too_large(limit: int, declared: int | None = None) -> Refused:
     )
 
 
+# A body over the limit is read on and dropped, up to these bounds, before the 413 goes
+# out: a server that closes a connection with unread data makes the kernel reset it, and
+# the client may then lose the 413 (nginx's "lingering close" does the same).
+DRAIN_BYTES = 256 * 1024 * 1024
+DRAIN_S = 10.0
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    deadline, dropped = time.monotonic() + DRAIN_S, 0
+    with contextlib.suppress(ClientDisconnect):
+        async for chunk in chunks:
+            dropped += len(chunk)
+            if dropped > DRAIN_BYTES or time.monotonic() > deadline:
+                return
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refused (413) as soon as it is known to exceed ``limit`` bytes:
-    from ``Content-Length`` before reading, else while reading a chunked body.
+    """The whole body, refused (413) once it is known to exceed ``limit`` bytes: from
+    ``Content-Length`` before keeping any of it, else while reading a chunked body (the
+    rest is dropped, ``DRAIN_BYTES`` / ``DRAIN_S`` at most, so the client reads the 413).
     ``starlette.requests.ClientDisconnect`` when the client leaves meanwhile."""
     declared = request.headers.get("content-length")
+    chunks = request.stream()
     if declared is not None and declared.isdigit() and int(declared) > limit:
+        await _drain(chunks)
         raise _too_large(limit, int(declared))
-    chunks: list[bytes] = []
+    kept: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
+            await _drain(chunks)
             raise _too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        kept.append(chunk)
+    return b"".join(kept)
 
 
 @dataclass(frozen=True)
