@@ -25,6 +25,39 @@ from kimi_bench.limits import (
 )
 from kimi_bench.runtime import DEFAULT_RUNTIME
 
+# the limits a server left running applies (kimi_bench.serving.intake)
+MaxPixelsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-pixels",
+        min=1,
+        max=2**31,
+        help="Refuse (HTTP 400) an image with more pixels, read from its header before "
+        "anything is decoded (a decompression bomb guard; parity's limit). PIL itself "
+        "refuses images over 178,956,970 pixels.",
+    ),
+]
+MaxRequestPixelsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-request-pixels",
+        min=1,
+        max=2**40,
+        show_default=False,
+        help="Refuse (HTTP 400) a request whose images have more pixels together. "
+        f"Default: {REQUEST_PIXELS_PER_IMAGE_LIMIT}x --max-pixels.",
+    ),
+]
+MaxBodyMbOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-body-mb",
+        min=0.001,
+        max=4096,
+        help="Refuse (HTTP 413) a request body larger than this many MiB (base64 images make it).",
+    ),
+]
+
 
 def _standins(pairs: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs -> StandinCost fields; ValueError names a bad pair."""
@@ -107,51 +140,26 @@ def serve_server(
     arena_requests: Annotated[
         int, typer.Option("--arena-requests", min=2, help="zero-copy arm: arena slots.")
     ] = 64,
-    max_pixels: Annotated[
-        int,
-        typer.Option(
-            "--max-pixels",
-            min=1,
-            max=2**31,
-            help="Refuse (HTTP 400) an image with more pixels, read from its header before "
-            "anything is decoded (a decompression bomb guard; parity's limit). PIL itself "
-            "refuses images over 178,956,970 pixels.",
-        ),
-    ] = DEFAULT_MAX_PIXELS,
-    max_request_pixels: Annotated[
-        int | None,
-        typer.Option(
-            "--max-request-pixels",
-            min=1,
-            max=2**40,
-            show_default=False,
-            help=f"Refuse (HTTP 400) a request whose images have more pixels together. "
-            f"Default: {REQUEST_PIXELS_PER_IMAGE_LIMIT}x --max-pixels.",
-        ),
-    ] = None,
-    max_body_mb: Annotated[
-        float,
-        typer.Option(
-            "--max-body-mb",
-            min=0.001,
-            max=4096,
-            help="Refuse (HTTP 413) a request body larger than this many MiB (base64 images "
-            "make it).",
-        ),
-    ] = DEFAULT_MAX_BODY_BYTES / 2**20,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    max_request_pixels: MaxRequestPixelsOpt = None,
+    max_body_mb: MaxBodyMbOpt = DEFAULT_MAX_BODY_BYTES / 2**20,
     fault: Annotated[str | None, typer.Option("--fault", hidden=True)] = None,
 ) -> None:
     """Serve the emulated pipeline of one arm over HTTP, as an OpenAI-compatible server.
 
-    POST /v1/chat/completions (streaming; images as base64 data URLs, decoded by the
-    producer processes), GET /v1/models, /health, /version, /metrics (Prometheus: request
-    and stage histograms, bytes moved per stage and per copy-ledger entry). The first
-    token streams when the emulated first token is ready. Encoder and prefill are
-    stand-ins, as in serve-ab. Images over --max-pixels (from their header, nothing
-    decoded) and bodies over --max-body-mb are refused with an OpenAI-style JSON error
-    (400 / 413), one line on the console each. Stops cleanly on Ctrl-C or SIGTERM (open
-    streams end with an error event; every pipeline process is reaped before it exits);
-    exits by itself (code 1) when the pipeline fails.
+    POST /v1/chat/completions (streaming; images as base64 data URLs,
+    decoded by the producer processes), GET /v1/models, /health, /version,
+    /metrics (Prometheus: request and stage histograms, bytes moved per
+    stage and per copy-ledger entry). The first token streams when the
+    emulated first token is ready. Encoder and prefill are stand-ins, as in
+    serve-ab.
+
+    Images over --max-pixels (read from their header, nothing decoded) and
+    bodies over --max-body-mb are refused with an OpenAI-style JSON error
+    (400 / 413) and one console line each. Stops cleanly on Ctrl-C or
+    SIGTERM: open streams end with an error event, every pipeline process
+    is reaped before it exits. Exits by itself (code 1) when the pipeline
+    fails.
 
     Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
     """

@@ -541,3 +541,34 @@ def test_stopping_the_server_ends_open_streams_and_waiting_requests() -> None:
     assert waiting[0].json()["error"]["message"] == "the server is shutting down"
     outcomes = app.state.metrics.outcome_counts()
     assert outcomes == {"cancelled": 2} and backend.inner.closed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-pixels", "0"], "Invalid value for '--max-pixels'"),
+        (["--max-request-pixels", "0"], "Invalid value for '--max-request-pixels'"),
+        (["--max-body-mb", "0"], "Invalid value for '--max-body-mb'"),
+        (["--max-body-mb", "nan"], "Invalid value for '--max-body-mb'"),
+    ],
+)
+def test_kimi_bench_serve_limit_options_are_bounded(args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from kimi_bench.cli.main import app
+
+    res = CliRunner().invoke(app, ["serve", "--arm", "eager", "--device", "cpu", *args])
+    assert res.exit_code == 2 and message in " ".join(res.output.split())
+
+
+def test_kimi_bench_serve_help_names_the_limits_and_their_defaults() -> None:
+    from typer.testing import CliRunner
+
+    from kimi_bench.cli.main import app
+
+    res = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0
+    assert "--max-pixels" in text and "100000000" in text
+    assert "--max-body-mb" in text and "64.0" in text
+    assert "Default: 4x --max-pixels" in text
