@@ -144,6 +144,8 @@ so the throughput above is this busy machine's, not the emulator's best.
 - Unexpected answers (wrong status, 5xx, transport errors): {len(r["unexpected"])}.
 - Server outcomes (/metrics) equal what the clients saw: {same}
   ({", ".join(f"{k} {v}" for k, v in sorted(r["server_outcomes"].items()))}).
+  `error` is the truncated images: they pass the header check, the producer cannot
+  decode them and the backend fails them with HTTP 400 (a client error, not a 5xx).
 - Server log: {r["refusal_lines"]} refusal lines (one per refused request), other lines
   besides start and stop: {len(r["log_problems"])}; no traceback.
 - The server's processes kept {median(x["cpu_cores"] for x in s[1:]):.2f} cores busy
