@@ -6,8 +6,9 @@ line per refusal and nothing else (no traceback), keep /health answering, keep i
 and that of its processes roughly flat and leak no shared-memory segment; then stop on
 SIGTERM leaving no process behind.
 
-``KB_SOAK_REPORT=DIR`` also writes DIR/report.json (every sample) and DIR/report.md
-(reports/soak/ holds the committed 10-minute run)."""
+``KB_SOAK_REPORT=DIR`` also writes DIR/soak.json (every sample) and DIR/report.md
+(reports/soak/ holds the committed 10-minute run; not named report.json, which the
+committed-report schema test reserves for kimi-bench report kinds)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def write_report(folder: Path, soak: dict[str, Any], args: list[str]) -> None:
         "host": host(),
         **soak,
     }
-    (folder / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    (folder / "soak.json").write_text(json.dumps(report, indent=1) + "\n")
     (folder / "report.md").write_text(_markdown(report))
 
 
@@ -163,7 +164,7 @@ so the throughput above is this busy machine's, not the emulator's best.
 - SIGTERM at the end: exit code {r["exit_code"]}, "{r["stop_line"]}", orphans
   {len(r["orphans_after_stop"])}, processes left {len(r["processes_after_stop"])}.
 
-Every sample is in report.json (`samples`: t_s, rss_mib, server_rss_mib, processes,
+Every sample is in soak.json (`samples`: t_s, rss_mib, server_rss_mib, processes,
 segments, in_flight, cpu_cores, health, health_ms, loadavg_1m). Reproduce:
 `KB_SOAK_SECONDS=600 KB_SOAK_REPORT=reports/soak python -m pytest -q
 tests/integration/test_serve_soak.py`.
