@@ -117,14 +117,19 @@ def _post(url: str, images: list[bytes]) -> httpx.Response:
 
 @pytest.mark.slow
 def test_an_image_that_does_not_decode_fails_alone_with_400_from_the_producer() -> None:
+    # a valid header (the server's size check passes), half the data: the producer fails it
+    truncated = jpeg(8, (320, 240))
+    truncated = truncated[: len(truncated) // 2]
     with emulator("deferred", ranks=2, workers=1, transport="pickle") as (url, _backend, dead):
-        bad = _post(url, [b"\xff\xd8 this is not a JPEG"])
+        bad = _post(url, [truncated])
+        not_an_image = _post(url, [b"\xff\xd8 this is not a JPEG"])  # refused by the server
         good = _post(url, [jpeg(2)])
     assert bad.status_code == 400
-    assert (
-        "the producer rejected the request: UnidentifiedImageError"
-        in bad.json()["error"]["message"]
+    assert bad.json()["error"]["message"].startswith(
+        "the producer rejected the request: OSError: image file is truncated"
     )
+    assert not_an_image.status_code == 400
+    assert "is not an image file PIL can read" in not_an_image.json()["error"]["message"]
     assert good.status_code == 200 and good.json()["choices"][0]["message"]["content"]
     assert not dead
 
