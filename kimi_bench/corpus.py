@@ -27,14 +27,10 @@ import torch
 from PIL import Image
 
 from kimi_bench.config import PreprocessConfig
-from kimi_bench.limits import LimitError, file_kind, open_regular
+from kimi_bench.limits import DEFAULT_MAX_PIXELS, LimitError, file_kind, open_regular
 from kimi_bench.navit import plan_resize
 from kimi_bench.policy import decide_request
 
-# Pixel count above which an input is refused before it is decoded (a decompression
-# bomb guard). 100 M pixels is ~7x the largest image a K3 plan keeps (7168 x 7168 side
-# cap, 65536 patches); PIL's own guard warns at 89 M and refuses at 179 M.
-DEFAULT_MAX_PIXELS = 100_000_000
 TENSOR_SUFFIXES = (".pt", ".pth", ".npy")
 
 

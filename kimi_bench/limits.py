@@ -23,6 +23,17 @@ from typing import Any
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
 
+# Pixel count above which an image is refused before it is decoded (a decompression bomb
+# guard; parity --max-pixels and kimi-bench serve --max-pixels). 100 M pixels is ~7x the
+# largest image a K3 plan keeps (7168 x 7168 side cap, 65536 patches); PIL's own guard
+# warns at 89 M and refuses at 179 M.
+DEFAULT_MAX_PIXELS = 100_000_000
+# kimi-bench serve: the largest request body (base64 images make it; the OpenAI API
+# allows 50 MB of images per request) and the pixels of one request's images together
+# (default: this many times --max-pixels).
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+REQUEST_PIXELS_PER_IMAGE_LIMIT = 4
+
 
 class LimitError(ValueError):
     """A value or a file outside the documented bounds; the message names it."""

@@ -353,7 +353,7 @@ class Harness:
             p.join(timeout=max(0.1, deadline - time.monotonic()))
             if p.is_alive():
                 os.kill(p.pid, signal.SIGKILL)
-                p.join(timeout=2)
+                p.join(timeout=30)  # reaped, not left behind (SIGKILL ends it at once)
         from kimi_bench.transport import cleanup_segments
 
         removed = cleanup_segments(self.prefix)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import signal
 from typing import Annotated, Any
 
 import typer
@@ -16,7 +18,45 @@ from kimi_bench.cli.common import (
     err_console,
     usage_error,
 )
+from kimi_bench.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PIXELS,
+    REQUEST_PIXELS_PER_IMAGE_LIMIT,
+)
 from kimi_bench.runtime import DEFAULT_RUNTIME
+
+# the limits a server left running applies (kimi_bench.serving.intake)
+MaxPixelsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-pixels",
+        min=1,
+        max=2**31,
+        help="Refuse (HTTP 400) an image with more pixels, read from its header before "
+        "anything is decoded (a decompression bomb guard; parity's limit). PIL itself "
+        "refuses images over 178,956,970 pixels.",
+    ),
+]
+MaxRequestPixelsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-request-pixels",
+        min=1,
+        max=2**40,
+        show_default=False,
+        help="Refuse (HTTP 400) a request whose images have more pixels together. "
+        f"Default: {REQUEST_PIXELS_PER_IMAGE_LIMIT}x --max-pixels.",
+    ),
+]
+MaxBodyMbOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-body-mb",
+        min=0.001,
+        max=4096,
+        help="Refuse (HTTP 413) a request body larger than this many MiB (base64 images make it).",
+    ),
+]
 
 
 def _standins(pairs: list[str]) -> dict[str, Any]:
@@ -100,16 +140,26 @@ def serve_server(
     arena_requests: Annotated[
         int, typer.Option("--arena-requests", min=2, help="zero-copy arm: arena slots.")
     ] = 64,
+    max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
+    max_request_pixels: MaxRequestPixelsOpt = None,
+    max_body_mb: MaxBodyMbOpt = DEFAULT_MAX_BODY_BYTES / 2**20,
     fault: Annotated[str | None, typer.Option("--fault", hidden=True)] = None,
 ) -> None:
     """Serve the emulated pipeline of one arm over HTTP, as an OpenAI-compatible server.
 
-    POST /v1/chat/completions (streaming; images as base64 data URLs, decoded by the
-    producer processes), GET /v1/models, /health, /version, /metrics (Prometheus: request
-    and stage histograms, bytes moved per stage and per copy-ledger entry). The first
-    token streams when the emulated first token is ready. Encoder and prefill are
-    stand-ins, as in serve-ab. Stops cleanly on Ctrl-C or SIGTERM; exits by itself (code
-    1) when the pipeline fails.
+    POST /v1/chat/completions (streaming; images as base64 data URLs,
+    decoded by the producer processes), GET /v1/models, /health, /version,
+    /metrics (Prometheus: request and stage histograms, bytes moved per
+    stage and per copy-ledger entry). The first token streams when the
+    emulated first token is ready. Encoder and prefill are stand-ins, as in
+    serve-ab.
+
+    Images over --max-pixels (read from their header, nothing decoded) and
+    bodies over --max-body-mb are refused with an OpenAI-style JSON error
+    (400 / 413) and one console line each. Stops cleanly on Ctrl-C or
+    SIGTERM: open streams end with an error event, every pipeline process
+    is reaped before it exits. Exits by itself (code 1) when the pipeline
+    fails.
 
     Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
     """
@@ -121,6 +171,13 @@ def serve_server(
     from kimi_bench.serving.launch import ServerStartError
     from kimi_bench.serving.server import ServerOptions
 
+    for name, value in (
+        ("--decode-interval-ms", decode_interval_ms),
+        ("--start-timeout", start_timeout),
+        ("--max-body-mb", max_body_mb),
+    ):
+        if not math.isfinite(value):
+            raise usage_error(f"{name} must be a finite number, got {value}")
     try:
         conf = EmulatorConfig(
             arm=arm,
@@ -144,7 +201,12 @@ def serve_server(
     if api_key_env and not key:
         raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
     server_opts = ServerOptions(
-        model=model, api_key=key, decode_interval_s=decode_interval_ms / 1e3
+        model=model,
+        api_key=key,
+        decode_interval_s=decode_interval_ms / 1e3,
+        max_pixels=max_pixels,
+        max_request_pixels=max_request_pixels,
+        max_body_bytes=round(max_body_mb * 2**20),
     )
     err_console.print(
         escape(
@@ -154,10 +216,11 @@ def serve_server(
         )
     )
     try:
-        backend = serve_emulator(conf, server_opts, host, port)
+        served = serve_emulator(conf, server_opts, host, port)
     except ServerStartError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(code=1) from None
+    backend = served.backend
     if backend.start_error or backend.dead:
         what = "did not start" if backend.start_error else "failed"
         err_console.print(
@@ -169,4 +232,18 @@ def serve_server(
         err_console.print(
             f"removed {len(backend.leftover_segments)} leftover shared-memory segment(s)"
         )
-    err_console.print("kimi-bench serve: stopped")
+    err_console.print(escape(_stopped_line(served.signal, served.requests)))
+
+
+def _stopped_line(sig: int | None, requests: dict[str, int]) -> str:
+    """``kimi-bench serve: stopped on SIGINT (Ctrl-C); 12 request(s): 10 ok, 2 ...``"""
+    how = ""
+    if sig is not None:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        how = f" on {name}" + (" (Ctrl-C)" if sig == signal.SIGINT else "")
+    total = sum(requests.values())
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in requests.items())
+    return f"kimi-bench serve: stopped{how}; {total} request(s)" + (f": {counts}" if total else "")

@@ -33,7 +33,7 @@ from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.backend import BackendError, FirstToken
-from kimi_bench.serving.launch import bind_socket, serve
+from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
@@ -233,6 +233,8 @@ class EmulatorBackend:
         if self._harness is not None:
             self.leftover_segments = self._harness.stop()  # terminates what still runs
             self._harness = None
+        if self._req_q is not None:  # what no producer took is dropped, not waited for
+            self._req_q.cancel_join_thread()
 
     # ------------------------------------------------------------ worker messages
 
@@ -339,19 +341,32 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+@dataclass(frozen=True)
+class Served:
+    """How ``kimi-bench serve`` ended: the backend (``dead``: why the pipeline failed,
+    ``start_error``: why it never started, ``leftover_segments``), the signal that
+    stopped the server (None if none did) and the requests by outcome."""
+
+    backend: EmulatorBackend
+    signal: int | None
+    requests: dict[str, int]
+
+
 def serve_emulator(
     conf: EmulatorConfig,
     server_opts: ServerOptions,
     host: str = "127.0.0.1",
     port: int = 8000,
     graceful_timeout_s: float = 5.0,
-) -> EmulatorBackend:
+) -> Served:
     """``kimi-bench serve``: the emulator behind the OpenAI-compatible server until SIGTERM
     or SIGINT, or until its pipeline fails (the server then stops itself, as a real
-    server whose scheduler died does). Returns the backend: ``dead`` says why the
-    pipeline failed, ``start_error`` why it never started (both None after a clean
-    stop). ServerStartError when the port cannot be bound."""
+    server whose scheduler died does). Every pipeline process is stopped and reaped
+    before this returns, and this process reaps every other child (multiprocessing's
+    resource tracker) before it exits (``launch.reap_children_at_exit``).
+    ServerStartError when the port cannot be bound."""
     sock = bind_socket(host, port)  # a port in use fails before the pipeline starts
+    reap_children_at_exit()
     metrics = ServerMetrics()
     backend = EmulatorBackend(
         conf, metrics, on_dead=lambda _msg: os.kill(os.getpid(), signal.SIGTERM)
@@ -365,11 +380,12 @@ def serve_emulator(
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+    stopped_by = None
     try:
         if backend.start_error is None:
             app = create_app(backend, server_opts, metrics)
-            serve(app, host, port, graceful_timeout_s=graceful_timeout_s, sock=sock)
+            stopped_by = serve(app, host, port, graceful_timeout_s=graceful_timeout_s, sock=sock)
     finally:
         sock.close()
         backend.shutdown()  # already done by the app's shutdown, unless serving failed
-    return backend
+    return Served(backend, stopped_by, metrics.outcome_counts())

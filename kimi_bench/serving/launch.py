@@ -62,6 +62,20 @@ class _ShortTracebacks(logging.Filter):
         return True
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server that tells the app when it begins to stop (``app.state.
+    begin_shutdown``, see ``server.create_app``) before it waits for open connections,
+    so requests in flight end at once instead of being cancelled after the graceful
+    timeout."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        app = self.config.app
+        begin = getattr(getattr(app, "state", None), "begin_shutdown", None)
+        if callable(begin):
+            begin()
+        await super().shutdown(sockets)
+
+
 def _config(app: Any, log_level: str, graceful_timeout_s: float) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -88,7 +102,7 @@ def serve(
     Returns the signal number that stopped it, or None. Never re-raises the signal.
     ``sock``: a socket bound beforehand (by :func:`bind_socket`) instead of host/port."""
     sock = sock or bind_socket(host, port)
-    server = uvicorn.Server(_config(app, log_level, graceful_timeout_s))  # configures logging
+    server = _Server(_config(app, log_level, graceful_timeout_s))  # configures logging
     short = _ShortTracebacks()
     logging.getLogger("uvicorn.error").addFilter(short)
     caught: list[int] = []
@@ -117,7 +131,7 @@ def serve_in_thread(
     server (shutdown runs) when the block ends."""
     sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(_config(app, log_level, 2.0))
+    server = _Server(_config(app, log_level, 2.0))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -131,6 +145,60 @@ def serve_in_thread(
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def child_pids() -> list[int]:
+    """This process's children, running or exited and not yet reaped (Linux:
+    ``/proc/self/task/*/children``; empty elsewhere)."""
+    pids: set[int] = set()
+    with contextlib.suppress(OSError):
+        for task in Path("/proc/self/task").iterdir():
+            with contextlib.suppress(OSError):
+                pids.update(int(x) for x in (task / "children").read_text().split())
+    return sorted(pids)
+
+
+def _reap_children(grace_s: float) -> None:
+    """Stop multiprocessing's resource tracker and wait for it, then give any other child
+    ``grace_s`` to exit and SIGKILL what still runs; every child is reaped."""
+    from multiprocessing import resource_tracker
+
+    # private, but the only way: the tracker stops when its pipe closes, otherwise when
+    # this process has exited (it then outlives it for a moment)
+    stop = getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None)
+    if callable(stop):
+        with contextlib.suppress(Exception):
+            stop()
+    deadline = time.monotonic() + grace_s
+    for pid in child_pids():
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.01)
+
+
+_reap_registered: list[float] = []
+
+
+def reap_children_at_exit(grace_s: float = 5.0) -> None:
+    """Make this process reap every child before it exits, multiprocessing's resource
+    tracker included (for ``kimi-bench serve``, which must leave no orphan, not even
+    briefly).
+
+    multiprocessing starts the tracker with the first semaphore (a Queue) and lets it end
+    by itself once its parent has exited, so it outlives the parent for a moment. This
+    registers a multiprocessing finalizer that runs last at exit (after every semaphore was
+    released and daemon workers were stopped), stops the tracker and reaps it, then any
+    other child (SIGKILL after ``grace_s``). Idempotent."""
+    from multiprocessing import util
+
+    if not _reap_registered:
+        util.Finalize(None, _reap_children, args=(grace_s,), exitpriority=-100)
+        _reap_registered.append(grace_s)
 
 
 def wait_healthy(

@@ -2,31 +2,52 @@
 
 Routes: ``POST /v1/chat/completions`` (streaming or not), ``GET /v1/models``,
 ``GET /health``, ``GET /version``, ``GET /metrics`` (Prometheus text). Images arrive as
-base64 data URLs; the server decodes the base64 only and hands the encoded file bytes
+base64 data URLs; the server decodes the base64 only, checks every image's size from its
+header against the pixel limits (``intake``), and hands the encoded file bytes
 (JPEG/PNG) to the backend, which decodes them as a real server's processor does. The
 first token is sent when ``Backend.submit`` returns; later tokens (``max_tokens > 1``)
-follow every ``ServerOptions.decode_interval_s``."""
+follow every ``ServerOptions.decode_interval_s`` (``sse``).
+
+A server meant to be left running: bodies over ``max_body_bytes`` get 413, images over
+the pixel limits 400 (each refusal is one warning line on the console); a client that
+goes away is counted as ``disconnected`` and logs nothing; when the server begins to
+stop (``begin_shutdown``, called by ``launch``'s uvicorn server on SIGTERM/SIGINT),
+requests waiting for their first token get 503 and open streams end with an error event,
+so shutdown never waits on them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kimi_bench import __version__
+from kimi_bench.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PIXELS,
+    REQUEST_PIXELS_PER_IMAGE_LIMIT,
+)
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
+from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body
 from kimi_bench.serving.server_metrics import ServerMetrics
+from kimi_bench.serving.sse import STOPPING, ChatStream, ServerStopping, SSEResponse
 from kimi_bench.serving.trace import parse_data_url
+
+# a child of uvicorn's logger: the same console, format and level as uvicorn's own lines
+LOG = logging.getLogger("uvicorn.error.kimi_bench")
 
 
 @dataclass(frozen=True)
@@ -37,11 +58,22 @@ class ServerOptions:
     default_max_tokens: int = 1
     max_tokens_limit: int = 4096
     version: str = __version__
+    max_pixels: int = DEFAULT_MAX_PIXELS  # per image, read from its header
+    max_request_pixels: int | None = None  # all images of a request; None: 4x max_pixels
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+    @property
+    def pixel_limits(self) -> PixelLimits:
+        total = self.max_request_pixels
+        if total is None:
+            total = REQUEST_PIXELS_PER_IMAGE_LIMIT * self.max_pixels
+        return PixelLimits(per_image=self.max_pixels, per_request=total)
 
 
 @dataclass
 class _Chat:
     images: list[bytes]
+    places: list[str]  # where each image was in the body ("messages[0].content[1]")
     prompt_tokens: int
     max_tokens: int
     stream: bool
@@ -49,11 +81,12 @@ class _Chat:
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
-    return JSONResponse(body, status_code=status)
+    return Refused(status, "", message, kind=kind).response()
 
 
-def _parse_content(content: Any, where: str, images: list[bytes], texts: list[str]) -> None:
+def _parse_content(
+    content: Any, where: str, images: list[bytes], places: list[str], texts: list[str]
+) -> None:
     if isinstance(content, str):
         texts.append(content)
         return
@@ -70,6 +103,7 @@ def _parse_content(content: Any, where: str, images: list[bytes], texts: list[st
                 images.append(parse_data_url(str(url))[1])
             except ValueError as exc:
                 raise ValueError(f"{where}.content[{j}]: {exc}") from None
+            places.append(f"{where}.content[{j}]")
         else:
             raise ValueError(f"{where}.content[{j}] has unsupported type {kind!r}")
 
@@ -88,22 +122,42 @@ def parse_chat(body: Any, opts: ServerOptions) -> _Chat:
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
     images: list[bytes] = []
+    places: list[str] = []
     texts: list[str] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict):
             raise ValueError(f"messages[{i}] must be an object")
-        _parse_content(msg.get("content", ""), f"messages[{i}]", images, texts)
+        _parse_content(msg.get("content", ""), f"messages[{i}]", images, places, texts)
     raw = body.get("max_completion_tokens", body.get("max_tokens", opts.default_max_tokens))
     if not isinstance(raw, int) or isinstance(raw, bool) or not 1 <= raw <= opts.max_tokens_limit:
         raise ValueError(f"max_tokens must be an integer in [1, {opts.max_tokens_limit}]")
     options = body.get("stream_options") or {}
     return _Chat(
         images=images,
+        places=places,
         prompt_tokens=sum(len(t.split()) for t in texts),
         max_tokens=raw,
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
     )
+
+
+def admit(raw: bytes, opts: ServerOptions) -> _Chat:
+    """A request body -> the chat it asks for, or Refused: not JSON, not a valid chat
+    (400), an unknown model (404), an unreadable image or one over the pixel limits
+    (400, read from the headers). CPU work on the whole body: run it off the event loop."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise Refused(400, "invalid_json", f"bad request: the body is not JSON: {exc}") from None
+    try:
+        chat = parse_chat(body, opts)
+    except LookupError as exc:
+        raise Refused(404, "unknown_model", str(exc), kind="model_not_found") from None
+    except ValueError as exc:
+        raise Refused(400, "invalid_request", f"bad request: {exc}") from None
+    check_images(chat.images, chat.places, opts.pixel_limits)
+    return chat
 
 
 async def _disconnected(request: Request) -> None:
@@ -112,10 +166,27 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """A done callback: a cancelled submit's late exception is not 'never retrieved'."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "a client"
+
+
 class _Handler:
     def __init__(self, backend: Backend, opts: ServerOptions, metrics: ServerMetrics) -> None:
         self.backend, self.opts, self.metrics = backend, opts, metrics
-        self.ready = False
+        self.ready = self.stopping = False
+        self.stop = asyncio.Event()  # set when the server begins to stop
+
+    def begin_shutdown(self) -> None:
+        """The server stops (call on its event loop): /health says so, requests waiting
+        for their first token get 503, open streams end."""
+        self.ready, self.stopping = False, True
+        self.stop.set()
 
     def _authorized(self, request: Request) -> bool:
         if self.opts.api_key is None:
@@ -123,9 +194,9 @@ class _Handler:
         return request.headers.get("authorization") == f"Bearer {self.opts.api_key}"
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse(
-            {"status": "ok" if self.ready else "starting"}, 200 if self.ready else 503
-        )
+        if self.ready:
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "stopping" if self.stopping else "starting"}, 503)
 
     async def version(self, request: Request) -> Response:
         return JSONResponse({"version": self.opts.version})
@@ -140,37 +211,54 @@ class _Handler:
         body, content_type = self.metrics.exposition()
         return Response(body, media_type=content_type)
 
+    def _refuse(self, request: Request, exc: Refused) -> Response:
+        self.metrics.refuse(exc.reason, "unauthorized" if exc.status == 401 else "bad_request")
+        LOG.warning("refused a request from %s (HTTP %d): %s", _client(request), exc.status, exc)
+        return exc.response()
+
     async def chat(self, request: Request) -> Response:
         t0 = time.perf_counter()
-        if not self._authorized(request):
-            self.metrics.finish("unauthorized", t0)
-            return _error(401, "invalid or missing API key", "authentication_error")
         try:
-            chat = parse_chat(json.loads(await request.body()), self.opts)
-        except LookupError as exc:
-            self.metrics.finish("bad_request", t0)
-            return _error(404, str(exc), "model_not_found")
-        except ValueError as exc:  # includes JSONDecodeError
-            self.metrics.finish("bad_request", t0)
-            return _error(400, f"bad request: {exc}")
-        rid = f"chatcmpl-{uuid.uuid4().hex}"
-        self.metrics.received(sum(len(b) for b in chat.images))
+            if not self._authorized(request):
+                raise Refused(
+                    401, "unauthorized", "invalid or missing API key", kind="authentication_error"
+                )
+            raw = await read_body(request, self.opts.max_body_bytes)
+            chat = await asyncio.to_thread(admit, raw, self.opts)
+        except Refused as exc:
+            return self._refuse(request, exc)
+        except ClientDisconnect:  # gone while sending its body: nobody reads an answer
+            self.metrics.finish("disconnected", t0, admitted=False)
+            return Response(status_code=499)
+        return await self._run(request, chat, t0)
+
+    async def _first_token(
+        self, request: Request, rid: str, chat: _Chat, t0: float
+    ) -> FirstToken | Response:
+        """The backend's first token, or the response that ends the request instead: the
+        client left (499, nobody reads it), the server stops (503), the backend failed."""
         submit = asyncio.ensure_future(self.backend.submit(rid, chat.images, chat.prompt_tokens))
+        submit.add_done_callback(_retrieve)
         gone = asyncio.ensure_future(_disconnected(request))
+        stop = asyncio.ensure_future(self.stop.wait())
         try:
-            await asyncio.wait({submit, gone}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:  # the server is shutting down: the request goes too
+            done, _ = await asyncio.wait({submit, gone, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # uvicorn cancels what outlives its graceful timeout
             submit.cancel()
             self.metrics.finish("cancelled", t0)
             raise
         finally:
             gone.cancel()
-        if not submit.done():
+            stop.cancel()
+        if submit not in done:
             submit.cancel()
+            if gone in done:
+                self.metrics.finish("disconnected", t0)
+                return Response(status_code=499)
             self.metrics.finish("cancelled", t0)
-            return Response(status_code=499)  # nobody reads it: the client has gone
+            return _error(503, STOPPING, "server_error")
         try:
-            first = submit.result()
+            return submit.result()
         except BackendError as exc:
             self.metrics.finish("error", t0)
             kind = "server_error" if exc.status >= 500 else "invalid_request_error"
@@ -178,19 +266,37 @@ class _Handler:
         except Exception as exc:  # a backend bug fails the request, not the server
             self.metrics.finish("error", t0)
             return _error(500, f"backend failed: {type(exc).__name__}: {exc}", "server_error")
+
+    async def _run(self, request: Request, chat: _Chat, t0: float) -> Response:
+        rid = f"chatcmpl-{uuid.uuid4().hex}"
+        self.metrics.received(sum(len(b) for b in chat.images))
+        first = await self._first_token(request, rid, chat, t0)
+        if isinstance(first, Response):
+            return first
         self.metrics.first_token(first, t0)
         prompt = first.prompt_tokens if first.prompt_tokens is not None else chat.prompt_tokens
-        stream = _Stream(rid, self.opts, chat, prompt, first.stream_fault)
-        headers = {"X-Request-Id": rid, REQUEST_HEADER: _report_header(first)}
-        if not chat.stream:
-            text = "".join([tok async for tok in stream.tokens()])
-            self.metrics.finish("ok", t0, chat.max_tokens, prompt)
-            return JSONResponse(stream.completion(text), headers=headers)
-        return StreamingResponse(
-            stream.events(lambda n: self.metrics.finish("ok" if n else "error", t0, n, prompt)),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", **headers},
+        stream = ChatStream(
+            rid,
+            self.opts.model,
+            chat.max_tokens,
+            prompt,
+            decode_interval_s=self.opts.decode_interval_s,
+            stop=self.stop,
+            include_usage=chat.include_usage,
+            fault=first.stream_fault,
         )
+        headers = {"X-Request-Id": rid, REQUEST_HEADER: _report_header(first)}
+        if chat.stream:
+            return SSEResponse(
+                stream, lambda how, n: self.metrics.finish(how, t0, n, prompt), headers
+            )
+        try:
+            text = await stream.text()
+        except ServerStopping:
+            self.metrics.finish("cancelled", t0)
+            return _error(503, STOPPING, "server_error")
+        self.metrics.finish("ok", t0, chat.max_tokens, prompt)
+        return JSONResponse(stream.completion(text), headers=headers)
 
 
 def _report_header(first: FirstToken) -> str:
@@ -198,73 +304,28 @@ def _report_header(first: FirstToken) -> str:
     return json.dumps({"stages_s": dict(first.stages_s), **first.report}, ensure_ascii=True)
 
 
-class _Stream:
-    """The OpenAI chunks of one response."""
+class _QuietWhenStopping:
+    """ASGI middleware: a request that uvicorn cancels at shutdown (it outlived the
+    graceful timeout, e.g. a client still sending its body) ends without the
+    ``CancelledError`` traceback uvicorn would log for it."""
 
-    def __init__(
-        self, rid: str, opts: ServerOptions, chat: _Chat, prompt: int, fault: str | None
-    ) -> None:
-        self.rid, self.opts, self.chat, self.prompt, self.fault = rid, opts, chat, prompt, fault
-        self.created = int(time.time())
+    def __init__(self, app: ASGIApp, handler: _Handler) -> None:
+        self.app, self.handler = app, handler
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return self._event({"choices": [choice]})
-
-    def _event(self, extra: dict[str, Any]) -> str:
-        obj = {"id": self.rid, "object": "chat.completion.chunk", "created": self.created}
-        return f"data: {json.dumps({**obj, 'model': self.opts.model, **extra})}\n\n"
-
-    async def tokens(self) -> AsyncIterator[str]:
-        for i in range(self.chat.max_tokens):
-            if i:
-                await asyncio.sleep(self.opts.decode_interval_s)
-            yield f" t{i}"
-
-    def usage(self, completion: int) -> dict[str, int]:
-        total = self.prompt + completion
-        return {
-            "prompt_tokens": self.prompt,
-            "completion_tokens": completion,
-            "total_tokens": total,
-        }
-
-    async def events(self, done: Callable[[int], None]) -> AsyncIterator[str]:
-        """SSE events; ``done(tokens_sent)`` runs once the stream has ended."""
-        sent = 0
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            yield self._chunk({"role": "assistant", "content": ""})
-            if self.fault == "malformed":
-                yield 'data: {"id": "' + self.rid + '", "choices": [{"delta": {"content": \n\n'
-            elif self.fault == "reset":
-                raise ConnectionResetError("injected fault: connection reset before a token")
-            elif self.fault != "no_token":
-                async for tok in self.tokens():
-                    yield self._chunk({"content": tok})
-                    sent += 1
-            yield self._chunk({}, "length" if sent else "stop")
-            if self.chat.include_usage:
-                yield self._event({"choices": [], "usage": self.usage(sent)})
-            yield "data: [DONE]\n\n"
-        finally:
-            done(sent)
-
-    def completion(self, text: str) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text}
-        return {
-            "id": self.rid,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.opts.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
-            "usage": self.usage(self.chat.max_tokens),
-        }
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if not self.handler.stopping:
+                raise
 
 
 def create_app(
     backend: Backend, opts: ServerOptions | None = None, metrics: ServerMetrics | None = None
 ) -> Starlette:
-    """The app; ``backend.start()``/``close()`` run at server start-up/shutdown."""
+    """The app; ``backend.start()``/``close()`` run at server start-up/shutdown.
+    ``app.state.begin_shutdown()`` (on the event loop) starts the stop: ``launch`` calls
+    it when uvicorn begins to shut down, before it waits for open connections."""
     handler = _Handler(backend, opts or ServerOptions(), metrics or ServerMetrics())
 
     @contextlib.asynccontextmanager
@@ -274,7 +335,7 @@ def create_app(
         try:
             yield
         finally:
-            handler.ready = False
+            handler.begin_shutdown()
             await backend.close()
 
     routes = [
@@ -284,6 +345,8 @@ def create_app(
         Route("/version", handler.version, methods=["GET"]),
         Route("/metrics", handler.metrics_text, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(_QuietWhenStopping, handler=handler)]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.metrics = handler.metrics
+    app.state.begin_shutdown = handler.begin_shutdown
     return app

@@ -33,33 +33,16 @@ from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import make_trace
 from kimi_bench.transport import list_segments
+from tests.serve_helpers import MARK, adopting_orphans, marked_processes
 
 MODEL = "emulator-test"
 W, H = 160, 120
-MARK = "KIMI_BENCH_TEST_MARK"
 
 
 def jpeg(seed: int = 0, size: tuple[int, int] = (W, H)) -> bytes:
     buf = io.BytesIO()
     Image.effect_noise(size, 40 + seed).convert("RGB").save(buf, "JPEG", quality=85)
     return buf.getvalue()
-
-
-def marked_processes(mark: str) -> list[int]:
-    """Live processes started with ``MARK=mark`` in their environment (this test's
-    children and their children, however deep; the test process itself never is)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"{MARK}={mark}".encode() in env and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 @contextlib.contextmanager
@@ -134,14 +117,19 @@ def _post(url: str, images: list[bytes]) -> httpx.Response:
 
 @pytest.mark.slow
 def test_an_image_that_does_not_decode_fails_alone_with_400_from_the_producer() -> None:
+    # a valid header (the server's size check passes), half the data: the producer fails it
+    truncated = jpeg(8, (320, 240))
+    truncated = truncated[: len(truncated) // 2]
     with emulator("deferred", ranks=2, workers=1, transport="pickle") as (url, _backend, dead):
-        bad = _post(url, [b"\xff\xd8 this is not a JPEG"])
+        bad = _post(url, [truncated])
+        not_an_image = _post(url, [b"\xff\xd8 this is not a JPEG"])  # refused by the server
         good = _post(url, [jpeg(2)])
     assert bad.status_code == 400
-    assert (
-        "the producer rejected the request: UnidentifiedImageError"
-        in bad.json()["error"]["message"]
+    assert bad.json()["error"]["message"].startswith(
+        "the producer rejected the request: OSError: image file is truncated"
     )
+    assert not_an_image.status_code == 400
+    assert "is not an image file PIL can read" in not_an_image.json()["error"]["message"]
     assert good.status_code == 200 and good.json()["choices"][0]["message"]["content"]
     assert not dead
 
@@ -189,21 +177,26 @@ def _serve(tmp_path: Path, mark: str, *extra: str) -> tuple[ServerProcess, str]:
 def test_kimi_bench_serve_serves_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     server, url = _serve(tmp_path, mark, "--arm", "deferred", "--transport", "shm")
-    with server:
+    with adopting_orphans() as orphans, server:
         assert server.proc is not None
         pid = server.proc.pid
         info = probe_server(url)
         res = drive(url, make_trace([0.0, 0.1], [jpeg(6)]), client())
         text = httpx.get(url + "/metrics", trust_env=False).text
-        assert marked_processes(mark)  # the server and its pipeline run
+        # the server and its pipeline run: a resource tracker, 2 ranks, 1 producer
+        assert len(marked_processes(mark)) == 5
         server.proc.send_signal(signal.SIGINT)  # Ctrl-C
         code = server.proc.wait(60)
+        # every process under the server was reaped by its parent before the server
+        # exited: none was re-parented (to this test, the subreaper), not even briefly
+        assert orphans() == []
     log = server.log.read_text()
     assert code == 0, log
     assert info.model == MODEL and info.version_source == "GET /version"
     assert res.completed == 2
     assert 'kimi_bench_pipeline_copy_bytes_total{dst="shm"' in text
-    assert "kimi-bench serve: stopped" in log and "Traceback" not in log
+    assert "kimi-bench serve: stopped on SIGINT (Ctrl-C); 2 request(s): 2 ok" in log
+    assert "Traceback" not in log
     assert marked_processes(mark) == []
     assert list_segments(f"kimibench_{pid}_") == []
 
@@ -212,11 +205,12 @@ def test_kimi_bench_serve_serves_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> 
 def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     server, url = _serve(tmp_path, mark, "--arm", "eager", "--fault", "producer:1")
-    with server:
+    with adopting_orphans() as orphans, server:
         assert server.proc is not None
         pid = server.proc.pid
         res = drive(url, make_trace([0.0], [jpeg(7)]), client())
         code = server.proc.wait(60)
+        assert orphans() == []  # every process under the server reaped before it exited
     log = server.log.read_text()
     assert res.records[0].status == 503 and "producer0 died" in (res.records[0].error or "")
     assert code == 1, log

@@ -7,9 +7,12 @@ import asyncio
 import base64
 import contextlib
 import io
+import json
 import os
 import signal
+import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +38,7 @@ from kimi_bench.serving.launch import (
 )
 from kimi_bench.serving.metrics import parse_metrics, series_name
 from kimi_bench.serving.server import ServerOptions, create_app
+from tests.serve_helpers import png_bomb, requests_by_outcome
 
 MODEL = "test-model"
 CHAT = "/v1/chat/completions"
@@ -110,8 +114,6 @@ def test_health_is_503_until_the_backend_started() -> None:
 
 
 def test_stream_follows_the_openai_chunk_format() -> None:
-    import json
-
     backend = Recorder()
     jpeg, png = encoded("JPEG"), encoded("PNG")
     with live(backend) as c:
@@ -134,8 +136,6 @@ def test_stream_follows_the_openai_chunk_format() -> None:
 
 
 def test_no_usage_chunk_unless_asked_and_non_streaming_answer() -> None:
-    import json
-
     with live(Recorder()) as c:
         events = sse_events(c, body([encoded()], 2, stream=True))
         plain = c.post(CHAT, json=body([encoded()], 2)).json()
@@ -208,9 +208,25 @@ def test_bad_requests_are_rejected_before_the_backend(
     assert metrics.values[key] == 1
 
 
-def test_an_undecodable_image_is_a_400_from_the_backend() -> None:
+def test_an_unreadable_image_is_refused_before_the_backend() -> None:
+    backend = Recorder()
+    with live(backend) as c:
+        r = c.post(CHAT, json=body([encoded(), b"this is not an image"]))
+        snap = parse_metrics(c.get("/metrics").text)
+    assert r.status_code == 400 and backend.calls == []
+    assert r.json()["error"]["message"] == (
+        "image 1 (messages[0].content[2]) is not an image file PIL can read: "
+        "PIL does not recognise its format"
+    )
+    assert snap.values[("kimi_bench_refused_requests_total", (("reason", "invalid_image"),))] == 1
+
+
+def test_an_image_that_fails_to_decode_is_a_400_from_the_backend() -> None:
+    buf = io.BytesIO()
+    Image.effect_noise((128, 96), 50).convert("RGB").save(buf, "JPEG")
+    truncated = buf.getvalue()[: buf.tell() // 2]  # the header reads, the data does not
     with live(SleepBackend()) as c:
-        r = c.post(CHAT, json=body([b"this is not an image"]))
+        r = c.post(CHAT, json=body([truncated]))
     assert r.status_code == 400
     assert "image 0 cannot be decoded" in r.json()["error"]["message"]
 
@@ -261,8 +277,6 @@ def test_backend_failures_become_http_errors_with_their_reason() -> None:
 
 
 def test_faults_hit_only_the_chosen_requests_and_shape_the_stream() -> None:
-    import json
-
     faulty = FaultyBackend(SleepBackend(), "no_token", requests={1})
     with live(faulty) as c:
         runs = [sse_events(c, body([encoded()], 2, stream=True)) for _ in range(3)]
@@ -280,13 +294,13 @@ def test_faults_hit_only_the_chosen_requests_and_shape_the_stream() -> None:
         FaultyBackend(SleepBackend(), "explode")
 
 
-def test_a_client_that_goes_away_cancels_its_stalled_request() -> None:
+def test_a_client_that_goes_away_cancels_its_stalled_request_as_disconnected() -> None:
     backend = FaultyBackend(SleepBackend(), "stall", stall_s=600)
     app = create_app(backend, ServerOptions(model=MODEL))
     with serve_in_thread(app) as url:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url + CHAT, json=body([encoded()], stream=True), timeout=0.3)
-        key = ("kimi_bench_requests_total", (("outcome", "cancelled"),))
+        key = ("kimi_bench_requests_total", (("outcome", "disconnected"),))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             snap = parse_metrics(httpx.get(url + "/metrics").text)
@@ -364,3 +378,197 @@ def test_sleep_backend_reports_stages_and_in_flight() -> None:
         assert f.stage_bytes["decoded"] == 32 * 24 * 3 and f.prompt_tokens == 3
     with pytest.raises(BackendError, match="image 0 cannot be decoded"):
         asyncio.run(backend.submit("x", [b"junk"], 0))
+
+
+# ------------------------------------------------ limits, disconnects, shutdown
+
+
+def _refusals(c: httpx.Client) -> dict[str, float]:
+    snap = parse_metrics(c.get("/metrics").text)
+    return {
+        dict(labels)["reason"]: v
+        for (name, labels), v in snap.values.items()
+        if name == "kimi_bench_refused_requests_total" and v
+    }
+
+
+def test_a_decompression_bomb_is_refused_from_its_header_before_the_backend() -> None:
+    bomb = png_bomb(12000, 12000)  # 421 KB on the wire, 432 MB decoded
+    assert len(bomb) < 500_000
+    backend = Recorder()
+    with live(backend) as c:
+        r = c.post(CHAT, json=body([encoded(), bomb]))
+        refusals = _refusals(c)
+        assert c.get("/health").json() == {"status": "ok"}
+    assert r.status_code == 400 and backend.calls == []
+    assert r.json() == {
+        "error": {
+            "message": "image 1 (messages[0].content[2]) is 12000x12000 = 144,000,000 pixels, "
+            "over the limit of 100,000,000 per image (kimi-bench serve --max-pixels)",
+            "type": "invalid_request_error",
+            "param": "messages[0].content[2]",
+            "code": 400,
+        }
+    }
+    assert refusals == {"image_too_large": 1}
+
+
+def test_pixel_limits_per_image_per_request_and_pils_own() -> None:
+    small = encoded(size=(100, 100))  # 10,000 pixels
+    with live(Recorder(), max_pixels=10_000, max_request_pixels=25_000) as c:
+        assert c.post(CHAT, json=body([small, small])).status_code == 200
+        three = c.post(CHAT, json=body([small, small, small]))
+        wide = c.post(CHAT, json=body([encoded(size=(101, 100))]))
+    assert three.status_code == 400 and three.json()["error"]["message"] == (
+        "the request's 3 images have 30,000 pixels together, over the limit of 25,000 per "
+        "request (kimi-bench serve --max-request-pixels)"
+    )
+    assert wide.status_code == 400 and "is 101x100 = 10,100 pixels" in wide.text
+    # the default request limit is 4x the image limit
+    assert ServerOptions(max_pixels=7).pixel_limits.per_request == 28
+    # over PIL's own guard (2x Image.MAX_IMAGE_PIXELS): refused even with a higher limit
+    with live(Recorder(), max_pixels=2**31) as c:
+        r = c.post(CHAT, json=body([png_bomb(20000, 10000)]))
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith(
+        "image 0 (messages[0].content[1]) is refused by PIL as a decompression bomb: "
+        "Image size (200000000 pixels) exceeds limit of"
+    )
+
+
+def test_a_body_over_the_limit_is_a_413_declared_or_chunked() -> None:
+    limit = 200_000
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(40):
+            yield b"x" * 10_000
+
+    backend = Recorder()
+    with live(backend, max_body_bytes=limit) as c:
+        declared = c.post(CHAT, content=b"x" * 50_000_000)
+        chunked = c.post(CHAT, content=chunks())  # no Content-Length: counted as it comes
+        ok = c.post(CHAT, json=body([encoded()]))
+        refusals = _refusals(c)
+    assert declared.status_code == 413 and declared.headers["connection"] == "close"
+    assert declared.json()["error"] == {
+        "message": "the request body has 50,000,000 bytes (Content-Length), over the limit "
+        "of 200,000 bytes (kimi-bench serve --max-body-mb)",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": 413,
+    }
+    assert chunked.status_code == 413
+    assert chunked.json()["error"]["message"].startswith("the request body is larger, over")
+    assert ok.status_code == 200 and len(backend.calls) == 1
+    assert refusals == {"body_too_large": 2}
+
+
+def test_a_client_that_leaves_mid_stream_is_counted_as_disconnected() -> None:
+    backend = SleepBackend()
+    app = create_app(backend, ServerOptions(model=MODEL, decode_interval_s=0.02))
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, trust_env=False) as c:
+        payload = body([encoded()], 4000, stream=True)
+        with c.stream("POST", CHAT, json=payload) as r:
+            lines = [ln for _, ln in zip(range(6), r.iter_lines(), strict=False)]
+        assert any('"content": " t0"' in ln for ln in lines)
+        # a client gone while it still sends its body (reset, half a body sent)
+        raw = json.dumps(body([encoded()], stream=True)).encode()
+        head = f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(raw)}\r\n\r\n"
+        with socket.create_connection(c.base_url.netloc.decode().split(":")) as s:
+            s.sendall(head.encode() + raw[: len(raw) // 2])
+        # /health and /metrics answer meanwhile; both requests end as disconnected
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert c.get("/health").json() == {"status": "ok"}
+            outcomes = requests_by_outcome(c.get("/metrics").text)
+            if outcomes["disconnected"] == 2:
+                break
+            time.sleep(0.05)
+        assert outcomes["disconnected"] == 2 and outcomes["ok"] == 0
+        assert (
+            parse_metrics(c.get("/metrics").text).values[("kimi_bench_requests_running", ())] == 0
+        )
+        assert c.post(CHAT, json=body([encoded()])).status_code == 200
+
+
+def test_stopping_the_server_ends_open_streams_and_waiting_requests() -> None:
+    # request 0 streams for minutes; request 1 never gets its first token
+    backend = FaultyBackend(SleepBackend(), "stall", requests={1})
+    app = create_app(backend, ServerOptions(model=MODEL, decode_interval_s=0.05))
+    server = serve_in_thread(app)
+    url = server.__enter__()
+    events: list[str] = []
+    waiting: list[httpx.Response] = []
+    first = threading.Event()
+
+    def stream() -> None:
+        payload = body([encoded()], 4000, stream=True)
+        with (
+            httpx.Client(base_url=url, timeout=60, trust_env=False) as c,
+            connect_sse(c, "POST", CHAT, json=payload) as src,
+        ):
+            for e in src.iter_sse():
+                events.append(e.data)
+                first.set()
+
+    def wait() -> None:
+        waiting.append(httpx.post(url + CHAT, json=body([encoded()]), timeout=60))
+
+    threads = [threading.Thread(target=stream)]
+    threads[0].start()
+    assert first.wait(30)
+    threads.append(threading.Thread(target=wait))
+    threads[1].start()
+    deadline = time.monotonic() + 30
+    while backend.count < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    server.__exit__(None, None, None)  # what SIGTERM does: uvicorn shuts down
+    for t in threads:
+        t.join(30)
+    # the stream ended by the server's stop (an error event), not cut by uvicorn's
+    # graceful timeout (which would end it without one)
+    last = json.loads(events[-1])
+    assert last == {
+        "error": {
+            "message": "the server is shutting down",
+            "type": "server_error",
+            "param": None,
+            "code": 503,
+        }
+    }
+    assert "[DONE]" not in events and len(events) < 4000
+    assert waiting[0].status_code == 503
+    assert waiting[0].json()["error"]["message"] == "the server is shutting down"
+    outcomes = app.state.metrics.outcome_counts()
+    assert outcomes == {"cancelled": 2} and backend.inner.closed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-pixels", "0"], "Invalid value for '--max-pixels'"),
+        (["--max-request-pixels", "0"], "Invalid value for '--max-request-pixels'"),
+        (["--max-body-mb", "0"], "Invalid value for '--max-body-mb'"),
+        (["--max-body-mb", "nan"], "Invalid value for '--max-body-mb'"),
+    ],
+)
+def test_kimi_bench_serve_limit_options_are_bounded(args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from kimi_bench.cli.main import app
+
+    res = CliRunner().invoke(app, ["serve", "--arm", "eager", "--device", "cpu", *args])
+    assert res.exit_code == 2 and message in " ".join(res.output.split())
+
+
+def test_kimi_bench_serve_help_names_the_limits_and_their_defaults() -> None:
+    from typer.testing import CliRunner
+
+    from kimi_bench.cli.main import app
+
+    res = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0
+    assert "--max-pixels" in text and "100000000" in text
+    assert "--max-body-mb" in text and "64.0" in text
+    assert "Default: 4x --max-pixels" in text

@@ -1,0 +1,155 @@
+"""One chat completion's answer: the OpenAI chunks of a streamed response (SSE), or the
+text of a plain one, and how it ended. Tokens after the first follow every
+``decode_interval_s``; when the server begins to stop, an open stream ends at once with
+an OpenAI-style error event (no ``[DONE]``), so shutdown never waits on a long stream."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from typing import Any
+
+from starlette.requests import ClientDisconnect
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from kimi_bench.serving.intake import error_body
+
+STOPPING = "the server is shutting down"
+
+
+class ServerStopping(Exception):
+    """The server began to stop while the answer was being produced."""
+
+
+class ChatStream:
+    """The tokens and chunks of one response. ``outcome`` says how a stream ended (None
+    while it runs, or when the client left): ``ok``, ``error`` (it ended without a
+    token, or an injected fault broke it) or ``cancelled`` (the server stopped it)."""
+
+    def __init__(
+        self,
+        rid: str,
+        model: str,
+        max_tokens: int,
+        prompt: int,
+        *,
+        decode_interval_s: float,
+        stop: asyncio.Event,
+        include_usage: bool = False,
+        fault: str | None = None,
+    ) -> None:
+        self.rid, self.model, self.max_tokens, self.prompt = rid, model, max_tokens, prompt
+        self.interval, self.stop, self.include_usage = decode_interval_s, stop, include_usage
+        self.fault = fault
+        self.created = int(time.time())
+        self.sent = 0
+        self.outcome: str | None = None
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return self._event({"choices": [choice]})
+
+    def _event(self, extra: dict[str, Any]) -> str:
+        obj = {"id": self.rid, "object": "chat.completion.chunk", "created": self.created}
+        return f"data: {json.dumps({**obj, 'model': self.model, **extra})}\n\n"
+
+    async def _pause(self) -> None:
+        """The gap between two tokens; ServerStopping when the server stops meanwhile."""
+        if self.interval > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.interval)
+        else:
+            await asyncio.sleep(0)
+        if self.stop.is_set():
+            raise ServerStopping(STOPPING)
+
+    async def tokens(self) -> AsyncIterator[str]:
+        for i in range(self.max_tokens):
+            if i:
+                await self._pause()
+            yield f" t{i}"
+
+    def usage(self, completion: int) -> dict[str, int]:
+        total = self.prompt + completion
+        return {
+            "prompt_tokens": self.prompt,
+            "completion_tokens": completion,
+            "total_tokens": total,
+        }
+
+    async def events(self) -> AsyncGenerator[str, None]:
+        """The SSE events; ``outcome`` is set once the last one was taken."""
+        yield self._chunk({"role": "assistant", "content": ""})
+        if self.fault == "malformed":
+            yield 'data: {"id": "' + self.rid + '", "choices": [{"delta": {"content": \n\n'
+        elif self.fault == "reset":
+            self.outcome = "error"
+            raise ConnectionResetError("injected fault: connection reset before a token")
+        elif self.fault != "no_token":
+            try:
+                async for tok in self.tokens():
+                    yield self._chunk({"content": tok})
+                    self.sent += 1
+            except ServerStopping:
+                self.outcome = "cancelled"
+                yield f"data: {json.dumps(error_body(503, STOPPING, 'server_error'))}\n\n"
+                return
+        yield self._chunk({}, "length" if self.sent else "stop")
+        if self.include_usage:
+            yield self._event({"choices": [], "usage": self.usage(self.sent)})
+        yield "data: [DONE]\n\n"
+        self.outcome = "ok" if self.sent else "error"
+
+    async def text(self) -> str:
+        """The whole answer of a plain (not streamed) response; ServerStopping."""
+        return "".join([tok async for tok in self.tokens()])
+
+    def completion(self, text: str) -> dict[str, Any]:
+        message = {"role": "assistant", "content": text}
+        return {
+            "id": self.rid,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+            "usage": self.usage(self.max_tokens),
+        }
+
+
+class SSEResponse(StreamingResponse):
+    """A streamed chat answer that reports how it ended, exactly once:
+    ``on_end(outcome, tokens_sent)``, the outcome being the stream's own, or
+    ``disconnected`` when the client went away first (Starlette then stops the stream;
+    nothing is logged), or ``cancelled`` when the server cancelled the request."""
+
+    def __init__(
+        self,
+        stream: ChatStream,
+        on_end: Callable[[str, int], None],
+        headers: Mapping[str, str],
+    ) -> None:
+        self._events = stream.events()
+        super().__init__(
+            self._events,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", **headers},
+        )
+        self.stream, self.on_end = stream, on_end
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ended = "disconnected"
+        try:
+            await super().__call__(scope, receive, send)
+        except ClientDisconnect:  # ASGI 2.4 servers: a write after the client left
+            pass
+        except asyncio.CancelledError:
+            ended = "cancelled"
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                await self._events.aclose()  # a stream stopped at a yield ends now
+            self.on_end(self.stream.outcome or ended, self.stream.sent)
