@@ -24,8 +24,9 @@ _BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "producer_copied_bytes",
           "scheduler_copied_bytes", "batch_requests", "batch_id", "status")  # fmt: skip
 # what the HTTP client recorded of every request (present on HTTP runs; no *_ms names, which
-# the figures read as pipeline stages)
-_CLIENT = ("error_kind", "times_s", "bytes_received", "token_chunks", "output_tokens",
+# the figures read as pipeline stages); its times become scheduled_s, sent_s, first_byte_s,
+# first_token_s and end_s (seconds from the trace start, client clock)
+_CLIENT = ("error_kind", "bytes_received", "token_chunks", "output_tokens",
            "finish_reason", "done_marker", "retries")  # fmt: skip
 
 
@@ -44,6 +45,7 @@ def request_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ttft_ms": r.get("ttft_ms"),
             }
             row.update({k: r[k] for k in _CLIENT if k in r})
+            row.update({f"{k}_s": v for k, v in (r.get("times_s") or {}).items()})
             if "t_first" in r and not r.get("error"):
                 row["ttft_ms"] = (r["t_first"] - r["t_sent"]) * 1e3
                 for k, s in enumerate(STAGES):
