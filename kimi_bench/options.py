@@ -383,25 +383,28 @@ class ServeOptions(_Common):
     max_concurrency: int | None = Field(None, ge=1, le=100_000, description="Cap on "
                                         "requests in flight (HTTP client).")  # fmt: skip
     endpoints: tuple[str, ...] = Field((), description="NAME=URL of a real OpenAI-compatible "
-                                       "server (repeatable, two or more).")  # fmt: skip
+                                       "server (repeatable; one = a plain benchmark, two or "
+                                       "more = an A/B vs the first; the arms are the names; a "
+                                       "trailing /v1 is dropped).")  # fmt: skip
 
     @field_validator("endpoints")
     @classmethod
     def _endpoints(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        names = []
-        for text in v:
-            name, sep, url = text.partition("=")
-            if not sep or not name.strip() or not url.strip().startswith(("http://", "https://")):
-                raise ValueError(f"--endpoint takes NAME=http(s)://HOST:PORT, got {text!r}")
-            names.append(name.strip())
-        if len(v) == 1 or len(set(names)) != len(names):
-            raise ValueError("--endpoint needs two or more distinct NAME=URL")
-        return v
+        from kimi_bench.serving.client import parse_endpoint  # httpx only, no torch
+
+        parsed = [parse_endpoint(text) for text in v]  # ValueError: a usage error
+        names = [name for name, _ in parsed]
+        if len(set(names)) != len(names):
+            raise ValueError(f"--endpoint names must be distinct, got {', '.join(names)}")
+        return tuple(f"{name}={url}" for name, url in parsed)
 
     model: str | None = Field(None, description="Model name sent to --endpoint servers "
                               "[default: the first model each server lists].")  # fmt: skip
     max_tokens: int = Field(1, ge=1, le=65_536, description="Output tokens per request.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable with the API key.")
+    retry_429: int = Field(0, ge=0, le=10, description="Resend a request answered HTTP 429 up "
+                           "to N times after its Retry-After (at most 30 s; within "
+                           "--request-timeout); 0 counts a 429 as a failed request.")  # fmt: skip
     standins: StandinOptions = Field(default_factory=StandinOptions)  # type: ignore[arg-type]
     fault: str | None = Field(None, description="Tests only: inject a fault.")
 

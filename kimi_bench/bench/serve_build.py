@@ -6,7 +6,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kimi_bench.bench.serve_report import ab_rows, copy_rows, per_rate, request_rows, stage_notes
+from kimi_bench.bench.serve_report import (
+    ab_rows,
+    base_arm,
+    copy_rows,
+    failure_text,
+    failures,
+    per_rate,
+    request_rows,
+    stage_notes,
+)
 from kimi_bench.environment import HostLoad, environment
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.report import Report, View
@@ -17,9 +26,44 @@ COLUMNS = ["rate", "arm", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms", "req_p
            "completed", "failed", "forward_batches", "bytes_moved", "dominant_stage"]  # fmt: skip
 
 
+def endpoint_arms(opts: ServeOptions) -> tuple[str, ...]:
+    """The arms: the endpoint names with --endpoint, else the emulated arms."""
+    return tuple(e.partition("=")[0] for e in opts.endpoints) or tuple(opts.arms)
+
+
+def _endpoint_notes(opts: ServeOptions) -> list[str]:
+    arms = endpoint_arms(opts)
+    notes = [
+        f"external OpenAI-compatible servers ({', '.join(arms)}): the same seeded trace "
+        "(arrivals, images, prompt) is streamed to each; TTFT = first streamed content token "
+        "at the client - time the request was sent. Throughput = completed requests / (last "
+        "first token - trace start). Warm-up requests excluded. No per-stage times or copy "
+        "ledger (a third-party server does not report them).",
+        "A request counts as completed only when its stream finished (a finish_reason or "
+        "[DONE]); a stream that stops early is failed (truncated). HTTP 429 is a failed "
+        + (
+            f"request after {opts.retry_429} retries honouring Retry-After"
+            if opts.retry_429
+            else "request (no retry; --retry-429 N retries)"
+        )
+        + f"; --request-timeout {opts.request_timeout_s:g} s bounds each request end to end.",
+        "TTFT intervals resample requests (each request of a server that reports no batches "
+        "is one unit; requests of one batch are one unit when the server reports batches); "
+        "throughput intervals resample repeats; repeats alternate the order of the arms.",
+    ]
+    if len(arms) > 1:
+        notes.append(f"A/B: each endpoint vs the first, {arms[0]} (signed %, arm minus "
+                     f"{arms[0]}).")  # fmt: skip
+    else:
+        notes.append(f"one endpoint ({arms[0]}): a plain benchmark, no A/B.")
+    return notes
+
+
 def _notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
     import torch
 
+    if opts.endpoints:
+        return _endpoint_notes(opts)
     c = opts.standins
     notes = [
         "The vision encoder and the prefill are STAND-INS (matmul chains sized by patch and "
@@ -55,20 +99,41 @@ def _notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
     return notes
 
 
-def _verdict(ab: dict[str, Any], error: str | None, cpu: bool) -> str:
+def _one_arm(rows: list[dict[str, Any]]) -> str:
+    parts = [
+        f"{r['rate']}: {r['arm']} median TTFT {r['ttft_median_ms']:.1f} ms, "
+        f"{r['req_per_s']:.3g} req/s, {r['completed']} completed"
+        for r in rows
+        if r["completed"]
+    ]
+    return "one arm (no A/B): " + ("; ".join(parts) or "no completed request")
+
+
+def _verdict(
+    ab: dict[str, Any],
+    error: str | None,
+    cpu: bool,
+    base: str = "eager",
+    failed: list[str] | None = None,
+    single: str | None = None,
+) -> str:
     if error:
-        return "INCOMPLETE: " + error
+        return "INCOMPLETE: " + error + ("; " + "; ".join(failed) if failed else "")
     parts = []
     for label, arms in ab.items():
         for arm, v in arms.items():
             arm = arm.replace("_vs_", " vs ")
             med = v["median_ttft"]
+            if failed and med.get("b_units") == 0:
+                continue  # an arm with no completed request: named in FAILED REQUESTS
             sig = "" if med["significant"] else f" ({med['verdict']})"
             parts.append(
                 f"{label}: {arm} median TTFT {fmt_pct(med['delta_pct'])}{sig}, throughput "
                 f"{fmt_pct(v['throughput'].get('delta_pct'))}"
             )
-    text = "vs eager: " + "; ".join(parts) if parts else "no A/B (one arm)"
+    text = f"vs {base}: " + "; ".join(parts) if parts else (single or "no A/B (one arm)")
+    if failed:
+        text = "FAILED REQUESTS: " + "; ".join(failed) + ". " + text
     return text + (" [CPU: does not predict GPU behaviour]" if cpu else "")
 
 
@@ -80,8 +145,12 @@ def build_serve_report(
     profile: str = "cpu",
     load_start: HostLoad | None = None,
 ) -> Report:
+    names = endpoint_arms(opts)
+    if opts.endpoints and tuple(opts.arms) != names:
+        opts = opts.model_copy(update={"arms": names})
     rows, ab = per_rate(opts, runs)
     notes = _notes(opts, device, profile)
+    failed = [failure_text(a, f) for a, f in failures(runs).items() if f["failed"]]
     for label, arms in ab.items():
         for arm, v in arms.items():
             if not v["median_ttft"]["significant"]:
@@ -97,13 +166,23 @@ def build_serve_report(
                       metadata=dict(opts.metadata))  # fmt: skip
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
+    external = bool(opts.endpoints)
     summary = {
-        "verdict": _verdict(ab, error, device.type == "cpu"),
+        "verdict": _verdict(
+            ab,
+            error,
+            device.type == "cpu" and not external,
+            base_arm(list(names), external),
+            failed if external else None,
+            _one_arm(rows) if external else None,
+        ),
         "failed_requests": sum(r["failed"] for r in rows),
         "error": error,
         "rates": [rate_label(r) for r in opts.rates],
-        "arms": list(opts.arms),
+        "arms": list(names),
     }
+    if external:
+        summary["failures"] = failures(runs)
     config = opts.model_dump(mode="json") | {
         "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
         "rate_labels": [rate_label(r) for r in opts.rates],
@@ -114,14 +193,8 @@ def build_serve_report(
     }
     sources = {r["arm"]: r.get("source") for r in runs if r.get("source")}
     config["arm_sources"] = sources
-    external = [a for a, src in sources.items() if (src or {}).get("kind") == "external"]
-    if external:
-        notes.append(
-            f"external servers ({', '.join(external)}): TTFT is the first streamed content "
-            "token at the client; no per-stage times or copy ledger (the stand-in notes apply "
-            "to emulated arms only)."
-        )
     reqs, copies, abr = request_rows(runs), copy_rows(runs), ab_rows(ab)
+    base = base_arm(list(names), external)
     return Report(
         kind="serve-ab",
         environment=env,
@@ -132,7 +205,7 @@ def build_serve_report(
         data={"ab": ab, "requests": reqs, "copies": copies},
         views=[
             View("Per rate and arm", rows, COLUMNS),
-            View("A/B (each arm vs eager; signed %, arm minus eager)", abr),
+            View(f"A/B (each arm vs {base}; signed %, arm minus {base})", abr),
             View("Copies (ledger of the measured requests, per rate and arm)", copies),
         ],
     )

@@ -97,6 +97,7 @@ class HttpServeOptions:
     max_tokens: int = _default("max_tokens")
     max_concurrency: int | None = None
     api_key_env: str = _default("api_key_env")
+    retry_429: int = _default("retry_429")
 
     @classmethod
     def from_options(cls, opts: Any, **overrides: Any) -> HttpServeOptions:
@@ -115,8 +116,6 @@ class HttpServeOptions:
         if not self.rates or self.requests < 1 or self.repeats < 1:
             raise ValueError("need at least one rate, --requests >= 1 and --repeats >= 1")
         names = [n for n, _ in self.endpoints] or list(self.arms)
-        if len(names) < 2 and self.endpoints:
-            raise ValueError("--endpoint needs two or more NAME=URL")
         if not names or len(set(names)) != len(names):
             raise ValueError(f"arm names must be given and distinct, got {', '.join(names)}")
         if self.image_format not in ("jpeg", "png"):
@@ -131,6 +130,7 @@ class HttpServeOptions:
             max_concurrency=self.max_concurrency,
             request_timeout_s=self.request_timeout_s,
             warmup_requests=self.warmup_requests,
+            retry_429=self.retry_429,
         )
 
 
@@ -227,6 +227,7 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
             except ServerStartError as exc:
                 msg = f"the emulator server of arm {arm.name} did not start: {exc}"
                 raise ServeFailed(msg, []) from None
+    unreachable = []
     for arm in arms:
         info = probe_server(arm.url, api_key_env=opts.api_key_env)
         model = opts.model or info.model
@@ -238,7 +239,11 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
             probe_error=info.error,
         )
         if info.error and info.error.startswith("cannot reach"):
-            raise ServeFailed(f"arm {arm.name}: {info.error}", [])
+            unreachable.append(f"arm {arm.name}: {info.error}")
+            # one of several endpoints: its requests fail (connect) and end the arm as
+            # dead, so the report counts them; the other arms are measured
+            arm.model = model or "unknown"
+            continue
         if not model:
             raise ServeFailed(
                 f"arm {arm.name}: {arm.url}/v1/models lists no model"
@@ -247,6 +252,8 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
                 [],
             )
         arm.model = model
+    if len(unreachable) == len(arms):  # nothing to measure: a typo, a server not up yet
+        raise ServeFailed("; ".join(unreachable), [])
     return arms
 
 
@@ -396,9 +403,24 @@ def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
         "itl_ms": rec.itl_ms,
         "e2e_ms": rec.e2e_ms,
         "client_wait_ms": rec.queue_ms,
+        "bytes_received": rec.bytes_received,
+        "token_chunks": rec.token_chunks,
+        "finish_reason": rec.finish_reason,
+        "done_marker": rec.done_marker,
+        "retries": rec.retries,
+    }
+    # every time on the client clock (perf_counter) and as seconds from the trace start
+    out["times_s"] = {
+        "scheduled": rec.scheduled_s,
+        "sent": rec.sent_s,
+        "first_byte": rec.first_byte_s,
+        "first_token": rec.first_token_s,
+        "end": rec.done_s,
     }
     if rec.sent_s is not None:
         out["t_sent"] = t0 + rec.sent_s
+    if rec.done_s is not None:
+        out["t_end"] = t0 + rec.done_s
     if not rec.ok or rec.first_token_s is None:
         out.update(error=rec.error or "failed", error_kind=rec.error_kind)
         return out

@@ -2,8 +2,9 @@
 that dominates, and A/B deltas over ``Measurement`` objects.
 
 Independent units: requests served in one forward batch share one step, so TTFT
-intervals resample forward batches (``unit_ids`` = repeat:batch), and throughput
-intervals resample repeats. A difference is called significant only with at least three
+intervals resample forward batches (``unit_ids`` = repeat:batch); a server that does not
+report batches (any third-party server) makes each request its own unit (repeat:rid).
+Throughput intervals resample repeats. A difference is called significant only with at least three
 units per side and an interval that excludes zero (``kimi_bench.stats.compare``).
 Deltas are signed percentages, B minus A (each arm vs eager).
 """
@@ -22,6 +23,11 @@ STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "producer_copied_bytes",
           "scheduler_copied_bytes", "batch_requests", "batch_id", "status")  # fmt: skip
+# what the HTTP client recorded of every request (present on HTTP runs; no *_ms names, which
+# the figures read as pipeline stages); its times become scheduled_s, sent_s, first_byte_s,
+# first_token_s and end_s (seconds from the trace start, client clock)
+_CLIENT = ("error_kind", "bytes_received", "token_chunks", "output_tokens",
+           "finish_reason", "done_marker", "retries")  # fmt: skip
 
 
 def request_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -38,6 +44,8 @@ def request_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "error": r.get("error"),
                 "ttft_ms": r.get("ttft_ms"),
             }
+            row.update({k: r[k] for k in _CLIENT if k in r})
+            row.update({f"{k}_s": v for k, v in (r.get("times_s") or {}).items()})
             if "t_first" in r and not r.get("error"):
                 row["ttft_ms"] = (r["t_first"] - r["t_sent"]) * 1e3
                 for k, s in enumerate(STAGES):
@@ -67,8 +75,41 @@ def ttft_measurement(rows: list[dict[str, Any]], label: str) -> Measurement:
         [r["ttft_ms"] for r in ok],
         unit="ms",
         label=label,
-        unit_ids=[f"{r['repeat']}:{r.get('batch_id', r['rid'])}" for r in ok],
+        unit_ids=[f"{r['repeat']}:{_unit(r)}" for r in ok],
     )
+
+
+def _unit(row: dict[str, Any]) -> str:
+    """A request's independent unit: its forward batch when the server reports one, else
+    the request itself."""
+    batch = row.get("batch_id")
+    return f"b{batch}" if batch is not None else f"r{row['rid']}"
+
+
+def failures(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per arm: measured requests failed (and planned but unsent), counted by error kind,
+    with the first error text of each kind."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        f = out.setdefault(run["arm"], {"failed": 0, "requests": 0, "kinds": {}, "examples": {}})
+        f["requests"] += len(run["records"]) + (run.get("unsent") or 0)
+        f["failed"] += run.get("unsent") or 0
+        if run.get("unsent"):
+            f["kinds"]["unsent"] = f["kinds"].get("unsent", 0) + run["unsent"]
+            f["examples"].setdefault("unsent", run.get("error") or "not sent")
+        for r in run["records"]:
+            if r.get("error"):
+                kind = r.get("error_kind") or "failed"
+                f["failed"] += 1
+                f["kinds"][kind] = f["kinds"].get(kind, 0) + 1
+                f["examples"].setdefault(kind, r["error"])
+    return out
+
+
+def failure_text(arm: str, f: dict[str, Any]) -> str:
+    """``b: 6 of 6 requests failed (http x6: HTTP 500 ...)``."""
+    kinds = "; ".join(f"{k} x{n}: {f['examples'][k]}" for k, n in f["kinds"].items())
+    return f"{arm}: {f['failed']} of {f['requests']} requests failed ({kinds})"
 
 
 def run_throughput(run: dict[str, Any], rows: list[dict[str, Any]], opts: ServeOptions) -> float:
@@ -109,9 +150,10 @@ def arm_row(label: str, arm: str, runs: list[dict[str, Any]], opts: ServeOptions
     }
 
 
-def base_arm(arms: list[str]) -> str:
-    """What the other arms are compared with: eager, or the first endpoint given."""
-    return "eager" if "eager" in arms else arms[0]
+def base_arm(arms: list[str], endpoints: bool = False) -> str:
+    """What the other arms are compared with: the first endpoint given, else eager (or the
+    first arm)."""
+    return "eager" if "eager" in arms and not endpoints else arms[0]
 
 
 def _versus(
@@ -121,8 +163,8 @@ def _versus(
     repeats (B minus A, signed %)."""
     a_rows, b_rows = request_rows(base_runs), request_rows(runs)
     a, b = ttft_measurement(a_rows, names[0]), ttft_measurement(b_rows, names[1])
-    a_thr = Measurement([run_throughput(r, a_rows, opts) for r in base_runs], unit="req/s")
-    b_thr = Measurement([run_throughput(r, b_rows, opts) for r in runs], unit="req/s")
+    a_thr = _finite([run_throughput(r, a_rows, opts) for r in base_runs])
+    b_thr = _finite([run_throughput(r, b_rows, opts) for r in runs])
     return {
         "median_ttft": compare(a, b, q=50, seed=opts.seed).as_dict(),
         "p90_ttft": compare(a, b, q=90, seed=opts.seed).as_dict(),
@@ -135,25 +177,28 @@ def ab_for_rate(
 ) -> dict[str, Any]:
     """Each arm vs the base arm (eager, or the first endpoint) at one rate; with the
     proposed arm also ``zero-copy_vs_deferred``."""
-    first = base_arm(list(per_arm))
+    first = base_arm(list(per_arm), bool(opts.endpoints))
     out = {
         arm: _versus(per_arm[first], runs, opts, (first, arm))
         for arm, runs in per_arm.items()
         if arm != first
     }
-    if "zero-copy" in per_arm and "deferred" in per_arm:
+    if "zero-copy" in per_arm and "deferred" in per_arm and not opts.endpoints:
         out["zero-copy_vs_deferred"] = _versus(
             per_arm["deferred"], per_arm["zero-copy"], opts, ("deferred", "zero-copy")
         )
     return out
 
 
+def _finite(xs: list[float]) -> Measurement:
+    """Throughput of the runs that completed a request (a run with none has no rate)."""
+    return Measurement([x for x in xs if math.isfinite(x)], unit="req/s")
+
+
 def _safe_compare(a: Measurement, b: Measurement, seed: int) -> dict[str, Any]:
-    a_ok = Measurement([x for x in a.samples if not math.isnan(x)], unit=a.unit)
-    b_ok = Measurement([x for x in b.samples if not math.isnan(x)], unit=b.unit)
-    if not a_ok.n or not b_ok.n:
+    if not a.n or not b.n:
         return {"delta_pct": None, "verdict": "no completed runs", "significant": False}
-    return compare(a_ok, b_ok, seed=seed).as_dict()
+    return compare(a, b, seed=seed).as_dict()
 
 
 def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
@@ -213,7 +258,7 @@ def per_rate(opts: ServeOptions, runs: list[dict[str, Any]]) -> tuple[list[Any],
     ab: dict[str, Any] = {}
     for i, rate in enumerate(opts.rates):
         label = rate_label(rate)
-        names = list(dict.fromkeys(r["arm"] for r in runs)) or list(opts.arms)
+        names = list(dict.fromkeys([*opts.arms, *(r["arm"] for r in runs)]))
         per_arm: dict[str, list[dict[str, Any]]] = {
             arm: [r for r in runs if r["rate_index"] == i and r["arm"] == arm] for arm in names
         }

@@ -35,6 +35,16 @@ Defaults fit the machine: the PR shape on a GPU (8 ranks, 200 requests, 1536x102
 profile that finishes in a few minutes on 2 cores (2 ranks, 16 requests, 640x480). Sizes
 are WIDTHxHEIGHT.
 
+Real servers: --endpoint NAME=URL (repeatable) streams the same trace to each
+OpenAI-compatible server; the arms are the names, each compared with the first; one
+--endpoint is a plain benchmark. A request counts only when its stream finished
+(finish_reason or [DONE]); HTTP errors, 429s (unless --retry-429), broken or truncated
+streams and --request-timeout stalls are failed requests, counted per arm with the reason.
+
+Exit codes: 0 every request of every arm completed (the comparison stands, significant or
+not); 1 a failed request in any arm, a dead arm or an interrupted run (the report is
+still written, with every arm run so far); 2 usage error; 3 report not written.
+
 Example: kimi-bench serve-ab --request-rate 2,8,inf --num-prompts 120 --ranks 8
 """
 
@@ -60,7 +70,11 @@ def _options(values: dict[str, Any]) -> ServeOptions:
     from kimi_bench.scenario import scenario_table
 
     table = scenario_table(values["scenario"], "serve_ab") if values.get("scenario") else {}
-    return build(ServeOptions, {**table, **given(values, ServeOptions)})
+    opts = build(ServeOptions, {**table, **given(values, ServeOptions)})
+    if opts.endpoints:  # the arms are the endpoints' names
+        names = tuple(e.partition("=")[0] for e in opts.endpoints)
+        opts = opts.model_copy(update={"arms": names})
+    return opts
 
 
 def _estimate_s(opts: ServeOptions) -> float:
@@ -148,10 +162,11 @@ def _body(values: dict[str, Any]) -> None:
     written, out_dir = result.files, result.folder
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
+    base = opts.arms[0] if opts.endpoints else "eager"
     show_tables(
         [
             ("serve-ab", report.results, report.views[0].columns or []),
-            ("A/B deltas (arm minus eager, signed %)", report.views[1].rows,
+            (f"A/B deltas (arm minus {base}, signed %)", report.views[1].rows,
              list(report.views[1].rows[0]) if report.views[1].rows else []),
         ],
         fmt,

@@ -32,8 +32,15 @@ def pyplot() -> Any:
     return plt
 
 
-def arm_color(arm: str) -> str:
-    return ARM_COLORS.get(arm, _OTHER_ARM)
+_PALETTE = ("#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4", "#666666")
+
+
+def arm_color(arm: str, index: int | None = None) -> str:
+    """The arm's colour: fixed for the emulated arms; other arms (endpoint names) by their
+    position among the report's arms, so two endpoints never share a colour."""
+    if arm in ARM_COLORS or index is None:
+        return ARM_COLORS.get(arm, _OTHER_ARM)
+    return _PALETTE[index % len(_PALETTE)]
 
 
 def stage_colors(stages: list[str]) -> dict[str, Any]:

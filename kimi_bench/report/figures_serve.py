@@ -22,6 +22,10 @@ Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))
 
 
+def _color(arm: str, arms: list[str]) -> str:
+    return arm_color(arm, arms.index(arm) if arm in arms else None)
+
+
 def _offsets(n: int, width: float = 0.5) -> list[float]:
     return [0.0] if n <= 1 else [-width / 2 + width * k / (n - 1) for k in range(n)]
 
@@ -54,8 +58,8 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
                 yerr=[lo, hi],
                 fmt=marker,
                 ms=7,
-                mfc=arm_color(arm) if stat == "median" else "white",
-                color=arm_color(arm),
+                mfc=_color(arm, arms) if stat == "median" else "white",
+                color=_color(arm, arms),
                 capsize=4,
                 elinewidth=6,
                 alpha=0.9,
@@ -78,7 +82,8 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
     ax.set_xlabel("offered request rate (req/s; categories, not a numeric axis)")
     ax.set_ylabel("TTFT (ms, log scale)")
     ax.grid(axis="y", alpha=0.3, which="both")
-    ax.legend(fontsize=8, ncol=2)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=8, ncol=2)
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     return decorate(
         fig, report, title, "bars: 95% bootstrap interval over requests (2000 resamples)"
@@ -117,7 +122,7 @@ def throughput_figure(report: Dict) -> Any:
     for k, arm in enumerate(arms):
         xs = [i + (k - (len(arms) - 1) / 2) * w for i in range(len(rates))]
         ys = [access.number(rows[(arm, r)].get("req_per_s")) or 0.0 for r in rates]
-        ax.bar(xs, ys, width=w * 0.95, color=arm_color(arm), label=f"{arm} achieved")
+        ax.bar(xs, ys, width=w * 0.95, color=_color(arm, arms), label=f"{arm} achieved")
         for x, y, rate in zip(xs, ys, rates, strict=True):
             offered = access.offered_rate(rate)
             text = f"{y:.3g}" + (f"\n({y / offered:.0%})" if offered else "")
@@ -162,7 +167,7 @@ def ttft_cdf_figure(report: Dict) -> Any:
                 xs,
                 ys,
                 where="post",
-                color=arm_color(arm),
+                color=_color(arm, arms),
                 lw=1.6,
                 ls="--" if arm == "eager" else "-",
                 label=f"{arm} (n={len(xs)})",
@@ -173,7 +178,8 @@ def ttft_cdf_figure(report: Dict) -> Any:
         ax.set_title(f"rate {_rate_name(rate)}", fontsize=9)
         ax.set_xlabel("TTFT (ms, log scale)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="lower right")
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(fontsize=7, loc="lower right")
     axes[0][0].set_ylabel("fraction of requests")
     fig.tight_layout(rect=(0, 0.07, 1, 0.93))
     return decorate(fig, report, title, "grey lines: median (solid) and p90 (dotted)")
@@ -183,8 +189,13 @@ def waterfall_figure(report: Dict) -> Any:
     rates, arms = access.serve_rates(report), access.serve_arms(report)
     title = "per-request stage waterfall (median stage times)"
     stages = access.serve_stage_keys(report)
-    if not stages or not rates:
-        return empty_figure(report, title, "the report has no per-request stage times")
+    if (
+        not stages
+        or not rates
+        or not any(access.serve_stage_medians(report, a, r) for a in arms for r in rates)
+    ):
+        why = "the report has no per-request stage times (external servers report none)"
+        return empty_figure(report, title, why)
     plt = pyplot()
     colors = stage_colors(stages)
     fig, axes = plt.subplots(
@@ -226,16 +237,20 @@ def waterfall_figure(report: Dict) -> Any:
         ax.margins(x=0.22)
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("ms since the request was sent (stage medians laid end to end)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
+    labels: dict[str, Any] = {}  # the stages of every panel (the first may have none)
+    for ax in axes[:, 0]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            labels.setdefault(lab, h)
     fig.tight_layout(rect=(0, 0.1, 1, 0.96))
-    fig.legend(
-        handles,
-        labels,
-        fontsize=7,
-        loc="lower center",
-        bbox_to_anchor=(0.5, 0.045),
-        ncol=len(labels),
-    )
+    if labels:
+        fig.legend(
+            list(labels.values()),
+            list(labels),
+            fontsize=7,
+            loc="lower center",
+            bbox_to_anchor=(0.5, 0.045),
+            ncol=len(labels),
+        )
     note = "black tick: median TTFT (medians of stages need not add up to the median TTFT)"
     return decorate(fig, report, title, note)
 

@@ -7,14 +7,25 @@ TTFT is the time from sending a request to the first chunk that carries generate
 token. When no chunk carries text but the server reports ``usage.completion_tokens >= 1``
 (a token that decodes to empty text), the chunk with the ``finish_reason`` counts as the
 first token. Inter-token latencies are between text-bearing chunks (a server that sends
-several tokens per chunk yields fewer, longer gaps)."""
+several tokens per chunk yields fewer, longer gaps).
+
+A request succeeds only when its stream *finished*: a chunk with a ``finish_reason`` or the
+``data: [DONE]`` line arrived. A stream that ends or breaks after tokens without either is
+failed with kind ``truncated``. ``request_timeout_s`` is one deadline from the send to the
+end of the stream: it covers connecting, the response headers (first byte), the first token
+and every later chunk; the error text says which point the server stalled at.
+
+HTTP 429: counted as a failure like any 4xx/5xx (as ``vllm bench serve`` does) unless
+``retry_429`` > 0: then the request is sent again up to that many times, after the
+``Retry-After`` seconds the server asked for (1 s when absent or unreadable, at most
+``RETRY_AFTER_MAX_S``), all within the same request deadline; TTFT still counts from the
+first send, so waiting is part of the measured latency."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,12 +36,19 @@ from httpx_sse import SSEError, aconnect_sse
 
 from kimi_bench.limits import SIGINT_REASON, interrupt_reason
 from kimi_bench.serving.backend import REQUEST_HEADER
-from kimi_bench.serving.records import ArmResult, RequestRecord, ServerInfo
+from kimi_bench.serving.endpoints import (  # re-exported: callers import them from here
+    CHAT_PATH,
+    _excerpt,
+    _redact,
+    auth_headers,
+    parse_endpoint,
+    probe_server,
+)
+from kimi_bench.serving.records import ArmResult, RequestRecord
 from kimi_bench.serving.trace import Trace, chat_body
 
-CHAT_PATH = "/v1/chat/completions"
-EXCERPT = 200  # characters of an error body kept in a record
 INTERRUPTED = SIGINT_REASON  # ArmResult.error after Ctrl-C (SIGTERM: limits.SIGTERM_REASON)
+RETRY_AFTER_MAX_S = 30.0
 
 Progress = Callable[[RequestRecord, int, int], None]  # (record, done so far, planned)
 
@@ -46,6 +64,7 @@ class ClientOptions:
     dead_after: int = 5  # consecutive connection failures that end the arm
     warmup_requests: int = 0  # sent one at a time before the trace, kept apart
     include_usage: bool = True  # ask for stream_options.include_usage
+    retry_429: int = 0  # resend a request answered 429 up to this many times
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"ignore_eos": True}
 
     def validate(self) -> None:
@@ -57,33 +76,33 @@ class ClientOptions:
             raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
         if self.request_timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("request and connect timeouts must be > 0")
+        if self.retry_429 < 0:
+            raise ValueError(f"--retry-429 must be >= 0, got {self.retry_429}")
         if self.dead_after < 1 or self.warmup_requests < 0:
             raise ValueError("dead_after must be >= 1 and warmup_requests >= 0")
 
 
+__all__ = ["ClientOptions", "auth_headers", "drive", "parse_endpoint", "probe_server", "run_trace"]
+
+
 class _Fail(Exception):
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind, self.retry_after = kind, retry_after
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds; an HTTP date or junk
+    counts as 1 s), bounded by ``RETRY_AFTER_MAX_S``."""
+    try:
+        wait = float(value) if value is not None else 1.0
+    except ValueError:
+        wait = 1.0
+    return min(max(wait, 0.0), RETRY_AFTER_MAX_S) if wait == wait else 1.0
 
 
 class _EndpointDead(Exception):
     pass
-
-
-def _excerpt(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
-
-
-def auth_headers(api_key_env: str) -> dict[str, str]:
-    key = os.environ.get(api_key_env)
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _redact(text: str, api_key_env: str) -> str:
-    key = os.environ.get(api_key_env)
-    return text.replace(key, "<redacted>") if key else text
 
 
 def _async_client(base_url: str, opts: ClientOptions) -> httpx.AsyncClient:
@@ -136,8 +155,23 @@ class _Stream:
             if isinstance(choice, dict) and choice.get("finish_reason") and not self.finish_at:
                 self.finish_at, self.finish_reason = now, str(choice["finish_reason"])
 
-    def finish(self, rec: RequestRecord, t0: float) -> None:
+    def record(self, rec: RequestRecord) -> None:
+        """What the stream showed, success or not."""
         rec.prompt_tokens = self.prompt_tokens
+        rec.token_chunks = len(self.stamps)
+        rec.finish_reason, rec.done_marker = self.finish_reason, self.done
+
+    @property
+    def finished(self) -> bool:
+        return self.done or self.finish_reason is not None
+
+    def finish(self, rec: RequestRecord, t0: float) -> None:
+        if self.stamps and not self.finished:
+            raise _Fail(
+                "truncated",
+                f"the stream ended after {len(self.stamps)} token chunk(s) without a "
+                "finish_reason or [DONE]",
+            )
         if self.stamps:
             first = self.stamps[0]
             rec.itl_ms = [(b - a) * 1e3 for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
@@ -170,28 +204,39 @@ def _server_report(value: str | None) -> dict[str, Any] | None:
 
 
 async def _stream_one(
-    client: httpx.AsyncClient, body: bytes, rec: RequestRecord, stream: _Stream
+    client: httpx.AsyncClient, body: bytes, rec: RequestRecord, stream: _Stream, t0: float
 ) -> None:
     headers = {"Content-Type": "application/json"}
     async with aconnect_sse(client, "POST", CHAT_PATH, content=body, headers=headers) as src:
+        rec.first_byte_s = time.perf_counter() - t0
         rec.status = src.response.status_code
-        if rec.status >= 400:
-            text = (await src.response.aread()).decode("utf-8", "replace")
-            phrase = src.response.reason_phrase
-            raise _Fail("http", f"HTTP {rec.status} {phrase}: {_excerpt(text)}".rstrip(": "))
-        rec.server = _server_report(src.response.headers.get(REQUEST_HEADER))
         try:
-            async for event in src.aiter_sse():
-                if event.data.strip() == "[DONE]":
-                    stream.done = True
-                    break
-                if event.data and event.event in ("", "message"):  # skip keep-alive events
-                    stream.take(event.data, time.perf_counter())
-        except SSEError as exc:
-            raise _Fail("malformed", f"response is not an event stream: {exc}") from None
-        except httpx.TransportError as exc:
-            got = f"after {len(stream.stamps)} token chunk(s)"
-            raise _Fail("read", f"connection broke {got}: {type(exc).__name__}: {exc}") from None
+            if rec.status >= 400:
+                text = (await src.response.aread()).decode("utf-8", "replace")
+                phrase = src.response.reason_phrase
+                msg = f"HTTP {rec.status} {phrase}: {_excerpt(text)}".rstrip(": ")
+                wait = _retry_after(src.response.headers.get("retry-after"))
+                raise _Fail("http", msg, wait if rec.status == 429 else None)
+            rec.server = _server_report(src.response.headers.get(REQUEST_HEADER))
+            await _read_events(src, stream)
+        finally:
+            rec.bytes_received += src.response.num_bytes_downloaded
+
+
+async def _read_events(src: Any, stream: _Stream) -> None:
+    try:
+        async for event in src.aiter_sse():
+            if event.data.strip() == "[DONE]":
+                stream.done = True
+                break
+            if event.data and event.event in ("", "message"):  # skip keep-alive events
+                stream.take(event.data, time.perf_counter())
+    except SSEError as exc:
+        raise _Fail("malformed", f"response is not an event stream: {exc}") from None
+    except httpx.TransportError as exc:
+        got = f"after {len(stream.stamps)} token chunk(s)"
+        kind = "truncated" if stream.stamps and not stream.finished else "read"
+        raise _Fail(kind, f"connection broke {got}: {type(exc).__name__}: {exc}") from None
 
 
 async def _request(
@@ -202,22 +247,52 @@ async def _request(
     rec.sent_s = time.perf_counter() - t0
     try:
         async with asyncio.timeout(opts.request_timeout_s):
-            await _stream_one(client, body, rec, stream)
+            await _send_retrying(client, body, rec, stream, t0, opts)
         stream.finish(rec, t0)
     except _Fail as f:
         rec.fail(f.kind, str(f))
     except TimeoutError:
-        got = f"{len(stream.stamps)} token chunk(s) received"
-        rec.fail("timeout", f"no complete response within {opts.request_timeout_s:g} s ({got})")
+        rec.fail("timeout", _stalled(rec, stream, opts.request_timeout_s))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         rec.fail("connect", f"cannot connect to {client.base_url}: {exc or type(exc).__name__}")
     except httpx.TransportError as exc:
         rec.fail("read", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # a bad request fails alone; the trace goes on
         rec.fail("client_error", f"{type(exc).__name__}: {exc}")
+    stream.record(rec)
     rec.done_s = time.perf_counter() - t0
     if rec.error:
         rec.error = _redact(rec.error, opts.api_key_env)
+
+
+async def _send_retrying(
+    client: httpx.AsyncClient,
+    body: bytes,
+    rec: RequestRecord,
+    stream: _Stream,
+    t0: float,
+    opts: ClientOptions,
+) -> None:
+    """One send, and up to ``opts.retry_429`` more after a 429 (its Retry-After first)."""
+    while True:
+        try:
+            await _stream_one(client, body, rec, stream, t0)
+            return
+        except _Fail as f:
+            if f.retry_after is None or rec.retries >= opts.retry_429:
+                raise
+            rec.retries += 1
+            await asyncio.sleep(f.retry_after)
+
+
+def _stalled(rec: RequestRecord, stream: _Stream, limit_s: float) -> str:
+    if rec.first_byte_s is None:
+        where = "no response (not connected, or no headers)"
+    elif not stream.stamps:
+        where = "response headers but no token"
+    else:
+        where = f"the stream stalled after {len(stream.stamps)} token chunk(s)"
+    return f"no complete response within {limit_s:g} s: {where}"
 
 
 class _Run:
@@ -342,68 +417,3 @@ def drive(
         result.error = interrupt_reason(exc)
         result.records.sort(key=lambda r: r.rid)
     return result
-
-
-def parse_endpoint(text: str) -> tuple[str, str]:
-    """``NAME=URL`` (``--endpoint``) -> (name, base URL without a trailing slash); the URL
-    is http(s) with a host. ValueError says what is wrong."""
-    name, sep, url = text.partition("=")
-    name, url = name.strip(), url.strip().rstrip("/")
-    if not sep or not name or not url:
-        raise ValueError(f"--endpoint takes NAME=URL, got {text!r}")
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"--endpoint {name}: bad URL {url!r}: {exc}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"--endpoint {name}: the URL must be http(s)://HOST[:PORT], got {url!r}")
-    if parsed.path.rstrip("/").endswith(CHAT_PATH.rstrip("/")) or parsed.path.endswith("/v1"):
-        raise ValueError(f"--endpoint {name}: give the server's base URL, without /v1/...")
-    return name, url
-
-
-def _scalars(entry: Any) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        return {}
-    return {k: v for k, v in entry.items() if isinstance(v, (str, int, float, bool))}
-
-
-def probe_server(
-    base_url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 10.0
-) -> ServerInfo:
-    """Read ``/v1/models`` and a server version; never raises for an unreachable or odd
-    server (``error`` says what went wrong)."""
-    info = ServerInfo(base_url=base_url.rstrip("/"))
-    with httpx.Client(
-        base_url=info.base_url,
-        headers=auth_headers(api_key_env),
-        timeout=timeout_s,
-        trust_env=False,
-    ) as client:
-        try:
-            r = client.get("/v1/models")
-        except httpx.HTTPError as exc:
-            info.error = _redact(f"cannot reach {info.base_url}: {exc}", api_key_env)
-            return info
-        info.server_header = r.headers.get("server")
-        if r.status_code >= 400:
-            info.error = f"/v1/models answered HTTP {r.status_code}: {_excerpt(r.text)}"
-            info.error = _redact(info.error, api_key_env)
-        else:
-            try:
-                data = r.json().get("data", [])
-                info.models = [_scalars(m) for m in data] if isinstance(data, list) else []
-            except (ValueError, AttributeError):
-                info.error = f"/v1/models did not answer JSON: {_excerpt(r.text)}"
-        for path in ("/version", "/get_server_info"):
-            try:
-                v = client.get(path)
-                version = v.json().get("version") if v.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, AttributeError):
-                continue
-            if version:
-                info.version, info.version_source = str(version), f"GET {path}"
-                return info
-        if info.server_header and "/" in info.server_header:
-            info.version, info.version_source = info.server_header, "Server header"
-    return info

@@ -12,6 +12,7 @@ ERROR_KINDS = {
     "http": "the server answered with an HTTP 4xx/5xx status",
     "timeout": "no complete response within the per-request timeout (a stalled server)",
     "no_token": "the stream ended without a generated token",
+    "truncated": "the stream ended (or broke) after tokens but before a finish_reason or [DONE]",
     "malformed": "the response is not a well-formed OpenAI event stream",
     "server_error": "the stream carried an error object",
     "read": "the connection broke while the response was read",
@@ -26,10 +27,16 @@ class RequestRecord:
     scheduled_s: float  # arrival offset from the trace
     warmup: bool = False
     sent_s: float | None = None  # when the request left, after the concurrency gate
+    first_byte_s: float | None = None  # when the response headers arrived
     first_token_s: float | None = None
     done_s: float | None = None  # end of stream, or the failure
     status: int | None = None
     output_tokens: int = 0
+    bytes_received: int = 0  # response body bytes (as sent, before decompression)
+    token_chunks: int = 0  # chunks that carried generated text
+    finish_reason: str | None = None  # the first finish_reason of the stream
+    done_marker: bool = False  # the stream ended with data: [DONE]
+    retries: int = 0  # 429 answers retried (--retry-429)
     prompt_tokens: int | None = None  # usage.prompt_tokens, when the server reports usage
     itl_ms: list[float] = field(default_factory=list)  # between content-bearing chunks
     server: dict[str, Any] | None = None  # the X-Kimi-Bench-Request header (stages, facts)

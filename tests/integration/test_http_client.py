@@ -109,8 +109,8 @@ def test_chat_body_carries_prompt_images_as_data_urls_and_extras() -> None:
         ("a", "takes NAME=URL"),
         ("=http://x", "takes NAME=URL"),
         ("a=ftp://x", "must be http(s)"),
-        ("a=http://127.0.0.1:30000/v1", "without /v1"),
-        ("a=http://h/v1/chat/completions", "without /v1"),
+        ("a=http://h/v1/chat/completions", "not a path under /v1"),
+        ("a=http://h/v1/models/", "not a path under /v1"),
     ],
 )
 def test_parse_endpoint_names_what_is_wrong(text: str, error: str) -> None:
@@ -121,6 +121,8 @@ def test_parse_endpoint_names_what_is_wrong(text: str, error: str) -> None:
 def test_parse_endpoint_keeps_name_and_base_url() -> None:
     assert parse_endpoint("base=http://127.0.0.1:30000/") == ("base", "http://127.0.0.1:30000")
     assert parse_endpoint(" new = https://h.example/sglang ") == ("new", "https://h.example/sglang")
+    # the OpenAI base URL many tools print: /v1 is dropped (the client adds /v1/...)
+    assert parse_endpoint("a=http://127.0.0.1:30000/v1/") == ("a", "http://127.0.0.1:30000")
 
 
 # ---------------------------------------------------------------- the happy path
@@ -180,7 +182,7 @@ def test_max_concurrency_caps_requests_in_flight() -> None:
         ("no_token", "no_token", "stream ended without a token (finish_reason=stop", 200),
         ("malformed", "malformed", "event data is not JSON", 200),
         ("reset", "read", "connection broke after 0 token chunk(s)", 200),
-        ("stall", "timeout", "no complete response within 1 s (0 token chunk(s)", None),
+        ("stall", "timeout", "no complete response within 1 s: no response", None),
     ],
 )
 def test_each_failure_is_recorded_with_its_reason_and_the_run_goes_on(

@@ -225,3 +225,35 @@ def test_ctrl_c_stops_the_servers_it_started(recorded: list[ServerProcess]) -> N
     assert runs[-1]["error"] == INTERRUPTED and runs[-1]["rate_label"] == "0.5"
     assert len(recorded) == 2
     _all_gone(recorded)
+
+
+@pytest.mark.slow
+def test_serve_ab_command_against_one_emulator_as_two_endpoints_draws_every_figure(
+    tmp_path: Path,
+) -> None:
+    """The user's path of issue 19: ``kimi-bench serve-ab --endpoint a=URL --endpoint b=URL``
+    against a healthy ``kimi-bench serve`` (stage data present, names not eager/deferred)."""
+    import json
+    import subprocess
+
+    mark = uuid.uuid4().hex
+    server = serve_process(tmp_path, "deferred", mark, "--arm", "deferred")
+    out = tmp_path / "out"
+    with server:
+        url = server.base_url
+        argv = [sys.executable, "-m", "kimi_bench.cli.main", "serve-ab", "--endpoint",
+                f"a={url}", "--endpoint", f"b={url}/v1", "--num-prompts", "6",
+                "--image-resolution", "240x320", "--warmup-requests", "1",
+                "--output-dir", str(out)]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in text, text
+    report = json.loads((out / "report.json").read_text())
+    assert report["summary"]["arms"] == ["a", "b"] == report["config"]["arms"]
+    assert report["summary"]["verdict"].startswith("vs a: ")
+    assert report["summary"]["failed_requests"] == 0
+    pngs = {p.name for p in out.glob("*.png") if p.stat().st_size > 1000}
+    assert pngs == {"ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png"}
+    for r in report["requests"]:  # the emulator's stages and batches come through
+        assert r["queue_wait_ms"] is not None and r["batch_id"] is not None
+    assert gone(mark) == []

@@ -1,0 +1,101 @@
+"""Endpoints as the user gives them (``--endpoint NAME=URL``) and what a server says about
+itself (``/v1/models``, a version). httpx only: options validation imports this without
+the benchmark's heavy modules."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+from kimi_bench.serving.records import ServerInfo
+
+CHAT_PATH = "/v1/chat/completions"
+EXCERPT = 200  # characters of an error body kept in a record
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
+
+
+def auth_headers(api_key_env: str) -> dict[str, str]:
+    key = os.environ.get(api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _redact(text: str, api_key_env: str) -> str:
+    key = os.environ.get(api_key_env)
+    return text.replace(key, "<redacted>") if key else text
+
+
+def parse_endpoint(text: str) -> tuple[str, str]:
+    """``NAME=URL`` (``--endpoint``) -> (name, base URL without a trailing slash); the URL
+    is http(s) with a host. A trailing ``/v1`` (the OpenAI "base URL" many tools print) is
+    dropped: the client adds ``/v1/chat/completions`` itself. ValueError says what is wrong
+    (a usage error)."""
+    name, sep, url = text.partition("=")
+    name, url = name.strip(), url.strip().rstrip("/")
+    url = url.removesuffix("/v1")
+    if not sep or not name or not url:
+        raise ValueError(f"--endpoint takes NAME=URL, got {text!r}")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"--endpoint {name}: bad URL {url!r}: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"--endpoint {name}: the URL must be http(s)://HOST[:PORT], got {url!r}")
+    if "/v1/" in parsed.path + "/":
+        raise ValueError(
+            f"--endpoint {name}: give the server's base URL (http://HOST:PORT or "
+            f"http://HOST:PORT/v1), not a path under /v1, got {url!r}"
+        )
+    return name, url
+
+
+def _scalars(entry: Any) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        return {}
+    return {k: v for k, v in entry.items() if isinstance(v, (str, int, float, bool))}
+
+
+def probe_server(
+    base_url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 10.0
+) -> ServerInfo:
+    """Read ``/v1/models`` and a server version; never raises for an unreachable or odd
+    server (``error`` says what went wrong)."""
+    info = ServerInfo(base_url=base_url.rstrip("/"))
+    with httpx.Client(
+        base_url=info.base_url,
+        headers=auth_headers(api_key_env),
+        timeout=timeout_s,
+        trust_env=False,
+    ) as client:
+        try:
+            r = client.get("/v1/models")
+        except httpx.HTTPError as exc:
+            info.error = _redact(f"cannot reach {info.base_url}: {exc}", api_key_env)
+            return info
+        info.server_header = r.headers.get("server")
+        if r.status_code >= 400:
+            info.error = f"/v1/models answered HTTP {r.status_code}: {_excerpt(r.text)}"
+            info.error = _redact(info.error, api_key_env)
+        else:
+            try:
+                data = r.json().get("data", [])
+                info.models = [_scalars(m) for m in data] if isinstance(data, list) else []
+            except (ValueError, AttributeError):
+                info.error = f"/v1/models did not answer JSON: {_excerpt(r.text)}"
+        for path in ("/version", "/get_server_info"):
+            try:
+                v = client.get(path)
+                version = v.json().get("version") if v.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                continue
+            if version:
+                info.version, info.version_source = str(version), f"GET {path}"
+                return info
+        if info.server_header and "/" in info.server_header:
+            info.version, info.version_source = info.server_header, "Server header"
+    return info
