@@ -9,6 +9,7 @@ import typer
 from kimi_bench.cli.calibrate import calibrate
 from kimi_bench.cli.common import package_version, say
 from kimi_bench.cli.gate import compare, gate
+from kimi_bench.cli.import_cmd import import_results
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
 from kimi_bench.cli.project import project
@@ -59,6 +60,7 @@ app.command("calibrate")(calibrate)
 app.command("run")(run)
 app.command("project")(project)
 app.command("render")(render)
+app.command("import")(import_results)
 
 
 def main() -> None:
