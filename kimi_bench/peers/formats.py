@@ -48,7 +48,7 @@ class PeerRun:
     version: str | None
     fmt: str
     path: Path
-    rate: float
+    rate: float | str  # requests/s (inf: all at once) or a label (sync, c4, unrecorded)
     repeats: list[Repeat]
     details: dict[str, Any] = field(default_factory=dict)
 

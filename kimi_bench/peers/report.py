@@ -28,7 +28,9 @@ COLUMNS = ["rate", "arm", "tool", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms"
            "tool_ttft_median_ms", "req_per_s", "completed", "failed"]  # fmt: skip
 
 
-def rate_text(rate: float) -> str:
+def rate_text(rate: float | str) -> str:
+    if isinstance(rate, str):
+        return rate
     return "inf" if math.isinf(rate) else f"{rate:g}"
 
 
@@ -150,7 +152,8 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
     sources = {arm: source_of(run, version) for arm, run in runs.items()}
     tools = sorted({s["tool"] for s in sources.values()})
     config = {
-        "rates": [None if math.isinf(rate) else rate], "rate_labels": [label], "arms": arms,
+        "rates": [None if isinstance(rate, str) or math.isinf(rate) else rate],
+        "rate_labels": [label], "arms": arms,
         "requests": max(_planned(r) for r in runs.values()),
         "repeats": max(len(r.repeats) for r in runs.values()), "seed": 0,
         "ranks": None, "transport": None, "runtime": None, "preset": None,
