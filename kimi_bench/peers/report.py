@@ -122,6 +122,13 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
             "the tool's own counts and percentiles; the gate can check completeness, failed "
             "requests and throughput, not TTFT deltas or intervals."
         )
+    unknown = [a for a, r in runs.items() if any(x.failed is None for x in r.repeats)]
+    if unknown:
+        notes.append(
+            f"{', '.join(unknown)}: the file does not count failed requests (sglang's summary "
+            "without --output-details), so the run cannot be shown complete and the gate's "
+            "complete rule fails; rerun with --output-details."
+        )
     if version is None and any(r.version is None for r in runs.values()):
         notes.append(
             "The tool's version is not recorded in its result file: give --tool-version to "

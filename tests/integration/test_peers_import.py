@@ -171,3 +171,15 @@ def test_arm_names_must_match_files(tmp_path: Path) -> None:
     res = runner.invoke(app, ["import", str(DATA / "sglang-a.jsonl"), "--arm", "a", "--arm", "b",
                               "--output-dir", str(tmp_path / "o")])  # fmt: skip
     assert res.exit_code == 2 and "--arm given 2 times for 1 files" in res.output
+
+
+def test_sglang_without_details_is_summary_only_and_not_complete(tmp_path: Path) -> None:
+    """sglang without --output-details (the same line minus its detail lists) states no
+    failure count: imported honestly, and the gate cannot call the run complete."""
+    details = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+    f = _broken(tmp_path, "sglang-a.jsonl", lambda o: [o.pop(k) for k in details])
+    rep = imported(tmp_path, str(f))
+    assert rep["config"]["per_request"] is False and rep["results"][0]["failed"] is None
+    assert any("does not count failed requests" in n for n in rep["notes"])
+    code, out = gate(tmp_path, tmp_path / "imp")
+    assert code == 1 and "does not say how many requests failed" in out
