@@ -22,6 +22,11 @@ import httpx
 import pytest
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+if importlib.util.find_spec("sglang") is None:
+    pytest.skip(
+        "sglang is not installed: build the env with scripts/sglang-env.sh",
+        allow_module_level=True,
+    )
 
 HERE = Path(__file__).resolve().parent
 TTFT = "kimi_bench_time_to_first_token_seconds"
@@ -91,8 +96,6 @@ def _server_ttft(url: str) -> tuple[float, float]:
 
 
 def test_bench_serving_ttft_agrees_with_server_metrics(tmp_path: Path, server: str) -> None:
-    if importlib.util.find_spec("sglang") is None:
-        pytest.skip("sglang is not installed: build the env with scripts/sglang-env.sh")
     tok = _tokenizer(tmp_path / "tok")
     out = tmp_path / "bench.jsonl"
     n = 8
