@@ -101,8 +101,19 @@ def _import_and_gate(tmp_path: Path, result: Path, tool: str) -> dict:
     return json.loads((tmp_path / "imp" / "report.json").read_text())
 
 
-def test_guidellm_run_imports_and_gates(tmp_path: Path, server: str) -> None:
-    exe = _tool("KB_GUIDELLM", "guidellm")
+@pytest.fixture
+def guidellm() -> str:
+    return _tool("KB_GUIDELLM", "guidellm")
+
+
+@pytest.fixture
+def aiperf() -> str:
+    return _tool("KB_AIPERF", "aiperf")
+
+
+# the tool fixture comes before ``server``: a missing tool skips before a server starts
+def test_guidellm_run_imports_and_gates(tmp_path: Path, guidellm: str, server: str) -> None:
+    exe = guidellm
     tok = _tokenizer(tmp_path / "tok")
     out = tmp_path / "guidellm.json"
     _run([exe, "run", "--backend",
@@ -115,8 +126,8 @@ def test_guidellm_run_imports_and_gates(tmp_path: Path, server: str) -> None:
     assert rep["results"][0]["completed"] == 4 and len(rep["requests"]) == 4
 
 
-def test_aiperf_profile_imports_and_gates(tmp_path: Path, server: str) -> None:
-    exe = _tool("KB_AIPERF", "aiperf")
+def test_aiperf_profile_imports_and_gates(tmp_path: Path, aiperf: str, server: str) -> None:
+    exe = aiperf
     tok = _tokenizer(tmp_path / "tok")
     art = tmp_path / "aiperf"
     _run([exe, "profile", "--model", "kimi-bench-emulator", "--url", server,
