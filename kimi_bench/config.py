@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.limits import MAX_CONFIG_BYTES, LimitError, read_text_bounded
+from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_or
 
 BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
 
@@ -242,14 +242,9 @@ def load_preprocessor_config(path: str | Path) -> PreprocessConfig:
     """Read a checkpoint's preprocessor config (a regular file of at most 1 MiB); every
     error names the file and, for a bad value, the key."""
     p = Path(path)
+    text = read_text_or(ConfigError, p, MAX_CONFIG_BYTES, "preprocessor config")
     try:
-        raw = json.loads(read_text_bounded(p, MAX_CONFIG_BYTES, "preprocessor config"))
-    except FileNotFoundError:
-        raise ConfigError(f"preprocessor config not found: {p}") from None
-    except LimitError as exc:
-        raise ConfigError(str(exc)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read preprocessor config {p}: {exc.strerror or exc}") from None
+        raw = json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5000-digit number
         raise ConfigError(f"{p} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):

@@ -15,11 +15,10 @@ from typing import Any
 import torch
 
 from kimi_bench.config import BackgroundConfig, PreprocessConfig
-from kimi_bench.navit import ResizePlan
+from kimi_bench.navit import ResizePlan, plan_resize
 
 DEFERRED_KEY = "kimi_k3_deferred_preprocessing"
 GRID_KEY = "image_grid_thw"
-RESIZE_KEYS = ("num_tokens", "new_width", "new_height", "pad_width", "pad_height")
 
 
 class ContractError(ValueError):
@@ -243,8 +242,6 @@ def audit_contract(
 ) -> AuditResult:
     """Run the producer, hand its record to the consumer through a recording view, and
     list every key the consumer asked for that the producer did not write."""
-    from kimi_bench.navit import plan_resize
-
     written: set[str] = set()
     read: set[str] = set()
     missing: set[str] = set()

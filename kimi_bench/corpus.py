@@ -134,29 +134,48 @@ def flip_width(cfg: PreprocessConfig, height: int = 28, channels: int = 3) -> in
     return lo
 
 
+# Real photographs shipped as package data by optional dependencies (the photos extra).
+PACKAGE_PHOTOS = (
+    ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
+    ("sklearn", "datasets/images/china.jpg"),
+    ("sklearn", "datasets/images/flower.jpg"),
+)
+_DISTRIBUTION = {"matplotlib": "matplotlib", "sklearn": "scikit-learn"}
+
+
+def _photo_path(pkg: str, rel: str) -> Path | None:
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / rel
+    return path if path.is_file() else None
+
+
 def package_photos() -> list[CorpusEntry]:
     """Real photographs shipped as package data: matplotlib's ``grace_hopper.jpg`` and
     scikit-learn's ``china.jpg`` and ``flower.jpg`` (read from disk, never imported)."""
-    wanted = [
-        ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
-        ("sklearn", "datasets/images/china.jpg"),
-        ("sklearn", "datasets/images/flower.jpg"),
+    paths = [(pkg, _photo_path(pkg, rel)) for pkg, rel in PACKAGE_PHOTOS]
+    return [
+        CorpusEntry(f"photo_{p.stem}", f"package:{pkg}", _loader(_open_image, p, 10**9, None))
+        for pkg, p in paths
+        if p is not None
     ]
-    out = []
-    for pkg, rel in wanted:
-        spec = importlib.util.find_spec(pkg)
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        path = Path(next(iter(spec.submodule_search_locations))) / rel
-        if path.is_file():
-            out.append(
-                CorpusEntry(
-                    f"photo_{path.stem}",
-                    f"package:{pkg}",
-                    _loader(_open_image, path, 10**9, None),
-                )
-            )
-    return out
+
+
+def missing_photos_note() -> str | None:
+    """Which built-in photo inputs this install lacks and how to get them (None: none)."""
+    missing = [
+        (f"photo_{Path(rel).stem}", _DISTRIBUTION[pkg])
+        for pkg, rel in PACKAGE_PHOTOS
+        if _photo_path(pkg, rel) is None
+    ]
+    if not missing:
+        return None
+    names = ", ".join(f"{name} (from {dist})" for name, dist in missing)
+    return (
+        f"built-in inputs skipped: {names}: not installed; pip install "
+        "'kimi-bench[plot,photos]' adds these real photographs"
+    )
 
 
 def builtin_corpus(cfg: PreprocessConfig, seed: int = 0) -> list[CorpusEntry]:
@@ -314,8 +333,24 @@ def _open_pt(path: Path, max_pixels: int) -> torch.Tensor:
     return obj.clone()  # off the mapping, so the file may go away
 
 
+def check_tensor_values(t: torch.Tensor) -> None:
+    """Refuse a float tensor holding NaN or infinity: not an image (NaN != NaN would read as
+    a parity difference when it is invalid input)."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return
+    bad = int((~torch.isfinite(t)).sum())
+    if bad:
+        nan = int(torch.isnan(t).sum())
+        raise InputError(
+            f"invalid tensor: {bad:,} of {t.numel():,} values are not finite ({nan:,} NaN, "
+            f"{bad - nan:,} infinite); an image tensor holds finite pixel values"
+        )
+
+
 def _open_tensor(path: Path, max_pixels: int) -> torch.Tensor:
-    return _open_npy(path, max_pixels) if path.suffix == ".npy" else _open_pt(path, max_pixels)
+    t = _open_npy(path, max_pixels) if path.suffix == ".npy" else _open_pt(path, max_pixels)
+    check_tensor_values(t)
+    return t
 
 
 def _refused(reason: str) -> Callable[[], Any]:

@@ -8,10 +8,15 @@ option bounds live in ``kimi_bench.options``.)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import stat
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # Largest report, rules, scenario or config file read (reports hold raw samples: the
 # H200 serve-ab baselines are ~0.5 MB).
@@ -84,3 +89,76 @@ def describe_os_error(exc: OSError) -> str:
     """``[Errno 13] Permission denied`` -> ``permission denied``."""
     text = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
     return text[:1].lower() + text[1:]
+
+
+def read_text_or(error: type[Exception], path: str | Path, limit: int, what: str) -> str:
+    """:func:`read_text_bounded` with every failure turned into ``error`` naming ``what``
+    and the path (missing, special or oversized file, not UTF-8, permission, I/O)."""
+    try:
+        return read_text_bounded(path, limit, what)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except LimitError as exc:
+        raise error(str(exc)) from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {describe_os_error(exc)}") from None
+
+
+# Numeric option bounds of ``kimi-bench project`` (a projection, so wider than what one host
+# runs, but finite: the binomial-tree model walks every rank of every round).
+MAX_PROJECT_RANKS = 16_384
+MAX_GPUS_PER_NODE = 1_024
+MAX_HOST_CORES = 16_384
+MAX_LINK_GBPS = 1e6  # Gbit/s
+MAX_THREAD_EXPONENT = 4.0
+MAX_LOOPBACK_STREAMS = 1_024.0
+
+
+def bounded(value: float, option: str, low: float, high: float, *, low_open: bool = False) -> float:
+    """``value`` when it is a finite number within [low, high] (``(low, high]`` with
+    ``low_open``); LimitError naming the option and the range otherwise."""
+    import math
+
+    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        lo = f"> {low:g}" if low_open else f">= {low:g}"
+        raise LimitError(f"{option} must be a finite number {lo} and <= {high:g}, got {value!r}")
+    return value
+
+
+# What stopped a run, named in its report. kimi-bench turns SIGTERM (what CI runners and
+# ``timeout`` send) into ``KeyboardInterrupt("SIGTERM")`` so it takes Ctrl-C's clean-up path.
+INTERRUPTED_PREFIX = "interrupted by "
+SIGINT_REASON = "interrupted by SIGINT (Ctrl-C)"
+SIGTERM_REASON = "interrupted by SIGTERM (a CI timeout, `timeout` or kill)"
+
+
+def interrupt_reason(exc: BaseException | None = None) -> str:
+    """The report's words for the KeyboardInterrupt ``exc``: SIGTERM or SIGINT (Ctrl-C)."""
+    arg = exc.args[0] if exc is not None and exc.args else None
+    if isinstance(arg, str) and arg.startswith(INTERRUPTED_PREFIX):
+        return arg  # already named (re-raised with the reason)
+    return SIGTERM_REASON if arg == "SIGTERM" else SIGINT_REASON
+
+
+def is_interrupt(error: object) -> bool:
+    """Whether a recorded error says the run was interrupted by a signal."""
+    return isinstance(error, str) and error.startswith(INTERRUPTED_PREFIX)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs (main thread only), SIGTERM raises ``KeyboardInterrupt("SIGTERM")``
+    so that it takes Ctrl-C's path and :func:`interrupt_reason` names it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -396,11 +396,34 @@ class ServeOptions(_Common):
             if not isinstance(old, str) and tuple(old) == parse_resolution(str(new), "hxw"):
                 return data  # a dumped model: both fields, and they agree
             raise ValueError("give image_resolution or resolution, not both")
-        if new is not None:
-            data["resolution"] = parse_resolution(str(new), "hxw")
-        elif isinstance(old, str):
-            data["resolution"] = parse_resolution(old, "wxh")
+        try:  # a bad value is left for the field validators, which name the option
+            if new is not None:
+                data["resolution"] = parse_resolution(str(new), "hxw")
+            elif isinstance(old, str):
+                data["resolution"] = parse_resolution(old, "wxh")
+        except ValueError:
+            pass
         return data
+
+    @field_validator("image_resolution")
+    @classmethod
+    def _image_resolution(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_resolution(v, "hxw")
+        return v
+
+    @field_validator("resolution", mode="before")
+    @classmethod
+    def _old_resolution(cls, v: Any) -> Any:
+        return parse_resolution(v, "wxh") if isinstance(v, str) else v
+
+    @field_validator("resolution")
+    @classmethod
+    def _sides(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        """A (width, height) given as a list in a scenario is bounded like the text forms."""
+        if v is not None and not all(1 <= side <= 65_535 for side in v):
+            raise ValueError(f"bad image resolution {list(v)}: sides must be 1..65535 pixels")
+        return v
 
     @property
     def width_height(self) -> tuple[int, int]:
@@ -424,12 +447,17 @@ class RunOptions(_Options):
     gate: GateOptions = Field(default_factory=GateOptions)  # type: ignore[arg-type]
 
 
-def describe_error(exc: Any, source: str, flag_names: bool = True) -> str:
-    """One line per problem, naming the option (``--ranks``) or the scenario key."""
+def describe_error(
+    exc: Any, source: str, flag_names: bool = True, flags: dict[str, Any] | None = None
+) -> str:
+    """One line per problem, naming the option (``--ranks``; ``flags`` maps a field to the
+    flags it is given by, e.g. rates -> --request-rate/--rates) or the scenario key."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
         key = f"--{loc.replace('_', '-')}" if flag_names and loc else (loc or "(options)")
+        if flag_names and loc in (flags or {}):
+            key = "/".join((flags or {})[loc])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown option (not a field of this scenario)"

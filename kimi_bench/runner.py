@@ -14,6 +14,7 @@ from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.ci.gate import RuleResult, load_rules, run_gate
 from kimi_bench.environment import host_load, resolve_device
+from kimi_bench.limits import is_interrupt
 from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.junit import write_junit
@@ -39,6 +40,37 @@ def _serve(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
     return rep
 
 
+def interrupted(rep: Report) -> str | None:
+    """The signal that stopped a part's run, as its report names it (None otherwise)."""
+    s = rep.summary
+    error = s.get("error")
+    if is_interrupt(error):
+        return str(error)
+    verdict = str(s.get("verdict") or "")
+    if verdict.startswith("INCOMPLETE: ") and is_interrupt(verdict[12:]):
+        return verdict[12:].split(" after ")[0]
+    return None
+
+
+def _parity(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
+    assert sc.parity is not None
+    say("parity: eager vs deferred on the built-in corpus")
+    rep = run_parity(sc.parity)
+    emit_parity(rep, out / "parity")
+    return rep
+
+
+def _micro(sc: RunOptions, out: Path, say: Callable[[str], None]) -> Report:
+    assert sc.micro is not None
+    say(f"micro: {sc.micro.synthetic}, arms {','.join(sc.micro.arms)}")
+    try:
+        rep = run_micro(sc.micro)
+    except MicroFailed as exc:
+        rep = exc.report
+    emit_micro(rep, out / "micro")
+    return rep
+
+
 def run_scenario(
     sc: RunOptions, out: Path, say: Callable[[str], None] = lambda _: None
 ) -> tuple[list[RuleResult], list[Report]]:
@@ -47,21 +79,21 @@ def run_scenario(
         raise ScenarioError(
             "the scenario runs nothing: give at least one of [parity], [micro], [serve_ab]"
         )
+    parts: list[tuple[str, Callable[[], Report]]] = []
     if sc.parity is not None:
-        say("parity: eager vs deferred on the built-in corpus")
-        rep = run_parity(sc.parity)
-        emit_parity(rep, out / "parity")
-        reports.append(rep)
+        parts.append(("parity", lambda: _parity(sc, out, say)))
     if sc.micro is not None:
-        say(f"micro: {sc.micro.synthetic}, arms {','.join(sc.micro.arms)}")
-        try:
-            rep = run_micro(sc.micro)
-        except MicroFailed as exc:
-            rep = exc.report
-        emit_micro(rep, out / "micro")
-        reports.append(rep)
+        parts.append(("micro", lambda: _micro(sc, out, say)))
     if sc.serve_ab is not None:
-        reports.append(_serve(sc, out, say))
+        parts.append(("serve-ab", lambda: _serve(sc, out, say)))
+    for i, (_, part) in enumerate(parts):
+        rep = part()
+        reports.append(rep)
+        reason = interrupted(rep)
+        if reason:  # SIGINT/SIGTERM: the parts not started are not run (the gate fails)
+            left = ", ".join(name for name, _ in parts[i + 1 :])
+            say(f"{reason}: stopping" + (f" (not run: {left})" if left else ""))
+            break
     rules = load_rules(resolve_path(sc.gate.rules))
     base = Path(sc.gate.baseline) if sc.gate.baseline else None
     outcome = run_gate(reports, rules, base)

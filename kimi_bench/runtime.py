@@ -10,8 +10,9 @@ preprocessing (SGLang PR #33921) and the ``sglang`` 0.5.23 release (SPEC section
 
 Everything else (staging, the eager producer's GPU preprocess and per-item ``.cpu()``, the
 shm wrap, ``broadcast_pyobj``, the pre-embed whitelist, owner-only materialization) is the
-same in both. ``EMULATED_STEPS`` is the table the README prints: every step, the upstream
-function it follows, and what each profile does there.
+same in both. ``EMULATED_STEPS`` is the table the README prints (``steps_table``; a test
+checks they agree): every step, the upstream function it follows, and what each profile
+does there.
 """
 
 from __future__ import annotations
@@ -83,71 +84,86 @@ def get_profile(name: str | None) -> RuntimeProfile:
 EMULATED_STEPS: tuple[tuple[str, str, str, str], ...] = (
     (
         "stage an image",
-        "processors/kimi_k3.py `to_chw_uint8`",
-        "convert + np.array(copy=True), permuted CHW view",
+        "`processors/kimi_k3.py` `to_chw_uint8`",
+        "`convert` + `np.array(copy=True)`, permuted CHW view",
         "same",
     ),
     (
         "eager producer",
-        "processors/kimi_k25.py `_gpu_preprocess_images`",
-        "per-image .to(device) of the view, batch on the GPU, split on the GPU, "
-        "one .cpu() per item",
+        "`processors/kimi_k25.py` `_gpu_preprocess_images`",
+        "per-image `.to(device)` of the view, batch on the GPU, split on the GPU, "
+        "one `.cpu()` per item",
         "same",
     ),
     (
         "deferral decision",
-        "processors/kimi_k3.py (deferred preprocessing decision)",
+        "`processors/kimi_k3.py` `_should_defer_gpu_preprocessing`",
         "per request",
         "per image (preprocess cache on)",
     ),
     (
         "deferred producer",
-        "processors/kimi_k3.py `_build_deferred_output` / `prepare_artifact_batch`",
-        "the permuted CHW view is the item's feature",
-        "cache path: `to_chw_uint8(image).cpu().contiguous()` (the HWC->CHW copy here)",
+        "`_build_deferred_output` / `prepare_artifact_batch`",
+        "the permuted view is the feature",
+        "cache path: `.cpu().contiguous()` (the HWC→CHW copy here)",
     ),
     (
         "shm wrap",
-        "managers/mm_utils.py `ShmPointerMMData`",
-        ".contiguous() (the HWC->CHW copy of a deferred view), posix_fallocate, one copy "
-        "into the segment",
-        "one copy into the segment (the feature is already contiguous)",
+        "`managers/mm_utils.py` `ShmPointerMMData`",
+        "`.contiguous()` (HWC→CHW), `posix_fallocate`, one copy into the segment",
+        "one copy into the segment",
     ),
     (
-        "inline pickle (multi-node, or `--transport pickle`)",
+        "inline pickle (`--transport pickle`, several nodes)",
         "tensor transport mode `default`",
-        "the tensor is pickled as it is (a permuted view keeps its strides)",
+        "the tensor pickled as it is (a view keeps its strides)",
         "same",
     ),
-    ("to scheduler rank 0", "tokenizer manager -> scheduler (ZMQ)", "pickled request", "same"),
+    (
+        "to scheduler rank 0",
+        "tokenizer manager → scheduler (ZMQ)",
+        "pickled request",
+        "same",
+    ),
     (
         "broadcast",
-        "utils/common.py `broadcast_pyobj`",
-        "pickle, np.frombuffer (no copy), gloo size + bytes; receivers bytes() + loads",
+        "`utils/common.py` `broadcast_pyobj`",
+        "pickle, `np.frombuffer` (no copy), gloo size + bytes; receivers `bytes()` + `loads`",
         "same",
     ),
     (
         "shm receive",
-        "managers/mm_utils.py `unwrap_shm_features`",
-        "barrier, .clone() per rank per item",
-        "barrier, copy-on-write map (mmap.ACCESS_COPY), no copy; every rank unlinks",
+        "`managers/mm_utils.py` `unwrap_shm_features`",
+        "barrier, `.clone()` per rank per item",
+        "barrier, copy-on-write map (`mmap.ACCESS_COPY`), no copy",
     ),
     (
         "pre-embed move",
-        "managers/mm_schedule.py `_can_skip_pre_embed_feature_move`",
-        "non-whitelisted models: every rank .to(device) every item; K2.5/K3/Qwen3-VL: none",
+        "`managers/mm_schedule.py` `_can_skip_pre_embed_feature_move`",
+        "non-whitelisted models: every rank `.to(device)` every item; "
+        "K2.5/K3/Qwen3-VL/Qwen3.5: none",
         "same",
     ),
     (
         "owners",
-        "multimodal/mm_utils.py `get_dp_encoder_lb_assignment`",
+        "`multimodal/mm_utils.py` `get_dp_encoder_lb_assignment`",
         "largest first to the least-loaded rank, lowest rank on ties",
         "same",
     ),
     (
         "owner",
-        "models/kimi_k3.py (vision owner)",
+        "`models/kimi_k3.py`",
         "owner-only H2D of raw uint8, materialize, cast into the BF16 tower buffer",
         "same",
     ),
 )
+
+
+def steps_table() -> str:
+    """The README's table of emulated steps (a test checks that the README shows this)."""
+    lines = [
+        "| step | upstream file / function | `pr-33921` | `sglang-0.5.23` |",
+        "|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in EMULATED_STEPS]
+    return "\n".join(lines)

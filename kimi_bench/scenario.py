@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_bounded
+from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_or
 from kimi_bench.options import RunOptions, describe_error
 
 
@@ -50,10 +50,7 @@ TABLES = ("run", "parity", "micro", "serve_ab", "gate")
 def read_tables(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
     """The TOML tables of a scenario file (size-limited, regular files only)."""
     path = resolve_path(name_or_path)
-    try:
-        text = read_text_bounded(path, MAX_CONFIG_BYTES, "scenario")
-    except (OSError, ValueError) as exc:
-        raise ScenarioError(str(exc)) from None
+    text = read_text_or(ScenarioError, path, MAX_CONFIG_BYTES, "scenario")
     try:
         raw = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -14,8 +14,8 @@ from kimi_bench.bench.micro import build_report
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.config import resolve_config
 from kimi_bench.options import MicroOptions, ServeOptions
-from kimi_bench.pipeline import STAGES
 from kimi_bench.report.model import Report
+from kimi_bench.stages import STAGES
 
 CPU = torch.device("cpu")
 

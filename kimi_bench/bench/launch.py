@@ -13,7 +13,7 @@ Two launchers:
 Ranks map to GPUs one to one when the host has enough GPUs (rank -> local rank -> GPU),
 round robin otherwise. When every rank has a GPU of its own, a NCCL group is created next
 to the gloo group and the encoder-output gather moves real tensors over it
-(``kimi_bench.gather``).
+(``kimi_bench.pipeline.gather``).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from kimi_bench.bench.serve import ServeFailed, arrival_offsets
 from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import resolve_config
 from kimi_bench.environment import host_load, resolve_device
+from kimi_bench.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.report import Report
 
@@ -143,8 +144,8 @@ def run_micro_on(
         for r in todo.children:
             harness.start(f"rank{r}", micro_worker.rank_main, job, r, rank0_end if r == 0 else None)
         floor = _collect_micro(harness, opts, job, samples, progress)
-    except KeyboardInterrupt:
-        error = "interrupted by the user (Ctrl-C)"
+    except KeyboardInterrupt as exc:
+        error = interrupt_reason(exc)
     except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
         error = explain_failure(world, str(exc), sigterm_received())
     finally:
@@ -284,8 +285,8 @@ def _serve_pipeline(
             elif kind == "stalled":
                 out["error"] = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
                 break
-    except KeyboardInterrupt:
-        out["error"] = "interrupted by the user (Ctrl-C)"
+    except KeyboardInterrupt as exc:
+        out["error"] = interrupt_reason(exc)
     except Exception as exc:
         out["error"] = explain_failure(world, str(exc), sigterm_received())
     finally:

@@ -101,11 +101,13 @@ def _job(
     )
 
 
-def folder_images(folder: Any) -> tuple[str, ...]:
-    """Every image file PIL can identify in ``folder`` (sorted, regular files only)."""
+def scan_images(folder: Any) -> tuple[tuple[str, ...], list[str]]:
+    """The image files of ``folder`` that micro can use (sorted, regular files PIL opens,
+    within the pixel limit parity applies) and one line per file left out, saying why:
+    a decompression bomb or a file PIL cannot open is skipped, as parity refuses it."""
     from pathlib import Path
 
-    from PIL import Image, UnidentifiedImageError
+    from kimi_bench.corpus import DEFAULT_MAX_PIXELS, InputError
 
     root = Path(folder)
     if not root.is_dir():
@@ -113,18 +115,44 @@ def folder_images(folder: Any) -> tuple[str, ...]:
             f"--images {root} is not a folder (for generated images use --synthetic "
             "COUNTxWIDTHxHEIGHT, e.g. 4x1536x1024)"
         )
-    out = []
+    out, skipped = [], []
     for p in sorted(root.iterdir()):
         if not p.is_file() or p.name.startswith("."):
             continue
         try:
-            with Image.open(p):
-                out.append(str(p))
-        except (UnidentifiedImageError, OSError):
+            _probe_image(p, DEFAULT_MAX_PIXELS)
+        except InputError as exc:
+            skipped.append(f"{p.name}: {exc}")
             continue
+        out.append(str(p))
     if not out:
-        raise ValueError(f"--images {root} holds no image PIL can open")
-    return tuple(out)
+        why = f" ({'; '.join(skipped[:5])})" if skipped else ""
+        raise ValueError(f"--images {root} holds no image PIL can open{why}")
+    return tuple(out), skipped
+
+
+def _probe_image(path: Any, max_pixels: int) -> None:
+    """Open the header only; InputError for what parity would refuse (no pixels decoded)."""
+    from PIL import Image
+
+    from kimi_bench.corpus import InputError
+
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"not an image PIL can open: {exc}") from None
+    if w * h > max_pixels:
+        raise InputError(
+            f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,}"
+        )
+
+
+def folder_images(folder: Any) -> tuple[str, ...]:
+    """Every usable image file in ``folder`` (see :func:`scan_images`)."""
+    return scan_images(folder)[0]
 
 
 def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = None) -> Report:
@@ -171,6 +199,7 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
             else f"input: {describe_spec(opts.groups)} ({opts.content} content)"
         )
         + f", preset {cfg.name}.",
+        *_skipped_notes(opts),
         f"defaults: the {profile.upper()} profile ({opts.ranks} ranks, {opts.repeats} repeats "
         f"after {opts.warmup} warm-up).",
         "stages follow the critical path: each stage ends when the slowest rank finished it; "
@@ -196,6 +225,17 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
             "their device copies contend for the same PCIe link."
         )
     return notes
+
+
+def _skipped_notes(opts: MicroOptions) -> list[str]:
+    """One note per file of --images left out (the run used the others)."""
+    if not opts.images:
+        return []
+    try:
+        skipped = scan_images(opts.images)[1]
+    except ValueError:
+        return []
+    return [f"skipped {line}" for line in skipped]
 
 
 def build_report(

@@ -64,6 +64,15 @@ class MicroJob:
         return self.warmup + self.repeats
 
 
+def _carrier(transport: str) -> Any:
+    """The carrier's steps in this process. The runtime's carriers (``sglang-*``)
+    register themselves when their module is imported, which needs sglang: imported here
+    only for them."""
+    if transport.startswith("sglang-"):
+        import kimi_bench.sglang_ref.carriers  # noqa: F401  (registers sglang-shm/-pickle)
+    return carrier_steps(transport)
+
+
 def job_images(job: MicroJob) -> list[Any]:
     """The user's images (decoded once, as a tokenizer worker holds them) or generated."""
     from PIL import Image
@@ -112,7 +121,7 @@ def _attach(job: MicroJob, **role: int) -> Arena | None:
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
-    carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
+    carrier = _carrier(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     images = job_images(job)
     arena = _attach(job, writer=0)  # on a crash the harness unlinks it by the run's prefix
@@ -148,7 +157,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
-    carrier_steps(job.transport)  # loads a runtime carrier before any timing
+    _carrier(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
@@ -166,7 +175,7 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
     """Rank 0 takes the producer's request (pickled, as over ZMQ); then the broadcast."""
     items, producer = None, None
-    carrier = carrier_steps(job.transport)
+    carrier = _carrier(job.transport)
     if rank == 0:
         conn.send("go")
         blob = conn.recv_bytes()
@@ -184,7 +193,7 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     Inline: the items as received (the runtime's carrier hands back its request's)."""
     import torch.distributed as dist
 
-    carrier = carrier_steps(job.transport)
+    carrier = _carrier(job.transport)
     if carrier.holds_segments(items):
         dist.barrier()
         items, names = carrier.take(step, items)

@@ -18,8 +18,10 @@ from kimi_bench.corpus import (
     describe_input,
     dump_filename,
     folder_corpus,
+    missing_photos_note,
 )
 from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
+from kimi_bench.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.navit import ResizePlan, plan_resize
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import run_deferred, run_eager
@@ -163,20 +165,36 @@ def run_parity(
                 progress(acc.row["name"], done, len(entries))
         pending.clear()
 
-    for entry in entries:
-        prepared = _prepare(entry, cfg)
-        if isinstance(prepared, _Accepted):
-            rows.append(prepared.row)
-            pending.append(prepared)
-            if len(pending) >= opts.batch_size:
-                flush()
-        else:
-            rows.append(prepared)
-            done += 1
-            if progress:
-                progress(prepared["name"], done, len(entries))
-    flush()
+    interrupted: str | None = None
+    try:
+        with sigterm_as_interrupt():
+            for entry in entries:
+                prepared = _prepare(entry, cfg)
+                if isinstance(prepared, _Accepted):
+                    rows.append(prepared.row)
+                    pending.append(prepared)
+                    if len(pending) >= opts.batch_size:
+                        flush()
+                else:
+                    rows.append(prepared)
+                    done += 1
+                    if progress:
+                        progress(prepared["name"], done, len(entries))
+            flush()
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the inputs done so far are kept
+        interrupted = interrupt_reason(exc)
+        unfinished = {id(a.row) for a in pending}
+        rows = [r for r in rows if id(r) not in unfinished]
     report = _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    if opts.images is None and (missing := missing_photos_note()):
+        report.notes.append(missing)
+    if interrupted:
+        report.summary["verdict"] = (
+            f"INCOMPLETE: {interrupted} after {len(rows)} of {len(entries)} inputs; "
+            + report.summary["verdict"]
+        )
+        report.notes.append(f"run stopped early: {interrupted}; results are partial.")
+        return report
     if opts.reference == "sglang":
         from kimi_bench.bench.parity_reference import merge_reference
 
@@ -301,6 +319,8 @@ def _build_report(
 def exit_code(report: Report) -> int:
     """0 all accepted inputs identical, 1 any differs, 2 nothing usable."""
     s = report.summary
+    if str(s["verdict"]).startswith("INCOMPLETE"):
+        return 1  # interrupted: the inputs done so far are in the report
     if not s["accepted"]:
         return 2
     if s.get("reference", {}).get("differing"):

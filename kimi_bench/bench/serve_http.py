@@ -30,10 +30,10 @@ from kimi_bench.bench.serve import ServeFailed, arrival_offsets, rate_label
 from kimi_bench.bench.serve_workers import encode_images
 from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PRESETS, PreprocessConfig
+from kimi_bench.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.client import (
-    INTERRUPTED,
     ClientOptions,
     auth_headers,
     drive,
@@ -182,10 +182,10 @@ def run_serve_ab_http(
                         arm.runs.append(res)
                         if on_run:
                             on_run(runs)
-                        if res["error"] == INTERRUPTED:
-                            raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            raise ServeFailed(INTERRUPTED, runs) from None
+                        if is_interrupt(res["error"]):
+                            raise KeyboardInterrupt(res["error"])
+        except KeyboardInterrupt as exc:
+            raise ServeFailed(interrupt_reason(exc), runs) from None
     dead = [f"{a.name}: {a.dead}" for a in arms if a.dead]
     if dead:
         raise ServeFailed("; ".join(dead) + "; results are partial", runs)
@@ -200,7 +200,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("SIGTERM")  # named as SIGTERM in the report
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:
@@ -371,7 +371,7 @@ def _run_arm(arm: _Arm, trace: Any, opts: HttpServeOptions) -> dict[str, Any]:
         out["server_metrics"] = metrics_delta(scrapes.before, after).to_dict()
         if arm.server is not None:
             out["copies"] = copies_from_metrics(scrapes.before, after)
-    if out["error"] != INTERRUPTED:
+    if not is_interrupt(out["error"]):
         arm.dead = out["error"] or _server_gone(arm)
         if arm.dead and not out["error"]:
             out["error"] = arm.dead

@@ -130,6 +130,23 @@ class Calibration:
     alpha: float
     metrics: list[MetricCalibration]
     absolute: dict[str, dict[str, int]]  # rule -> {"fail": n, "inconclusive": n, "runs": n}
+    failed_runs: set[int] = field(default_factory=set)  # runs an absolute rule failed
+
+    def gate_level(self) -> tuple[int, int]:
+        """(A/A pairs the whole gate fails, injected pairs it catches) at the common
+        threshold: a pair fails when any baseline metric fails, or (A/A) an absolute rule
+        fails the candidate run."""
+        threshold = self.max_regression()
+        if threshold is None:
+            return 0, 0
+        false = detected = 0
+        for i in range(self.pairs):
+            aa = [m.aa[i] for m in self.metrics if i < len(m.aa)]
+            inj = [m.injected[i] for m in self.metrics if i < len(m.injected)]
+            abs_fail = 2 * i + 1 in self.failed_runs
+            false += abs_fail or any(_fails(o, threshold, self.alpha) for o in aa)
+            detected += any(_fails(o, threshold, self.alpha) for o in inj)
+        return false, detected
 
     def max_regression(self) -> float | None:
         """One threshold for every metric: the largest each needs."""
@@ -145,34 +162,43 @@ class Calibration:
             "max_regression": self.max_regression(),
             "metrics": [m.as_dict() for m in self.metrics],
             "absolute_rules": self.absolute,
+            "gate": dict(zip(("aa_failures", "injected_detected"), self.gate_level(), strict=True))
+            | {"pairs": self.pairs},
         }
 
 
-def absolute_rates(runs: Sequence[Report], rules: GateRules) -> dict[str, dict[str, int]]:
-    """How often each absolute rule fails or is inconclusive on unchanged runs."""
+def absolute_rates(
+    runs: Sequence[Sequence[Report]], rules: GateRules
+) -> tuple[dict[str, dict[str, int]], set[int]]:
+    """How often each absolute rule fails or is inconclusive on unchanged runs, and which
+    runs (index) an absolute rule failed."""
     plain = rules.model_copy(update={"baseline": None})
     out: dict[str, dict[str, int]] = {}
-    for rep in runs:
-        for r in evaluate([rep], plain, None, baseline_required=False):
+    failed: set[int] = set()
+    for i, reps in enumerate(runs):
+        for r in evaluate(list(reps), plain, None, baseline_required=False):
             row = out.setdefault(r.rule, {"fail": 0, "inconclusive": 0, "runs": 0})
             row["runs"] += 1
             row["fail"] += r.verdict == FAIL
             row["inconclusive"] += INCONCLUSIVE in r.reason
-    return out
+            if r.verdict == FAIL:
+                failed.add(i)
+    return out, failed
 
 
 def calibrate(
-    runs: Sequence[Report],
+    runs: Sequence[Sequence[Report]],
     rules: GateRules,
     *,
     slowdown: float = 0.20,
     target: float = 0.01,
 ) -> Calibration:
-    """``runs``: reports of one kind... in the order they ran (A, B, A, B, ...)."""
+    """``runs``: the reports of each run, in the order the runs ran (A, B, A, B, ...)."""
     base = rules.baseline or BaselineRules()
     by_kind: dict[str, list[Report]] = {}
-    for rep in runs:
-        by_kind.setdefault(rep.kind, []).append(rep)
+    for reps in runs:
+        for rep in reps:
+            by_kind.setdefault(rep.kind, []).append(rep)
     metrics = []
     n_pairs = 0
     for metric in base.metrics:
@@ -181,7 +207,8 @@ def calibrate(
         pairs = [(reps[i], reps[i + 1]) for i in range(0, len(reps) - 1, 2)]
         n_pairs = max(n_pairs, len(pairs))
         metrics.append(calibrate_metric(metric, pairs, slowdown, target, base.alpha))
-    return Calibration(n_pairs, slowdown, target, base.alpha, metrics, absolute_rates(runs, rules))
+    absolute, failed = absolute_rates(runs, rules)
+    return Calibration(n_pairs, slowdown, target, base.alpha, metrics, absolute, failed)
 
 
 def _toml_value(v: Any) -> str:
@@ -235,6 +262,7 @@ def calibration_markdown(cal: Calibration) -> str:
     for rule, c in cal.absolute.items():
         abs_rows.append(f"| {rule} | {c['runs']} | {c['fail']} | {c['inconclusive']} |")
     weak = [m.metric for m in cal.metrics if m.injected and m.power < POWER_TARGET]
+    aa_fail, caught = cal.gate_level()
     note = (
         f"Power below {POWER_TARGET:.0%} for: {', '.join(weak)} (more repeats or requests per "
         "run would narrow the noise)."
@@ -247,6 +275,10 @@ def calibration_markdown(cal: Calibration) -> str:
             "",
             f"{cal.pairs} A/A pairs; injected slowdown of the deferred arm: "
             f"{cal.slowdown:+.0%}; target false-failure rate {cal.target:.0%}; alpha {cal.alpha}.",
+            "",
+            f"**The whole gate** (at max_regression {cal.max_regression()}): failed {aa_fail} "
+            f"of {cal.pairs} A/A pairs; caught the injected slowdown in {caught} of "
+            f"{cal.pairs} pairs.",
             "",
             "## Relative (baseline) rules",
             "",

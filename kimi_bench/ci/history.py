@@ -26,7 +26,7 @@ import numpy as np
 import ruptures
 
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
-from kimi_bench.limits import LimitError, describe_os_error, read_text_bounded
+from kimi_bench.limits import read_text_or
 from kimi_bench.stats import mann_whitney, median
 
 PENALTY = 4.0
@@ -66,14 +66,7 @@ def higher_is_better(metric: str) -> bool:
 
 def load_history(path: Path) -> list[dict[str, Any]]:
     """Every line of a JSONL history (HistoryError names a line that is not an object)."""
-    try:
-        text = read_text_bounded(path, MAX_HISTORY_BYTES, "history file")
-    except FileNotFoundError:
-        raise HistoryError(f"history file not found: {path}") from None
-    except LimitError as exc:
-        raise HistoryError(str(exc)) from None
-    except OSError as exc:
-        raise HistoryError(f"cannot read history {path}: {describe_os_error(exc)}") from None
+    text = read_text_or(HistoryError, path, MAX_HISTORY_BYTES, "history file")
     lines = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kimi_bench.ci.metrics import metric_problem
-from kimi_bench.limits import MAX_CONFIG_BYTES, LimitError, describe_os_error, read_text_bounded
+from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_or
 
 RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
 Delta = Annotated[float, Field(ge=-1.0, le=10.0)]  # a fraction: -0.4 = -40%
@@ -183,14 +183,9 @@ def parse_rules(raw: dict[str, Any], path: Path) -> GateRules:
 def load_rules(path: str | Path) -> GateRules:
     """Read and validate a rules file (RulesError names the file, table and key)."""
     p = Path(path)
+    text = read_text_or(RulesError, p, MAX_CONFIG_BYTES, "rules file")
     try:
-        raw = tomllib.loads(read_text_bounded(p, MAX_CONFIG_BYTES, "rules file"))
-    except FileNotFoundError:
-        raise RulesError(f"rules file not found: {p}") from None
-    except LimitError as exc:
-        raise RulesError(str(exc)) from None
-    except OSError as exc:
-        raise RulesError(f"cannot read rules file {p}: {describe_os_error(exc)}") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RulesError(f"{p}: not valid TOML: {exc}") from None
     return parse_rules(raw, p)

@@ -139,4 +139,6 @@ def build(model: type[BaseModel], data: dict[str, Any], source: str = "") -> Any
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise OptionsError(describe_error(exc, source, flag_names=not source)) from None
+        raise OptionsError(
+            describe_error(exc, source, flag_names=not source, flags=dict(FLAGS))
+        ) from None

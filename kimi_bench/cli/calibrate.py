@@ -13,29 +13,25 @@ import typer
 from kimi_bench.cli.common import default_out, say, usage_error
 
 
-def _run_folders(folders: list[Path]) -> list[Any]:
-    """The gated reports of earlier run folders, in the order given."""
+def _run_folders(folders: list[Path]) -> list[list[Any]]:
+    """The gated reports of each earlier run folder, in the order given."""
     from kimi_bench.ci.metrics import GATED_KINDS
     from kimi_bench.report.model import find_report_files, load_report
 
-    out = []
-    for folder in folders:
-        for f in find_report_files(folder):
-            out.append(load_report(f, kinds=GATED_KINDS))
-    return out
+    return [[load_report(f, kinds=GATED_KINDS) for f in find_report_files(d)] for d in folders]
 
 
-def _run_scenario_times(scenario: str, n: int, out: Path, device: str | None) -> list[Any]:
+def _run_scenario_times(scenario: str, n: int, out: Path, device: str | None) -> list[list[Any]]:
     from kimi_bench.runner import run_scenario
     from kimi_bench.scenario import load_scenario, with_overrides
 
     sc = with_overrides(load_scenario(scenario), {"device": device} if device else {})
-    reports: list[Any] = []
+    reports: list[list[Any]] = []
     t0 = time.monotonic()
     for i in range(n):
         folder = out / "runs" / f"run-{i:02d}"
         _, reps = run_scenario(sc, folder)
-        reports += reps
+        reports.append(reps)
         done = time.monotonic() - t0
         eta = done / (i + 1) * (n - i - 1)
         say(f"calibrate: run {i + 1} of {n} done ({done:.0f} s, eta {eta:.0f} s)", err=True)
@@ -111,8 +107,8 @@ def calibrate(
     cal = run_calibration(reports, rule_set, slowdown=slowdown, target=target)
     folder.mkdir(parents=True, exist_ok=True)
     doc = cal.as_dict() | {"scenario": scenario, "rules": rules}
-    if reports:
-        doc["environment"] = reports[0].environment
+    if reports and reports[0]:
+        doc["environment"] = reports[0][0].environment
     atomic_write_text(folder / "calibration.json", json.dumps(doc, indent=1, default=str))
     atomic_write_text(folder / "calibration.md", calibration_markdown(cal))
     header = (

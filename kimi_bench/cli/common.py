@@ -76,6 +76,17 @@ def make_console(
 console = make_console()
 err_console = make_console(stderr=True)
 
+# Set while a command prints --format json: stdout then holds that one JSON document and
+# every message (verdict, notes, paths) goes to stderr. Reset by every command at start.
+_stdout_is_document = False
+
+
+def stdout_is_document(value: bool) -> None:
+    """Say whether stdout is reserved for one JSON document (``--format json``)."""
+    global _stdout_is_document
+    _stdout_is_document = value
+
+
 PresetOpt = Annotated[
     str,
     typer.Option("--preset", help="Preprocessing preset: kimi-k3 or kimi-k2.5."),
@@ -161,7 +172,9 @@ def say(
     """Print one user-facing message. ``message`` (and ``label``) are taken literally:
     whatever brackets, backslashes or colons they hold is printed as is. Off a terminal the
     line is not wrapped at the console width (logs keep long paths whole)."""
-    out = to or (err_console if err else console)
+    if to is console and _stdout_is_document:
+        to = err_console
+    out = to or (err_console if err or _stdout_is_document else console)
     text = Text()
     if label:
         text.append(str(label), style=label_style or style)
@@ -330,8 +343,15 @@ def output_params() -> list[Any]:
         "--out",
         "--output-dir",
         help="Output folder for report.json, report.md, report.html, CSV and figures "
-        "\\[default: reports/runs/<kind>-<timestamp>].",
+        "\\[default: reports/runs/<kind>-<timestamp>]. One run holds it at a time (another "
+        "run given it exits 2); a folder with a finished report is refused unless "
+        "--overwrite.",
         file_okay=False,
+        show_default=False,
+    )
+    overwrite = typer.Option(
+        "--overwrite",
+        help="Write into an --output-dir that holds a finished report, replacing its files.",
         show_default=False,
     )
     fmt = typer.Option(
@@ -353,6 +373,7 @@ def output_params() -> list[Any]:
         inspect.Parameter(
             "append_jsonl", kw, default=None, annotation=Annotated[Path | None, jsonl]
         ),
+        inspect.Parameter("overwrite", kw, default=False, annotation=Annotated[bool, overwrite]),
     ]
 
 
@@ -384,11 +405,46 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
         fmt = OutputFormat(values.get("format") or "table")
     except ValueError:
         raise ValueError("--format must be table, md or json") from None
-    from kimi_bench.report.output import check_output_dir
+    stdout_is_document(fmt is OutputFormat.json)
+    given = values.get("out")
+    if given:
+        claim_output(given, overwrite=bool(values.get("overwrite")))
+        return given, fmt
+    return _claim_default(default_out(kind)), fmt
 
-    out = values.get("out") or default_out(kind)
-    check_output_dir(out, "--output-dir")  # an OutputError is a ValueError: a usage error
-    return out, fmt
+
+def _claim_default(base: Path) -> Path:
+    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
+    holds it: runs left to their default folders never collide."""
+    from kimi_bench.report.output import OutputError
+
+    for n in range(1, 100):
+        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            claim_output(out)
+            return out
+        except OutputError:
+            if not out.is_dir():
+                raise  # not a taken folder: a real problem (read-only, a file in the way)
+    raise OutputError(f"no free output folder next to {base}; give --output-dir")
+
+
+_claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)
+
+
+def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
+    """Hold ``out`` for this command (the kernel drops the hold when the process ends).
+    An OutputError (a ValueError: a usage error) when another run holds it or it holds a
+    finished report and ``overwrite`` is not set."""
+    from kimi_bench.report.output import claim_output_dir
+
+    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
+
+
+def release_claims() -> None:
+    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
+    while _claims:
+        _claims.pop().release()
 
 
 def write_report(write: Any, out_dir: Path) -> Any:

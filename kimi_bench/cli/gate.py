@@ -8,7 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from kimi_bench.cli.common import console, err_console, rich_table, usage_error
+from kimi_bench.cli.common import console, err_console, note, rich_table, usage_error
+
+
+def _optional_file(value: str | None, option: str) -> Path | None:
+    """An output file option; an empty value (``--summary "$GITHUB_STEP_SUMMARY"`` with the
+    variable unset) means "not given", with a note, instead of the current folder."""
+    if value is None:
+        return None
+    if not value.strip():
+        note(f"{option} is empty (an unset variable?): nothing written there")
+        return None
+    return Path(value)
 
 
 def _load_all(paths: list[Path]) -> list[Any]:
@@ -55,10 +66,17 @@ def gate(
             dir_okay=False,
         ),
     ] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    summary: Annotated[
-        Path | None,
-        typer.Option("--summary", help="Write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)."),
+    junit_file: Annotated[
+        str | None, typer.Option("--junit", help="Write JUnit XML here.", metavar="PATH")
+    ] = None,
+    summary_file: Annotated[
+        str | None,
+        typer.Option(
+            "--summary",
+            help="Write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; an empty value, such as "
+            "an unset variable, writes none).",
+            metavar="PATH",
+        ),
     ] = None,
 ) -> None:
     """Pass or fail reports against rules, for CI.
@@ -87,6 +105,8 @@ def gate(
     from kimi_bench.report.writers import atomic_write_text, markdown_table
     from kimi_bench.scenario import ScenarioError, resolve_path
 
+    junit = _optional_file(junit_file, "--junit")
+    summary = _optional_file(summary_file, "--summary")
     try:
         if not reports and history is None:
             raise ReportError("give report.json files or folders, or --history FILE")
@@ -120,8 +140,9 @@ def gate(
 def compare(
     a: Annotated[Path, typer.Argument(help="Report A (the reference).")],
     b: Annotated[Path, typer.Argument(help="Report B (the candidate).")],
-    markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Also write the table as Markdown here.")
+    markdown_file: Annotated[
+        str | None,
+        typer.Option("--markdown", help="Also write the table as Markdown here.", metavar="PATH"),
     ] = None,
 ) -> None:
     """Two reports of the same kind side by side: medians, relative delta (B vs A) and a
@@ -137,6 +158,7 @@ def compare(
     from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
     from kimi_bench.report.writers import atomic_write_text, markdown_table, md_text
 
+    markdown = _optional_file(markdown_file, "--markdown")
     try:
         if markdown is not None:
             check_output_file(markdown, "--markdown")

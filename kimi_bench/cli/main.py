@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import sys
+import tempfile
+import traceback
+from typing import Annotated, Any
 
 import typer
 
 from kimi_bench.cli.calibrate import calibrate
-from kimi_bench.cli.common import package_version, say
+from kimi_bench.cli.common import package_version, release_claims, say, stdout_is_document
 from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.import_cmd import import_results
 from kimi_bench.cli.micro import micro
@@ -18,7 +22,48 @@ from kimi_bench.cli.run import run
 from kimi_bench.cli.serve import serve_ab
 from kimi_bench.cli.serve_server import serve_server
 
-app = typer.Typer(
+EXIT_INTERNAL_ERROR = 4
+INTERNAL_EPILOG = (
+    "Exit code 4: an internal error (a bug in kimi-bench, never a measured result); one "
+    "line on stderr names the exception and the file that holds the full traceback."
+)
+
+
+def internal_error(exc: BaseException) -> int:
+    """Report an unexpected exception as one line on stderr, the traceback in a file;
+    returns the exit code (4), distinct from 1 (a difference was found)."""
+    text = "".join(traceback.format_exception(exc))
+    where = "not written"
+    try:
+        fd, name = tempfile.mkstemp(prefix="kimi-bench-crash-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"kimi-bench {package_version()}: {' '.join(sys.argv)}\n{text}")
+        where = name
+    except OSError as err:  # no temp folder: the traceback on stderr is all there is
+        sys.stderr.write(text)
+        where = f"not written ({err.strerror or err})"
+    first = (str(exc).splitlines() or [""])[0]
+    say(
+        f"{type(exc).__name__}: {first} (a bug in kimi-bench, exit code "
+        f"{EXIT_INTERNAL_ERROR}); traceback: {where}",
+        label="internal error:",
+        label_style="bold red",
+        err=True,
+    )
+    return EXIT_INTERNAL_ERROR
+
+
+class _App(typer.Typer):
+    """The CLI; an exception no command handles exits 4 with one line, not a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as exc:  # the last resort: every expected error is handled earlier
+            raise SystemExit(internal_error(exc)) from None
+
+
+app = _App(
     name="kimi-bench",
     help="Validate and benchmark deferred (raw uint8) image preprocessing for multimodal "
     "LLM serving: bit-exactness (parity), stage-by-stage cost (micro), serving A/B "
@@ -48,19 +93,21 @@ def _root(
     ] = False,
 ) -> None:
     """kimi-bench: is the deferred path bit-exact, what does it save, does it regress?"""
+    stdout_is_document(False)  # a command with --format json claims stdout for itself
+    release_claims()  # output folders held by an earlier command in this process
 
 
-app.command("parity")(parity)
-app.command("micro")(micro)
-app.command("serve-ab")(serve_ab)
-app.command("serve")(serve_server)
-app.command("gate")(gate)
-app.command("compare")(compare)
-app.command("calibrate")(calibrate)
-app.command("run")(run)
-app.command("project")(project)
-app.command("render")(render)
-app.command("import")(import_results)
+app.command("parity", epilog=INTERNAL_EPILOG)(parity)
+app.command("micro", epilog=INTERNAL_EPILOG)(micro)
+app.command("serve-ab", epilog=INTERNAL_EPILOG)(serve_ab)
+app.command("serve", epilog=INTERNAL_EPILOG)(serve_server)
+app.command("gate", epilog=INTERNAL_EPILOG)(gate)
+app.command("compare", epilog=INTERNAL_EPILOG)(compare)
+app.command("calibrate", epilog=INTERNAL_EPILOG)(calibrate)
+app.command("run", epilog=INTERNAL_EPILOG)(run)
+app.command("project", epilog=INTERNAL_EPILOG)(project)
+app.command("render", epilog=INTERNAL_EPILOG)(render)
+app.command("import", epilog=INTERNAL_EPILOG)(import_results)
 
 
 def main() -> None:

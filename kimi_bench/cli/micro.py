@@ -45,7 +45,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.environment import resolve_device
     from kimi_bench.options import OptionsError, resolve_defaults
     from kimi_bench.report.emit import emit_micro
-    from kimi_bench.report.plots import PLOT_HINT
+    from kimi_bench.report.figbase import PLOT_HINT
 
     try:
         opts = build(MicroOptions, given(values, MicroOptions))

@@ -6,17 +6,41 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from kimi_bench.cli.common import OutOpt, console, default_out, err_console, rich_table, usage_error
+from kimi_bench.cli.common import (
+    OutOpt,
+    claim_output,
+    console,
+    default_out,
+    err_console,
+    note,
+    rich_table,
+    usage_error,
+)
+from kimi_bench.limits import (
+    MAX_GPUS_PER_NODE,
+    MAX_HOST_CORES,
+    MAX_LINK_GBPS,
+    MAX_LOOPBACK_STREAMS,
+    MAX_PROJECT_RANKS,
+    MAX_THREAD_EXPONENT,
+    bounded,
+)
 
 
-def _numbers(text: str, option: str, kind: type) -> tuple[Any, ...]:
+def _numbers(
+    text: str, option: str, kind: type, low: float, high: float, *, low_open: bool = False
+) -> tuple[Any, ...]:
+    """Comma-separated numbers, each finite and within the option's bounds."""
     try:
         values = tuple(kind(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise ValueError(f"{option} takes comma-separated numbers, got {text!r}") from None
     if not values:
         raise ValueError(f"{option} needs at least one value")
+    for v in values:
+        bounded(v, option, low, high, low_open=low_open)
     return values
 
 
@@ -27,17 +51,28 @@ ReportsArg = Annotated[
         "(shm, pickle)."
     ),
 ]
-RanksOpt = Annotated[str, typer.Option("--ranks", help="Rank counts to project, comma-separated.")]
+RanksOpt = Annotated[
+    str,
+    typer.Option(
+        "--ranks", help=f"Rank counts to project, comma-separated (1..{MAX_PROJECT_RANKS})."
+    ),
+]
 LinkOpt = Annotated[
     str,
     typer.Option(
         "--link-gbps",
         help="Link speed between nodes in Gbit/s (what gloo's TCP traffic gets), "
-        "comma-separated for several.",
+        f"comma-separated for several (> 0, <= {MAX_LINK_GBPS:g}).",
     ),
 ]
 GpusOpt = Annotated[
-    int, typer.Option("--gpus-per-node", min=1, help="GPUs (= ranks, one per GPU) per node.")
+    int,
+    typer.Option(
+        "--gpus-per-node",
+        min=1,
+        max=MAX_GPUS_PER_NODE,
+        help="GPUs (= ranks, one per GPU) per node.",
+    ),
 ]
 ValidateOpt = Annotated[
     list[Path] | None,
@@ -52,18 +87,24 @@ CoresOpt = Annotated[
     typer.Option(
         "--host-cores",
         min=1,
+        max=MAX_HOST_CORES,
         help="CPU cores per node when the calibration report does not record them (micro "
         "splits them between its processes).",
     ),
 ]
 ThreadOpt = Annotated[
     float,
-    typer.Option("--thread-exponent", help="A host copy with T threads takes T^-x as long."),
+    typer.Option(
+        "--thread-exponent",
+        help=f"A host copy with T threads takes T^-x as long (0..{MAX_THREAD_EXPONENT:g}).",
+    ),
 ]
 StreamsOpt = Annotated[
     float,
     typer.Option(
-        "--loopback-streams", help="Concurrent gloo transfers one node carries at full speed."
+        "--loopback-streams",
+        help="Concurrent gloo transfers one node carries at full speed "
+        f"(> 0, <= {MAX_LOOPBACK_STREAMS:g}).",
     ),
 ]
 
@@ -78,6 +119,12 @@ def project(
     thread_exponent: ThreadOpt = 0.65,
     loopback_streams: StreamsOpt = 1.7,
     out: OutOpt = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite", help="Write into an --out folder that holds a finished report."
+        ),
+    ] = False,
 ) -> None:
     """Project micro's stage costs to more ranks and nodes, calibrated on a micro report.
 
@@ -101,13 +148,13 @@ def project(
 
     try:
         scale = Scale(
-            ranks=_numbers(ranks, "--ranks", int),
+            ranks=_numbers(ranks, "--ranks", int, 1, MAX_PROJECT_RANKS),
             gpus_per_node=gpus_per_node,
-            link_gbps=_numbers(link_gbps, "--link-gbps", float),
+            link_gbps=_numbers(link_gbps, "--link-gbps", float, 0, MAX_LINK_GBPS, low_open=True),
         )
         scale.validate()
-        if thread_exponent < 0 or loopback_streams <= 0:
-            raise ValueError("--thread-exponent must be >= 0 and --loopback-streams > 0")
+        bounded(thread_exponent, "--thread-exponent", 0, MAX_THREAD_EXPONENT)
+        bounded(loopback_streams, "--loopback-streams", 0, MAX_LOOPBACK_STREAMS, low_open=True)
         host = Host(
             cores=host_cores, thread_exponent=thread_exponent, loopback_streams=loopback_streams
         )
@@ -117,27 +164,40 @@ def project(
             raise ValueError(f"give one calibration report per carrier, got {carriers}")
         measured = [read_calibration(load_report(p, "micro"), str(p)) for p in validate or []]
         report = build_projection(cals, host, scale, measured)
+        out_dir = out or default_out("project")
+        claim_output(out_dir, "--out", overwrite=overwrite)
     except (ReportError, ProjectionError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    out_dir = out or default_out("project")
     written = emit_projection(report, out_dir)
-    console.print(
-        rich_table(
-            "project: predicted totals (ms)",
-            report.data["totals"],
-            ["transport", "ranks", "nodes", "link_gbps", "eager_ms", "deferred_ms", "speedup"],
+    _show(report, scale.ranks)
+    if not any(p.suffix == ".png" for p in written):
+        from kimi_bench.report.figbase import PLOT_HINT
+
+        err_console.print(f"[yellow]no figure:[/] {PLOT_HINT}")
+    console.print(f"[bold]{escape(report.summary['verdict'])}[/]")
+    console.print(f"report: {escape(str(out_dir / 'report.json'))}")
+
+
+def _show(report: Any, asked: tuple[int, ...]) -> None:
+    """The totals at the asked rank counts (the report and figure also hold the curve's
+    other points), why an asked count has none, and the validation."""
+    tots = [t for t in report.data["totals"] if t["ranks"] in asked]
+    if tots:
+        console.print(
+            rich_table(
+                "project: predicted totals (ms)",
+                tots,
+                ["transport", "ranks", "nodes", "link_gbps", "eager_ms", "deferred_ms", "speedup"],
+            )
         )
-    )
+    for line in report.notes:
+        skipped = line.split(" ranks (", 1)[0].split(" at ")
+        if len(skipped) == 2 and skipped[1].isdigit() and int(skipped[1]) in asked:
+            note(f"not projected: {line}")
     val = report.data["validation"]["totals"]
     if val:
         cols = ["transport", "ranks", "arm", "predicted_ms", "measured_ms", "error_pct"]
         console.print(rich_table("project: validation (totals)", val, [*cols, "within_target"]))
     for line in report.notes:
         if line.startswith(("MISSED", "validation")):
-            err_console.print(f"[dim]note: {line}[/]")
-    if not any(p.suffix == ".png" for p in written):
-        from kimi_bench.report.plots import PLOT_HINT
-
-        err_console.print(f"[yellow]no figure:[/] {PLOT_HINT}")
-    console.print(f"[bold]{report.summary['verdict']}[/]")
-    console.print(f"report: {out_dir / 'report.json'}")
+            note(line)

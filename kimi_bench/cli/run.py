@@ -9,6 +9,7 @@ import typer
 
 from kimi_bench.cli.build import command
 from kimi_bench.cli.common import (
+    append_jsonl,
     output_params,
     resolve_output,
     say,
@@ -19,7 +20,8 @@ from kimi_bench.cli.common import (
 
 DOC = """The main job: parity on the built-in corpus, a small micro (all arms) and a small
 serve-ab, then the gate, all into one folder with index.md and a self-contained
-index.html. Exit code is the gate's.
+index.html. Exit code is the gate's. --append-jsonl writes one line per part (parity,
+micro, serve-ab), each as the single command would.
 
 The scenario (a built-in name such as default, or a TOML path) holds one table per part;
 its keys are the options of the single commands, validated by the same typed models
@@ -56,12 +58,14 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    from kimi_bench.runner import run_scenario
+    from kimi_bench.runner import FOLDER, run_scenario
 
     try:
-        results, _ = run_scenario(sc, out_dir, say=lambda m: say(m, label=">", err=True))
+        results, reports = run_scenario(sc, out_dir, say=lambda m: say(m, label=">", err=True))
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    for rep in reports:  # --append-jsonl: one line per part, as each single command writes
+        append_jsonl(values, rep, out_dir / FOLDER[rep.kind])
     rows = [r.as_dict() for r in results]
     show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], fmt)
     failed = any(r.verdict == "fail" for r in results)

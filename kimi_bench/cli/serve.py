@@ -78,9 +78,10 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.environment import host_load, resolve_device
+    from kimi_bench.limits import interrupt_reason
     from kimi_bench.options import OptionsError, rate_label, resolve_defaults
     from kimi_bench.report.emit import emit_serve
-    from kimi_bench.report.plots import PLOT_HINT
+    from kimi_bench.report.figbase import PLOT_HINT
     from kimi_bench.scenario import ScenarioError
 
     try:
@@ -134,8 +135,8 @@ def _body(values: dict[str, Any]) -> None:
                 runs = run_serve_ab(opts, on_run, log_dir=folder / "servers")
         except ServeFailed as exc:
             runs, error = exc.runs, str(exc)
-        except KeyboardInterrupt:
-            runs, error = [], "interrupted by the user (Ctrl-C)"
+        except KeyboardInterrupt as exc:
+            runs, error = [], interrupt_reason(exc)
     report = build_serve_report(opts, runs, dev, error, profile, load_start)
     result = write_report(lambda d: emit_serve(report, d), out_dir)
     written, out_dir = result.files, result.folder

@@ -21,11 +21,11 @@ Arms are choices of steps, not copies of code:
 Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.ledger``) as it
 runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize).
 
-After the rank step, ``gather`` (``kimi_bench.gather``) is the encoder-output gather: real
+After the rank step, ``gather`` (``pipeline/gather.py``) is the encoder-output gather: real
 tensors over the NCCL device group when every rank has its own GPU, metadata only otherwise.
 """
 
-from kimi_bench.pipeline.carriers import CarrierSteps, carrier_steps
+from kimi_bench.pipeline.carriers import CarrierSteps, carrier_steps, register_carrier
 from kimi_bench.pipeline.in_process import (
     OwnerOutput,
     deferred_item,
@@ -35,7 +35,7 @@ from kimi_bench.pipeline.in_process import (
     run_eager,
     run_in_process,
 )
-from kimi_bench.pipeline.steps import (
+from kimi_bench.pipeline.step import (
     ARMS,
     CPU_STAND_IN,
     DEFERRED_MODEL_CLASS,
@@ -46,6 +46,9 @@ from kimi_bench.pipeline.steps import (
     NoHook,
     RankOutput,
     Step,
+)
+from kimi_bench.pipeline.steps import (
+    arena_to_device,
     broadcast,
     decide,
     deserialize,
@@ -63,7 +66,6 @@ from kimi_bench.pipeline.steps import (
 from kimi_bench.pipeline.zero_copy import (
     ZERO_COPY,
     ZERO_COPY_LABEL,
-    arena_to_device,
     feature_bytes,
     held_slots,
     produce_zero_copy,
@@ -78,6 +80,7 @@ __all__ = [
     "OwnerOutput", "RankOutput", "Step", "arena_to_device", "broadcast", "carrier_steps",
     "decide", "deferred_item", "deserialize", "eager_item", "feature_bytes", "gather",
     "held_slots", "produce", "produce_zero_copy", "rank_step", "record_ipc",
-    "release_slots", "run_arm", "run_deferred", "run_eager", "run_in_process", "serialize",
+    "register_carrier", "release_slots", "run_arm", "run_deferred", "run_eager",
+    "run_in_process", "serialize",
     "stage", "stage_into_arena", "take", "to_device", "to_host", "wrap", "wrap_zero_copy",
 ]  # fmt: skip

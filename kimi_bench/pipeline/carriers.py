@@ -1,7 +1,9 @@
-"""Which carrier steps a transport uses: kimi-bench's own (``shm``, ``pickle``: ``wrap``,
-``broadcast``, ``take`` in :mod:`.steps`) or the installed SGLang runtime's
-(``sglang-shm``, ``sglang-pickle``: :mod:`kimi_bench.sglang_ref.carriers`, same signatures,
-same ledger ops, the runtime's functions doing the work)."""
+"""The carrier registry: which steps a transport uses. kimi-bench's own (``shm``,
+``pickle``: ``wrap``, ``broadcast``, ``take`` in :mod:`.steps`) are registered here; the
+installed SGLang runtime's (``sglang-shm``, ``sglang-pickle``) register themselves from
+:mod:`kimi_bench.sglang_ref.carriers` (same signatures, same ledger ops, the runtime's
+functions doing the work). Adding a carrier: a module that calls ``register_carrier`` and
+its name in ``options.MicroCarrier``."""
 
 from __future__ import annotations
 
@@ -12,9 +14,6 @@ from typing import Any
 from kimi_bench.contract import MMItem
 from kimi_bench.pipeline.steps import broadcast, take, wrap
 from kimi_bench.transport import ShmRef
-
-OWN = ("shm", "pickle")
-RUNTIME = ("sglang-shm", "sglang-pickle")
 
 
 @dataclass(frozen=True)
@@ -34,13 +33,33 @@ def _own_segments(items: Any) -> bool:
     return any(isinstance(it.feature, ShmRef) for it in items)
 
 
-def carrier_steps(transport: str) -> CarrierSteps:
-    """The steps of ``transport``. A runtime carrier loads sglang on first use (seconds):
-    call this once before anything is timed; later calls are cached lookups."""
-    if transport in OWN:
-        return CarrierSteps(transport, wrap, broadcast, take, _own_segments)
-    if transport in RUNTIME:
-        from kimi_bench.sglang_ref.carriers import runtime_steps
+# name -> factory of its steps. kimi-bench's own carriers are here; other modules register
+# theirs (``kimi_bench.sglang_ref.carriers`` adds the installed runtime's ``sglang-shm`` and
+# ``sglang-pickle`` when it is imported), so the pipeline never imports them.
+_REGISTRY: dict[str, Callable[[str], CarrierSteps]] = {}
 
-        return runtime_steps(transport)
-    raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(OWN + RUNTIME)}")
+
+def register_carrier(name: str, factory: Callable[[str], CarrierSteps]) -> None:
+    """Make ``name`` a transport: ``factory(name)`` builds its steps on first use."""
+    _REGISTRY[name] = factory
+
+
+def _own(name: str) -> CarrierSteps:
+    return CarrierSteps(name, wrap, broadcast, take, _own_segments)
+
+
+register_carrier("shm", _own)
+register_carrier("pickle", _own)
+
+
+def carrier_steps(transport: str) -> CarrierSteps:
+    """The steps of ``transport``. A registered factory may load a runtime on first use
+    (seconds): call this once before anything is timed."""
+    factory = _REGISTRY.get(transport)
+    if factory is None:
+        known = ", ".join(_REGISTRY)
+        raise ValueError(
+            f"unknown transport {transport!r}; registered: {known} (the sglang-* carriers "
+            "register when kimi_bench.sglang_ref.carriers is imported)"
+        )
+    return factory(transport)

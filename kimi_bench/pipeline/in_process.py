@@ -12,9 +12,9 @@ import torch
 from kimi_bench.arena import ArenaError
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
-from kimi_bench.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import ResizePlan
+from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.steps import (
     Step,
     decide,

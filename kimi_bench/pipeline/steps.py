@@ -3,26 +3,27 @@ move is written to ``Step.ledger``; ``Step.hook.mark(stage)`` closes a timed sta
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, ArenaRef
-from kimi_bench.config import PreprocessConfig
+from kimi_bench.arena import Arena, ArenaError, ArenaRef
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
-from kimi_bench.gather import gather as gather  # the encoder-output gather step
-from kimi_bench.ledger import Ledger, tensor_bytes
+from kimi_bench.ledger import tensor_bytes
 from kimi_bench.materialize import (
-    MaterializedBatch,
     materialize,
     materialize_items,
     to_tower_buffer,
 )
 from kimi_bench.navit import ResizePlan
+from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
+from kimi_bench.pipeline.step import (
+    CPU_STAND_IN,
+    RankOutput,
+    Step,
+)
 from kimi_bench.pixels import (
     StagingError,
     pil_to_hwc_array,
@@ -30,9 +31,7 @@ from kimi_bench.pixels import (
     tensor_to_chw,
 )
 from kimi_bench.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
-from kimi_bench.runtime import RuntimeProfile, get_profile
 from kimi_bench.scheduler import (
-    PRESET_MODEL_CLASS,
     assign_owners,
     images_of_rank,
     needs_pre_embed_move,
@@ -40,81 +39,13 @@ from kimi_bench.scheduler import (
 from kimi_bench.transport import (
     Carrier,
     ShmRef,
+    broadcast_bytes,
     dumps,
     loads,
     tensor_from_shm,
     tensor_map_shm,
     tensor_to_shm,
 )
-
-ARMS = ("eager", "deferred", "zero-copy")
-CPU_STAND_IN = " [no CUDA: host copy stands in]"
-# Boundaries of the critical path; stage k lasts from boundary k-1 to boundary k.
-STAGES = (
-    "producer",
-    "d2h",
-    "serialize",
-    "to_rank0",
-    "broadcast",
-    "take_copy",
-    "pre_embed_move",
-    "owner_h2d",
-    "owner_materialize",
-    "gather",
-)
-# The eager baseline is the scheduler before the change: its model class is not whitelisted.
-EAGER_MODEL_CLASS = "EagerBaselineModel"
-DEFERRED_MODEL_CLASS = "KimiK3ForConditionalGeneration"
-
-
-class Hook(Protocol):
-    def mark(self, stage: str) -> None: ...
-
-
-class NoHook:
-    def mark(self, stage: str) -> None:
-        return None
-
-
-@dataclass
-class ClockHook:
-    """``time.perf_counter`` at each mark, after a CUDA synchronize of ``device``."""
-
-    device: torch.device
-    marks: dict[str, float] = field(default_factory=dict)
-
-    def mark(self, stage: str) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.marks[stage] = time.perf_counter()
-
-
-@dataclass
-class Step:
-    """One arm's pipeline in one process: configuration, device, ledger and timing hook."""
-
-    arm: str
-    cfg: PreprocessConfig
-    device: torch.device
-    profile: RuntimeProfile = field(default_factory=lambda: get_profile(None))
-    ledger: Ledger = field(default_factory=Ledger)
-    hook: Hook = field(default_factory=NoHook)
-    arena: Arena | None = None  # zero-copy arm: this process's mapping of the run's arena
-
-    def __post_init__(self) -> None:
-        if self.arm not in ARMS:
-            raise ValueError(f"unknown arm {self.arm!r}; expected one of {', '.join(ARMS)}")
-
-    @property
-    def model_class(self) -> str:
-        if self.arm == "eager":
-            return EAGER_MODEL_CLASS
-        return PRESET_MODEL_CLASS.get(self.cfg.name, DEFERRED_MODEL_CLASS)
-
-    @property
-    def on_cuda(self) -> bool:
-        return self.device.type == "cuda"
-
 
 # ---------------------------------------------------------------- producer (tokenizer worker)
 
@@ -288,8 +219,6 @@ def record_ipc(step: Step, nbytes: int) -> None:
 def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
     """``broadcast_pyobj`` over gloo: rank 0 pickles and sends; every other rank copies the
     buffer into ``bytes`` and unpickles. Every rank returns the object."""
-    from kimi_bench.transport import broadcast_bytes
-
     if world == 1:
         return obj
     blob = serialize(step, obj, "broadcast", "broadcast_pyobj: pickle") if rank == 0 else None
@@ -327,20 +256,31 @@ def take(step: Step, items: list[MMItem]) -> tuple[list[MMItem], list[str]]:
 # ---------------------------------------------------------------------------- rank step
 
 
-@dataclass
-class RankOutput:
-    """What one rank holds after its step: owners of every image, its own image indices,
-    their FP32 ``pixel_values`` and the BF16 tower buffer (on its device)."""
+def _need_arena(step: Step) -> Arena:
+    if step.arena is None:
+        raise ArenaError("the zero-copy arm needs the run's arena (Step.arena is not set)")
+    return step.arena
 
-    owners: list[int]
-    mine: list[int]
-    batch: MaterializedBatch | None
-    tower: torch.Tensor | None
-    sizes: list[int] = field(default_factory=list)  # patches per image, input order
 
-    @property
-    def patches(self) -> int:
-        return 0 if self.tower is None else int(self.tower.shape[0])
+def arena_to_device(step: Step, ref: ArenaRef) -> torch.Tensor:
+    """Owner only: one H2D copy of the image's bytes straight from its slot
+    (``non_blocking``; DMA from page-locked memory when the arena is registered), then
+    the CHW view on the device (HWC slots: permute and drop PIL's padding byte there, as
+    the runtime's ``.to()`` of a permuted view does). Without CUDA a host copy stands in."""
+    arena = _need_arena(step)
+    host = arena.view(ref)
+    mirrors = "zero-copy: owner H2D from the arena"
+    if step.on_cuda:
+        mirrors += " (page-locked)" if arena.registered else " (not registered: pageable)"
+    else:
+        mirrors += CPU_STAND_IN
+    step.ledger.add("owner_h2d", "h2d", "shm", "device", ref.nbytes, mirrors)
+    if step.on_cuda:
+        dev = host.to(step.device, non_blocking=True)
+        arena.after_copy(step.device)
+    else:
+        dev = host.clone()
+    return dev[:, :, : ref.channels].permute(2, 0, 1) if ref.layout == "hwc" else dev
 
 
 def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOutput:
@@ -358,8 +298,6 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
     for i in mine:
         f: Any = items[i].feature
         if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena
-            from kimi_bench.pipeline.zero_copy import arena_to_device
-
             items[i].feature = arena_to_device(step, f)
         elif i not in moved:
             what = "raw uint8" if items[i].is_deferred else "FP32 of an eager item"

@@ -9,14 +9,14 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arena import ALIGN, Arena, ArenaError, ArenaRef
+from kimi_bench.arena import ALIGN, Arena, ArenaRef
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
-from kimi_bench.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.ledger import tensor_bytes
 from kimi_bench.navit import ResizePlan
+from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.steps import (
-    CPU_STAND_IN,
     Step,
+    _need_arena,
     produce,
     wrap,
 )
@@ -39,12 +39,6 @@ ZERO_COPY_LABEL = "proposed, not in the runtime"
 # PIL modes whose in-memory pixels (4 bytes each) already hold the target channels in
 # order: pasted as they are, the owner keeps the first 3 (RGB) or all 4 (RGBA) channels.
 _DIRECT_MODES = {"RGB": ("RGB", "RGBA", "RGBX"), "RGBA": ("RGBA",)}
-
-
-def _need_arena(step: Step) -> Arena:
-    if step.arena is None:
-        raise ArenaError("the zero-copy arm needs the run's arena (Step.arena is not set)")
-    return step.arena
 
 
 def _arena_job(step: Step, arena: Arena, slot: int, offset: int, obj: Any) -> tuple[ArenaRef, Any]:
@@ -143,27 +137,6 @@ def feature_bytes(item: MMItem) -> int:
     """Pixel bytes an item stands for (an ``ArenaRef`` counts its slot bytes)."""
     f: Any = item.feature
     return f.nbytes if isinstance(f, (ArenaRef, ShmRef)) else tensor_bytes(f)
-
-
-def arena_to_device(step: Step, ref: ArenaRef) -> torch.Tensor:
-    """Owner only: one H2D copy of the image's bytes straight from its slot
-    (``non_blocking``; DMA from page-locked memory when the arena is registered), then
-    the CHW view on the device (HWC slots: permute and drop PIL's padding byte there, as
-    the runtime's ``.to()`` of a permuted view does). Without CUDA a host copy stands in."""
-    arena = _need_arena(step)
-    host = arena.view(ref)
-    mirrors = "zero-copy: owner H2D from the arena"
-    if step.on_cuda:
-        mirrors += " (page-locked)" if arena.registered else " (not registered: pageable)"
-    else:
-        mirrors += CPU_STAND_IN
-    step.ledger.add("owner_h2d", "h2d", "shm", "device", ref.nbytes, mirrors)
-    if step.on_cuda:
-        dev = host.to(step.device, non_blocking=True)
-        arena.after_copy(step.device)
-    else:
-        dev = host.clone()
-    return dev[:, :, : ref.channels].permute(2, 0, 1) if ref.layout == "hwc" else dev
 
 
 def held_slots(items: Sequence[MMItem]) -> list[tuple[int, int]]:

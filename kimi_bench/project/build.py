@@ -17,6 +17,8 @@ from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
 from kimi_bench.project.validate import TARGET_PCT, biggest_misses, total_errors, validate
 from kimi_bench.report import Report, View
+from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.html import write_html
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
 MODEL = [
@@ -228,17 +230,42 @@ def _host_notes(host: Host, scale: Scale) -> list[str]:
     ]
 
 
-def _summary(
-    cals: list[Calibration], scale: Scale, tots: list[dict[str, Any]], tot_err: list[dict[str, Any]]
-) -> dict[str, Any]:
-    top = max(scale.ranks)
-    verdict = "; ".join(
+def _speedups(scale: Scale, tots: list[dict[str, Any]]) -> str:
+    """Each carrier's speedup at the largest asked rank count it was projected to."""
+    asked = [t for t in tots if t["ranks"] in scale.ranks and t["speedup"]]
+    top = {t["transport"]: t["ranks"] for t in sorted(asked, key=lambda t: t["ranks"])}
+    return "; ".join(
         t["transport"]
         + (f" @ {t['link_gbps']:g} Gb/s" if t["link_gbps"] else "")
-        + f": {t['speedup']:.2f}x at {top} ranks"
-        for t in tots
-        if t["ranks"] == top and t["speedup"]
+        + f": {t['speedup']:.2f}x at {t['ranks']} ranks"
+        for t in asked
+        if t["ranks"] == top[t["transport"]]
     )
+
+
+def unprojected(projs: list[Projection], scale: Scale) -> str | None:
+    """Why none of the asked rank counts was projected (None when some were)."""
+    done = {r["ranks"] for p in projs for r in p.rows}
+    if done & set(scale.ranks):
+        return None
+    asked = ", ".join(str(r) for r in sorted(set(scale.ranks)))
+    shm = [p for p in projs if p.calibration.transport == "shm"]
+    if shm and len(shm) == len(projs):
+        return (
+            f"no projection at {asked} ranks: with {scale.gpus_per_node} GPUs per node they "
+            "span nodes, and shared memory (the shm calibration) does not cross nodes. Add a "
+            "pickle calibration report (micro --transport pickle), e.g. kimi-bench project "
+            "r2-shm/report.json r2-pickle/report.json, or project at most "
+            f"{scale.gpus_per_node} ranks"
+        )
+    return f"no projection at {asked} ranks"
+
+
+def _summary(
+    projs: list[Projection], scale: Scale, tots: list[dict[str, Any]], tot_err: list[dict[str, Any]]
+) -> dict[str, Any]:
+    cals = [p.calibration for p in projs]
+    verdict = _speedups(scale, tots)
     worst = max((t["error_pct"] for t in tot_err), key=abs) if tot_err else None
     ok = sum(1 for t in tot_err if t["within_target"])
     if worst is not None:
@@ -247,7 +274,11 @@ def _summary(
             f"({ok}/{len(tot_err)} within +-{TARGET_PCT:.0f}%)"
         )
     return {
-        "verdict": f"projected speedup {verdict}" if verdict else "no projection",
+        "verdict": (
+            f"projected speedup {verdict}"
+            if verdict
+            else (unprojected(projs, scale) or "no projection")
+        ),
         "calibrations": ", ".join(c.source for c in cals),
         "validation_cases": len(tot_err),
         "validation_within_target": ok,
@@ -317,7 +348,7 @@ def build_projection(
         environment=_environment(cals),
         config=config,
         results=rows,
-        summary=_summary(cals, scale, tots, tot_err),
+        summary=_summary(projs, scale, tots, tot_err),
         notes=notes,
         data={
             "model": MODEL,
@@ -330,10 +361,9 @@ def build_projection(
 
 
 def emit_projection(report: Report, out: Path) -> list[Path]:
-    """report.json, report.md, projection.csv, validation.csv (with measured reports) and
-    projection.png (with matplotlib)."""
+    """report.json, report.md, projection.csv, validation.csv (with measured reports),
+    projection.png (with matplotlib) and report.html (the figure embedded), as every kind."""
     files = [
-        write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md", "kimi-bench projection"),
         write_csv(report.results, out / "projection.csv"),
     ]
@@ -347,4 +377,8 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
         f"{cfg['gpus_per_node']} GPUs per node beyond one node"
     )
     fig = projection_figure(report.data["totals"], measured, title, out / "projection.png")
-    return files + ([fig] if fig else [])
+    about = "Predicted total per arm and the speedup against ranks; x: measured, o: predicted."
+    figs = [RenderedFigure("projection", "Projection", about, fig.read_bytes())] if fig else []
+    page = write_html([report], out / "report.html", title="kimi-bench project", figures=[figs])
+    # report.json last: a folder holding it holds the whole projection
+    return [*files, *([fig] if fig else []), page, write_json(report, out / "report.json")]

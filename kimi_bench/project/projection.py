@@ -53,6 +53,7 @@ class Projection:
     fitted: Fitted
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per stage and TOTAL
     skipped: list[str] = field(default_factory=list)
+    skipped_ranks: list[int] = field(default_factory=list)  # the rank counts of ``skipped``
 
 
 def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
@@ -69,6 +70,7 @@ def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
                 f"shm at {n} ranks ({topo.nodes} nodes): shared memory does not cross "
                 "nodes; the runtime pickles inline there (see the pickle projection)"
             )
+            proj.skipped_ranks.append(n)
             continue
         for link in scale.link_gbps if topo.nodes > 1 else (None,):
             h = replace(host, link_gbps=link or scale.link_gbps[0])

@@ -25,24 +25,30 @@ def _figures_and_page(report: Report, out: Path, figures: bool = True) -> list[P
     return [*paths, write_html([data], out / "report.html", title=title, figures=[figs])]
 
 
+def _json_last(report: Report, out: Path, files: list[Path]) -> list[Path]:
+    """``report.json`` written after every other file (each renamed into place when
+    complete): a folder with a report.json holds the whole report. Listed first."""
+    return [write_json(report, out / "report.json"), *files]
+
+
 def emit_parity(report: Report, out: Path) -> list[Path]:
     report.data["final"] = True
     files = [
-        write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md"),
         write_csv(report.results, out / "parity.csv"),
+        *_figures_and_page(report, out),
     ]
-    return files + _figures_and_page(report, out)
+    return _json_last(report, out, files)
 
 
 def emit_micro(report: Report, out: Path) -> list[Path]:
     report.data["final"] = True
     files = [
-        write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md"),
         write_csv(report.results, out / "stages.csv"),
+        *_figures_and_page(report, out),
     ]
-    return files + _figures_and_page(report, out)
+    return _json_last(report, out, files)
 
 
 def emit_serve(
@@ -51,8 +57,8 @@ def emit_serve(
     """``final=False``: a partial write during the run (the page only, no figures)."""
     report.data["final"] = final
     files = [
-        write_json(report, out / "report.json"),
         write_markdown(report, out / "report.md"),
         write_csv(report.data["requests"], out / "requests.csv"),
+        *_figures_and_page(report, out, figures),
     ]
-    return files + _figures_and_page(report, out, figures)
+    return _json_last(report, out, files)

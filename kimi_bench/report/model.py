@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench import SCHEMA_VERSION
-from kimi_bench.limits import MAX_REPORT_BYTES, LimitError, describe_os_error, read_text_bounded
+from kimi_bench.limits import MAX_REPORT_BYTES, read_text_or
 from kimi_bench.report.schema import report_problem
 
 KINDS = ("parity", "micro", "serve-ab", "run", "project")
@@ -105,14 +105,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _parse(p: Path) -> dict[str, Any]:
-    try:
-        text = read_text_bounded(p, MAX_REPORT_BYTES, "report")
-    except FileNotFoundError:
-        raise ReportError(f"report not found: {p}") from None
-    except LimitError as exc:
-        raise ReportError(str(exc)) from None
-    except OSError as exc:
-        raise ReportError(f"cannot read report {p}: {describe_os_error(exc)}") from None
+    text = read_text_or(ReportError, p, MAX_REPORT_BYTES, "report")
     try:
         raw = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:

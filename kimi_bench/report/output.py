@@ -4,6 +4,14 @@
 folder above it, when it is still to be created) must be a folder this process can write
 in; a path below a file or a read-only folder is refused before any measurement runs.
 
+``claim_output_dir(out)`` then makes the folder this run's: an exclusive lock on a
+``.kimi-bench.lock`` file in it (``flock``: the kernel drops it when the process ends, so a
+killed run never leaves a stale claim). A second run given a folder that another run holds
+is refused (exit 2), and so is a folder that already holds a finished report
+(``report.json``, or ``index.md`` of ``kimi-bench run``) unless ``overwrite`` is set: no
+finished result is lost to a later run. Every file is written to a temporary name in the
+folder and renamed into place when complete, ``report.json`` last.
+
 ``write_outputs(write, out)`` runs at the end: if writing into ``out`` fails anyway (disk
 full, folder removed or made read-only during the run), every file is written again into
 a fresh temporary folder, and the result says where and why. Commands then exit with
@@ -13,7 +21,11 @@ fallback path, not where it was asked for.
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
+import fcntl
 import os
+import socket
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +35,9 @@ from kimi_bench.limits import describe_os_error
 
 EXIT_OUTPUT_INCOMPLETE = 3
 _PROBE_BYTES = 4096
+LOCK_NAME = ".kimi-bench.lock"
+# Files whose presence means a finished report is in a folder.
+REPORT_MARKERS = ("report.json", "index.md")
 
 
 class OutputError(ValueError):
@@ -100,3 +115,66 @@ def write_outputs(write: Callable[[Path], list[Path]], out: Path) -> Written:
             f"cannot write the report to {reason}, nor to a temporary folder: "
             f"{describe_os_error(exc)}"
         ) from None
+
+
+class OutputClaim:
+    """This process's hold on an output folder (see :func:`claim_output_dir`)."""
+
+    def __init__(self, folder: Path, fd: int) -> None:
+        self.folder = folder
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Drop the lock (also dropped by the kernel when the process ends)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+def _holder(lock: Path) -> str:
+    try:
+        text = lock.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "another kimi-bench run"
+    return text.splitlines()[0][:200] if text else "another kimi-bench run"
+
+
+def claim_output_dir(
+    out: Path, option: str = "--output-dir", *, overwrite: bool = False
+) -> OutputClaim:
+    """Create ``out`` and hold it for this run; OutputError (a usage error) when another
+    run holds it or, unless ``overwrite``, when it holds a finished report already."""
+    check_output_dir(out, option)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = out / LOCK_NAME
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise OutputError(f"{option} {out}: cannot create it: {describe_os_error(exc)}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise OutputError(f"{option} {out}: cannot lock it: {describe_os_error(exc)}") from None
+        raise OutputError(
+            f"{option} {out} is in use by {_holder(lock)}; two runs never share a folder: "
+            "give this run another --output-dir"
+        ) from None
+    claim = OutputClaim(out, fd)
+    finished = [m for m in REPORT_MARKERS if (out / m).is_file()]
+    if finished and not overwrite:
+        claim.release()
+        raise OutputError(
+            f"{option} {out} already holds a finished report ({', '.join(finished)}); give a "
+            "new folder, or --overwrite to replace it"
+        )
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    os.ftruncate(fd, 0)
+    os.pwrite(
+        fd, f"kimi-bench pid {os.getpid()} on {socket.gethostname()}, since {stamp}\n".encode(), 0
+    )
+    return claim

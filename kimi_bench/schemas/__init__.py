@@ -10,16 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from kimi_bench.options import GateOptions, MicroOptions, ParityOptions, ServeOptions
+from kimi_bench.schemas.report import REPORT_SCHEMAS
+
 HERE = Path(__file__).resolve().parent
 SCENARIO_SCHEMA = HERE / "scenario.schema.json"
 
 
 def scenario_schema() -> dict[str, Any]:
     """The schema of a scenario file: tables [run], [parity], [micro], [serve_ab], [gate]."""
-    from pydantic import BaseModel
-
-    from kimi_bench.options import GateOptions, MicroOptions, ParityOptions, ServeOptions
-
     defs: dict[str, Any] = {}
 
     def table(model: type[BaseModel]) -> dict[str, Any]:
@@ -66,8 +67,6 @@ def validate_report(report: dict[str, Any]) -> None:
 
 
 def write_schemas() -> list[Path]:
-    from kimi_bench.schemas.report import REPORT_SCHEMAS
-
     SCENARIO_SCHEMA.write_text(json.dumps(scenario_schema(), indent=1, sort_keys=True) + "\n")
     written = [SCENARIO_SCHEMA]
     for kind, schema in REPORT_SCHEMAS.items():

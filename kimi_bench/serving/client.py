@@ -23,13 +23,14 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
+from kimi_bench.limits import SIGINT_REASON, interrupt_reason
 from kimi_bench.serving.backend import REQUEST_HEADER
 from kimi_bench.serving.records import ArmResult, RequestRecord, ServerInfo
 from kimi_bench.serving.trace import Trace, chat_body
 
 CHAT_PATH = "/v1/chat/completions"
 EXCERPT = 200  # characters of an error body kept in a record
-INTERRUPTED = "interrupted by the user (Ctrl-C)"  # ArmResult.error after Ctrl-C
+INTERRUPTED = SIGINT_REASON  # ArmResult.error after Ctrl-C (SIGTERM: limits.SIGTERM_REASON)
 
 Progress = Callable[[RequestRecord, int, int], None]  # (record, done so far, planned)
 
@@ -337,8 +338,8 @@ def drive(
     result = ArmResult(base_url=base_url.rstrip("/"), planned=len(trace))
     try:
         asyncio.run(_drive(result.base_url, trace, opts, result, progress, before_trace))
-    except KeyboardInterrupt:
-        result.error = INTERRUPTED
+    except KeyboardInterrupt as exc:
+        result.error = interrupt_reason(exc)
         result.records.sort(key=lambda r: r.rid)
     return result
 

@@ -42,8 +42,8 @@ import torch
 
 from kimi_bench.contract import MMItem
 from kimi_bench.ledger import tensor_bytes
-from kimi_bench.pipeline import Step
-from kimi_bench.pipeline.carriers import CarrierSteps
+from kimi_bench.pipeline.carriers import CarrierSteps, register_carrier
+from kimi_bench.pipeline.step import Step
 from kimi_bench.sglang_ref.calls import IMAGE_TOKEN_ID, _patched
 from kimi_bench.sglang_ref.runtime import (
     COMMON,
@@ -337,3 +337,7 @@ def receiver_copy(t: torch.Tensor, name: str, nbytes: int) -> tuple[str, bool]:
     except OSError:
         return ("map" if sys.platform == "linux" else "clone"), False
     return ("map" if target.removesuffix(" (deleted)").endswith("/" + name) else "clone"), True
+
+
+for _name in TRANSPORTS:
+    register_carrier(_name, runtime_steps)

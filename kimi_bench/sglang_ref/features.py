@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+import kimi_bench.sglang_ref.calls as C
+import kimi_bench.sglang_ref.runtime as R
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
 from kimi_bench.corpus import CorpusEntry, describe_input
@@ -35,8 +37,6 @@ from kimi_bench.navit import ResizePlan, plan_resize
 from kimi_bench.pixels import input_size, stage_input
 from kimi_bench.policy import PolicyMode, decide_images, is_deferrable_input
 from kimi_bench.scheduler import PRESET_MODEL_CLASS
-from kimi_bench.sglang_ref import calls as C
-from kimi_bench.sglang_ref import runtime as R
 
 CHECKS = (
     "reference_plan_equal",

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import kimi_bench.sglang_ref.calls as C
+import kimi_bench.sglang_ref.runtime as R
 from kimi_bench.config import PRESETS
 from kimi_bench.navit import plan_resize
 from kimi_bench.scheduler import (
@@ -20,8 +22,6 @@ from kimi_bench.scheduler import (
     images_of_rank,
     needs_pre_embed_move,
 )
-from kimi_bench.sglang_ref import calls as C
-from kimi_bench.sglang_ref import runtime as R
 
 _EDGE_CASES: tuple[tuple[tuple[int, ...], int], ...] = (
     ((), 2),  # an empty batch

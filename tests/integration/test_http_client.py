@@ -411,7 +411,7 @@ def test_ctrl_c_keeps_the_records_so_far() -> None:
             res = drive(url, trace_of(3, 0.05), opts(request_timeout_s=60))
         finally:
             timer.cancel()
-    assert res.error == "interrupted by the user (Ctrl-C)"
+    assert res.error == "interrupted by SIGINT (Ctrl-C)"
     assert [r.ok for r in res.records] == [True, True, False]
     assert res.records[2].error_kind == "cancelled"
 

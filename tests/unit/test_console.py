@@ -43,7 +43,7 @@ PARITY_ROWS = [
         "error": "gloo [/x/pair.cc:537] closed",
     },
 ]
-PARITY_TOKENS = ["640x480", "1x10x20", "0.007843", "28673x28", "1x2x1024", "0.1961"]
+PARITY_TOKENS = ["640x480", "1x10x20", "0.007843", "28673x28", "1x2x1024", "0.1961", "[red]y.png"]
 GATE_ROWS = [
     {
         "report": "micro",
@@ -117,7 +117,6 @@ def test_narrow_piped_table_keeps_every_cell_whole(
     for token in tokens:
         assert any(token in line for line in lines), (token, buf.getvalue())
     assert len(lines) == len(rows) + 5  # title, top rule, header, separator, rows, bottom
-    assert "[red]y.png" in buf.getvalue() or rows is GATE_ROWS
 
 
 def test_piped_console_is_wide_even_for_a_plain_print(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -343,11 +344,14 @@ def test_report_files_and_figure(tmp_path: Path) -> None:
     assert names == [
         "projection.csv",
         "projection.png",
+        "report.html",
         "report.json",
         "report.md",
         "validation.csv",
     ]
     assert (tmp_path / "projection.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "report.html").read_text()  # like every kind: the figure embedded
+    assert '<img alt="Projection" src="data:image/png;base64,' in page
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["kind"] == "project"
     assert saved["config"]["host"]["cores"] == 16  # taken from the calibration
@@ -386,7 +390,7 @@ def test_cli_projects_and_validates(tmp_path: Path) -> None:
         (["project", "{tmp}/parity"], "'parity' report"),
         (["project", "{tmp}/garbage"], "not a JSON report"),
         (["project", "{tmp}/r2", "--ranks", "a,b"], "comma-separated numbers"),
-        (["project", "{tmp}/r2", "--link-gbps", "0"], "positive speeds"),
+        (["project", "{tmp}/r2", "--link-gbps", "0"], "--link-gbps must be a finite number > 0"),
         (["project", "{tmp}/r2", "{tmp}/r2"], "one calibration report per carrier"),
         (["project", "{tmp}/r2", "--validate", "{tmp}/pk4"], "carrier"),
     ],
@@ -405,3 +409,42 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) 
     assert message in " ".join(res.output.split())
     assert "Traceback" not in res.output
     assert not (tmp_path / "out").exists()
+
+
+SHM_R2 = Path(__file__).resolve().parents[2] / "reports/baselines/h200/micro/sglang-0.5.23/r2-shm"
+
+
+def test_shm_only_calibration_says_why_on_the_console_and_shows_only_asked_ranks(
+    tmp_path: Path,
+) -> None:
+    res = CliRunner().invoke(
+        app, ["project", str(SHM_R2), "--ranks", "16,32,64", "--gpus-per-node", "8",
+              "--out", str(tmp_path / "p")],
+    )  # fmt: skip
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "no projection at 16, 32, 64 ranks" in flat
+    assert "shared memory (the shm calibration) does not cross nodes" in flat
+    assert "kimi-bench project r2-shm/report.json r2-pickle/report.json" in flat
+    assert "predicted totals" not in flat  # no table of rank counts that were not asked
+    assert "not projected: shm at 16 ranks (2 nodes)" in flat
+    rep = json.loads((tmp_path / "p" / "report.json").read_text())
+    assert rep["summary"]["verdict"].startswith("no projection at 16, 32, 64 ranks")
+
+
+def test_console_table_holds_only_the_asked_rank_counts(tmp_path: Path) -> None:
+    pickle = SHM_R2.parent / "r2-pickle"
+    res = CliRunner().invoke(
+        app, ["project", str(SHM_R2), str(pickle), "--ranks", "4,16", "--gpus-per-node", "8",
+              "--out", str(tmp_path / "p")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    table = [line for line in res.output.splitlines() if line.startswith("│")]
+    ranks = {int(cells[2].strip()) for cells in (line.split("│") for line in table)}
+    assert ranks == {4, 16}
+    flat = " ".join(res.output.split())
+    assert "not projected: shm at 16 ranks" in flat
+    # each carrier's speedup at the largest asked rank count it was projected to
+    assert re.search(
+        r"projected speedup pickle @ 100 Gb/s: [\d.]+x at 16 ranks; shm: [\d.]+x at 4 ranks", flat
+    )

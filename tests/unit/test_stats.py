@@ -234,7 +234,8 @@ def test_host_load_fields():
     want_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     assert snap.cpus >= 1 and (want_cpus is None or snap.cpus == want_cpus)
     assert all(v >= 0 for v in (snap.load_1m, snap.load_5m, snap.load_15m))
-    assert snap.busy == (snap.load_1m > snap.cpus)
+    edge = HostLoad(2.01, 1.0, 1.0, 2, "t")  # busy means the 1-minute load exceeds the cores
+    assert edge.busy and not HostLoad(2.0, 9.0, 9.0, 2, "t").busy
     assert HostLoad.from_dict(json.loads(json.dumps(snap.as_dict()))) == snap
     busy = HostLoad(3.5, 2.0, 1.0, 2, "t0")
     quiet = HostLoad(2.0, 2.0, 2.0, 2, "t1")  # load equal to the core count is not above it

@@ -13,15 +13,14 @@ the BF16 cast) and are not listed in the ledger; the collective's bytes are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from kimi_bench.ledger import tensor_bytes
+from kimi_bench.pipeline.step import RankOutput, Step
 from kimi_bench.scheduler import images_of_rank
-
-if TYPE_CHECKING:
-    from kimi_bench.pipeline import RankOutput, Step
 
 TOWER_DTYPE = torch.bfloat16
 METADATA_ONLY = "encoder gather: metadata only (ranks share a device), all_gather_object"
@@ -53,8 +52,6 @@ def gather(
 
 
 def _metadata_only(step: Step, out: RankOutput, rank: int, world: int) -> None:
-    import torch.distributed as dist
-
     if world == 1:
         return
     sizes: list[Any] = [None] * world
@@ -64,8 +61,6 @@ def _metadata_only(step: Step, out: RankOutput, rank: int, world: int) -> None:
 
 
 def _tensors(step: Step, out: RankOutput, rank: int, world: int, group: Any) -> torch.Tensor:
-    import torch.distributed as dist
-
     row = row_shape(step)
     if not out.sizes:
         return torch.empty((0, *row), dtype=TOWER_DTYPE, device=step.device)
@@ -100,8 +95,6 @@ def _tensors(step: Step, out: RankOutput, rank: int, world: int, group: Any) -> 
 
 
 def _all_gather_single(output: torch.Tensor, inp: torch.Tensor, group: Any) -> None:
-    import torch.distributed as dist
-
     fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     fn(output, inp, group=group)
 

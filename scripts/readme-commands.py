@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Run every command line of the README's fenced ``bash`` examples, as a user would.
+
+    python scripts/readme-commands.py                 # all of them, in a fresh temp folder
+    python scripts/readme-commands.py --list          # what would run or be skipped, and why
+    python scripts/readme-commands.py --only micro    # the lines matching a pattern
+
+The commands run with this interpreter's environment first on PATH (run the script with the
+venv whose ``kimi-bench`` you want to try; CI uses a venv with the built wheel installed, not
+editable), each in ``bash`` with no standard input, from a folder outside the checkout: one
+fresh folder per fenced block, so the lines of a block share their files (``kimi-bench run
+--output-dir kb`` then ``kimi-bench gate kb``) and blocks do not. Continuation lines (a
+trailing backslash) are joined; comment lines are not commands.
+
+A line is skipped, with its reason printed, when
+
+- its trailing comment says ``needs: WHAT`` (one or more of the words in NEEDS below, e.g.
+  ``kimi-bench serve-ab --scenario serve-ab  # the PR shape; needs: gpu``), or
+- ``.ci/run`` runs it verbatim in the checkout (the README's set-up and test commands), or
+- an earlier line was the same command (it ran once).
+
+Placeholders a README line uses get a fixture, made in the folder of the block when a line
+mentions it (see FIXTURES): ``~/photos`` (a few real JPEG and PNG files), ``my.toml`` (a
+small scenario), ``reports/baselines`` (the checkout's committed baselines), ``out`` and
+``new-run`` (the committed CPU run in ``reports/examples/cpu-run``), and
+``$GITHUB_STEP_SUMMARY`` (a file, when unset). Exit code: 0 when every line that ran
+succeeded, 1 when one failed (its output's tail is printed), 2 for a README this script
+cannot read (an unknown ``needs:`` word).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+NEEDS = {
+    "gpu": "needs a CUDA GPU, or is far too long on a CPU",
+    "nodes": "needs several machines: torchrun across nodes",
+    "server": "needs real OpenAI-compatible model servers, e.g. SGLang, to talk to",
+    "model": "starts a model server: needs the model's weights and SGLang on GPUs",
+    "sglang": "needs the SGLang reference environment: .ci/run builds it, runs pytest -m sglang",
+    "long": "too long for CPU CI",
+}
+NEEDS_RE = re.compile(r"\bneeds:\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
+FENCE_RE = re.compile(r"^\s*```\s*(\S*)")
+
+MY_TOML = """\
+# Fixture for the README's `kimi-bench run --scenario my.toml` (scripts/readme-commands.py):
+# a scenario of one's own, small: parity on the built-in corpus and a short serve-ab.
+[run]
+description = "the README's example scenario: parity and a short serve-ab"
+
+[parity]
+ranks = 2
+
+[serve_ab]
+rates = ["inf"]
+requests = 6
+ranks = 2
+image_resolution = "240x320"
+warmup_requests = 1
+
+[gate]
+rules = "gate"
+"""
+
+
+class ReadmeError(ValueError):
+    """A README this script cannot turn into commands (the message names the line)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    line: int  # README line number of the command's first line
+    block: int  # fenced block number (1-based)
+    text: str  # the command, continuation lines joined, without its trailing comment
+    comment: str  # the trailing comment ("" when none)
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        m = NEEDS_RE.search(self.comment)
+        return tuple(w.strip() for w in m.group(1).split(",")) if m else ()
+
+
+def split_comment(line: str) -> tuple[str, str]:
+    """(command, comment) of one shell line: ``#`` starts a comment at the start of the line
+    or after whitespace, outside quotes and not escaped."""
+    quote, i = "", 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and quote != "'":
+            i += 2  # an escaped character
+            continue
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip(), line[i + 1 :].strip()
+        i += 1
+    return line.rstrip(), ""
+
+
+SHELL_LANGS = ("bash", "sh", "shell")
+
+
+def fenced_blocks(text: str) -> list[list[tuple[int, str]]]:
+    """The shell (``bash``) fenced blocks: lists of (line number, line)."""
+    blocks: list[list[tuple[int, str]]] = []
+    current: list[tuple[int, str]] | None = None
+    inside = False
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = FENCE_RE.match(line)
+        if m and not inside:
+            inside = True
+            current = [] if m.group(1) in SHELL_LANGS else None
+        elif m and not m.group(1):
+            if current is not None:
+                blocks.append(current)
+            inside, current = False, None
+        elif current is not None:
+            current.append((no, line))
+    if inside:
+        raise ReadmeError("a fenced block is never closed")
+    return blocks
+
+
+def parse(text: str) -> list[Command]:
+    """Every command line of the README's fenced shell examples, in order."""
+    out = []
+    for b, block in enumerate(fenced_blocks(text), start=1):
+        pending: list[str] = []
+        first = 0
+        for no, raw in block:
+            if not pending and not raw.strip():
+                continue
+            if not pending and raw.lstrip().startswith("#"):
+                continue  # a comment line
+            first = first or no
+            if raw.rstrip().endswith("\\"):
+                pending.append(raw.rstrip()[:-1].strip())
+                continue
+            cmd, comment = split_comment(" ".join([*pending, raw.strip()]))
+            c = Command(first, b, cmd, comment)
+            unknown = [w for w in c.needs if w not in NEEDS]
+            if unknown:
+                raise ReadmeError(
+                    f"README line {first}: unknown 'needs:' word(s) {unknown}; known: "
+                    + ", ".join(NEEDS)
+                )
+            out.append(c)
+            pending, first = [], 0
+        if pending:
+            raise ReadmeError(f"README line {first}: continuation line at the end of a block")
+    return out
+
+
+def ci_commands(ci_script: Path) -> set[str]:
+    """The command lines ``.ci/run`` runs verbatim (comments stripped)."""
+    if not ci_script.is_file():
+        return set()
+    return {split_comment(line.strip())[0] for line in ci_script.read_text().splitlines()} - {""}
+
+
+def skip_reason(c: Command, seen: dict[str, int], in_ci: set[str]) -> str | None:
+    if c.needs:
+        return "; ".join(NEEDS[w] for w in c.needs)
+    if c.text in in_ci:
+        return ".ci/run runs it in the checkout: the set-up and test steps"
+    if c.text in seen:
+        return f"the same command as README line {seen[c.text]} (ran once)"
+    return None
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+def make_photos(folder: Path) -> Path:
+    """A few real images: the two photographs scikit-learn ships (when installed) and PNGs
+    derived from them (RGBA with partial alpha, grayscale); a synthetic JPEG without them."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = importlib.util.find_spec("sklearn")
+    images = Path(spec.origin).parent / "datasets" / "images" if spec and spec.origin else None
+    photos = sorted(images.glob("*.jpg")) if images and images.is_dir() else []
+    for p in photos:
+        shutil.copy2(p, folder / p.name)
+    if photos:
+        base = Image.open(photos[0]).convert("RGB")
+    else:
+        base = Image.radial_gradient("L").resize((640, 480)).convert("RGB")
+        base.save(folder / "gradient.jpg", quality=90)
+    rgba = base.resize((base.width // 2, base.height // 2)).convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(rgba.size))
+    rgba.save(folder / "half_alpha.png")
+    base.convert("L").resize((301, 199)).save(folder / "gray_odd.png")
+    return folder
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    if not dest.exists():
+        shutil.copytree(src, dest, symlinks=True)
+
+
+# placeholder in a README line -> how to make it, in the block's folder or the shared one
+FIXTURES = {
+    "~/photos": "a folder of real JPEG/PNG files (shared by every block)",
+    "my.toml": "a small scenario (parity and a short serve-ab)",
+    "reports/baselines": "a copy of the checkout's committed baselines",
+    "out/": "a copy of reports/examples/cpu-run (a CPU run's parity, micro, serve-ab)",
+    "new-run/": "a copy of reports/examples/cpu-run",
+    "$GITHUB_STEP_SUMMARY": "a file in the block's folder when the variable is unset",
+}
+
+
+def prepare(c: Command, block_dir: Path, shared: Path) -> str:
+    """Make the fixtures ``c`` mentions; the command with its placeholders replaced."""
+    text = c.text
+    if "~/photos" in text:
+        photos = shared / "photos"
+        if not photos.is_dir():
+            make_photos(photos)
+        text = text.replace("~/photos", str(photos))
+    if re.search(r"(^|\s)my\.toml(\s|$)", text) and not (block_dir / "my.toml").exists():
+        (block_dir / "my.toml").write_text(MY_TOML)
+    if "reports/baselines" in text:
+        _copy_tree(REPO / "reports" / "baselines", block_dir / "reports" / "baselines")
+    for name in ("out", "new-run"):
+        if re.search(rf"(^|\s){re.escape(name)}/", text):
+            _copy_tree(REPO / "reports" / "examples" / "cpu-run", block_dir / name)
+    return text
+
+
+def command_env(block_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the installed package, never the checkout's
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
+    env.setdefault("MPLBACKEND", "Agg")
+    if not env.get("GITHUB_STEP_SUMMARY"):
+        env["GITHUB_STEP_SUMMARY"] = str(block_dir / "step-summary.md")
+    return env
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+def run_one(c: Command, text: str, block_dir: Path, log: Path, timeout_s: float) -> bool:
+    t0 = time.monotonic()
+    print(f"[README line {c.line}] $ {text}", flush=True)
+    with log.open("w") as fh:
+        try:
+            done = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", text],
+                cwd=block_dir,
+                env=command_env(block_dir),
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+            )
+            rc = done.returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+            fh.write(f"\n(stopped after {timeout_s:.0f} s)\n")
+    took = time.monotonic() - t0
+    if rc == 0:
+        print(f"    ok in {took:.1f} s (log: {log})", flush=True)
+        return True
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+    print(f"    FAILED with exit code {rc} after {took:.1f} s (log: {log})\n{tail}", flush=True)
+    return False
+
+
+def installed_from() -> str:
+    """Where this interpreter imports kimi_bench from (says so when it is the checkout)."""
+    spec = importlib.util.find_spec("kimi_bench")
+    if spec is None or spec.origin is None:
+        return "kimi_bench is not importable by this interpreter"
+    where = Path(spec.origin).resolve().parent
+    inside = REPO in where.parents
+    return f"kimi_bench from {where}" + (" (the checkout: an editable install)" if inside else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    ap.add_argument("--ci-script", type=Path, default=REPO / ".ci" / "run")
+    ap.add_argument("--workdir", type=Path, help="where blocks run (default: a new temp folder)")
+    ap.add_argument("--only", help="run only the lines matching this regular expression")
+    ap.add_argument("--list", action="store_true", help="print the plan, run nothing")
+    ap.add_argument("--installed", action="store_true", help="refuse an editable install")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per command")
+    args = ap.parse_args(argv)
+    try:
+        commands = parse(args.readme.read_text())
+    except (OSError, ReadmeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    origin = installed_from()
+    print(f"README commands of {args.readme} with {sys.executable}; {origin}", flush=True)
+    if args.installed and ("checkout" in origin or "not importable" in origin):
+        print("error: --installed: kimi-bench must be installed from a wheel", file=sys.stderr)
+        return 2
+    return run_all(commands, args)
+
+
+def run_all(commands: list[Command], args: argparse.Namespace) -> int:
+    workdir = (args.workdir or Path(tempfile.gettempdir()) / "-").resolve()
+    if not args.list:
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kb-readme-"))
+        workdir = workdir.resolve()
+    if REPO in [workdir, *workdir.parents]:
+        print(f"error: --workdir {workdir} is inside the checkout", file=sys.stderr)
+        return 2
+    if not args.list:
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "started").touch()  # what the commands write is newer than this
+    in_ci, seen = ci_commands(args.ci_script), {}
+    ok = failed = skipped = 0
+    t0 = time.monotonic()
+    for c in commands:
+        if args.only and not re.search(args.only, c.text):
+            continue
+        reason = skip_reason(c, seen, in_ci)
+        seen.setdefault(c.text, c.line)
+        if reason:
+            print(f"[README line {c.line}] skipped ({reason}): {c.text}", flush=True)
+            skipped += 1
+            continue
+        if args.list:
+            print(f"[README line {c.line}] block {c.block}: {c.text}")
+            ok += 1
+            continue
+        block_dir = workdir / f"block-{c.block:02d}"
+        block_dir.mkdir(parents=True, exist_ok=True)
+        text = prepare(c, block_dir, workdir)
+        log = workdir / "logs" / f"line-{c.line:04d}.log"
+        log.parent.mkdir(exist_ok=True)
+        if run_one(c, text, block_dir, log, args.timeout):
+            ok += 1
+        else:
+            failed += 1
+    word = "to run" if args.list else "ok"
+    print(
+        f"README commands: {ok} {word}, {failed} failed, {skipped} skipped "
+        f"in {time.monotonic() - t0:.0f} s" + ("" if args.list else f"; folder: {workdir}"),
+        flush=True,
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
