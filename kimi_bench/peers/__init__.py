@@ -9,6 +9,7 @@ from typing import Any
 
 from kimi_bench.peers.formats import PeerFormatError, PeerRun, json_objects, read_sglang, read_vllm
 from kimi_bench.peers.report import build_import_report, default_arm
+from kimi_bench.peers.tools import is_aiperf, is_guidellm, read_aiperf, read_guidellm
 
 FORMATS = ("auto", "sglang", "vllm", "guidellm", "aiperf")
 MAX_BYTES = 256 * 1024 * 1024
@@ -19,8 +20,6 @@ __all__ = ["FORMATS", "PeerFormatError", "PeerRun", "build_import_report", "defa
 
 def detect(obj: dict[str, Any]) -> str | None:
     """Which tool wrote this object (None: not a known format)."""
-    from kimi_bench.peers.tools import is_aiperf, is_guidellm
-
     if is_guidellm(obj):
         return "guidellm"
     if is_aiperf(obj):
@@ -34,8 +33,6 @@ def detect(obj: dict[str, Any]) -> str | None:
 
 def read_peer(path: Path, fmt: str = "auto") -> PeerRun:
     """Read one result file (PeerFormatError naming the file and field when malformed)."""
-    from kimi_bench.peers.tools import read_aiperf, read_guidellm
-
     if fmt not in FORMATS:
         raise PeerFormatError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     try:

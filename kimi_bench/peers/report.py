@@ -20,6 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kimi_bench import __version__
+from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.peers.formats import PeerFormatError, PeerRun
 from kimi_bench.report.model import Report, View
 from kimi_bench.stats import fmt_pct, median, percentile
@@ -139,9 +141,6 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
 
 def build_import_report(runs: dict[str, PeerRun], version: str | None = None) -> Report:
     """One ``serve-ab`` report, one arm per imported file (``runs``: arm -> run)."""
-    from kimi_bench import __version__
-    from kimi_bench.ci.evidence_rows import evidence
-
     rates = {rate_text(r.rate) for r in runs.values()}
     if len(rates) != 1:
         raise PeerFormatError(
