@@ -19,6 +19,7 @@ from kimi_bench.ci.evidence import (
     stopped,
     where_of,
 )
+from kimi_bench.ci.evidence_summary import summary_only_evidence
 from kimi_bench.report.model import Report
 from kimi_bench.stats import Comparison, Measurement, compare
 
@@ -85,6 +86,8 @@ def ttft_measurement(rows: list[dict[str, Any]], label: str) -> Measurement:
 
 def serve_evidence(report: Report) -> Evidence:
     w, cfg = where_of(report), report.config
+    if cfg.get("per_request") is False:  # imported from a peer's summary-only file
+        return summary_only_evidence(report, rate_labels(cfg), serve_arms(report))
     ev = Evidence("serve-ab")
     rows = as_list(report.data.get("requests"), f"{w}: requests")
     _check_rows(rows, w)

@@ -161,6 +161,9 @@ def report_label(rep: Report) -> str:
     """Short identity of a report for tables and JUnit class names, in words:
     ``micro (2 ranks, shm)``, ``parity (kimi-k3, built-in corpus)``."""
     cfg = rep.config if isinstance(rep.config, dict) else {}
+    if cfg.get("imported"):
+        tools = (cfg.get("source") or {}).get("tools") or ["?"]
+        return f"{rep.kind} (imported: {', '.join(map(str, tools))})"
     if rep.kind in ("micro", "serve-ab"):
         return f"{rep.kind} ({cfg.get('ranks')} ranks, {cfg.get('transport')})"
     if rep.kind == "parity":

@@ -13,6 +13,7 @@ import typer
 from kimi_bench.cli.calibrate import calibrate
 from kimi_bench.cli.common import package_version, release_claims, say, stdout_is_document
 from kimi_bench.cli.gate import compare, gate
+from kimi_bench.cli.import_cmd import import_results
 from kimi_bench.cli.micro import micro
 from kimi_bench.cli.parity import parity
 from kimi_bench.cli.project import project
@@ -110,6 +111,7 @@ app.command("calibrate", epilog=INTERNAL_EPILOG)(calibrate)
 app.command("run", epilog=INTERNAL_EPILOG)(run)
 app.command("project", epilog=INTERNAL_EPILOG)(project)
 app.command("render", epilog=INTERNAL_EPILOG)(render)
+app.command("import", epilog=INTERNAL_EPILOG)(import_results)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sglang_ref", ("kimi_bench.sglang_ref",)),
     ("pipeline", ("kimi_bench.pipeline",)),
     ("ci", ("kimi_bench.ci",)),
+    ("peers", ("kimi_bench.peers",)),
     ("project", ("kimi_bench.project",)),
     ("report", ("kimi_bench.report", "kimi_bench.schemas")),
     ("core", ("kimi_bench",)),
@@ -33,10 +34,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "serving": {"core", "pipeline", "engine"},
     "report": {"core"},
     "ci": {"core", "report"},
+    "peers": {"core", "report", "ci"},
     "project": {"core", "report"},
     "scenarios": {"core", "pipeline", "sglang_ref", "engine", "serving", "report", "ci"},
     "cli": {"core", "pipeline", "sglang_ref", "engine", "serving", "report", "ci", "project",
-            "scenarios"},
+            "scenarios", "peers"},
 }  # fmt: skip
 # function-level imports allowed: optional heavy dependencies, imported when used (the CLI
 # imports the library inside its command bodies so that --help and usage errors never load

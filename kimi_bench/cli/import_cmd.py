@@ -1,0 +1,83 @@
+"""``kimi-bench import``: peers' result files as a ``serve-ab`` report."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kimi_bench.cli.common import console, rich_table, say, usage_error, write_report
+
+
+def import_results(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Result files, one per arm.", show_default=False),
+    ],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="auto, sglang, vllm, guidellm or aiperf."),
+    ] = "auto",
+    arm: Annotated[
+        list[str] | None,
+        typer.Option("--arm", help="Arm name of each file, in order (default: the file stem)."),
+    ] = None,
+    tool_version: Annotated[
+        str | None,
+        typer.Option("--tool-version", help="The tool's version, when its file lacks it."),
+    ] = None,
+    output_dir: Annotated[
+        Path | None,
+        typer.Option("--output-dir", help="Report folder (default reports/runs/import-<time>)."),
+    ] = None,
+) -> None:
+    """Turn peers' result files into one serve-ab report (one arm per file) that
+    `kimi-bench gate` and `kimi-bench compare` read.
+
+    Reads sglang.bench_serving --output-file JSONL, vllm bench serve --save-result JSON,
+    GuideLLM's JSON report and AIPerf's JSON export (profile_export_aiperf.json). Files with
+    per-request data (sglang --output-details, vLLM --save-detailed, GuideLLM) give one row
+    per request; a summary-only file gives the tool's counts and percentiles only, and the
+    report says so (config.per_request = false).
+
+    Exit codes: 0 written, 2 unusable input (unknown or malformed file, naming the field;
+    arms that do not match the files; files at different request rates), 3 the report
+    could not be written where asked.
+
+    Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
+    """
+    from kimi_bench.peers import PeerFormatError, build_import_report, default_arm, read_peer
+    from kimi_bench.report.output import OutputError, check_output_dir
+    from kimi_bench.report.writers import write_json, write_markdown
+
+    names = list(arm or [])
+    if names and len(names) != len(files):
+        raise usage_error(f"--arm given {len(names)} times for {len(files)} files")
+    names = names or [default_arm(p) for p in files]
+    if len(set(names)) != len(names):
+        raise usage_error(f"arm names must be distinct, got {names}: name them with --arm")
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = output_dir or Path("reports") / "runs" / f"import-{stamp}"
+    try:
+        check_output_dir(out, "--output-dir")
+        runs = {name: read_peer(p, fmt) for name, p in zip(names, files, strict=True)}
+        report = build_import_report(runs, tool_version)
+    except (PeerFormatError, OutputError) as exc:
+        raise usage_error(str(exc)) from None
+
+    def write(folder: Path) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        return [
+            write_json(report, folder / "report.json"),
+            write_markdown(report, folder / "report.md", "imported serve-ab"),
+        ]
+
+    result = write_report(write, out)
+    cols = ["arm", "tool", "ttft_median_ms", "ttft_p90_ms", "req_per_s", "completed", "failed"]
+    console.print(rich_table("imported", report.results, cols))
+    for line in report.notes[1:]:
+        say(line, label="note:", style="dim")
+    say(report.summary["verdict"])
+    say(f"report: {result.folder / 'report.json'}")

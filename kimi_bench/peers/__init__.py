@@ -1,0 +1,58 @@
+"""Peers' result files (sglang.bench_serving, vllm bench serve, GuideLLM, AIPerf) read
+into ``serve-ab`` reports for ``gate`` and ``compare``: see ``formats``, ``tools`` and
+``report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.peers.formats import PeerFormatError, PeerRun, json_objects, read_sglang, read_vllm
+from kimi_bench.peers.report import build_import_report, default_arm
+from kimi_bench.peers.tools import is_aiperf, is_guidellm, read_aiperf, read_guidellm
+
+FORMATS = ("auto", "sglang", "vllm", "guidellm", "aiperf")
+MAX_BYTES = 256 * 1024 * 1024
+
+__all__ = ["FORMATS", "PeerFormatError", "PeerRun", "build_import_report", "default_arm",
+           "detect", "read_peer"]  # fmt: skip
+
+
+def detect(obj: dict[str, Any]) -> str | None:
+    """Which tool wrote this object (None: not a known format)."""
+    if is_guidellm(obj):
+        return "guidellm"
+    if is_aiperf(obj):
+        return "aiperf"
+    if "model_id" in obj and "num_prompts" in obj:
+        return "vllm"
+    if "backend" in obj and ("server_info" in obj or "total_output_tokens_retokenized" in obj):
+        return "sglang"
+    return None
+
+
+def read_peer(path: Path, fmt: str = "auto") -> PeerRun:
+    """Read one result file (PeerFormatError naming the file and field when malformed)."""
+    if fmt not in FORMATS:
+        raise PeerFormatError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    try:
+        if not path.is_file():
+            raise PeerFormatError(f"{path}: not a file")
+        if path.stat().st_size > MAX_BYTES:
+            raise PeerFormatError(f"{path}: larger than {MAX_BYTES >> 20} MiB")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PeerFormatError(f"cannot read {path}: {exc}") from None
+    objs = json_objects(text, str(path))
+    found = detect(objs[0])
+    if fmt == "auto":
+        if found is None:
+            raise PeerFormatError(
+                f"{path}: not a known result file (sglang.bench_serving --output-file, vllm "
+                "bench serve --save-result, GuideLLM JSON report, AIPerf JSON export); "
+                "give --format to read it as one"
+            )
+        fmt = found
+    readers = {"sglang": read_sglang, "vllm": read_vllm, "guidellm": read_guidellm,
+               "aiperf": read_aiperf}  # fmt: skip
+    return readers[fmt](objs, path)

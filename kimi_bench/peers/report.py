@@ -1,0 +1,221 @@
+"""From peers' runs (one per arm) to a ``serve-ab`` report that ``gate`` and ``compare``
+read like kimi-bench's own.
+
+Per-request files (sglang ``--output-details``, vLLM ``--save-detailed``, GuideLLM's
+request records): one row per request (``ttft_ms``, ``error``, token counts), each request
+its own independent unit (the file records no server batches). The A/B block is derived
+from those rows by the gate's own evidence code, so the report and the gate agree.
+
+Summary-only files (AIPerf's JSON export, or a run without the detail flags): no request
+row is written (none is invented); ``config.per_request`` is false, the per-arm rows
+carry the tool's own counts and percentiles, and the gate's evidence then uses only those
+counts (completeness, ``max_failed``, throughput). TTFT delta rules cannot be evaluated on
+such a report and fail by name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+from typing import Any
+
+from kimi_bench import __version__
+from kimi_bench.ci.evidence_rows import evidence
+from kimi_bench.peers.formats import PeerFormatError, PeerRun
+from kimi_bench.report.model import Report, View
+from kimi_bench.stats import fmt_pct, median, percentile
+
+COLUMNS = ["rate", "arm", "tool", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms",
+           "tool_ttft_median_ms", "req_per_s", "completed", "failed"]  # fmt: skip
+
+
+def rate_text(rate: float | str) -> str:
+    if isinstance(rate, str):
+        return rate
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    reps = run.repeats
+    spans = [r.duration_s for r in reps if r.duration_s]
+    completed = sum(r.completed for r in reps)
+    thr = [r.completed / r.duration_s for r in reps if r.duration_s]
+    stated = reps[0].stated
+    out: dict[str, Any] = {"rate": label, "arm": arm, "tool": run.tool}
+    if run.per_request:
+        ttft = [r["ttft_ms"] for r in rows if r["error"] is None]
+        out |= {
+            "ttft_median_ms": median(ttft) if ttft else None,
+            "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
+            "ttft_p99_ms": percentile(ttft, 99) if ttft else None,
+            "failed": len(rows) - len(ttft),
+        }
+    else:  # the tool's own numbers (first repeat): there are no rows to derive them from
+        failed = [r.failed for r in reps]
+        out |= {
+            "ttft_median_ms": stated.get("median_ttft_ms"),
+            "ttft_p90_ms": stated.get("p90_ttft_ms"),
+            "ttft_p99_ms": stated.get("p99_ttft_ms"),
+            "failed": None if None in failed else sum(f or 0 for f in failed),
+        }
+    out |= {
+        "tool_ttft_median_ms": stated.get("median_ttft_ms"),
+        "req_per_s": sum(thr) / len(thr) if thr else None,
+        "completed": completed,
+        "duration_s": sum(spans) if spans else None,
+    }
+    return out
+
+
+def _request_rows(label: str, arm: str, run: PeerRun) -> list[dict[str, Any]]:
+    out = []
+    for k, rep in enumerate(run.repeats):
+        for row in rep.rows or []:
+            out.append({"rate": label, "arm": arm, "repeat": k, "status": None,
+                        "batch_id": None, **row})  # fmt: skip
+    return out
+
+
+def _planned(run: PeerRun) -> int:
+    """Requests the tool sent per repeat: the rows, else completed + failed."""
+    counts = []
+    for rep in run.repeats:
+        if rep.rows is not None:
+            counts.append(len(rep.rows))
+        else:
+            counts.append(rep.completed + (rep.failed or 0))
+    return max(counts)
+
+
+def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
+    return {
+        "tool": run.tool,
+        "version": version or run.version,
+        "format": run.fmt,
+        "file": run.path.name,
+        "per_request": run.per_request,
+        "repeats": len(run.repeats),
+        **{k: v for k, v in run.details.items() if v is not None},
+    }
+
+
+def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> list[str]:
+    tools = sorted({r.tool for r in runs.values()})
+    notes = [
+        f"Imported from {', '.join(tools)} result files by `kimi-bench import` "
+        f"({', '.join(f'{a}: {r.path.name}' for a, r in runs.items())}): the tool measured, "
+        "kimi-bench only re-reads its numbers. TTFT is the tool's own client-side time "
+        "to the first token; throughput = completed requests / the tool's benchmark "
+        "duration. No stage times or copy ledger (the server's internals are not in the file).",
+    ]
+    if per_request:
+        notes.append(
+            "Per-request rows are the tool's per-request lists; each request is one "
+            "independent unit (the file records no server batches). A/B intervals and "
+            "tests resample requests."
+        )
+    else:
+        bare = [a for a, r in runs.items() if not r.per_request]
+        notes.append(
+            f"SUMMARY ONLY: {', '.join(bare)} carries no per-request data (AIPerf's JSON "
+            "export, or a run without sglang's --output-details / vLLM's --save-detailed), "
+            "so no request row is in this report and none was invented. The per-arm rows hold "
+            "the tool's own counts and percentiles; the gate can check completeness, failed "
+            "requests and throughput, not TTFT deltas or intervals."
+        )
+    unknown = [a for a, r in runs.items() if any(x.failed is None for x in r.repeats)]
+    if unknown:
+        notes.append(
+            f"{', '.join(unknown)}: the file does not count failed requests (sglang's summary "
+            "without --output-details), so the run cannot be shown complete and the gate's "
+            "complete rule fails; rerun with --output-details."
+        )
+    if version is None and any(r.version is None for r in runs.values()):
+        notes.append(
+            "The tool's version is not recorded in its result file: give --tool-version to "
+            "record it."
+        )
+    return notes
+
+
+def build_import_report(runs: dict[str, PeerRun], version: str | None = None) -> Report:
+    """One ``serve-ab`` report, one arm per imported file (``runs``: arm -> run)."""
+    rates = {rate_text(r.rate) for r in runs.values()}
+    if len(rates) != 1:
+        raise PeerFormatError(
+            f"the files ran at different request rates ({', '.join(sorted(rates))}): import "
+            "each rate separately"
+        )
+    label = rates.pop()
+    rate = next(iter(runs.values())).rate
+    per_request = all(r.per_request for r in runs.values())
+    reqs = [row for arm, run in runs.items() for row in _request_rows(label, arm, run)]
+    results = [
+        _arm_row(label, arm, run, [r for r in reqs if r["arm"] == arm]) for arm, run in runs.items()
+    ]
+    arms = list(runs)
+    sources = {arm: source_of(run, version) for arm, run in runs.items()}
+    tools = sorted({s["tool"] for s in sources.values()})
+    config = {
+        "rates": [None if isinstance(rate, str) or math.isinf(rate) else rate],
+        "rate_labels": [label], "arms": arms,
+        "requests": max(_planned(r) for r in runs.values()),
+        "repeats": max(len(r.repeats) for r in runs.values()), "seed": 0,
+        "ranks": None, "transport": None, "runtime": None, "preset": None,
+        "resolution": None, "per_request": per_request, "imported": True,
+        "source": {"tools": tools, "arms": sources},
+    }  # fmt: skip
+    env = {
+        "device": None,
+        "device_name": None,
+        "source": {"tools": tools, "versions": {a: s["version"] for a, s in sources.items()}},
+        "kimi_bench_version": __version__,
+        "imported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    failed = [r["failed"] for r in results]
+    summary = {
+        "verdict": "",
+        "failed_requests": None if None in failed else sum(failed),
+        "error": None,
+        "rates": [label],
+        "arms": arms,
+        "tools": tools,
+    }
+    data: dict[str, Any] = {"ab": {}, "requests": reqs, "copies": [], "final": True}
+    rep = Report(
+        "serve-ab", env, config, results, summary, _notes(runs, per_request, version), data
+    )
+    ab = evidence(rep).figures["ab"]
+    data["ab"] = {
+        lab: {arm: {k: (c.as_dict() if c is not None else None) for k, c in v.items()}
+              for arm, v in per_arm.items()}
+        for lab, per_arm in ab.items()
+    }  # fmt: skip
+    summary["verdict"] = _verdict(results, data["ab"], tools)
+    rep.views = [View("Per arm (imported)", results, COLUMNS)]
+    return rep
+
+
+def _verdict(results: list[dict[str, Any]], ab: dict[str, Any], tools: list[str]) -> str:
+    base = results[0]["arm"]
+    head = f"imported from {', '.join(tools)}"
+    parts = []
+    for label, per_arm in ab.items():
+        for arm, v in per_arm.items():
+            med = v.get("median_ttft")
+            if med is None:
+                parts.append(f"{label}: {arm} median TTFT not comparable (summary only)")
+                continue
+            sig = "" if med["significant"] else f" ({med['verdict']})"
+            parts.append(f"{label}: {arm} median TTFT {fmt_pct(med['delta_pct'])}{sig}")
+    if not parts:
+        r = results[0]
+        med = r["ttft_median_ms"]
+        text = f"{med:.1f} ms" if isinstance(med, (int, float)) else "n/a"
+        return f"{head}: one arm ({base}), median TTFT {text}, {r['completed']} completed"
+    return f"{head}: vs {base}: " + "; ".join(parts)
+
+
+def default_arm(path: Path) -> str:
+    return path.stem
