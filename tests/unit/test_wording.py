@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kimi_bench.ci.gate import floor_reason, report_label
 from typer.testing import CliRunner
 
 from kimi_bench import SCHEMA_VERSION
 from kimi_bench.bench.micro_report import verdict
+from kimi_bench.ci.gate import floor_reason, report_label
 from kimi_bench.cli.main import app
 from kimi_bench.report.model import Report
 from kimi_bench.stats import fmt_speedup, fmt_speedup_range
