@@ -76,8 +76,10 @@ def _standins(pairs: list[str]) -> dict[str, Any]:
             )
         try:
             out[key] = int(value) if key == "text_tokens_per_request" else float(value)
+            if not math.isfinite(out[key]) or out[key] < 0:
+                raise ValueError
         except ValueError:
-            raise ValueError(f"--standin {key}: {value!r} is not a number") from None
+            raise ValueError(f"--standin {key}: {value!r} is not a finite number >= 0") from None
     return out
 
 
@@ -88,10 +90,12 @@ def serve_server(
     ],
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    ranks: Annotated[int, typer.Option("--ranks", min=1, help="Scheduler (TP) ranks.")] = 2,
+    ranks: Annotated[int, typer.Option("--ranks", min=1, max=64, help="Scheduler (TP) ranks.")] = 2,
     processor_workers: Annotated[
         int,
-        typer.Option("--processor-workers", min=1, help="Producer (tokenizer worker) processes."),
+        typer.Option(
+            "--processor-workers", min=1, max=64, help="Producer (tokenizer worker) processes."
+        ),
     ] = 2,
     transport: Annotated[str, typer.Option("--transport", help="shm or pickle carrier.")] = "shm",
     runtime: RuntimeOpt = DEFAULT_RUNTIME,
@@ -112,7 +116,10 @@ def serve_server(
     decode_interval_ms: Annotated[
         float,
         typer.Option(
-            "--decode-interval-ms", min=0, help="Gap between streamed tokens after the first."
+            "--decode-interval-ms",
+            min=0,
+            max=60_000,
+            help="Gap between streamed tokens after the first.",
         ),
     ] = 0.0,
     standin: Annotated[
@@ -124,7 +131,10 @@ def serve_server(
         ),
     ] = None,
     start_timeout: Annotated[
-        float, typer.Option("--start-timeout", help="Seconds for the pipeline to come up.")
+        float,
+        typer.Option(
+            "--start-timeout", min=1, max=86_400, help="Seconds for the pipeline to come up."
+        ),
     ] = 180.0,
     arena_image: Annotated[
         str,
@@ -135,10 +145,10 @@ def serve_server(
         ),
     ] = "1536x1024",
     image_count: Annotated[
-        int, typer.Option("--image-count", min=1, help="zero-copy arm: images per request.")
+        int, typer.Option("--image-count", min=1, max=64, help="zero-copy arm: images per request.")
     ] = 1,
     arena_requests: Annotated[
-        int, typer.Option("--arena-requests", min=2, help="zero-copy arm: arena slots.")
+        int, typer.Option("--arena-requests", min=2, max=4096, help="zero-copy arm: arena slots.")
     ] = 64,
     max_pixels: MaxPixelsOpt = DEFAULT_MAX_PIXELS,
     max_request_pixels: MaxRequestPixelsOpt = None,
@@ -178,6 +188,10 @@ def serve_server(
     ):
         if not math.isfinite(value):
             raise usage_error(f"{name} must be a finite number, got {value}")
+    for flag, value in (("--decode-interval-ms", decode_interval_ms),
+                        ("--start-timeout", start_timeout)):  # fmt: skip
+        if not math.isfinite(value):
+            raise usage_error(f"{flag} must be a finite number, got {value!r}")
     try:
         conf = EmulatorConfig(
             arm=arm,

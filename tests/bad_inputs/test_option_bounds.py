@@ -106,3 +106,24 @@ def test_scenario_resolution_list_is_bounded(tmp_path: Path) -> None:
     )
     assert res.exit_code == 2, res.output
     assert "resolution" in res.output and "1..65535" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--ranks", "1000"),
+        ("--processor-workers", "0"),
+        ("--decode-interval-ms", "nan"),
+        ("--decode-interval-ms", "-1"),
+        ("--start-timeout", "inf"),
+        ("--image-count", "65"),
+        ("--arena-requests", "999999"),
+        ("--standin", "cpu_flops_scale=nan"),
+        ("--standin", "prefill_gflop_per_token=-1"),
+    ],
+)
+def test_kimi_bench_serve_options_are_bounded(option: str, value: str) -> None:
+    """``kimi-bench serve`` refuses an out-of-range value before starting anything."""
+    res = CliRunner().invoke(app, ["serve", "--arm", "eager", option, value])
+    assert res.exit_code == 2, res.output
+    assert option in res.output and "Traceback" not in res.output
