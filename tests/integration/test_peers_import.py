@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,19 @@ def imported(tmp_path: Path, *args: str) -> dict:
 
 
 def gate(tmp_path: Path, report_dir: Path, rules: str = RULES) -> tuple[int, str]:
+    """Exit code and the console plus every rule's whole reason (from the JUnit file: piped
+    tables fold long reasons inside their cells)."""
     (tmp_path / "rules.toml").write_text(rules)
-    res = runner.invoke(app, ["gate", str(report_dir), "--rules", str(tmp_path / "rules.toml")])
-    return res.exit_code, res.output
+    junit = tmp_path / "gate.xml"
+    res = runner.invoke(
+        app,
+        ["gate", str(report_dir), "--rules", str(tmp_path / "rules.toml"), "--junit", str(junit)],
+    )
+    reasons = ""
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            reasons += " ".join(n.get("message") or n.text or "" for n in case) + "\n"
+    return res.exit_code, res.output + reasons
 
 
 @pytest.mark.parametrize(
