@@ -113,8 +113,19 @@ def test_committed_serve_reports_migrate_their_old_size_order():
         opts = ServeOptions.model_validate(cfg)
         assert list(opts.resolution or ()) == rep["config"]["resolution"]
         assert opts.width_height == (rep["config"]["width"], rep["config"]["height"])
-        if rep["config"]["width"] != rep["config"]["height"]:
-            assert opts.image_resolution == "hxw:" + rep["config"]["image_resolution"]
+        old = rep["config"]["image_resolution"]
+        if (
+            old
+            and "x" in old
+            and "=" not in old
+            and rep["config"]["width"] != rep["config"]["height"]
+        ):
+            # written before the convention: HEIGHTxWIDTH, kept and spelled explicitly
+            w, h = rep["config"]["width"], rep["config"]["height"]
+            new = opts.image_resolution
+            assert new == ("hxw:" + old if old == f"{h}x{w}" else old)
+        else:  # a spelled-out width=..,height=.. means the same in both conventions
+            assert opts.image_resolution == old
         again = ServeOptions.model_validate(opts.model_dump())  # a dumped model round-trips
         assert again == opts
     assert found >= 3
