@@ -109,6 +109,7 @@ def serve_evidence(report: Report) -> Evidence:
                     ev.missing(f"rate {rate}, {arm}, repeat {rep}: {got} of {planned} requests")
                 failed += planned - ok.get((rate, arm, rep), 0)
     ev.figures["failed"] = failed
+    ev.figures["rates"] = labels
     _results_agree(report, rows, w)
     stated = report.summary.get("failed_requests")
     claimed = None if stated is None else number(stated, f"{w}: summary.failed_requests")

@@ -33,6 +33,7 @@ from kimi_bench.ci.verdicts import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    SKIP,
     RuleResult,
     decide,
     interval_text,
@@ -145,7 +146,13 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
         v, lim = ev.figures["failed"], rules.max_failed
         out.append(_rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests"))
     ab = ev.figures.get("ab") or {}
+    planned = ev.figures.get("rates") or []
     for rate, body in rules.rates.items():
+        if planned and rate not in planned:  # a rule for a rate this run did not plan
+            for key, lim in body.model_dump(exclude_none=True).items():
+                why = f"rate {rate} was not run (this run's rates: {', '.join(planned)})"
+                out.append(RuleResult(f"serve_ab.{rate}.{key}", None, lim, SKIP, why))
+            continue
         per_arm = ab.get(rate)
         arm = "deferred" if per_arm and "deferred" in per_arm else next(iter(per_arm or {}), None)
         for key, lim in body.model_dump(exclude_none=True).items():
@@ -233,7 +240,7 @@ def evaluate(
 
 def nothing_checked(results: list[RuleResult]) -> bool:
     """Only the always-applied checks ran: the rules file gated nothing in these reports."""
-    return not any(not r.rule.endswith(".complete") for r in results)
+    return not any(not r.rule.endswith(".complete") and r.verdict != SKIP for r in results)
 
 
 def default_baseline_dir(report: Report, root: Path = Path("reports/baselines")) -> Path:

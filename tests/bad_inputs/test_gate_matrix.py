@@ -280,3 +280,20 @@ def test_compare_across_devices_is_not_comparable(tmp_path):
     assert flat("not comparable: device differs: A 'cpu', B 'cuda'") in flat(res.output)
     rows = [line for line in md.read_text().splitlines() if line.startswith("| deferred")]
     assert rows and all("not comparable: device 'cpu' vs 'cuda'" in r for r in rows)
+
+
+def test_rate_rule_for_a_rate_not_run_is_skipped_not_failed(tmp_path):
+    """A scenario of one's own may run other rates than the rules name: skipped, saying so;
+    a planned rate that is missing still fails (completeness)."""
+    p = tmp_path / "r.toml"
+    p.write_text("[serve_ab]\nmax_failed = 0\n[serve_ab.4]\nmax_median_ttft_delta = 0.5\n")
+    code, out = gate(reports.put(reports.serve(), tmp_path / "s"), "--rules", p)
+    assert code == 0
+    assert flat("rate 4 was not run (this run's rates: inf)") in flat(out)
+
+
+def test_only_skipped_rules_check_nothing(tmp_path):
+    p = tmp_path / "r.toml"
+    p.write_text("[serve_ab.4]\nmax_median_ttft_delta = 0.5\n")
+    code, out = gate(reports.put(reports.serve(), tmp_path / "s"), "--rules", p)
+    assert code == 1 and flat("no rule was evaluated") in flat(out)
