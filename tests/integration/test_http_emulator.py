@@ -228,7 +228,7 @@ def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path)
         (["--arm", "lazy"], "--arm must be one of eager, deferred"),
         (["--arm", "eager", "--transport", "tcp"], "--transport must be shm or pickle"),
         (["--arm", "eager", "--standin", "gflops=3"], "--standin takes KEY=VALUE"),
-        (["--arm", "eager", "--standin", "cpu_flops_scale=x"], "is not a number"),
+        (["--arm", "eager", "--standin", "cpu_flops_scale=x"], "is not a finite number >= 0"),
         (["--arm", "eager", "--preset", "kimi-k9"], "unknown preset"),
     ],
 )
