@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimi_bench.report.model import Report, ReportError
-from kimi_bench.stats import Measurement, median, ratio
+from kimi_bench.stats import Comparison, Measurement, compare, median, ratio
 
 REL_TOL = 1e-6  # summaries are computed from the same floats: only rounding may differ
 
@@ -71,6 +71,13 @@ def agree(stated: Any, derived: float | None, where: str) -> None:
             f"{where} says {s:.6g} but the raw data gives {derived:.6g}: the summary "
             "disagrees with its raw data (an edited or inconsistent report)"
         )
+
+
+def throughput_comparison(a: list[float], b: list[float], seed: int) -> Comparison | None:
+    """Throughput of arm B vs arm A (req/s per run), or None when a side has none."""
+    if not a or not b:
+        return None
+    return compare(Measurement(a, "req/s"), Measurement(b, "req/s"), seed=seed)
 
 
 def agree_flag(stated: Any, derived: bool, where: str) -> None:

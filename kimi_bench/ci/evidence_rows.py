@@ -17,6 +17,7 @@ from kimi_bench.ci.evidence import (
     micro_evidence,
     number,
     stopped,
+    throughput_comparison,
     where_of,
 )
 from kimi_bench.ci.evidence_summary import summary_only_evidence
@@ -171,11 +172,7 @@ def _ab(
                     agree(old["delta_pct"], got[name].delta_pct,  # type: ignore[union-attr]
                           f"{w}: ab.{rate}.{arm}.{name}.delta_pct")  # fmt: skip
             ta, tb = _throughputs(report, rate, base), _throughputs(report, rate, arm)
-            got["throughput"] = (
-                compare(Measurement(ta, "req/s"), Measurement(tb, "req/s"), seed=seed)
-                if ta and tb
-                else None
-            )
+            got["throughput"] = throughput_comparison(ta, tb, seed)
             out.setdefault(rate, {})[arm] = got
     return out
 

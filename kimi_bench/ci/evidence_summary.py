@@ -12,9 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimi_bench.ci.evidence import Evidence, EvidenceError, number, stopped, where_of
+from kimi_bench.ci.evidence import (
+    Evidence,
+    EvidenceError,
+    number,
+    stopped,
+    throughput_comparison,
+    where_of,
+)
 from kimi_bench.report.model import Report
-from kimi_bench.stats import Comparison, Measurement, compare
+from kimi_bench.stats import Comparison
 
 
 def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) -> Evidence:
@@ -69,10 +76,6 @@ def _ab(
                 continue
             ta, tb = thr(rate, base), thr(rate, arm)
             got: dict[str, Comparison | None] = {"median_ttft": None, "p90_ttft": None}
-            got["throughput"] = (
-                compare(Measurement(ta, "req/s"), Measurement(tb, "req/s"), seed=seed)
-                if ta and tb
-                else None
-            )
+            got["throughput"] = throughput_comparison(ta, tb, seed)
             out.setdefault(rate, {})[arm] = got
     return out

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import ruptures
 
+from kimi_bench.ci.metrics import higher_is_better
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
 from kimi_bench.limits import read_text_or
 from kimi_bench.stats import mann_whitney, median
@@ -58,10 +59,6 @@ class Finding:
     change: float  # relative change of the median, after vs before
     p_value: float
     regression: bool
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric.startswith("speedup") or metric.endswith(("_ratio", "req_per_s"))
 
 
 def load_history(path: Path) -> list[dict[str, Any]]:

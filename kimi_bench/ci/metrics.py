@@ -47,7 +47,11 @@ def metric_problem(metric: object) -> str | None:
 
 
 def higher_is_better(metric: str) -> bool:
-    return metric.endswith(("speedup", "_ratio", "req_per_s", "throughput"))
+    """Baseline metrics (``micro.speedup``) and history series (``speedup_median``,
+    ``bytes_ratio``): speedups, ratios and throughputs are better when higher."""
+    return metric.rpartition(".")[2].startswith("speedup") or metric.endswith(
+        ("_ratio", "req_per_s", "throughput")
+    )
 
 
 def metric_samples(report: Report, metric: str) -> list[float]:
