@@ -112,6 +112,17 @@ def serve(
     return build_serve_report(opts, runs, CPU, error, "cpu")
 
 
+def junit_reasons(junit: Path) -> str:
+    """Every rule's whole reason from a gate's JUnit file, a line each (piped console
+    tables fold long reasons inside their cells); empty when the file was not written."""
+    if not junit.exists():
+        return ""
+    import xml.etree.ElementTree as ET
+
+    cases = ET.parse(junit).getroot().iter("testcase")
+    return "".join(" ".join(n.get("message") or n.text or "" for n in c) + "\n" for c in cases)
+
+
 def put(report: Report | dict[str, Any], folder: Path) -> Path:
     """Write ``report`` as ``folder/report.json`` (final, as the writers mark it)."""
     raw = report.to_dict() if isinstance(report, Report) else report

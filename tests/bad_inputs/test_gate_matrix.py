@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -38,11 +37,7 @@ def gate(*args: str | Path) -> tuple[int, str]:
     res = CliRunner().invoke(app, ["gate", *map(str, args), "--junit", str(junit)])
     assert "Traceback" not in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    reasons = ""
-    if junit.exists():
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            reasons += " ".join(n.get("message") or n.text or "" for n in case) + "\n"
-    return res.exit_code, res.output + reasons
+    return res.exit_code, res.output + ci_reports.junit_reasons(junit)
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
+from tests.ci_reports import junit_reasons
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "peers"
 runner = CliRunner()
@@ -35,11 +35,7 @@ def gate(tmp_path: Path, report_dir: Path, rules: str = RULES) -> tuple[int, str
         app,
         ["gate", str(report_dir), "--rules", str(tmp_path / "rules.toml"), "--junit", str(junit)],
     )
-    reasons = ""
-    if junit.exists():
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            reasons += " ".join(n.get("message") or n.text or "" for n in case) + "\n"
-    return res.exit_code, res.output + reasons
+    return res.exit_code, res.output + junit_reasons(junit)
 
 
 @pytest.mark.parametrize(
