@@ -1,4 +1,4 @@
-"""``micro`` and ``serve-ab`` under a launcher (``bench/launch.py``): the same processes and
+"""``micro`` and ``serve-ab`` under a launcher (``engine/launch.py``): the same processes and
 the same report as ``bench/micro.py`` / ``bench/serve.py``, but each process starts only
 what ``launch.plan`` gives it. Under torchrun, global rank 0 hosts the producer(s), the load
 generator and rank 0 (child processes, as with spawn) and returns the results; every other
@@ -17,17 +17,6 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from kimi_bench.bench import micro_worker, serve_workers
-from kimi_bench.bench.launch import (
-    World,
-    check_launch,
-    describe_mapping,
-    explain_failure,
-    plan,
-    rendezvous,
-    shield_sigterm,
-    sigterm_received,
-)
 from kimi_bench.bench.micro import (
     MicroFailed,
     _job,
@@ -37,10 +26,21 @@ from kimi_bench.bench.micro import (
     require_carrier,
     runtime_leftovers,
 )
-from kimi_bench.bench.procs import Harness
 from kimi_bench.bench.serve import ServeFailed, arrival_offsets
-from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import resolve_config
+from kimi_bench.engine import micro_worker, serve_workers
+from kimi_bench.engine.launch import (
+    World,
+    check_launch,
+    describe_mapping,
+    explain_failure,
+    plan,
+    rendezvous,
+    shield_sigterm,
+    sigterm_received,
+)
+from kimi_bench.engine.procs import Harness
+from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
-from kimi_bench.bench.images import describe_spec
-from kimi_bench.bench.micro_worker import MicroJob
-from kimi_bench.bench.procs import Harness
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.engine.images import describe_spec
+from kimi_bench.engine.micro_worker import MicroJob
+from kimi_bench.engine.procs import Harness
 from kimi_bench.environment import HostLoad, environment
 from kimi_bench.ledger import Ledger
 from kimi_bench.options import MicroOptions
@@ -159,8 +159,8 @@ def run_micro(opts: MicroOptions, progress: Callable[[int, int], None] | None = 
     """Every arm ``warmup + repeats`` times, interleaved per repeat (arms of one repeat run
     back to back, so speedups pair per repeat), all processes on this host. Under torchrun
     use ``launch_runs.run_micro_on`` (the same loop; each process starts its part)."""
-    from kimi_bench.bench.launch import World
     from kimi_bench.bench.launch_runs import run_micro_on
+    from kimi_bench.engine.launch import World
 
     report = run_micro_on(World(), opts, progress)
     assert report is not None  # the spawn world hosts everything

@@ -53,8 +53,8 @@ def run_serve_ab(
     in process instead (``launch_runs.run_serve_on``). ``opts`` must have its machine
     defaults resolved (``options.resolve_defaults``)."""
     from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
-    from kimi_bench.bench.standins import StandinCost
     from kimi_bench.config import resolve_config
+    from kimi_bench.engine.standins import StandinCost
     from kimi_bench.serving.client import parse_endpoint
 
     http = HttpServeOptions.from_options(

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve import ServeFailed, arrival_offsets, rate_label
-from kimi_bench.bench.serve_workers import encode_images
-from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PRESETS, PreprocessConfig
+from kimi_bench.engine.serve_workers import encode_images
+from kimi_bench.engine.standins import StandinCost
 from kimi_bench.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions
 from kimi_bench.runtime import DEFAULT_RUNTIME

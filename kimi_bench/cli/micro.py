@@ -39,8 +39,8 @@ Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --ou
 
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
-    from kimi_bench.bench.launch import LaunchError, detect_world
     from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.engine.launch import LaunchError, detect_world
     from kimi_bench.options import OptionsError, resolve_defaults
 
     try:

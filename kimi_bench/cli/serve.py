@@ -88,8 +88,8 @@ def _estimate_s(opts: ServeOptions) -> float:
 
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
-    from kimi_bench.bench.launch import LaunchError, detect_world
     from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.engine.launch import LaunchError, detect_world
     from kimi_bench.options import OptionsError, rate_label, resolve_defaults
     from kimi_bench.scenario import ScenarioError
 

@@ -63,7 +63,7 @@ def _standins(pairs: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs -> StandinCost fields; ValueError names a bad pair."""
     from dataclasses import fields
 
-    from kimi_bench.bench.standins import StandinCost
+    from kimi_bench.engine.standins import StandinCost
 
     known = {f.name: f.type for f in fields(StandinCost)}
     out: dict[str, Any] = {}
@@ -173,8 +173,8 @@ def serve_server(
 
     Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
     """
-    from kimi_bench.bench.standins import StandinCost
     from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.engine.standins import StandinCost
     from kimi_bench.environment import resolve_device
     from kimi_bench.options import parse_resolution
     from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator

@@ -1,7 +1,7 @@
 """THE pipeline, once: producer step, carrier steps, rank step, each with a timing hook and
 the copy ledger. ``parity`` runs it in one process (ranks in turn); ``micro`` and
-``serve-ab`` run the same functions in real processes (``bench/micro_worker.py``,
-``bench/serve_workers.py`` hold only process plumbing).
+``serve-ab`` run the same functions in real processes (``engine/micro_worker.py``,
+``engine/serve_workers.py`` hold only process plumbing).
 
 Arms are choices of steps, not copies of code:
 

@@ -1,7 +1,7 @@
 """The encoder-output gather of the pipeline (SPEC section 6), the step after the owners'
 materialization; ``kimi_bench.pipeline`` exports it as ``pipeline.gather``.
 
-With a device group (one GPU per rank: the NCCL group ``bench/launch.py`` creates next to
+With a device group (one GPU per rank: the NCCL group ``engine/launch.py`` creates next to
 the gloo group) it moves real tensors, as the runtime does: a single image is broadcast
 from its owner; otherwise every rank pads its BF16 output (the tower buffer stands in for
 the encoder output) to the longest rank's length, all-gathers, strips the padding and puts

@@ -1,5 +1,5 @@
 """The real backend of ``kimi-bench serve``: the emulated serving pipeline of serve-ab
-(``bench/serve_workers.py``: producers that decode the images and run the arm's producer
+(``engine/serve_workers.py``: producers that decode the images and run the arm's producer
 step, gloo scheduler ranks with continuous batching, encoder and prefill stand-ins) fed
 by HTTP requests instead of the load generator.
 
@@ -27,10 +27,10 @@ from typing import Any
 
 from PIL import Image
 
-from kimi_bench.bench.procs import Harness, WorkerFailed
-from kimi_bench.bench.serve_workers import ServeJob, producer_main, serve_rank_main
-from kimi_bench.bench.standins import StandinCost
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.engine.procs import Harness, WorkerFailed
+from kimi_bench.engine.serve_workers import ServeJob, producer_main, serve_rank_main
+from kimi_bench.engine.standins import StandinCost
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve

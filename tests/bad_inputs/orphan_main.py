@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from kimi_bench.bench.procs import Harness
+from kimi_bench.engine.procs import Harness
 from tests.bad_inputs import workers
 
 

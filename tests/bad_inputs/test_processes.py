@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kimi_bench.bench.procs import Harness, WorkerFailed, reap_stale_runs
+from kimi_bench.engine.procs import Harness, WorkerFailed, reap_stale_runs
 from tests.bad_inputs import workers
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from kimi_bench.bench.launch import device_group, join_gloo
+from kimi_bench.engine.launch import device_group, join_gloo
 from tests.integration.test_gather import check_cases
 
 pytestmark = [

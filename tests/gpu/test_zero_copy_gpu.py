@@ -91,7 +91,7 @@ def test_owner_copies_from_registered_slots_bit_exact_with_eager(ranks):
 
 @pytest.mark.slow
 def test_micro_zero_copy_on_cuda_registers_every_rank_and_is_bit_exact():
-    from kimi_bench.bench.procs import Harness
+    from kimi_bench.engine.procs import Harness
     from tests.integration.test_zero_copy import _job, drive_micro
 
     harness = Harness()

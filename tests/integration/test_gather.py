@@ -14,9 +14,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from kimi_bench.bench.images import make_images
-from kimi_bench.bench.launch import clock_offset
 from kimi_bench.config import get_preset
+from kimi_bench.engine.images import make_images
+from kimi_bench.engine.launch import clock_offset
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import Step, deferred_item, gather, rank_step

@@ -4,10 +4,10 @@ import multiprocessing as mp
 import pytest
 from typer.testing import CliRunner
 
-from kimi_bench.bench.images import ImageSpecError, describe_spec, parse_image_spec
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
+from kimi_bench.engine.images import ImageSpecError, describe_spec, parse_image_spec
 from kimi_bench.navit import plan_resize
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES

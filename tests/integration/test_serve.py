@@ -5,14 +5,14 @@ import multiprocessing as mp
 import pytest
 from typer.testing import CliRunner
 
-from kimi_bench.bench.launch import World
 from kimi_bench.bench.launch_runs import run_serve_on
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
-from kimi_bench.bench.serve_workers import ServeJob, make_payloads
-from kimi_bench.bench.standins import StandinCost
 from kimi_bench.cli.main import app
 from kimi_bench.config import resolve_config
+from kimi_bench.engine.launch import World
+from kimi_bench.engine.serve_workers import ServeJob, make_payloads
+from kimi_bench.engine.standins import StandinCost
 from kimi_bench.options import ServeOptions
 from tests.conftest import kimibench_segments, leftover_segments
 

@@ -20,9 +20,9 @@ from PIL import Image
 
 from kimi_bench.arena import Arena, ArenaError, ArenaFull, ArenaSpec, spec_for
 from kimi_bench.bench.micro import _stage_record
-from kimi_bench.bench.micro_worker import MicroJob, producer_main, rank_main
-from kimi_bench.bench.procs import Harness, WorkerFailed
 from kimi_bench.config import get_preset
+from kimi_bench.engine.micro_worker import MicroJob, producer_main, rank_main
+from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (

@@ -14,10 +14,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from kimi_bench.bench.images import make_images
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
+from kimi_bench.engine.images import make_images
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.options import MicroOptions

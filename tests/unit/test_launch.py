@@ -1,8 +1,8 @@
-"""``bench/launch.py``: which launcher, which processes, which GPU, and the messages."""
+"""``engine/launch.py``: which launcher, which processes, which GPU, and the messages."""
 
 import pytest
 
-from kimi_bench.bench.launch import (
+from kimi_bench.engine.launch import (
     LaunchError,
     World,
     check_launch,

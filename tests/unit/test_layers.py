@@ -30,7 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "core": set(),
     "pipeline": {"core"},
     "sglang_ref": {"core", "pipeline"},
-    "engine": {"core", "pipeline"},
+    "engine": {"core", "pipeline", "sglang_ref"},
     "serving": {"core", "pipeline", "engine"},
     "report": {"core"},
     "ci": {"core", "report"},
@@ -170,9 +170,9 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
 # NEW upward import, cycle or function-level import; each entry goes when it is fixed.
 KNOWN_UPWARD = {
     "kimi_bench.options (core) -> kimi_bench.serving.client (serving)",
-    "kimi_bench.serving.emulator (serving) -> kimi_bench.bench.procs (scenarios)",
-    "kimi_bench.serving.emulator (serving) -> kimi_bench.bench.serve_workers (scenarios)",
-    "kimi_bench.serving.emulator (serving) -> kimi_bench.bench.standins (scenarios)",
+    "kimi_bench.serving.emulator (serving) -> kimi_bench.engine.procs (scenarios)",
+    "kimi_bench.serving.emulator (serving) -> kimi_bench.engine.serve_workers (scenarios)",
+    "kimi_bench.serving.emulator (serving) -> kimi_bench.engine.standins (scenarios)",
 }
 KNOWN_CYCLES = [
     ["kimi_bench.bench.serve", "kimi_bench.bench.serve_http"],
@@ -180,8 +180,8 @@ KNOWN_CYCLES = [
     ["kimi_bench.report.figures", "kimi_bench.report.html"],
 ]
 KNOWN_LAZY_MODULES = {
-    "kimi_bench.bench.micro", "kimi_bench.bench.micro_worker", "kimi_bench.bench.parity",
-    "kimi_bench.bench.parity_reference", "kimi_bench.bench.procs", "kimi_bench.bench.serve",
+    "kimi_bench.bench.micro", "kimi_bench.engine.micro_worker", "kimi_bench.bench.parity",
+    "kimi_bench.bench.parity_reference", "kimi_bench.engine.procs", "kimi_bench.bench.serve",
     "kimi_bench.options", "kimi_bench.project.build", "kimi_bench.project.model",
     "kimi_bench.report.figures", "kimi_bench.report.html", "kimi_bench.runner",
     "kimi_bench.serving.emulator", "kimi_bench.estimate",

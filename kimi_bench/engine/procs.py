@@ -49,7 +49,7 @@ def rank_device(kind: str, rank: int, ranks_per_node: int = 0) -> Any:
     enough, round robin otherwise; ``launch.rank_gpu``), else the CPU."""
     import torch
 
-    from kimi_bench.bench.launch import rank_gpu
+    from kimi_bench.engine.launch import rank_gpu
 
     if kind != "cuda":
         return torch.device("cpu")
@@ -64,7 +64,7 @@ def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[An
     import torch
     import torch.distributed as dist
 
-    from kimi_bench.bench.launch import device_group, join_gloo
+    from kimi_bench.engine.launch import device_group, join_gloo
 
     if device.type == "cuda":
         torch.cuda.set_device(device)

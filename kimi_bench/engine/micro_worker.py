@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from kimi_bench.arena import Arena, ArenaSpec, spec_for
-from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.ledger import Ledger
 from kimi_bench.materialize import materialize
 from kimi_bench.navit import plan_resize
@@ -77,7 +77,7 @@ def job_images(job: MicroJob) -> list[Any]:
     """The user's images (decoded once, as a tokenizer worker holds them) or generated."""
     from PIL import Image
 
-    from kimi_bench.bench.images import make_images
+    from kimi_bench.engine.images import make_images
 
     if job.image_paths:
         out = []
@@ -216,7 +216,7 @@ def _rank_loop(
 ) -> None:
     import torch.distributed as dist
 
-    from kimi_bench.bench.launch import clock_offset
+    from kimi_bench.engine.launch import clock_offset
 
     # ranks on other nodes move their marks onto rank 0's clock (one host: one clock)
     offset = clock_offset(rank, job.ranks) if 0 < job.ranks_per_node < job.ranks else 0.0

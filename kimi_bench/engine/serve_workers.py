@@ -22,11 +22,11 @@ import torch
 from PIL import Image
 
 from kimi_bench.arena import Arena, ArenaSpec, spec_for
-from kimi_bench.bench.images import make_images
-from kimi_bench.bench.procs import gloo_rank, rank_device, worker_threads
-from kimi_bench.bench.standins import MatmulChain, StandinCost
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
+from kimi_bench.engine.images import make_images
+from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
+from kimi_bench.engine.standins import MatmulChain, StandinCost
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
