@@ -17,16 +17,16 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from kimi_bench.bench.micro import (
+from kimi_bench.bench.micro_build import (
     MicroFailed,
-    _job,
-    _stage_record,
     build_report,
     folder_images,
+    micro_job,
     require_carrier,
     runtime_leftovers,
+    stage_record,
 )
-from kimi_bench.bench.serve import ServeFailed, arrival_offsets
+from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.config import resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
 from kimi_bench.engine.launch import (
@@ -45,6 +45,7 @@ from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.report import Report
+from kimi_bench.serving.trace import arrival_offsets
 
 OptionsT = TypeVar("OptionsT", MicroOptions, ServeOptions)
 
@@ -124,7 +125,7 @@ def run_micro_on(
     harness = _harness(world) if todo.hosts_producers else None
     paths = folder_images(opts.images) if opts.images and harness else ()
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
-    job = _job(opts, cfg, dev.type, where, paths)  # type: ignore[arg-type]
+    job = micro_job(opts, cfg, dev.type, where, paths)  # type: ignore[arg-type]
     job = dataclasses.replace(
         job,
         init_file=rendezvous(world, "micro", job.init_file),
@@ -184,7 +185,7 @@ def _collect_micro(
             progress(done, total)
         if payload["iteration"] < job.warmup:
             continue
-        rec = _stage_record(payload)
+        rec = stage_record(payload)
         rec["iteration"] = payload["iteration"] - job.warmup
         samples[payload["arm"]].append(rec)
         if rec["bit_exact"] is False:

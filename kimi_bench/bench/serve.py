@@ -4,40 +4,18 @@ intervals."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from kimi_bench.bench.serve_http import HttpServeOptions, ServeFailed, run_serve_ab_http
+from kimi_bench.config import resolve_config
+from kimi_bench.engine.standins import StandinCost
 from kimi_bench.options import ServeOptions, rate_label
+from kimi_bench.serving.client import parse_endpoint
+from kimi_bench.serving.trace import arrival_offsets
 
 __all__ = ["ServeFailed", "arrival_offsets", "rate_label", "run_serve_ab"]
-
-
-def arrival_offsets(
-    rate: float, n: int, burstiness: float = 1.0, seed: int = 0
-) -> tuple[float, ...]:
-    """Seconds from the trace start for ``n`` requests.
-
-    ``rate`` = inf sends everything at once; otherwise gaps are gamma distributed with
-    shape ``burstiness`` and mean 1/rate (burstiness 1 = Poisson arrivals)."""
-    if n < 0:
-        raise ValueError("request count must be >= 0")
-    if math.isinf(rate):
-        return (0.0,) * n
-    if rate <= 0 or burstiness <= 0:
-        raise ValueError("rate and burstiness must be > 0")
-    rng = np.random.default_rng([seed, int(rate * 1000)])
-    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
-    return tuple(float(x) for x in np.cumsum(gaps))
-
-
-class ServeFailed(RuntimeError):
-    def __init__(self, message: str, runs: list[dict[str, Any]]) -> None:
-        super().__init__(message)
-        self.runs = runs
 
 
 def run_serve_ab(
@@ -52,11 +30,6 @@ def run_serve_ab(
     ServeFailed with the partial runs on a failure. Under torchrun the load generator runs
     in process instead (``launch_runs.run_serve_on``). ``opts`` must have its machine
     defaults resolved (``options.resolve_defaults``)."""
-    from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
-    from kimi_bench.config import resolve_config
-    from kimi_bench.engine.standins import StandinCost
-    from kimi_bench.serving.client import parse_endpoint
-
     http = HttpServeOptions.from_options(
         opts,
         cfg=resolve_config(opts.preset, opts.config),

@@ -26,12 +26,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.bench.serve import ServeFailed, arrival_offsets, rate_label
 from kimi_bench.config import PRESETS, PreprocessConfig
 from kimi_bench.engine.serve_workers import encode_images
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.limits import interrupt_reason, is_interrupt
-from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions
+from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions, rate_label
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.client import (
     ClientOptions,
@@ -45,8 +44,15 @@ from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
 from kimi_bench.serving.records import RequestRecord
-from kimi_bench.serving.trace import make_trace
+from kimi_bench.serving.trace import arrival_offsets, make_trace
 from kimi_bench.transport import cleanup_segments
+
+
+class ServeFailed(RuntimeError):
+    def __init__(self, message: str, runs: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.runs = runs
+
 
 EMULATOR_MODEL = "kimi-bench-emulator"
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land

@@ -6,9 +6,12 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 DEFAULT_PROMPT = "Describe the image."
 MIME_TYPES = ("image/jpeg", "image/png", "image/webp")
@@ -119,3 +122,21 @@ def chat_body(
         body["stream_options"] = {"include_usage": True}
     body.update(extra or {})
     return body
+
+
+def arrival_offsets(
+    rate: float, n: int, burstiness: float = 1.0, seed: int = 0
+) -> tuple[float, ...]:
+    """Seconds from the trace start for ``n`` requests.
+
+    ``rate`` = inf sends everything at once; otherwise gaps are gamma distributed with
+    shape ``burstiness`` and mean 1/rate (burstiness 1 = Poisson arrivals)."""
+    if n < 0:
+        raise ValueError("request count must be >= 0")
+    if math.isinf(rate):
+        return (0.0,) * n
+    if rate <= 0 or burstiness <= 0:
+        raise ValueError("rate and burstiness must be > 0")
+    rng = np.random.default_rng([seed, int(rate * 1000)])
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+    return tuple(float(x) for x in np.cumsum(gaps))

@@ -384,7 +384,7 @@ serve(app, "127.0.0.1", int(sys.argv[1]))
 
 
 def test_the_same_server_process_as_two_arms_gives_a_near_zero_delta(tmp_path: Path) -> None:
-    from kimi_bench.bench.serve import arrival_offsets
+    from kimi_bench.serving.trace import arrival_offsets
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -175,8 +175,6 @@ KNOWN_UPWARD = {
     "kimi_bench.serving.emulator (serving) -> kimi_bench.engine.standins (scenarios)",
 }
 KNOWN_CYCLES = [
-    ["kimi_bench.bench.serve", "kimi_bench.bench.serve_http"],
-    ["kimi_bench.bench.launch_runs", "kimi_bench.bench.micro"],
     ["kimi_bench.report.figures", "kimi_bench.report.html"],
 ]
 KNOWN_LAZY_MODULES = {

@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from kimi_bench.bench.serve import arrival_offsets
 from kimi_bench.options import parse_rates
+from kimi_bench.serving.trace import arrival_offsets
 from kimi_bench.stats import Measurement, compare, pct_delta, percentile
 
 

@@ -1,0 +1,355 @@
+"""``micro``: where do the milliseconds and bytes go, stage by stage, per arm, with a real
+producer process and real gloo ranks? Options: ``kimi_bench.options.MicroOptions``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.bench import micro_report as mr
+from kimi_bench.config import PreprocessConfig
+from kimi_bench.corpus import DEFAULT_MAX_PIXELS, InputError
+from kimi_bench.engine.images import describe_spec
+from kimi_bench.engine.micro_worker import MicroJob
+from kimi_bench.engine.procs import Harness
+from kimi_bench.environment import HostLoad, environment
+from kimi_bench.ledger import Ledger
+from kimi_bench.options import MicroOptions
+from kimi_bench.pipeline import STAGES
+from kimi_bench.report import Report, View
+from kimi_bench.runtime import get_profile
+
+
+class MicroFailed(RuntimeError):
+    """The run stopped early; ``report`` holds what was measured until then."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def stage_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """One repeat's marks -> stage durations (ms) on the critical path (each stage ends
+    when the slowest rank finished it), the merged copy ledger (producer + every rank) and
+    the bit-exactness flags."""
+    ranks = rec["ranks"]
+    prod = ranks[0]["producer"]
+    pm = prod["marks"]
+    bounds = [pm["start"], pm["producer"], pm["d2h"], pm["serialize"], ranks[0]["to_rank0"]]
+    bounds += [max(r[s] for r in ranks) for s in STAGES[4:]]
+    ledger = Ledger().merge(prod["ledger"])
+    for r in ranks:
+        ledger.merge(r["ledger"])
+    by_stage = ledger.by_stage()
+    other = rec["arm"] != "eager"
+    timeline = _timeline(pm, ranks, bounds[0])
+    return {
+        "timeline": timeline,
+        "stage_ms": {s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)},
+        "stage_bytes": {s: by_stage.get(s, 0) for s in STAGES},
+        "total_ms": (bounds[-1] - bounds[0]) * 1e3,
+        "copies": ledger.rows(),
+        "decisions": prod.get("decisions"),
+        "bit_exact": all(r["bit_exact"] for r in ranks) if other else None,
+        "bit_exact_fp32": all(r["bit_exact_fp32"] for r in ranks) if other else None,
+    }
+
+
+def _timeline(pm: dict[str, float], ranks: list[dict[str, Any]], t0: float) -> list[Any]:
+    """One repeat per lane (ms from its start, one clock): the producer's stages, then each
+    rank's own marks from the broadcast on, so the figure shows which rank is last."""
+    ms = lambda t: (t - t0) * 1e3  # noqa: E731
+    lanes: list[dict[str, Any]] = [{"lane": "producer", "spans": []}]
+    prev = pm["start"]
+    for s in STAGES[:3]:
+        lanes[0]["spans"].append({"stage": s, "start_ms": ms(prev), "end_ms": ms(pm[s])})
+        prev = pm[s]
+    for r, marks in enumerate(ranks):
+        prev = ranks[0]["to_rank0"] if r else pm["serialize"]
+        spans = []
+        for s in STAGES[3:]:
+            if s in marks:
+                spans.append({"stage": s, "start_ms": ms(prev), "end_ms": ms(marks[s])})
+                prev = marks[s]
+        lanes.append({"rank": r, "spans": spans})
+    return lanes
+
+
+def micro_job(
+    opts: MicroOptions,
+    cfg: PreprocessConfig,
+    device: str,
+    harness: Harness,
+    image_paths: tuple[str, ...],
+) -> MicroJob:
+    return MicroJob(
+        cfg=cfg,
+        groups=opts.groups,
+        content=opts.content,
+        seed=opts.seed,
+        ranks=opts.ranks or 1,
+        transport=opts.transport,
+        device=device,
+        repeats=opts.repeats or 1,
+        warmup=opts.warmup or 0,
+        prefix=harness.prefix,
+        init_file=harness.init_file,
+        arms=opts.arms,
+        runtime=opts.runtime,
+        image_paths=image_paths,
+        fault=opts.fault,
+    )
+
+
+def scan_images(folder: Any) -> tuple[tuple[str, ...], list[str]]:
+    """The image files of ``folder`` that micro can use (sorted, regular files PIL opens,
+    within the pixel limit parity applies) and one line per file left out, saying why:
+    a decompression bomb or a file PIL cannot open is skipped, as parity refuses it."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(
+            f"--images {root} is not a folder (for generated images use --synthetic "
+            "COUNTxWIDTHxHEIGHT, e.g. 4x1536x1024)"
+        )
+    out, skipped = [], []
+    for p in sorted(root.iterdir()):
+        if not p.is_file() or p.name.startswith("."):
+            continue
+        try:
+            _probe_image(p, DEFAULT_MAX_PIXELS)
+        except InputError as exc:
+            skipped.append(f"{p.name}: {exc}")
+            continue
+        out.append(str(p))
+    if not out:
+        why = f" ({'; '.join(skipped[:5])})" if skipped else ""
+        raise ValueError(f"--images {root} holds no image PIL can open{why}")
+    return tuple(out), skipped
+
+
+def _probe_image(path: Any, max_pixels: int) -> None:
+    """Open the header only; InputError for what parity would refuse (no pixels decoded)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"not an image PIL can open: {exc}") from None
+    if w * h > max_pixels:
+        raise InputError(
+            f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,}"
+        )
+
+
+def folder_images(folder: Any) -> tuple[str, ...]:
+    """Every usable image file in ``folder`` (see :func:`scan_images`)."""
+    return scan_images(folder)[0]
+
+
+def require_carrier(transport: str) -> None:
+    """The runtime's carriers need sglang: a usage error (with the install hint) here,
+    before any worker starts, rather than a failed worker."""
+    if transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref import SglangUnavailable
+        from kimi_bench.sglang_ref.carriers import require_installed
+
+        try:
+            require_installed(transport)
+        except SglangUnavailable as exc:
+            raise ValueError(str(exc)) from None
+
+
+def runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
+    """The runtime's own segments (``sgl_shm_mm_<pid>_...``) of this run's workers."""
+    if not transport.startswith("sglang-"):
+        return []
+    from kimi_bench.sglang_ref.carriers import cleanup_runtime_segments
+
+    return cleanup_runtime_segments(pids)
+
+
+def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -> list[str]:
+    import torch
+
+    notes = [
+        (
+            f"input: the images in {opts.images}"
+            if opts.images
+            else f"input: {describe_spec(opts.groups)} ({opts.content} content)"
+        )
+        + f", preset {cfg.name}.",
+        *_skipped_notes(opts),
+        f"defaults: the {profile.upper()} profile ({opts.ranks} ranks, {opts.repeats} repeats "
+        f"after {opts.warmup} warm-up).",
+        "stages follow the critical path: each stage ends when the slowest rank finished it; "
+        "stage times add up to the total. Speedups pair the arms per repeat.",
+        f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}. The copy "
+        "ledger (copies) lists every operation that moved pixel bytes, per arm and stage.",
+    ]
+    if "zero-copy" in opts.arms:
+        notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
+    if opts.transport.startswith("sglang-"):
+        from kimi_bench.sglang_ref.carriers import describe
+
+        notes.append(describe(opts.transport))
+    if dev.type == "cpu":
+        notes.append(
+            "no CUDA: the device is emulated in host memory; each H2D/D2H of the runtime is "
+            "a host copy of the same bytes here (ledger entries say so), in the floor too. "
+            "CPU timings do not predict GPU behaviour."
+        )
+    elif torch.cuda.device_count() < (opts.ranks or 1):
+        notes.append(
+            f"{opts.ranks} ranks share {torch.cuda.device_count()} GPU(s) round robin; "
+            "their device copies contend for the same PCIe link."
+        )
+    return notes
+
+
+def _skipped_notes(opts: MicroOptions) -> list[str]:
+    """One note per file of --images left out (the run used the others)."""
+    if not opts.images:
+        return []
+    try:
+        skipped = scan_images(opts.images)[1]
+    except ValueError:
+        return []
+    return [f"skipped {line}" for line in skipped]
+
+
+def build_report(
+    opts: MicroOptions,
+    cfg: PreprocessConfig,
+    dev: Any,
+    samples: dict[str, list[dict[str, Any]]],
+    floor: dict[str, Any],
+    error: str | None,
+    leftovers: list[str],
+    profile: str = "cpu",
+    load_start: HostLoad | None = None,
+) -> Report:
+    arms = {arm: mr.arm_block(recs, arm) for arm, recs in samples.items()}
+    rows = [row for arm, block in arms.items() for row in mr.stage_rows(arm, block)]
+    speed = mr.speedups(samples)
+    floor_ms = floor.get("floor_ms")
+    exact = [r["bit_exact"] for arm, recs in samples.items() if arm != "eager" for r in recs]
+    env = environment(
+        dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
+        clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
+        "too; the pinned link rate with CUDA events",
+    )  # fmt: skip
+    notes = _notes(opts, cfg, dev, profile) + mr.noise_notes(arms)
+    notes += mr.where_time_goes(arms, floor_ms) + list(opts.notes)
+    if env["host_load"].get("warning"):
+        notes.append(env["host_load"]["warning"])
+    notes += zero_copy_notes(floor) + mr.floor_notes(floor, arms)
+    if error:
+        notes.append(f"run stopped early: {error}; results are partial.")
+    if leftovers:
+        notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
+    summary = _summary(arms, speed, floor_ms, exact, error, opts, samples)
+    config = opts.model_dump(mode="json") | {
+        "input": str(opts.images) if opts.images else describe_spec(opts.groups),
+        "groups": [list(g) for g in opts.groups],
+        "defaults_profile": profile,
+        "runtime_profile": get_profile(opts.runtime).summary(),
+        "preprocess": cfg.summary(),
+    }
+    copies = [{"arm": arm, **row} for arm, block in arms.items() for row in block["copies"]]
+    timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
+    return Report(
+        kind="micro",
+        environment=env,
+        config=config,
+        results=rows,
+        summary=summary,
+        notes=notes,
+        data={"arms": arms, "speedups": speed, "speedup": speed.get("deferred_vs_eager"),
+              "timeline": timeline,
+              "floor": floor, "floor_ms": floor_ms, "repeats": samples},
+        views=[
+            View("Stages (ms, bytes)", rows),
+            View("Copies (ledger per arm and stage, one repeat)", copies),
+            View("Deferral decision per image (deferred arm)", summary["decisions"] or []),
+        ],
+    )  # fmt: skip
+
+
+def _median_timeline(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-lane timeline of the repeat whose total is the median."""
+    ordered = sorted(recs, key=lambda r: r["total_ms"])
+    rec = ordered[len(ordered) // 2]
+    return {"repeat": rec["iteration"], "ranks": rec.get("timeline") or []}
+
+
+def _summary(
+    arms: dict[str, Any],
+    speed: dict[str, Any],
+    floor_ms: float | None,
+    exact: list[bool],
+    error: str | None,
+    opts: MicroOptions,
+    samples: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    def med(arm: str) -> float | None:
+        return (arms.get(arm, {}).get("total_ms") or {}).get("median")
+
+    def moved(arm: str) -> int | None:
+        return arms.get(arm, {}).get("moved_bytes")
+
+    d_med, dve = med("deferred"), speed.get("deferred_vs_eager") or {}
+    e_b, d_b = moved("eager"), moved("deferred")
+    dec = next((r["decisions"] for r in samples.get("deferred", []) if r.get("decisions")), None)
+    return {
+        "verdict": mr.verdict(error, exact, speed, list(opts.arms)),
+        "repeats_completed": min((len(v) for v in samples.values()), default=0),
+        "arms": list(opts.arms),
+        **{f"{a.replace('-', '_')}_median_ms": med(a) for a in arms},
+        "speedup_median": dve.get("median"),
+        "speedup_p10": dve.get("p10"),
+        "speedup_p90": dve.get("p90"),
+        "speedup_interval": dve.get("interval"),
+        **{f"speedup_{k.replace('-', '_')}": v["median"] for k, v in speed.items()},
+        "bit_exact_all_repeats": bool(exact) and all(exact),
+        **{f"{a.replace('-', '_')}_moved_bytes": moved(a) for a in arms},
+        "bytes_ratio": (e_b / d_b) if e_b and d_b else None,
+        **{f"{a.replace('-', '_')}_h2d_bytes": arms[a]["h2d_bytes"] for a in arms},
+        "floor_ms": floor_ms,
+        "deferred_over_floor": d_med / floor_ms if floor_ms and d_med else None,
+        "runtime": opts.runtime,
+        "transport": opts.transport,
+        "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
+        "error": error,
+    }
+
+
+def zero_copy_notes(floor: dict[str, Any]) -> list[str]:
+    """The zero-copy arm's one-time start-up (arena map and CUDA registration per rank):
+    measured once, reported apart from the per-request stages."""
+    setup = [s for s in floor.get("zero_copy_setup") or [] if s]
+    if not setup:
+        return []
+    reg = [s["register_ms"] for s in setup if s.get("registered")]
+    mapped = max(s.get("map_ms") or 0.0 for s in setup)
+    what = (
+        f"cudaHostRegister {max(reg):.2f} ms (slowest rank)"
+        if reg
+        else "no CUDA registration (CPU run)"
+    )
+    return [
+        f"zero-copy start-up, once per run and not in any stage: arena of "
+        f"{setup[0]['arena_bytes']:,} B in {setup[0]['slots']} slots; map {mapped:.2f} ms; "
+        f"{what}."
+    ]
+
+
+def exit_code(report: Report) -> int:
+    s = report.summary
+    if s.get("error"):
+        return 1
+    speed = s.get("speedup_median")
+    return 0 if s["bit_exact_all_repeats"] and speed and not math.isnan(speed) else 1
