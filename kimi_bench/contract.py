@@ -19,6 +19,9 @@ from kimi_bench.navit import ResizePlan, plan_resize
 
 DEFERRED_KEY = "kimi_k3_deferred_preprocessing"
 GRID_KEY = "image_grid_thw"
+# deferred-decode arm (proposed, not in the runtime): the feature is the image's encoded
+# bytes (1-D uint8) and this record holds the header the producer planned from
+ENCODED_KEY = "kimi_bench_encoded_image"
 
 
 class ContractError(ValueError):
@@ -130,6 +133,11 @@ class MMItem:
         return DEFERRED_KEY in self.model_specific_data
 
     @property
+    def is_encoded(self) -> bool:
+        """Deferred, and still encoded: the owner decodes it before anything else."""
+        return ENCODED_KEY in self.model_specific_data
+
+    @property
     def grid_thw(self) -> tuple[int, int, int]:
         grid = self.model_specific_data.get(GRID_KEY)
         if not isinstance(grid, torch.Tensor) or grid.dtype != torch.int64:
@@ -151,7 +159,14 @@ class MMItem:
         """Check the item against the contract. ``require_cpu=False`` on the owner, where a
         deferred uint8 feature may already have been copied to the device."""
         grid = self.grid_thw
-        if self.is_deferred:
+        if self.is_encoded:
+            f = self.feature
+            if not self.is_deferred or f.dtype != torch.uint8 or f.dim() != 1:
+                raise ContractError(
+                    "an encoded item must be deferred and carry its bytes as a 1-D uint8 "
+                    f"tensor, got {f.dtype} {tuple(f.shape)}"
+                )
+        elif self.is_deferred:
             f = self.feature
             on_cpu = f.device.type == "cpu" or not require_cpu
             if f.dtype != torch.uint8 or f.dim() != 3 or not on_cpu:

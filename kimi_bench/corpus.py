@@ -46,6 +46,9 @@ class CorpusEntry:
     # what a reader of the row must know about the input, set by ``load`` (e.g. "GIF with
     # 12 frames: frame 0 used"); None when there is nothing to say
     note: str | None = None
+    # the input's encoded bytes as a client would send them (image files only), read
+    # under the same guards as ``load``; None: it has none (generated, tensor)
+    encoded: Callable[[], bytes] | None = None
 
 
 def dump_filename(name: str) -> str:
@@ -152,7 +155,12 @@ def package_photos() -> list[CorpusEntry]:
     scikit-learn's ``china.jpg`` and ``flower.jpg`` (read from disk, never imported)."""
     paths = [(pkg, _photo_path(pkg, rel)) for pkg, rel in PACKAGE_PHOTOS]
     return [
-        CorpusEntry(f"photo_{p.stem}", f"package:{pkg}", _loader(_open_image, p, 10**9, None))
+        CorpusEntry(
+            f"photo_{p.stem}",
+            f"package:{pkg}",
+            _loader(_open_image, p, 10**9, None),
+            encoded=_loader(_read_bytes, p),
+        )
         for pkg, p in paths
         if p is not None
     ]
@@ -230,6 +238,12 @@ def _open_fd(path: Path, what: str) -> int:
         os.close(fd)
         raise InputError("zero-byte file")
     return fd
+
+
+def _read_bytes(path: Path) -> bytes:
+    """An image file's encoded bytes (the file was opened as an image first)."""
+    with os.fdopen(_open_fd(path, "image"), "rb") as f:
+        return f.read()
 
 
 def _open_image(path: Path, max_pixels: int, entry: CorpusEntry | None = None) -> Image.Image:
@@ -382,7 +396,7 @@ def _folder_entry(path: Path, root: Path, max_pixels: int, follow_links: bool) -
         )
     if path.suffix.lower() in TENSOR_SUFFIXES:
         return CorpusEntry(name, src, _loader(_open_tensor, path, max_pixels))
-    entry = CorpusEntry(name, src, _refused("not loaded"))
+    entry = CorpusEntry(name, src, _refused("not loaded"), encoded=_loader(_read_bytes, path))
     entry.load = _loader(_open_image, path, max_pixels, entry)
     return entry
 

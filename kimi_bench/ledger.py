@@ -19,6 +19,11 @@ from typing import Any
 
 # op -> (what it is, whether it copies bytes)
 OPS: dict[str, tuple[str, bool]] = {
+    "decode": (
+        "PIL decode of an encoded image (Image.open + load): encoded bytes -> its pixel "
+        "buffer (bytes: the decoded pixels)",
+        True,
+    ),
     "convert": ("PIL Image.convert to RGB/RGBA (a new image buffer)", True),
     "to_numpy": ("np.array(image, copy=True): PIL buffer -> HWC uint8 array", True),
     "hwc_to_chw": ("HWC -> CHW copy (.contiguous() of the permuted view)", True),

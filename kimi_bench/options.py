@@ -37,7 +37,7 @@ Runtime = Literal["sglang-0.5.23", "pr-33921"]
 Carrier = Literal["shm", "pickle"]
 # micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
 MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
-Arm = Literal["eager", "deferred", "zero-copy"]
+Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode"]
 Content = Literal["random", "blank", "photo"]
 Launcher = Literal["auto", "spawn", "torchrun"]
 

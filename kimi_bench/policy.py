@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 from PIL import Image
 
+from kimi_bench.encoded import EncodedImage
 from kimi_bench.navit import ResizePlan
 from kimi_bench.pixels import raw_channels
 
@@ -25,17 +26,23 @@ class Decision:
     reason: str
     raw_bytes: int
     processed_bytes: int
+    # deferred-decode arm: the image travels as its encoded bytes (False: raw uint8)
+    encoded: bool = False
 
 
 def is_deferrable_input(obj: Any) -> bool:
+    """A PIL image, a uint8 tensor, or encoded bytes (decoded into a PIL image)."""
+    if isinstance(obj, EncodedImage):
+        return obj.header.error is None
     return isinstance(obj, Image.Image) or (
         isinstance(obj, torch.Tensor) and obj.dtype == torch.uint8
     )
 
 
 def raw_bytes(obj: Any, plan: ResizePlan) -> int:
-    """C * W * H of the input as the policy counts it."""
-    return raw_channels(obj) * plan.width * plan.height
+    """C * W * H of the input as the policy counts it (encoded: from its header)."""
+    channels = obj.header.channels if isinstance(obj, EncodedImage) else raw_channels(obj)
+    return channels * plan.width * plan.height
 
 
 def processed_bytes(plan: ResizePlan) -> int:

@@ -9,6 +9,13 @@ from typing import Any
 
 import torch
 
+from kimi_bench.bench.parity_decode import (
+    DECODE_KEYS,
+    DECODE_NOTE,
+    decode_summary,
+    encoded_input,
+    run_decode_arm,
+)
 from kimi_bench.config import PreprocessConfig, resolve_config
 from kimi_bench.contract import audit_contract
 from kimi_bench.corpus import (
@@ -20,6 +27,7 @@ from kimi_bench.corpus import (
     folder_corpus,
     missing_photos_note,
 )
+from kimi_bench.encoded import EncodedImage
 from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
 from kimi_bench.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.navit import ResizePlan, plan_resize
@@ -46,6 +54,7 @@ RESULT_KEYS = (
     "bit_exact_bf16",
     "max_abs_diff_vs_pil",
     "error",
+    *DECODE_KEYS,
 )
 
 
@@ -54,6 +63,7 @@ class _Accepted:
     row: dict[str, Any]
     obj: Any
     plan: ResizePlan
+    encoded: EncodedImage | None = None  # the input's encoded form (deferred-decode arm)
 
 
 def _empty_row(entry: CorpusEntry) -> dict[str, Any]:
@@ -83,7 +93,12 @@ def _prepare(entry: CorpusEntry, cfg: PreprocessConfig) -> _Accepted | dict[str,
     row["warning"] = "; ".join(w for w in warnings if w) or None
     row["grid_thw"] = list(plan.grid_thw)
     row["num_tokens"] = plan.num_tokens
-    return _Accepted(row, obj, plan)
+    try:
+        encoded = encoded_input(entry, obj)
+    except (InputError, OSError, ValueError) as exc:  # the arm takes the raw path then
+        encoded = None
+        row["warning"] = "; ".join(filter(None, [row["warning"], f"no encoded form: {exc}"]))
+    return _Accepted(row, obj, plan, encoded)
 
 
 def _run_batch(
@@ -107,7 +122,12 @@ def _run_batch(
         policy=opts.policy,
         images_per_request=opts.images_per_request,
     )
+    decode_rows = run_decode_arm(
+        objs, [a.encoded for a in batch], plans, eager, cfg, opts.ranks, producer, rank_dev,
+        runtime=opts.runtime, policy=opts.policy, images_per_request=opts.images_per_request,
+    )  # fmt: skip
     for i, acc in enumerate(batch):
+        acc.row.update(decode_rows[i])
         d = deferred.decisions[i]
         e_fp, d_fp = eager.fp32[i], deferred.fp32[i]
         acc.row.update(
@@ -240,6 +260,8 @@ def _build_report(
     all_bf16 = bool(accepted) and all(r["bit_exact_bf16"] for r in accepted)
     audit = audit_contract(cfg)
     differing = [r["name"] for r in accepted if not (r["bit_exact_fp32"] and r["bit_exact_bf16"])]
+    decode = decode_summary(accepted)
+    differing += [n for n in decode["differing"] if n not in differing]
     if not accepted:
         verdict = "NO INPUTS: nothing was accepted" + (" (empty folder)" if not n_entries else "")
     elif differing:
@@ -247,11 +269,13 @@ def _build_report(
     else:
         verdict = (
             f"BIT-IDENTICAL: {len(accepted)} of {len(accepted)} accepted inputs equal in FP32 "
-            f"and BF16 ({len(errors)} rejected with an error)"
+            f"and BF16 ({len(errors)} rejected with an error); deferred-decode (proposed): "
+            f"{decode['encoded']} travelled encoded, {decode['routed_raw']} routed to raw uint8"
         )
     notes = [
         "bit_exact_* compare the owner's eager and deferred pixel_values with torch.equal "
         "(FP32, and after the cast into the BF16 tower buffer).",
+        DECODE_NOTE,
         "max_abs_diff_vs_pil compares the deferred FP32 features with a PIL-BICUBIC "
         "reference (not expected to be zero; one 8-bit level is 1/127.5 = 0.00784).",
     ]
@@ -273,6 +297,7 @@ def _build_report(
         "differing": differing,
         "max_abs_diff_vs_pil": max(diffs) if diffs else None,
         "contract_audit": audit.summary(),
+        "deferred_decode": decode,
     }
     config = {
         **opts.model_dump(mode="json"),
@@ -303,6 +328,10 @@ def _build_report(
         "bit_exact_bf16",
         "max_abs_diff_vs_pil",
         "reason",
+        "decode_path",
+        "decode_bit_exact_fp32",
+        "decode_bit_exact_bf16",
+        "decode_reason",
         "error",
     ]
     return Report(
@@ -324,5 +353,7 @@ def exit_code(report: Report) -> int:
     if not s["accepted"]:
         return 2
     if s.get("reference", {}).get("differing"):
+        return 1
+    if s.get("deferred_decode", {}).get("differing"):
         return 1
     return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1

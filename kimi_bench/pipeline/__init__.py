@@ -13,6 +13,12 @@ Arms are choices of steps, not copies of code:
   above the byte heuristic go eager inside the arm (a mixed batch, in input order). The
   model class is whitelisted: no pre-embed move; only the owner copies its raw images to its
   device and materializes them.
+- ``deferred-decode``: **proposed, not in the runtime** (``kimi_bench.encoded``). Inputs
+  that arrive encoded (JPEG/PNG/WebP bytes) are planned from their header alone and
+  travel as their encoded bytes (a 1-D uint8 feature, any carrier); only the owner
+  decodes them, with the producer's decode path, and stages and materializes as in
+  ``deferred``. An input the header cannot vouch for (``encoded.route_reason``) is routed
+  to the raw-uint8 deferred path; its decision's reason says why.
 - ``zero-copy``: **proposed, not in the runtime** (section at the end of this module). The
   producer writes each deferred image's decoded pixels once, straight into a slot of a
   shared-memory arena (``kimi_bench.arena``); only slot metadata is pickled and broadcast;
@@ -51,8 +57,10 @@ from kimi_bench.pipeline.steps import (
     arena_to_device,
     broadcast,
     decide,
+    decode_input,
     deserialize,
     gather,
+    owner_decode,
     produce,
     rank_step,
     record_ipc,
@@ -78,9 +86,9 @@ __all__ = [
     "ARMS", "CPU_STAND_IN", "DEFERRED_MODEL_CLASS", "EAGER_MODEL_CLASS", "STAGES",
     "ZERO_COPY", "ZERO_COPY_LABEL", "CarrierSteps", "ClockHook", "Hook", "NoHook",
     "OwnerOutput", "RankOutput", "Step", "arena_to_device", "broadcast", "carrier_steps",
-    "decide", "deferred_item", "deserialize", "eager_item", "feature_bytes", "gather",
-    "held_slots", "produce", "produce_zero_copy", "rank_step", "record_ipc",
-    "register_carrier", "release_slots", "run_arm", "run_deferred", "run_eager",
+    "decide", "decode_input", "deferred_item", "deserialize", "eager_item", "feature_bytes",
+    "gather", "held_slots", "owner_decode", "produce", "produce_zero_copy", "rank_step",
+    "record_ipc", "register_carrier", "release_slots", "run_arm", "run_deferred", "run_eager",
     "run_in_process", "serialize",
     "stage", "stage_into_arena", "take", "to_device", "to_host", "wrap", "wrap_zero_copy",
 ]  # fmt: skip

@@ -88,6 +88,7 @@ class RankOutput:
     batch: MaterializedBatch | None
     tower: torch.Tensor | None
     sizes: list[int] = field(default_factory=list)  # patches per image, input order
+    decode_ms: float = 0.0  # deferred-decode: the owner's decode + staging (in owner_h2d)
 
     @property
     def patches(self) -> int:

@@ -3,6 +3,7 @@ move is written to ``Step.ledger``; ``Step.hook.mark(stage)`` closes a timed sta
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,26 @@ import torch
 from PIL import Image
 
 from kimi_bench.arena import Arena, ArenaError, ArenaRef
-from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
+from kimi_bench.contract import (
+    DEFERRED_KEY,
+    ENCODED_KEY,
+    GRID_KEY,
+    ContractError,
+    FrozenRecord,
+    MMItem,
+    grid_tensor,
+    make_deferred_record,
+)
+from kimi_bench.encoded import (
+    DEFERRED_DECODE,
+    EncodedImage,
+    check_decoded,
+    decode_image,
+    decoded_bytes,
+    encoded_feature,
+    encoded_record,
+    route_reason,
+)
 from kimi_bench.ledger import tensor_bytes
 from kimi_bench.materialize import (
     materialize,
@@ -27,7 +47,6 @@ from kimi_bench.pipeline.step import (
 from kimi_bench.pixels import (
     StagingError,
     pil_to_hwc_array,
-    raw_channels,
     tensor_to_chw,
 )
 from kimi_bench.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
@@ -58,39 +77,68 @@ def decide(
     scope: PolicyMode | None = None,
     owner_can_materialize: bool = True,
 ) -> list[Decision]:
-    """The deferral decision for one request's images. The eager arm never defers."""
+    """The deferral decision for one request's images. The eager arm never defers; the
+    deferred-decode arm says per deferred image whether it travels encoded or is routed
+    to raw uint8, and why (``encoded.route_reason``: from the header only)."""
     if step.arm == "eager":
         return [
             Decision(False, "eager arm: the baseline preprocesses at the producer", r, p)
             for r, p in (
-                (raw_bytes(o, pl) if _countable(o) else 0, processed_bytes(pl))
+                (_raw_or_zero(o, pl), processed_bytes(pl))
                 for o, pl in zip(images, plans, strict=True)
             )
         ]
-    return decide_images(
+    out = decide_images(
         images,
         plans,
         mode=scope or step.profile.decision_scope,
         owner_can_materialize=owner_can_materialize,
     )
+    if step.arm != DEFERRED_DECODE:
+        return out
+    routed = []
+    for obj, d in zip(images, out, strict=True):
+        why = route_reason(obj) if d.defer else None
+        if why is None and d.defer and obj.nbytes >= d.raw_bytes:
+            why = f"encoded {obj.nbytes:,} B >= raw {d.raw_bytes:,} B: nothing saved, raw uint8"
+        if not d.defer:
+            routed.append(d)
+        elif why is None:
+            kb = obj.nbytes
+            note = f"; travels encoded ({obj.header.format}, {kb:,} B), the owner decodes"
+            routed.append(Decision(True, d.reason + note, d.raw_bytes, d.processed_bytes, True))
+        else:
+            routed.append(Decision(True, f"{d.reason}; routed: {why}", d.raw_bytes,
+                                   d.processed_bytes))  # fmt: skip
+    return routed
 
 
-def _countable(obj: Any) -> bool:
+def _raw_or_zero(obj: Any, plan: ResizePlan) -> int:
     try:
-        raw_channels(obj)
+        return raw_bytes(obj, plan)
     except StagingError:
-        return False
-    return True
+        return 0
 
 
-def stage(step: Step, obj: Any, *, require_uint8: bool) -> torch.Tensor:
+def decode_input(step: Step, data: bytes, fmt: str | None, where: str) -> Image.Image:
+    """The one decode of an encoded input (``encoded.decode_image``), in the ledger."""
+    im = decode_image(data)
+    mirrors = f"load_image: Image.open + load ({fmt}, {len(data):,} B encoded)"
+    step.ledger.add(where, "decode", "host", "pil", decoded_bytes(im), mirrors)
+    return im
+
+
+def stage(step: Step, obj: Any, *, require_uint8: bool, where: str = "producer") -> torch.Tensor:
     """``to_chw_uint8``: a CHW view of the input on the host. PIL: convert + np.array copy
-    (two host copies), then a permuted (non-contiguous) view. Tensor: validated as CHW."""
+    (two host copies), then a permuted (non-contiguous) view. Tensor: validated as CHW.
+    Encoded bytes are decoded first (``decode_input``)."""
+    if isinstance(obj, EncodedImage):
+        obj = decode_input(step, obj.data, obj.header.format, where)
     if isinstance(obj, Image.Image):
         arr = pil_to_hwc_array(obj, step.cfg)
         nbytes = int(arr.nbytes)
-        step.ledger.add("producer", "convert", "pil", "pil", nbytes, "to_chw_uint8: convert")
-        step.ledger.add("producer", "to_numpy", "pil", "host", nbytes, "to_chw_uint8: np.array")
+        step.ledger.add(where, "convert", "pil", "pil", nbytes, "to_chw_uint8: convert")
+        step.ledger.add(where, "to_numpy", "pil", "host", nbytes, "to_chw_uint8: np.array")
         return torch.from_numpy(arr).permute(2, 0, 1)
     if isinstance(obj, torch.Tensor):
         t = tensor_to_chw(obj.detach().cpu(), require_uint8=require_uint8, contiguous=False)
@@ -141,13 +189,17 @@ def _eager_features(
 def produce(
     step: Step, images: Sequence[Any], plans: Sequence[ResizePlan], decisions: Sequence[Decision]
 ) -> list[MMItem]:
-    """The producer step: items in input order, deferred (uint8 view + record) or eager
-    (FP32 patches on the host) per decision. Marks ``producer`` and ``d2h``."""
-    staged = [stage(step, o, require_uint8=d.defer) for o, d in zip(images, decisions, strict=True)]
+    """The producer step: items in input order, deferred (uint8 view + record), encoded
+    (deferred-decode: the bytes + record, nothing decoded) or eager (FP32 patches on the
+    host) per decision. Marks ``producer`` and ``d2h``."""
+    staged = [
+        None if d.encoded else stage(step, o, require_uint8=d.defer)
+        for o, d in zip(images, decisions, strict=True)
+    ]
     eager_idx = [i for i, d in enumerate(decisions) if not d.defer]
     feats: dict[int, torch.Tensor] = {}
     if eager_idx:
-        done = _eager_features(step, [staged[i] for i in eager_idx], [plans[i] for i in eager_idx])
+        done = _eager_features(step, [staged[i] for i in eager_idx], [plans[i] for i in eager_idx])  # type: ignore[misc]
         feats = dict(zip(eager_idx, done, strict=True))
     else:
         step.hook.mark("producer")
@@ -157,7 +209,11 @@ def produce(
         msd: dict[str, Any] = {GRID_KEY: grid_tensor(plan)}
         if d.defer:
             msd[DEFERRED_KEY] = make_deferred_record(plan, step.cfg)
-            items.append(MMItem(_deferred_feature(step, staged[i]), msd))
+        if d.encoded:
+            msd[ENCODED_KEY] = FrozenRecord(encoded_record(images[i]))
+            items.append(MMItem(encoded_feature(images[i]), msd))
+        elif d.defer:
+            items.append(MMItem(_deferred_feature(step, staged[i]), msd))  # type: ignore[arg-type]
         else:
             items.append(MMItem(feats[i], msd))
     return items
@@ -295,7 +351,12 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
     step.hook.mark("pre_embed_move")
     owners = assign_owners([it.num_patches for it in items], world)
     mine = images_of_rank(owners, rank)
+    decode_s = 0.0
     for i in mine:
+        if items[i].is_encoded:  # deferred-decode: the owner's one decode, then staging
+            t0 = time.perf_counter()
+            items[i] = owner_decode(step, items[i])
+            decode_s += time.perf_counter() - t0
         f: Any = items[i].feature
         if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena
             items[i].feature = arena_to_device(step, f)
@@ -308,4 +369,21 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
         batch = materialize_items([items[i] for i in mine], step.cfg, step.device)
         tower = to_tower_buffer(batch.split(), torch.bfloat16)
     step.hook.mark("owner_materialize")
-    return RankOutput(owners, mine, batch, tower, [it.num_patches for it in items])
+    out = RankOutput(owners, mine, batch, tower, [it.num_patches for it in items])
+    out.decode_ms = decode_s * 1e3
+    return out
+
+
+def owner_decode(step: Step, item: MMItem) -> MMItem:
+    """deferred-decode (proposed): the owner decodes the encoded bytes with the producer's
+    decode path, checks the image is the one the header planned, and stages it as the
+    producer of the raw deferred arm would (``stage``): a raw-uint8 deferred item."""
+    f = item.feature if item.feature.device.type == "cpu" else item.feature.cpu()
+    msd = dict(item.model_specific_data)
+    header = msd.pop(ENCODED_KEY)
+    im = decode_input(step, f.numpy().tobytes(), header["format"], "owner_h2d")
+    try:
+        check_decoded(im, header)
+    except StagingError as exc:
+        raise ContractError(f"deferred-decode: {exc}") from exc
+    return MMItem(stage(step, im, require_uint8=True, where="owner_h2d"), msd)

@@ -11,12 +11,14 @@ from PIL import Image
 
 from kimi_bench.arena import ALIGN, Arena, ArenaRef
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
+from kimi_bench.encoded import EncodedImage
 from kimi_bench.ledger import tensor_bytes
 from kimi_bench.navit import ResizePlan
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.steps import (
     Step,
     _need_arena,
+    decode_input,
     produce,
     wrap,
 )
@@ -45,6 +47,8 @@ def _arena_job(step: Step, arena: Arena, slot: int, offset: int, obj: Any) -> tu
     """Where one input goes in the slot and the callable that copies it there (once);
     the ledger gets the copies the callable will make."""
     gen = arena.generation(slot)
+    if isinstance(obj, EncodedImage):  # decoded at the producer, as every arm but one
+        obj = decode_input(step, obj.data, obj.header.format, "producer")
     if isinstance(obj, Image.Image):
         target = pil_target_mode(obj, step.cfg)
         w, h = obj.size

@@ -45,3 +45,12 @@ def test_builtin_corpus_is_bit_identical_on_cpu(tmp_path):
     # the PIL reference: exact for unresized inputs, within 25 levels for downscaled noise
     assert by_name["rgb_640x480"]["max_abs_diff_vs_pil"] == 0.0
     assert report["summary"]["max_abs_diff_vs_pil"] <= 25 / 127.5 + 1e-6
+    # deferred-decode (proposed): every input bit-identical, encoded or routed with a reason
+    assert all(r["decode_bit_exact_fp32"] and r["decode_bit_exact_bf16"] for r in rows)
+    assert all(r["decode_reason"] for r in rows)
+    paths = {r["name"]: r["decode_path"] for r in rows}
+    for name in ("gradient_700x300", "p_96x64_transparency", "i16_200x100_16bit", "bw_150x77_1bit"):
+        assert paths[name] == "encoded", name
+    assert paths["tensor_c3_320x240"] == "raw"
+    assert "no encoded form" in by_name["tensor_c3_320x240"]["decode_reason"]
+    assert report["summary"]["deferred_decode"]["differing"] == []
