@@ -175,6 +175,13 @@ def encode_for_request(im: Image.Image) -> bytes:
     return buf.getvalue()
 
 
+def encode_jpeg(im: Image.Image, quality: int = 85) -> bytes:
+    """A generated image as serve-ab's requests carry it (JPEG, quality 85)."""
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
 def encoded_feature(enc: EncodedImage) -> torch.Tensor:
     """The encoded bytes as a 1-D uint8 tensor (a view of ``enc.data``: no copy), so that
     every carrier moves them as it moves any feature."""

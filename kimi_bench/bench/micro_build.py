@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
+from kimi_bench.bench.micro_decode import decode_block, decode_notes
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.corpus import DEFAULT_MAX_PIXELS, InputError
 from kimi_bench.engine.images import describe_spec
@@ -53,6 +54,7 @@ def stage_record(rec: dict[str, Any]) -> dict[str, Any]:
         "decisions": prod.get("decisions"),
         "bit_exact": all(r["bit_exact"] for r in ranks) if other else None,
         "bit_exact_fp32": all(r["bit_exact_fp32"] for r in ranks) if other else None,
+        "owner_decode_ms": max(r.get("owner_decode_ms", 0.0) for r in ranks),
     }
 
 
@@ -192,6 +194,9 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
     ]
     if "zero-copy" in opts.arms:
         notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
+    if "deferred-decode" in opts.arms:
+        notes.append("deferred-decode is a PROPOSED arm, not in the runtime: every arm of "
+                     "this run received encoded images.")  # fmt: skip
     if opts.transport.startswith("sglang-"):
         from kimi_bench.sglang_ref.carriers import describe
 
@@ -252,6 +257,8 @@ def build_report(
     if leftovers:
         notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
     summary = _summary(arms, speed, floor_ms, exact, error, opts, samples)
+    decode = decode_block(samples)  # the proposed deferred-decode arm, when it ran
+    notes += decode_notes(decode)
     config = opts.model_dump(mode="json") | {
         "input": str(opts.images) if opts.images else describe_spec(opts.groups),
         "groups": [list(g) for g in opts.groups],
@@ -269,7 +276,7 @@ def build_report(
         summary=summary,
         notes=notes,
         data={"arms": arms, "speedups": speed, "speedup": speed.get("deferred_vs_eager"),
-              "timeline": timeline,
+              "timeline": timeline, "deferred_decode": decode,
               "floor": floor, "floor_ms": floor_ms, "repeats": samples},
         views=[
             View("Stages (ms, bytes)", rows),

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from kimi_bench.arena import Arena, ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
+from kimi_bench.engine.images import make_images
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.ledger import Ledger
 from kimi_bench.materialize import materialize
@@ -89,6 +92,20 @@ def job_images(job: MicroJob) -> list[Any]:
     return make_images(job.groups, job.content, job.seed)
 
 
+def job_inputs(job: MicroJob) -> list[Any]:
+    """What the producer receives. With the deferred-decode arm (proposed) every arm gets
+    the images *encoded* (the files' bytes, or generated images as JPEG q85, as serve-ab's
+    requests carry them), so every other arm decodes at its producer, inside the timed
+    producer stage, and deferred-decode only on the owner. Otherwise ``job_images``."""
+    if DEFERRED_DECODE not in job.arms:
+        return job_images(job)
+    if job.image_paths:
+        datas = [Path(p).read_bytes() for p in job.image_paths]
+    else:
+        datas = [encode_jpeg(im) for im in make_images(job.groups, job.content, job.seed)]
+    return [EncodedImage(d) for d in datas]
+
+
 def _maybe_fault(job: MicroJob, who: str, it: int) -> None:
     if job.fault and job.fault == f"{who}:repeat:{it}":
         raise RuntimeError(f"injected fault at {who}, iteration {it}")
@@ -123,7 +140,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
     carrier = _carrier(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
-    images = job_images(job)
+    images = job_inputs(job)
     arena = _attach(job, writer=0)  # on a crash the harness unlinks it by the run's prefix
     for it in range(job.iterations):
         for arm in job.arms:
@@ -243,6 +260,7 @@ def _rank_loop(
             marks: dict[str, Any] = {k: t + offset for k, t in step.hook.marks.items()}  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
+            marks["owner_decode_ms"] = out.decode_ms  # deferred-decode: inside owner_h2d
             fp32 = out.batch.pixel_values if out.batch is not None else None
             if arm == "eager":
                 reference = {"bf16": out.tower, "fp32": fp32, "encoded": encoded}

@@ -123,7 +123,7 @@ def _raw_or_zero(obj: Any, plan: ResizePlan) -> int:
 def decode_input(step: Step, data: bytes, fmt: str | None, where: str) -> Image.Image:
     """The one decode of an encoded input (``encoded.decode_image``), in the ledger."""
     im = decode_image(data)
-    mirrors = f"load_image: Image.open + load ({fmt}, {len(data):,} B encoded)"
+    mirrors = f"load_image: Image.open + load of the encoded {fmt} bytes"
     step.ledger.add(where, "decode", "host", "pil", decoded_bytes(im), mirrors)
     return im
 

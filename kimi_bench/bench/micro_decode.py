@@ -1,0 +1,105 @@
+"""``micro``'s account of the deferred-decode arm (proposed, not in the runtime): the bytes
+and milliseconds it saves against ``deferred`` and ``zero-copy``, and the time the owner's
+decode adds to the critical path.
+
+With the arm in a run every arm receives encoded images (``engine.micro_worker.
+job_inputs``): the other arms decode at the producer (inside ``producer``), this one
+decodes on each owner (inside ``owner_h2d``; its share is recorded per repeat as
+``owner_decode_ms``, the slowest rank's). Savings are paired per repeat (base minus arm:
+positive = the arm is cheaper) with their intervals.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimi_bench.bench import micro_report as mr
+from kimi_bench.encoded import DEFERRED_DECODE, DEFERRED_DECODE_LABEL
+from kimi_bench.stats import Measurement, fmt_ms, ratio
+
+BASES = ("deferred", "zero-copy")
+# the stages that carry the payload from the producer to the ranks
+CARRIER_STAGES = ("serialize", "to_rank0", "broadcast", "take_copy")
+
+
+def _paired_delta(base: list[dict[str, Any]], arm: list[dict[str, Any]], key: Any) -> Measurement:
+    """base minus arm per repeat (same iteration), of ``key(record)``."""
+    by_it = {r["iteration"]: key(r) for r in arm}
+    pairs = [(r["iteration"], key(r) - by_it[r["iteration"]]) for r in base
+             if r["iteration"] in by_it]  # fmt: skip
+    return Measurement([d for _, d in pairs], "ms", unit_ids=[i for i, _ in pairs])
+
+
+def _stage(name: str) -> Any:
+    return lambda r: r["stage_ms"][name]
+
+
+def _carried(rec: dict[str, Any]) -> int:
+    return sum(rec["stage_bytes"].get(s, 0) for s in CARRIER_STAGES)
+
+
+def _summary(m: Measurement) -> dict[str, Any]:
+    return {"median": m.median, "interval": m.interval().as_dict()} if m.n else {}
+
+
+def decode_block(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """Savings of the arm against each base present, and its owner decode time."""
+    arm = samples.get(DEFERRED_DECODE) or []
+    if not arm:
+        return None
+    decisions = arm[0].get("decisions") or []
+    owner = Measurement([r.get("owner_decode_ms", 0.0) for r in arm], "ms")
+    routed = {d["reason"] for d in decisions if d.get("defer") and not d.get("encoded")}
+    out: dict[str, Any] = {
+        "label": DEFERRED_DECODE_LABEL,
+        "encoded_images": sum(1 for d in decisions if d.get("encoded")),
+        "images": len(decisions),
+        "routed": sorted(routed),
+        "carried_bytes": _carried(arm[0]),
+        "moved_bytes": sum(r["bytes"] for r in arm[0]["copies"] if r["copies"]),
+        "owner_decode_ms": _summary(owner),
+        "versus": {},
+    }
+    for name in BASES:
+        base = samples.get(name) or []
+        if not base:
+            continue
+        speed = ratio(mr.total_measurement(base, name), mr.total_measurement(arm, DEFERRED_DECODE))
+        out["versus"][name] = {
+            "saved_ms": _summary(_paired_delta(base, arm, lambda r: r["total_ms"])),
+            "speedup": _summary(speed),
+            "producer_saved_ms": _summary(_paired_delta(base, arm, _stage("producer"))),
+            "owner_added_ms": _summary(_paired_delta(arm, base, _stage("owner_h2d"))),
+            "carried_bytes_saved": _carried(base[0]) - out["carried_bytes"],
+            "moved_bytes_saved": sum(r["bytes"] for r in base[0]["copies"] if r["copies"])
+            - out["moved_bytes"],
+        }
+    return out
+
+
+def decode_notes(block: dict[str, Any] | None) -> list[str]:
+    """Plain sentences: what travelled, what it saved, what it put on the critical path."""
+    if block is None:
+        return []
+    notes = [
+        f"{DEFERRED_DECODE} is {DEFERRED_DECODE_LABEL}: {block['encoded_images']} of "
+        f"{block['images']} images travelled encoded ({block['carried_bytes']:,} B through "
+        "the carrier stages) and were decoded once, on their owner; every other arm got the "
+        "same encoded images and decoded them at its producer (inside producer)."
+    ]
+    if block["routed"]:
+        notes.append(f"{DEFERRED_DECODE} routed to raw uint8: " + "; ".join(block["routed"]))
+    dec = block["owner_decode_ms"].get("median")
+    for name, v in block["versus"].items():
+        saved = v["saved_ms"].get("median")
+        notes.append(
+            f"{DEFERRED_DECODE} vs {name}: total {fmt_ms(saved)} saved per repeat (median, "
+            f"paired; negative = slower); through the carriers {block['carried_bytes']:,} B "
+            f"vs {block['carried_bytes'] + v['carried_bytes_saved']:,} B, copied in all "
+            f"{block['moved_bytes']:,} B vs {block['moved_bytes'] + v['moved_bytes_saved']:,} B; "
+            "the producer is "
+            f"{fmt_ms(v['producer_saved_ms'].get('median'))} shorter and owner_h2d "
+            f"{fmt_ms(v['owner_added_ms'].get('median'))} longer: the owner's decode "
+            f"({fmt_ms(dec)}, slowest rank) is now on the critical path after the broadcast."
+        )
+    return notes
