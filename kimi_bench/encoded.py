@@ -108,12 +108,10 @@ class EncodedImage:
 
 def decode_image(data: bytes | memoryview) -> Image.Image:
     """THE decode path (the runtime's CPU ``_load_image``): open, then load the pixels
-    while a malformed input still fails where it was opened."""
-    try:
-        im = Image.open(io.BytesIO(data))
-        im.load()
-    except (OSError, SyntaxError) as exc:
-        raise StagingError(f"could not decode image: {exc}") from exc
+    while a malformed input still fails where it was opened. PIL's own exceptions
+    (``OSError``, ``SyntaxError``) propagate unchanged, as serve's producers report them."""
+    im = Image.open(io.BytesIO(data))
+    im.load()
     return im
 
 

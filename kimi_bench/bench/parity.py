@@ -176,7 +176,7 @@ def run_parity(
             return
         try:
             _run_batch(pending, opts, cfg, producer, rank_dev)
-        except (RuntimeError, ValueError) as exc:  # one bad batch never ends the run
+        except (RuntimeError, ValueError, OSError) as exc:  # one bad batch never ends the run
             for acc in pending:
                 acc.row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         for acc in pending:

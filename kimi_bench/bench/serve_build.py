@@ -82,6 +82,13 @@ def _notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
     ]
     if "zero-copy" in opts.arms:
         notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
+    if "deferred-decode" in opts.arms:
+        notes.append(
+            "deferred-decode is a PROPOSED arm, not in the runtime: its producers read only "
+            "each image's header (the decode stage) and ship the encoded bytes; each owner "
+            "decodes its images inside the step, after scheduling (a decode error then fails "
+            "its request there, not at the producer)."
+        )
     if device.type == "cpu":
         notes.append(
             f"CPU only: stand-in FLOPs scaled by {c.cpu_flops_scale}; the device is emulated "

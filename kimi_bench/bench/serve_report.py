@@ -176,17 +176,20 @@ def ab_for_rate(
     per_arm: dict[str, list[dict[str, Any]]], opts: ServeOptions, label: str
 ) -> dict[str, Any]:
     """Each arm vs the base arm (eager, or the first endpoint) at one rate; with the
-    proposed arm also ``zero-copy_vs_deferred``."""
+    proposed arms also ``zero-copy_vs_deferred``, ``deferred-decode_vs_deferred`` and
+    ``deferred-decode_vs_zero-copy``."""
     first = base_arm(list(per_arm), bool(opts.endpoints))
     out = {
         arm: _versus(per_arm[first], runs, opts, (first, arm))
         for arm, runs in per_arm.items()
         if arm != first
     }
-    if "zero-copy" in per_arm and "deferred" in per_arm and not opts.endpoints:
-        out["zero-copy_vs_deferred"] = _versus(
-            per_arm["deferred"], per_arm["zero-copy"], opts, ("deferred", "zero-copy")
-        )
+    # the proposed arms against the runtime's deferred arm (and deferred-decode against
+    # zero-copy): what each proposal adds on top of the change
+    for arm, base in (("zero-copy", "deferred"), ("deferred-decode", "deferred"),
+                      ("deferred-decode", "zero-copy")):  # fmt: skip
+        if arm in per_arm and base in per_arm and not opts.endpoints:
+            out[f"{arm}_vs_{base}"] = _versus(per_arm[base], per_arm[arm], opts, (base, arm))
     return out
 
 

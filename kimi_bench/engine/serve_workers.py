@@ -24,6 +24,7 @@ from PIL import Image
 from kimi_bench.arena import Arena, ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
+from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.standins import MatmulChain, StandinCost
@@ -161,8 +162,11 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
         }
         try:
             encoded = msg[3] if len(msg) > 3 else _request_payloads(job, payloads, rid)
-            images = []
+            images: list[Any] = []
             for data in encoded:
+                if job.arm == DEFERRED_DECODE:  # proposed: the header only, owners decode
+                    images.append(EncodedImage(data))
+                    continue
                 im = Image.open(io.BytesIO(data))
                 im.load()
                 images.append(im)
@@ -318,7 +322,8 @@ class _Rank:
         ok = [r for r in batch["reqs"] if "error" not in r]
         items = self._take(step, [it for r in ok for it in r["items"]])
         held = held_slots(items)
-        out = rank_step(step, items, self.rank, job.ranks)
+        failed: list[tuple[int, str]] = []  # deferred-decode: images their owner could not decode
+        out = rank_step(step, items, self.rank, job.ranks, failed)
         release_slots(step, held)
         if out.patches:
             self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
@@ -330,11 +335,12 @@ class _Rank:
         producers = sum(r["producer_copied_bytes"] for r in ok) if self.rank == 0 else 0
         rank_copied = step.ledger.copied_bytes() - producers
         stats: list[Any] = [None] * job.ranks
-        dist.all_gather_object(stats, rank_copied)  # also the TP sync before the first token
+        dist.all_gather_object(stats, (rank_copied, failed))  # also the TP sync before prefill
         if not any(r["warm"] for r in batch["reqs"]):
             self.ledger.merge(step.ledger)
         if self.rank == 0:
-            self._finish(batch, sum(stats))
+            _fail_undecoded(ok, [f for _, fs in stats for f in fs])
+            self._finish(batch, sum(c for c, _ in stats))
 
     def _finish(self, batch: dict[str, Any], step_copied: int) -> None:
         t_first = time.perf_counter()
@@ -358,6 +364,19 @@ class _Rank:
 
 
 # ------------------------------------------- source "queue": fed by a serving backend
+
+
+def _fail_undecoded(ok: list[dict[str, Any]], failed: list[tuple[int, str]]) -> None:
+    """Mark the requests whose image an owner could not decode (deferred-decode: the
+    decode error surfaces after scheduling, in the forward batch, not at the producer)."""
+    if not failed:
+        return
+    owner_of_item = [r for r in ok for _ in r["items"]]  # the batch's items, request by request
+    for i, why in failed:
+        req = owner_of_item[i] if i < len(owner_of_item) else None
+        if req is not None:  # "OSError: ..." first, as a producer's decode error reads
+            kind, _, detail = why.partition(": ")
+            req["error"] = f"{kind}: the owner could not decode image {i} of the batch: {detail}"
 
 
 def serve_rank_main(

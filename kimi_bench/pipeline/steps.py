@@ -25,11 +25,8 @@ from kimi_bench.encoded import (
     DEFERRED_DECODE,
     EncodedImage,
     check_decoded,
-    decode_image,
-    decoded_bytes,
     encoded_feature,
     encoded_record,
-    route_reason,
 )
 from kimi_bench.ledger import tensor_bytes
 from kimi_bench.materialize import (
@@ -38,6 +35,7 @@ from kimi_bench.materialize import (
     to_tower_buffer,
 )
 from kimi_bench.navit import ResizePlan
+from kimi_bench.pipeline.decode import decode_input, route, stand_in
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.step import (
     CPU_STAND_IN,
@@ -96,21 +94,7 @@ def decide(
     )
     if step.arm != DEFERRED_DECODE:
         return out
-    routed = []
-    for obj, d in zip(images, out, strict=True):
-        why = route_reason(obj) if d.defer else None
-        if why is None and d.defer and obj.nbytes >= d.raw_bytes:
-            why = f"encoded {obj.nbytes:,} B >= raw {d.raw_bytes:,} B: nothing saved, raw uint8"
-        if not d.defer:
-            routed.append(d)
-        elif why is None:
-            kb = obj.nbytes
-            note = f"; travels encoded ({obj.header.format}, {kb:,} B), the owner decodes"
-            routed.append(Decision(True, d.reason + note, d.raw_bytes, d.processed_bytes, True))
-        else:
-            routed.append(Decision(True, f"{d.reason}; routed: {why}", d.raw_bytes,
-                                   d.processed_bytes))  # fmt: skip
-    return routed
+    return route(images, out)
 
 
 def _raw_or_zero(obj: Any, plan: ResizePlan) -> int:
@@ -118,14 +102,6 @@ def _raw_or_zero(obj: Any, plan: ResizePlan) -> int:
         return raw_bytes(obj, plan)
     except StagingError:
         return 0
-
-
-def decode_input(step: Step, data: bytes, fmt: str | None, where: str) -> Image.Image:
-    """The one decode of an encoded input (``encoded.decode_image``), in the ledger."""
-    im = decode_image(data)
-    mirrors = f"load_image: Image.open + load of the encoded {fmt} bytes"
-    step.ledger.add(where, "decode", "host", "pil", decoded_bytes(im), mirrors)
-    return im
 
 
 def stage(step: Step, obj: Any, *, require_uint8: bool, where: str = "producer") -> torch.Tensor:
@@ -339,10 +315,19 @@ def arena_to_device(step: Step, ref: ArenaRef) -> torch.Tensor:
     return dev[:, :, : ref.channels].permute(2, 0, 1) if ref.layout == "hwc" else dev
 
 
-def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOutput:
+def rank_step(
+    step: Step,
+    items: list[MMItem],
+    rank: int,
+    world: int,
+    decode_errors: list[tuple[int, str]] | None = None,
+) -> RankOutput:
     """Pre-embed move (as the whitelist decides for the arm's model class), owner
     assignment, owner-only H2D, materialize, cast into the BF16 tower buffer. Marks
-    ``pre_embed_move``, ``owner_h2d``, ``owner_materialize``."""
+    ``pre_embed_move``, ``owner_h2d``, ``owner_materialize``. deferred-decode: an owner
+    decode that fails raises, or, given ``decode_errors``, is listed there (item index,
+    reason) and a black image of the planned size stands in, so that every rank still
+    reaches the collectives of the step (a server fails that request, not the batch)."""
     moved: set[int] = set()
     if needs_pre_embed_move(step.model_class):
         for i, it in enumerate(items):  # every rank moves every item, used or not
@@ -355,7 +340,14 @@ def rank_step(step: Step, items: list[MMItem], rank: int, world: int) -> RankOut
     for i in mine:
         if items[i].is_encoded:  # deferred-decode: the owner's one decode, then staging
             t0 = time.perf_counter()
-            items[i] = owner_decode(step, items[i])
+            try:
+                items[i] = owner_decode(step, items[i])
+            except (StagingError, ContractError, OSError, SyntaxError) as exc:
+                if decode_errors is None:
+                    raise
+                # the exception's type first: a server maps decode errors to HTTP 400
+                decode_errors.append((i, f"{type(exc).__name__}: {exc}"))
+                items[i] = stand_in(items[i])
             decode_s += time.perf_counter() - t0
         f: Any = items[i].feature
         if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena

@@ -20,9 +20,18 @@ from kimi_bench.encoded import (
     read_header,
     route_reason,
 )
+from kimi_bench.engine.serve_workers import _fail_undecoded
 from kimi_bench.navit import plan_resize
-from kimi_bench.pipeline import Step, decide, owner_decode, produce, run_arm, take, wrap
-from kimi_bench.pixels import StagingError
+from kimi_bench.pipeline import (
+    Step,
+    decide,
+    owner_decode,
+    produce,
+    rank_step,
+    run_arm,
+    take,
+    wrap,
+)
 from kimi_bench.policy import raw_bytes
 from kimi_bench.transport import unlink
 
@@ -133,7 +142,7 @@ def test_inputs_the_header_cannot_vouch_for_are_routed_with_the_reason(name: str
         plan = plan_resize(enc.width, enc.height, cfg)
         (d,) = decide(step, [enc], [plan])
         assert d.defer and not d.encoded and words in d.reason
-        with pytest.raises(StagingError, match="could not decode"):
+        with pytest.raises(OSError):  # PIL's error, at the producer, as in every arm
             produce(step, [enc], [plan], [d])
         return
     eager, arm = _pair(data, "kimi-k3")
@@ -235,3 +244,35 @@ def test_encode_for_request_is_lossless_for_png_modes():
         back = decode_image(encode_for_request(im))
         assert back.mode == im.mode and back.tobytes() == im.tobytes()
     assert read_header(encode_for_request(_smooth(8, 8, "CMYK"))).format == "JPEG"
+
+
+def _corrupt_png() -> bytes:
+    """A PNG whose header and end marker are fine and whose pixel data is not."""
+    data = bytearray(_save(_smooth(200, 150), "PNG"))
+    data[data.index(b"IDAT") + 104] ^= 0xFF
+    return bytes(data)
+
+
+def test_a_decode_error_on_the_owner_raises_or_is_listed_with_a_stand_in():
+    cfg = get_preset("kimi-k3")
+    good, bad = EncodedImage(ENCODED["png_gray"]()), EncodedImage(_corrupt_png())
+    assert route_reason(bad) is None  # nothing in the header gives it away
+    step = Step("deferred-decode", cfg, CPU)
+    plans = [plan_resize(*e.size, cfg) for e in (good, bad)]
+    items = produce(step, [good, bad], plans, decide(step, [good, bad], plans))
+    assert all(it.is_encoded for it in items)
+    with pytest.raises(OSError, match="broken data stream"):
+        rank_step(step, [MMItem(it.feature, dict(it.model_specific_data)) for it in items], 0, 1)
+    failed: list[tuple[int, str]] = []
+    out = rank_step(step, items, 0, 1, failed)
+    assert [i for i, _ in failed] == [1] and failed[0][1].startswith("OSError: broken data stream")
+    assert out.tower is not None and out.mine == [0, 1]  # the batch went through
+
+
+def test_serve_marks_the_request_whose_image_its_owner_could_not_decode():
+    ok = [{"rid": 0, "items": [1, 2]}, {"rid": 1, "items": [3]}]
+    _fail_undecoded(ok, [(2, "OSError: image file is truncated")])
+    assert "error" not in ok[0]
+    assert ok[1]["error"] == (
+        "OSError: the owner could not decode image 2 of the batch: image file is truncated"
+    )
