@@ -172,7 +172,7 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
                 images.append(im)
             rec["t_decoded"] = time.perf_counter()
             step = Step(job.arm, job.cfg, dev, get_profile(job.runtime), arena=arena)
-            plans = [plan_resize(*im.size, job.cfg) for im in images]
+            plans = [plan_resize(x.width, x.height, job.cfg) for x in images]
             decisions = decide(step, images, plans)
             if job.arm == ZERO_COPY:
                 items = produce_zero_copy(step, images, plans, decisions)
