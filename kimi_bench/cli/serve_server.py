@@ -102,9 +102,6 @@ def serve_server(
     preset: PresetOpt = "kimi-k3",
     config: ConfigOpt = None,
     device: DeviceOpt = "auto",
-    model: Annotated[
-        str, typer.Option("--model", help="Model name the API serves (/v1/models).")
-    ] = "kimi-bench-emulator",
     api_key_env: Annotated[
         str | None,
         typer.Option(
@@ -119,7 +116,8 @@ def serve_server(
             "--decode-interval-ms",
             min=0,
             max=60_000,
-            help="Gap between streamed tokens after the first.",
+            help="Gap between streamed tokens after the first (emulated decode: sets the "
+            "TPOT/ITL that clients measure with --max-tokens > 1; 0: all at once).",
         ),
     ] = 0.0,
     standin: Annotated[
@@ -154,6 +152,30 @@ def serve_server(
     max_request_pixels: MaxRequestPixelsOpt = None,
     max_body_mb: MaxBodyMbOpt = DEFAULT_MAX_BODY_BYTES / 2**20,
     fault: Annotated[str | None, typer.Option("--fault", hidden=True)] = None,
+    # what the API answers to and how it counts tokens (kimi_bench.serving.models, .usage)
+    served_model_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--served-model-name",
+            "--model",
+            show_default=False,
+            help="A model name the API answers to; repeat for aliases (vLLM's "
+            "--served-model-name A B is --served-model-name A --served-model-name B). The "
+            "first is listed first in /v1/models and named in every response; a client "
+            "that loads a tokenizer or processor by model name can pass its path here. "
+            "Other names get HTTP 404, as in vLLM. Default: kimi-bench-emulator.",
+        ),
+    ] = None,
+    accept_any_model: Annotated[
+        bool,
+        typer.Option(
+            "--accept-any-model",
+            help="Serve requests for any model name, as SGLang does, with one warning line "
+            "per unknown name. usage is emulated either way: text tokens are GPT-2 "
+            "pre-tokenizer pieces of the request's text parts, image tokens the emulated "
+            "processor's, itemised in usage.prompt_tokens_details.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the emulated pipeline of one arm over HTTP, as an OpenAI-compatible server.
 
@@ -179,7 +201,7 @@ def serve_server(
     from kimi_bench.options import parse_resolution
     from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
     from kimi_bench.serving.launch import ServerStartError
-    from kimi_bench.serving.server import ServerOptions
+    from kimi_bench.serving.server import DEFAULT_MODEL, ServerOptions
 
     for name, value in (
         ("--decode-interval-ms", decode_interval_ms),
@@ -214,8 +236,14 @@ def serve_server(
     key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and not key:
         raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
+    names = [n.strip() for n in served_model_name or [DEFAULT_MODEL]]
+    if not all(names):
+        raise usage_error("--served-model-name: a model name cannot be empty")
+    model, aliases = names[0], tuple(n for n in names[1:] if n != names[0])
     server_opts = ServerOptions(
         model=model,
+        aliases=aliases,
+        accept_any_model=accept_any_model,
         api_key=key,
         decode_interval_s=decode_interval_ms / 1e3,
         max_pixels=max_pixels,
@@ -225,7 +253,10 @@ def serve_server(
     err_console.print(
         escape(
             f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "
-            f"{transport}, {runtime}, {conf.device}, model {model!r} on http://{host}:{port} "
+            f"{transport}, {runtime}, {conf.device}, model {model!r}"
+            + (f" (aliases {', '.join(map(repr, aliases))})" if aliases else "")
+            + (" (any model name accepted)" if accept_any_model else "")
+            + f" on http://{host}:{port} "
             "(ready when /health answers 200)"
         )
     )
