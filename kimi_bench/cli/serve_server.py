@@ -158,6 +158,7 @@ def serve_server(
         typer.Option(
             "--served-model-name",
             "--model",
+            metavar="NAME",
             show_default=False,
             help="A model name the API answers to; repeat for aliases (vLLM's "
             "--served-model-name A B is --served-model-name A --served-model-name B). The "
@@ -185,6 +186,11 @@ def serve_server(
     stage and per copy-ledger entry). The first token streams when the
     emulated first token is ready. Encoder and prefill are stand-ins, as in
     serve-ab.
+
+    It answers to the --served-model-name names (vLLM's 404 for others,
+    or any name with --accept-any-model). usage is emulated: text tokens
+    counted from the request (GPT-2 pre-tokenizer pieces), image tokens
+    from the emulated processor; each streamed chunk is one token.
 
     Images over --max-pixels (read from their header, nothing decoded) and
     bodies over --max-body-mb are refused with an OpenAI-style JSON error

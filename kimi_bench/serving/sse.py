@@ -23,12 +23,14 @@ STOPPING = "the server is shutting down"
 
 # The text of each streamed token: "the", then " the" for every later one, so that a
 # client that re-tokenizes the answer (sglang.bench_serving's retokenized counts, AIPerf's
-# and GuideLLM's output lengths) counts one token per chunk. Both are single tokens of
-# GPT-2, Llama-3 and Qwen2's byte-level BPE, and "the the ..." splits into exactly these
-# pieces (their pre-tokenizers cut before " the"). LLaMA-2's SentencePiece marks word
-# starts itself, with one piece for a word-start "the"; it would read a leading space on
-# the first chunk as a token of its own, hence none there. A counter (" t0", " t1") is
-# two or more tokens per chunk in all of them.
+# output lengths) counts one token per chunk. Byte-level BPE tokenizers (GPT-2, Llama-3,
+# Qwen2) have both as single tokens and their pre-tokenizers cut "the the ..." before each
+# " the"; SentencePiece (LLaMA-2) marks word starts itself, has one piece for a word-start
+# "the", and would read a leading space on the first chunk as a token of its own, hence
+# none there. Checked: "the" + (n-1) x " the" is n tokens for n = 1, 2, 5, 64 under GPT-2's
+# BPE and Whisper's multilingual BPE (openai-whisper 20250625's assets, tiktoken 0.14),
+# Mistral's Tekken (a Llama-3-style pre-tokenizer) and Mistral v1's SentencePiece model
+# (LLaMA-2-style; mistral-common 1.13.1). A counter (" t0", " t1") is two or more tokens.
 FIRST_TOKEN_TEXT = "the"
 NEXT_TOKEN_TEXT = " the"
 

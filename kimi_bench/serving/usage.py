@@ -5,8 +5,9 @@ The emulator has no tokenizer, so prompt tokens are counted from the request its
 - **text tokens**: the pieces of GPT-2's pre-tokenizer over every text part of every
   message (no chat-template tokens): a word with its leading space, a number, a run of
   punctuation, a run of whitespace not followed by a word, a contraction suffix (``'s``).
-  For common English this is what GPT-2/LLaMA/Qwen-style BPE tokenizers count; it is a
-  lower bound otherwise (a rare word or a long number is several tokens to them).
+  A lower bound on GPT-2's count (a rare word or a long number is several of its tokens);
+  within one token of GPT-2, Mistral's Tekken and SentencePiece tokenizers on short
+  English prompts (README, ``kimi-bench serve``).
 - **image tokens**: what the backend's processor made of the images (the emulator: K3's
   patch grid after the merge), 0 when the backend does not say.
 
