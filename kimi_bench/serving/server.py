@@ -41,6 +41,7 @@ from kimi_bench.limits import (
     DEFAULT_MAX_PIXELS,
     REQUEST_PIXELS_PER_IMAGE_LIMIT,
 )
+from kimi_bench.options.server import EMULATOR_MODEL
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
 from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body
 from kimi_bench.serving.models import ServedModels
@@ -58,16 +59,14 @@ from kimi_bench.serving.usage import (
 LOG = logging.getLogger("uvicorn.error.kimi_bench")
 
 
-# the defaults of kimi-bench serve's options of the same names
-DEFAULT_MODEL = "kimi-bench-emulator"  # --served-model-name
-DEFAULT_ACCEPT_ANY_MODEL = False  # --accept-any-model
-
-
 @dataclass(frozen=True)
 class ServerOptions:
-    model: str = DEFAULT_MODEL  # the model's name: listed first, named in every response
+    """The server's settings; ``kimi-bench serve`` builds them from ``ServeCommandOptions``
+    (``kimi_bench.options.server``, where the command's defaults are)."""
+
+    model: str = EMULATOR_MODEL  # the model's name: listed first, named in every response
     aliases: tuple[str, ...] = ()  # other names it answers to (--served-model-name A B ...)
-    accept_any_model: bool = DEFAULT_ACCEPT_ANY_MODEL  # serve unknown names, warn once each
+    accept_any_model: bool = False  # serve unknown names too, one warning per name
     decode_interval_s: float = 0.0  # between streamed tokens after the first
     api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <key>"
     default_max_tokens: int = 1

@@ -15,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
+from kimi_bench.options import EMULATOR_MODEL, ServeCommandOptions
 from kimi_bench.serving.backend import FirstToken
-from kimi_bench.serving.server import DEFAULT_MODEL, LOG, ServerOptions
+from kimi_bench.serving.server import LOG, ServerOptions
 from kimi_bench.serving.sse import FIRST_TOKEN_TEXT, NEXT_TOKEN_TEXT
 from kimi_bench.serving.usage import USAGE_HEADER, count_text_tokens
 from tests.integration.test_http_server import (
@@ -108,7 +109,8 @@ def test_accept_any_model_serves_any_name_with_one_warning_per_name() -> None:
 
 
 def test_the_default_name_still_works() -> None:
-    assert ServerOptions().served_names == (DEFAULT_MODEL,) == ("kimi-bench-emulator",)
+    assert ServerOptions().served_names == (EMULATOR_MODEL,) == ("kimi-bench-emulator",)
+    assert ServeCommandOptions(arm="eager").served_model_name == (EMULATOR_MODEL,)
 
 
 # -------------------------------------------------------------------------- usage
@@ -204,7 +206,7 @@ def test_serve_passes_names_and_accept_any_to_the_server(monkeypatch: pytest.Mon
     assert runner.invoke(app, [*base, *args]).exit_code == 0
     assert runner.invoke(app, base).exit_code == 0
     assert (seen[0].model, seen[0].aliases, seen[0].accept_any_model) == ("/m/tok", ("k3",), True)
-    assert (seen[1].served_names, seen[1].accept_any_model) == ((DEFAULT_MODEL,), False)
+    assert (seen[1].served_names, seen[1].accept_any_model) == ((EMULATOR_MODEL,), False)
     bad = runner.invoke(app, [*base, "--served-model-name", " "])
     assert bad.exit_code == 2 and "cannot be empty" in bad.output
 
@@ -213,5 +215,5 @@ def test_serve_help_names_the_model_options_and_the_default() -> None:
     res = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
     text = " ".join(res.output.split())
     assert res.exit_code == 0
-    for words in ("--served-model-name", "--accept-any-model", DEFAULT_MODEL, "TPOT/ITL"):
+    for words in ("--served-model-name", "--accept-any-model", EMULATOR_MODEL, "TPOT/ITL"):
         assert words in text, words
