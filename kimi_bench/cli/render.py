@@ -17,9 +17,10 @@ Example: kimi-bench render reports/baselines/h200 --html h200.html
 
 
 def _render(opts: RenderOptions, _: dict[str, Any]) -> None:
-    from kimi_bench.report.figures import PLOT_HINT, plot_available, render_tree
+    from kimi_bench.report.figures import PLOT_HINT, plot_available
     from kimi_bench.report.html import write_html
     from kimi_bench.report.model import ReportError
+    from kimi_bench.report.rerender import render_tree
 
     paths, html = opts.paths, opts.html
     if not plot_available():

@@ -31,7 +31,9 @@ from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_workers import ServeJob, producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.runtime import DEFAULT_RUNTIME
+from kimi_bench.environment import resolve_device
+from kimi_bench.pipeline import ARMS
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
@@ -76,9 +78,6 @@ class EmulatorConfig:
     fault: str | None = None  # serve_workers' fault hook ("producer:N", "hang:N"), tests only
 
     def validate(self) -> None:
-        from kimi_bench.pipeline import ARMS
-        from kimi_bench.runtime import get_profile
-
         if self.arm not in ARMS:
             raise ValueError(f"--arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
         if self.ranks < 1 or self.workers < 1:
@@ -184,8 +183,6 @@ class EmulatorBackend:
         self._reader.start()
 
     def _launch(self) -> None:
-        from kimi_bench.environment import resolve_device
-
         c = self.conf
         harness = self._harness = _harness(self.prefix)
         job = ServeJob(
