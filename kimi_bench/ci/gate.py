@@ -41,7 +41,8 @@ from kimi_bench.ci.verdicts import (
     with_policy,
 )
 from kimi_bench.report.model import Report, ReportError, validate_report
-from kimi_bench.stats import Comparison, fmt_speedup
+from kimi_bench.stats_compare import Comparison
+from kimi_bench.stats_format import fmt_speedup
 
 __all__ = [
     "GATED_KINDS",
