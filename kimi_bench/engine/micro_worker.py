@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arena import Arena, ArenaSpec, spec_for
+from kimi_bench.arena import Arena
+from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.ledger import Ledger

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, ArenaSpec, spec_for
+from kimi_bench.arena import Arena
+from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
 from kimi_bench.engine.images import make_images
