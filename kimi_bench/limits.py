@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import os
 import signal
 import stat
@@ -123,16 +122,6 @@ MAX_HOST_CORES = 16_384
 MAX_LINK_GBPS = 1e6  # Gbit/s
 MAX_THREAD_EXPONENT = 4.0
 MAX_LOOPBACK_STREAMS = 1_024.0
-
-
-def bounded(value: float, option: str, low: float, high: float, *, low_open: bool = False) -> float:
-    """``value`` when it is a finite number within [low, high] (``(low, high]`` with
-    ``low_open``); LimitError naming the option and the range otherwise."""
-    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        lo = f"> {low:g}" if low_open else f">= {low:g}"
-        raise LimitError(f"{option} must be a finite number {lo} and <= {high:g}, got {value!r}")
-    return value
 
 
 # What stopped a run, named in its report. kimi-bench turns SIGTERM (what CI runners and

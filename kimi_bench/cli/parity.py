@@ -6,11 +6,10 @@ from typing import Any
 
 import typer
 
-from kimi_bench.cli.build import build, command, given, option_params
+from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
     append_jsonl,
     note,
-    output_params,
     progress_bar,
     resolve_output,
     say,

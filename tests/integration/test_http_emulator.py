@@ -225,11 +225,18 @@ def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path)
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--arm", "lazy"], "--arm must be one of eager, deferred"),
-        (["--arm", "eager", "--transport", "tcp"], "--transport must be shm or pickle"),
-        (["--arm", "eager", "--standin", "gflops=3"], "--standin takes KEY=VALUE"),
-        (["--arm", "eager", "--standin", "cpu_flops_scale=x"], "is not a finite number >= 0"),
-        (["--arm", "eager", "--preset", "kimi-k9"], "unknown preset"),
+        (["--arm", "lazy"], "--arm: Input should be 'eager', 'deferred' or 'zero-copy'"),
+        (["--arm", "eager", "--transport", "tcp"], "--transport/--carrier: Input should be"),
+        (["--arm", "eager", "--standin", "gflops=3"], "--standin: takes KEY=VALUE"),
+        (
+            ["--arm", "eager", "--standin", "cpu_flops_scale=x"],
+            "cpu-flops-scale: Input should be a valid number",
+        ),
+        (
+            ["--arm", "eager", "--standin", "cpu_flops_scale=nan"],
+            "cpu-flops-scale: Input should be less than or equal to 1",
+        ),
+        (["--arm", "eager", "--preset", "kimi-k9"], "--preset: Input should be 'kimi-k3'"),
     ],
 )
 def test_kimi_bench_serve_usage_errors_exit_2(args: list[str], message: str) -> None:
