@@ -22,6 +22,11 @@ stage and per copy-ledger entry). The first token streams when the
 emulated first token is ready. Encoder and prefill are stand-ins, as in
 serve-ab.
 
+It answers to the --served-model-name names (vLLM's 404 for others, or
+any name with --accept-any-model). usage is emulated: text tokens
+counted from the request (GPT-2 pre-tokenizer pieces), image tokens
+from the emulated processor; each streamed chunk is one token.
+
 Images over --max-pixels (read from their header, nothing decoded) and
 bodies over --max-body-mb are refused with an OpenAI-style JSON error
 (400 / 413) and one console line each. Stops cleanly on Ctrl-C or
@@ -41,13 +46,8 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.serving.launch import ServerStartError
     from kimi_bench.serving.server import ServerOptions
 
-    arm, ranks, transport, runtime, model = (
-        opts.arm,
-        opts.ranks,
-        opts.transport,
-        opts.runtime,
-        opts.model,
-    )
+    arm, ranks, transport, runtime = opts.arm, opts.ranks, opts.transport, opts.runtime
+    model, *aliases = opts.served_model_name
     processor_workers, host, port = opts.processor_workers, opts.host, opts.port
     try:
         conf = EmulatorConfig(
@@ -74,6 +74,8 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
         raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
     server_opts = ServerOptions(
         model=model,
+        aliases=tuple(aliases),
+        accept_any_model=opts.accept_any_model,
         api_key=key,
         decode_interval_s=opts.decode_interval_ms / 1e3,
         max_pixels=opts.max_pixels,
@@ -83,7 +85,10 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     err_console.print(
         escape(
             f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "
-            f"{transport}, {runtime}, {conf.device}, model {model!r} on http://{host}:{port} "
+            f"{transport}, {runtime}, {conf.device}, model {model!r}"
+            + (f" (aliases {', '.join(map(repr, aliases))})" if aliases else "")
+            + (" (any model name accepted)" if opts.accept_any_model else "")
+            + f" on http://{host}:{port} "
             "(ready when /health answers 200)"
         )
     )

@@ -36,8 +36,11 @@ def _standin_pairs(value: Any) -> Any:
 
 
 class ServeCommandOptions(_Pipeline):
-    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {"standins": ("--standin",)}
-    cli_repeatable: ClassVar[tuple[str, ...]] = ("standins",)
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "standins": ("--standin",),
+        "served_model_name": ("--served-model-name", "--model"),
+    }
+    cli_repeatable: ClassVar[tuple[str, ...]] = ("standins", "served_model_name")
 
     arm: Arm = Field(description="Pipeline to serve (as serve-ab's arms).")
     port: int = Field(8000, ge=0, le=65535, description="TCP port.")
@@ -46,7 +49,6 @@ class ServeCommandOptions(_Pipeline):
     processor_workers: int = Field(2, ge=1, le=64, description="Producer (tokenizer worker) "
                                    "processes.")  # fmt: skip
     transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
-    model: str = Field(EMULATOR_MODEL, description="Model name the API serves (/v1/models).")
     api_key_env: str | None = Field(
         None,
         description="Name of an environment variable holding an API key; when set, /v1/* "
@@ -54,7 +56,8 @@ class ServeCommandOptions(_Pipeline):
     )
     decode_interval_ms: float = Field(0.0, ge=0, le=60_000, allow_inf_nan=False,
                                       description="Gap between streamed tokens after the "
-                                      "first (TPOT/ITL).")  # fmt: skip
+                                      "first: the emulated decode, the TPOT/ITL that clients "
+                                      "measure with more than one output token.")  # fmt: skip
     standins: StandinOptions = Field(
         default_factory=StandinOptions,  # type: ignore[arg-type]
         description="Stand-in cost KEY=VALUE (encoder_gflop_per_patch, "
@@ -84,8 +87,33 @@ class ServeCommandOptions(_Pipeline):
         "make it).",
     )  # fmt: skip
     fault: str | None = Field(None, description="Tests only: inject a fault.")
+    # what the API answers to (serving.models) and how it counts tokens (serving.usage)
+    served_model_name: tuple[str, ...] = Field(
+        (EMULATOR_MODEL,),
+        min_length=1,
+        description="A model name the API answers to; repeat for aliases (vLLM's "
+        "--served-model-name A B is --served-model-name A --served-model-name B). The first "
+        "is listed first in /v1/models and named in every response; a client that loads a "
+        "tokenizer or processor by model name can pass its path here. Other names get HTTP "
+        "404, as in vLLM.",
+    )
+    accept_any_model: bool = Field(
+        False,
+        description="Serve requests for any model name, as SGLang does, with one warning "
+        "line per unknown name. usage is emulated either way: text tokens are GPT-2 "
+        "pre-tokenizer pieces of the request's text parts, image tokens the emulated "
+        "processor's, itemised in usage.prompt_tokens_details.",
+    )
 
     _standins = field_validator("standins", mode="before")(_standin_pairs)
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(n.strip() for n in v))  # the first stays first
+        if not all(names):
+            raise ValueError("a model name cannot be empty")
+        return names
 
     @field_validator("arena_image")
     @classmethod

@@ -325,14 +325,16 @@ class EmulatorBackend:
 def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> FirstToken:
     """What a request's pipeline record tells the server and the client: stage seconds,
     the facts of REPORTED, the forward step it was served in (``batch``, a step id) and
-    the prompt the prefill stand-in processed (image tokens + its text tokens)."""
+    the image tokens the processor made. The prompt's text tokens are the server's count
+    of the request's text (``usage``): the prefill stand-in's fixed text length
+    (``StandinCost.text_tokens_per_request``) sizes its cost only, it is not the prompt."""
     stamps = [rec[b] for b in _BOUNDS] + [t_done]
     stages = {s: max(0.0, b - a) for s, a, b in zip(STAGES, stamps[:-1], stamps[1:], strict=True)}
     report: dict[str, Any] = {k: rec[k] for k in REPORTED if k in rec}
     report.update(arm=conf.arm, batch=round(rec["t_step"] * 1e6))
     return FirstToken(
         stages_s=stages,
-        prompt_tokens=int(rec.get("image_tokens", 0)) + conf.cost.text_tokens_per_request,
+        image_tokens=int(rec.get("image_tokens", 0)),
         report=report,
     )
 
