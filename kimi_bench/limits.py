@@ -39,21 +39,20 @@ class LimitError(ValueError):
     """A value or a file outside the documented bounds; the message names it."""
 
 
+# What ``stat`` calls each kind of file, in a reader's words (anything else: "special file").
+_FILE_KINDS = (
+    (stat.S_ISREG, "regular file"),
+    (stat.S_ISDIR, "folder"),
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
 def file_kind(mode: int) -> str:
     """A reader's name for what a ``st_mode`` describes."""
-    if stat.S_ISREG(mode):
-        return "regular file"
-    if stat.S_ISDIR(mode):
-        return "folder"
-    if stat.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
+    return next((name for is_kind, name in _FILE_KINDS if is_kind(mode)), "special file")
 
 
 def open_regular(path: str | Path, what: str = "file") -> int:
