@@ -5,9 +5,9 @@ the report's config all come from them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from kimi_bench.runtime import DEFAULT_RUNTIME
 
@@ -45,6 +45,12 @@ MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "serve_ab": {"ranks": 2, "requests": 16, "resolution": (640, 480)},
     },
 }
+
+
+# the carrier between processes for serve-ab and kimi-bench serve
+CarrierField = Annotated[Carrier, Field(description="shm (one node) or pickle (inline bytes).")]
+# a fault injected by tests (a hidden option); real runs leave it None
+Fault = Annotated[str | None, Field(description="Tests only: inject a fault.")]
 
 
 class OptionsError(ValueError):
