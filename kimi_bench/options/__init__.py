@@ -5,6 +5,7 @@ calibrate, import and the report output). The CLI is generated from these models
 files are validated by them and a report's ``config`` is their dump."""
 
 from kimi_bench.options.base import (
+    CARRIER_MODULES,
     MACHINE_DEFAULTS,
     MAX_RANKS,
     MAX_RATE,
@@ -48,6 +49,7 @@ from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptio
 from kimi_bench.options.server import EMULATOR_MODEL, ServeCommandOptions
 
 __all__ = [
+    "CARRIER_MODULES",
     "EMULATOR_MODEL",
     "MACHINE_DEFAULTS",
     "MAX_RANKS",

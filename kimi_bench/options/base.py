@@ -19,6 +19,12 @@ Runtime = Literal["sglang-0.5.23", "pr-33921"]
 Carrier = Literal["shm", "pickle"]
 # micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
 MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
+# carriers that live in a module of their own, which registers them with the pipeline's
+# carrier registry (``pipeline.carriers``) when the registry imports it on first use
+CARRIER_MODULES = {
+    "sglang-shm": "kimi_bench.sglang_ref.carriers",
+    "sglang-pickle": "kimi_bench.sglang_ref.carriers",
+}
 Arm = Literal["eager", "deferred", "zero-copy"]
 Content = Literal["random", "blank", "photo"]
 Launcher = Literal["auto", "spawn", "torchrun"]
