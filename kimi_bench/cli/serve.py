@@ -9,18 +9,16 @@ import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
-    append_jsonl,
     fail_line,
     note,
     progress_bar,
-    resolve_output,
     say,
     show_tables,
     usage_error,
     verdict_line,
     warn,
-    write_report,
 )
+from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ScenarioFileOptions, ServeOptions
 
 DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
