@@ -1,4 +1,4 @@
-"""Options shared by several commands (defined once) and the console: the one way a
+"""The console: the one way a
 message or a table reaches the user.
 
 Messages: :func:`say` (and :func:`note`, :func:`warn`, :func:`fail_line`,
@@ -12,7 +12,6 @@ laid out at its natural width, so a pipe or a CI log never gets a number wrapped
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import io
 import json
@@ -20,8 +19,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, Any
 
 import typer
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -92,56 +90,12 @@ def stdout_is_document(value: bool) -> None:
     _stdout_is_document = value
 
 
-PresetOpt = Annotated[
-    str,
-    typer.Option("--preset", help="Preprocessing preset: kimi-k3 or kimi-k2.5."),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="A checkpoint's preprocessor_config.json (keys under media_proc_cfg or top "
-        "level); overrides --preset.",
-        dir_okay=False,
-    ),
-]
-DeviceOpt = Annotated[
-    str,
-    typer.Option(
-        "--device",
-        help="auto (CUDA if present), cpu or cuda. On cpu the owner's GPU is emulated and "
-        "the report says so.",
-    ),
-]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for generated images and arrivals.")]
-OutOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--out",
-        help="Output folder for report.json, report.md, CSV and plots "
-        "(default: reports/runs/<kind>-<timestamp>).",
-        file_okay=False,
-    ),
-]
-
-
 class OutputFormat(enum.StrEnum):
     """How a command prints its tables on stdout."""
 
     table = "table"
     md = "md"
     json = "json"
-
-
-FormatOpt = Annotated[
-    OutputFormat,
-    typer.Option(
-        "--format",
-        help="Tables on stdout as a Rich table (default), Markdown (md) or JSON (json). With "
-        "json, stdout holds one JSON document and every message goes to stderr.",
-        case_sensitive=False,
-    ),
-]
 
 
 def package_version() -> str:
@@ -155,11 +109,6 @@ def package_version() -> str:
         import kimi_bench
 
         return kimi_bench.__version__
-
-
-def default_out(kind: str) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("reports") / "runs" / f"{kind}-{stamp}"
 
 
 # ------------------------------------------------------------------------------- messages
@@ -361,142 +310,3 @@ def show_tables(
                 else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH)
             )
             print_table(table, to=out)
-
-
-RuntimeOpt = Annotated[
-    str,
-    typer.Option(
-        "--runtime",
-        help="Runtime behaviour to emulate: sglang-0.5.23 (default, newest: shm receivers map "
-        "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request "
-        "decisions).",
-    ),
-]
-
-
-def output_params() -> list[Any]:
-    """``--out``/``--output-dir`` and ``--format``, shared by every command that writes a
-    report."""
-    import inspect
-
-    out = typer.Option(
-        "--out",
-        "--output-dir",
-        help="Output folder for report.json, report.md, report.html, CSV and figures "
-        "[default: reports/runs/<kind>-<timestamp>]. One run holds it at a time (another "
-        "run given it exits 2); a folder with a finished report is refused unless "
-        "--overwrite.",
-        file_okay=False,
-        show_default=False,
-    )
-    overwrite = typer.Option(
-        "--overwrite",
-        help="Write into an --output-dir that holds a finished report, replacing its files.",
-        show_default=False,
-    )
-    fmt = typer.Option(
-        "--format",
-        help="Console tables as table, md or json (json: stdout is one JSON document).",
-        show_default=False,
-    )
-    jsonl = typer.Option(
-        "--append-jsonl",
-        help="Append one line with this run's summary (kind, commit, device, verdict, key "
-        "numbers) to FILE, for dashboards.",
-        dir_okay=False,
-        show_default=False,
-    )
-    kw = inspect.Parameter.KEYWORD_ONLY
-    return [
-        inspect.Parameter("out", kw, default=None, annotation=Annotated[Path | None, out]),
-        inspect.Parameter("format", kw, default=None, annotation=Annotated[str | None, fmt]),
-        inspect.Parameter(
-            "append_jsonl", kw, default=None, annotation=Annotated[Path | None, jsonl]
-        ),
-        inspect.Parameter("overwrite", kw, default=False, annotation=Annotated[bool, overwrite]),
-    ]
-
-
-def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
-    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists)."""
-    path = values.get("append_jsonl")
-    if not path:
-        return
-    env = report.environment
-    line = {
-        "kind": report.kind,
-        "created": env.get("created"),
-        "git": (env.get("git") or {}).get("commit"),
-        "device": env.get("device_name"),
-        "report": str(out_dir / "report.json"),
-        "metadata": env.get("metadata") or {},
-        **{k: v for k, v in report.summary.items() if not isinstance(v, (list, dict))},
-    }
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, default=str) + "\n")
-    except OSError as exc:
-        warn(f"could not append to {path}: {exc.strerror or exc}")
-
-
-def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
-    """The output folder (checked writable before any work) and the console format."""
-    try:
-        fmt = OutputFormat(values.get("format") or "table")
-    except ValueError:
-        raise ValueError("--format must be table, md or json") from None
-    stdout_is_document(fmt is OutputFormat.json)
-    given = values.get("out")
-    if given:
-        claim_output(given, overwrite=bool(values.get("overwrite")))
-        return given, fmt
-    return _claim_default(default_out(kind)), fmt
-
-
-def _claim_default(base: Path) -> Path:
-    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
-    holds it: runs left to their default folders never collide."""
-    from kimi_bench.report.output import OutputError
-
-    for n in range(1, 100):
-        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
-            claim_output(out)
-            return out
-        except OutputError:
-            if not out.is_dir():
-                raise  # not a taken folder: a real problem (read-only, a file in the way)
-    raise OutputError(f"no free output folder next to {base}; give --output-dir")
-
-
-_claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)
-
-
-def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
-    """Hold ``out`` for this command (the kernel drops the hold when the process ends).
-    An OutputError (a ValueError: a usage error) when another run holds it or it holds a
-    finished report and ``overwrite`` is not set."""
-    from kimi_bench.report.output import claim_output_dir
-
-    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
-
-
-def release_claims() -> None:
-    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
-    while _claims:
-        _claims.pop().release()
-
-
-def write_report(write: Any, out_dir: Path) -> Any:
-    """Write a report folder; if that fails at the end, into a printed fallback folder
-    (exit code 3 then says the output is not where it was asked for)."""
-    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, write_outputs
-
-    try:
-        result = write_outputs(write, out_dir)
-    except OutputError as exc:
-        fail_line(str(exc))
-        raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
-    if result.fallback:
-        warn(f"could not write {result.error}; the report is in {result.folder}")
-    return result

@@ -6,19 +6,9 @@ from typing import Any
 
 import typer
 
-from kimi_bench.cli.build import build, command, given, option_params
-from kimi_bench.cli.common import (
-    append_jsonl,
-    note,
-    output_params,
-    progress_bar,
-    resolve_output,
-    say,
-    show_tables,
-    usage_error,
-    verdict_line,
-    write_report,
-)
+from kimi_bench.cli.build import build, command, given, option_params, output_params
+from kimi_bench.cli.common import note, progress_bar, say, show_tables, usage_error, verdict_line
+from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ParityOptions
 
 DOC = """Are eager and deferred features bit-identical on these images, and why was each
@@ -79,7 +69,7 @@ def _body(values: dict[str, Any]) -> None:
     except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.parity import exit_code, run_parity
-    from kimi_bench.corpus import InputError
+    from kimi_bench.corpus_files import InputError
     from kimi_bench.report.emit import emit_parity
 
     runtime = None

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arena import Arena, ArenaSpec, spec_for
+from kimi_bench.arena import Arena, attach_run_arena
+from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
@@ -65,15 +66,6 @@ class MicroJob:
     @property
     def iterations(self) -> int:
         return self.warmup + self.repeats
-
-
-def _carrier(transport: str) -> Any:
-    """The carrier's steps in this process. The runtime's carriers (``sglang-*``)
-    register themselves when their module is imported, which needs sglang: imported here
-    only for them."""
-    if transport.startswith("sglang-"):
-        import kimi_bench.sglang_ref.carriers  # noqa: F401  (registers sglang-shm/-pickle)
-    return carrier_steps(transport)
 
 
 def job_images(job: MicroJob) -> list[Any]:
@@ -131,17 +123,13 @@ def arena_spec(job: MicroJob) -> ArenaSpec | None:
     return spec_for(sizes, job.ranks, requests=2)
 
 
-def _attach(job: MicroJob, **role: int) -> Arena | None:
-    spec = arena_spec(job)
-    return None if spec is None else Arena.attach(job.prefix, spec, **role)
-
-
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
-    carrier = _carrier(job.transport)  # loads a runtime carrier before any timing
+    carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     images = job_inputs(job)
-    arena = _attach(job, writer=0)  # on a crash the harness unlinks it by the run's prefix
+    # on a crash the harness unlinks the arena by the run's prefix
+    arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
     for it in range(job.iterations):
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
@@ -174,12 +162,12 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
-    _carrier(job.transport)  # loads a runtime carrier before any timing
+    carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
             raise RuntimeError(f"injected fault at rank {rank} before it maps the arena")
-        arena = _attach(job, rank=rank)
+        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
         try:
             if arena is not None and dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed; reported with the floor
@@ -192,7 +180,7 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
     """Rank 0 takes the producer's request (pickled, as over ZMQ); then the broadcast."""
     items, producer = None, None
-    carrier = _carrier(job.transport)
+    carrier = carrier_steps(job.transport)
     if rank == 0:
         conn.send("go")
         blob = conn.recv_bytes()
@@ -210,7 +198,7 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     Inline: the items as received (the runtime's carrier hands back its request's)."""
     import torch.distributed as dist
 
-    carrier = _carrier(job.transport)
+    carrier = carrier_steps(job.transport)
     if carrier.holds_segments(items):
         dist.barrier()
         items, names = carrier.take(step, items)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, ArenaError, ArenaRef
+from kimi_bench.arena import Arena
+from kimi_bench.arena_layout import ArenaError, ArenaRef
 from kimi_bench.contract import (
     DEFERRED_KEY,
     ENCODED_KEY,
@@ -35,6 +36,7 @@ from kimi_bench.materialize import (
     to_tower_buffer,
 )
 from kimi_bench.navit import ResizePlan
+from kimi_bench.options import Carrier
 from kimi_bench.pipeline.decode import decode_input, route, stand_in
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.step import (
@@ -54,7 +56,6 @@ from kimi_bench.scheduler import (
     needs_pre_embed_move,
 )
 from kimi_bench.transport import (
-    Carrier,
     ShmRef,
     broadcast_bytes,
     dumps,
@@ -212,8 +213,8 @@ def wrap(step: Step, items: list[MMItem], carrier: Carrier, prefix: str) -> list
     """Producer side of the carrier. ``shm`` (``ShmPointerMMData``): ``.contiguous()`` when
     the feature is a permuted view (the HWC->CHW copy), then one copy into a new segment per
     item; ``pickle``: features travel inline as they are (a view keeps its strides)."""
-    if carrier not in ("shm", "pickle"):
-        raise ValueError(f"unknown carrier {carrier!r}; expected shm or pickle")
+    if carrier not in get_args(Carrier):
+        raise ValueError(f"unknown carrier {carrier!r}; expected {' or '.join(get_args(Carrier))}")
     if carrier == "pickle":
         return list(items)
     out = []
