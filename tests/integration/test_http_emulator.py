@@ -228,7 +228,10 @@ def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path)
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--arm", "lazy"], "--arm: Input should be 'eager', 'deferred' or 'zero-copy'"),
+        (
+            ["--arm", "lazy"],
+            "--arm: Input should be 'eager', 'deferred', 'zero-copy' or 'deferred-decode'",
+        ),
         (["--arm", "eager", "--transport", "tcp"], "--transport/--carrier: Input should be"),
         (["--arm", "eager", "--standin", "gflops=3"], "--standin: takes KEY=VALUE"),
         (
