@@ -23,6 +23,8 @@ Public API::
     compare(a, b, *, q=50.0, confidence=0.95, resamples=2000, seed=0) -> Comparison
         Comparison: .a_value .b_value .delta_pct .interval .verdict .significant
             .test (RankTest, two-sided, on per-unit values) .a_units .b_units .as_dict()
+    difference(a, b, *, q=50.0, ...) -> Difference (.value .interval; unpaired a - b, e.g.
+        an arm's time minus its control's)
     ratio(a, b, *, paired=True) -> Measurement        (a / b, e.g. speedup eager / deferred)
     mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value, method, u, alternative,
         n_x, n_y)      ("greater": x tends to be larger than y; the gate's one-sided test)
@@ -470,6 +472,51 @@ def compare(
         verdict = SIGNIFICANT if iv.excludes_zero() else STRADDLES_ZERO
     test = mann_whitney(a.unit_values(), b.unit_values())
     return Comparison(a.label, b.label, a.unit, q, av, bv, delta, iv, verdict, test, *units)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A's ``q`` percentile minus B's, in their unit (e.g. an arm's time minus its
+    control's: the payload cost), with its interval."""
+
+    value: float
+    unit: str
+    interval: Interval
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "unit": self.unit, "interval": self.interval.as_dict()}
+
+
+def difference(
+    a: Measurement,
+    b: Measurement,
+    *,
+    q: float = 50.0,
+    confidence: float = 0.95,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> Difference:
+    """Unpaired ``percentile(a) - percentile(b)``: the units of both sides resampled
+    independently (as ``compare``); below MIN_UNITS per side, the min..max of the per-unit
+    differences over every (A unit, B unit) pair, not a CI."""
+    _check_interval_args(q, confidence, resamples)
+    if a.unit != b.unit:
+        raise ValueError(f"cannot subtract {b.unit!r} from {a.unit!r}")
+    value = percentile(a.samples, q) - percentile(b.samples, q)
+    k = min(a.n_units, b.n_units)
+    if not a.n or not b.n:
+        return Difference(math.nan, a.unit, _no_interval(k, "no samples on one side"))
+    if k < MIN_UNITS:
+        why = f"{TOO_FEW_UNITS}: A has {a.n_units}, B has {b.n_units} (needs >= {MIN_UNITS})"
+        ds = [x - y for x in a.unit_values(q) for y in b.unit_values(q)]
+        iv = Interval(min(ds), max(ds), "range", "min..max of per-unit differences", k, None, why)
+        return Difference(value, a.unit, iv)
+    rng = np.random.default_rng(seed)
+    ds = _bootstrap(a._groups, q, rng, resamples) - _bootstrap(b._groups, q, rng, resamples)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ds, [tail, 100 - tail])
+    method = f"{_method(a)}, both sides independently"
+    return Difference(value, a.unit, Interval(float(lo), float(hi), "ci", method, k, confidence))
 
 
 def ratio(a: Measurement, b: Measurement, *, paired: bool = True) -> Measurement:

@@ -37,6 +37,10 @@ Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --ou
 """
 
 
+CONTROL_COLS = ["arm", "stage", "arm_ms", "control_ms", "payload_ms", "payload_low_ms",
+                "payload_high_ms", "emulation"]  # fmt: skip
+
+
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
     from kimi_bench.config import ConfigError, resolve_config
@@ -96,6 +100,7 @@ def _body(values: dict[str, Any]) -> None:
             ("micro: stage medians", report.results, ["arm", "stage", "median_ms", "p10_ms",
                                                        "p90_ms", "bytes"]),
             ("micro: copy ledger (one repeat)", report.views[1].rows, cols),
+            ("micro: control plane and payload cost", report.views[-1].rows, CONTROL_COLS),
         ],
         fmt,
     )  # fmt: skip
