@@ -97,7 +97,7 @@ def run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_cpu_micro_reports_control_stages_and_payload_cost(run):
-    out, rep, _ = run
+    _, rep, _ = run
     validate_report(rep)
     ctl = rep["control"]
     assert ctl["rounds"] == 3 and ctl["payload_images"].startswith("2 image(s) of 28x28")
