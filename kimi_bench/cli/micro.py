@@ -29,7 +29,9 @@ Stages: producer, d2h, serialize, to_rank0, broadcast, take_copy, pre_embed_move
 owner_h2d, owner_materialize. Every byte move is in the copy ledger (report: copies).
 Each repeat checks that the owner's BF16 output equals eager's (torch.equal); a mismatch
 fails the run. Also reports the floor: each owner's H2D of its raw bytes + materialize,
-all ranks at once (the least any arm does).
+all ranks at once (the least any arm does). Every arm also runs --control-repeats rounds
+on a minimal payload (one merged token per image): the control plane; each arm's payload
+cost (arm minus control) comes with an interval, and speedups on it beside the totals'.
 Defaults fit the machine: the PR shape (8 ranks, 20 repeats) on a GPU, 2 ranks and 5
 repeats on a CPU.
 
