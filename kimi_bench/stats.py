@@ -25,6 +25,8 @@ Public API::
             .test (RankTest, two-sided, on per-unit values) .a_units .b_units .as_dict()
     difference(a, b, *, q=50.0, ...) -> Difference (.value .interval; unpaired a - b, e.g.
         an arm's time minus its control's)
+    ratio_of_differences(a, a_ref, b, b_ref, ...) -> (value, Interval)  ((a - a_ref) / (b -
+        b_ref) of percentiles, e.g. a speedup on payload cost; a, b paired by unit id)
     ratio(a, b, *, paired=True) -> Measurement        (a / b, e.g. speedup eager / deferred)
     mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value, method, u, alternative,
         n_x, n_y)      ("greater": x tends to be larger than y; the gate's one-sided test)
@@ -517,6 +519,51 @@ def difference(
     lo, hi = np.percentile(ds, [tail, 100 - tail])
     method = f"{_method(a)}, both sides independently"
     return Difference(value, a.unit, Interval(float(lo), float(hi), "ci", method, k, confidence))
+
+
+def ratio_of_differences(
+    a: Measurement,
+    a_ref: Measurement,
+    b: Measurement,
+    b_ref: Measurement,
+    *,
+    q: float = 50.0,
+    confidence: float = 0.95,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, Interval]:
+    """``(pa - pa_ref) / (pb - pb_ref)`` of the ``q`` percentiles (e.g. eager's payload cost
+    over deferred's: each arm minus its control), with a percentile bootstrap interval: the
+    units of ``a`` and ``b`` are paired by id (the same units drawn for both in a resample),
+    ``a_ref`` and ``b_ref`` resampled independently. NaN when a difference is not above
+    zero; no interval with fewer than MIN_UNITS units on a side, or when more than the
+    interval's tail of resamples has a difference at or below zero (unbounded)."""
+    _check_interval_args(q, confidence, resamples)
+    va = dict(zip(a._unit_keys, a.unit_values(q), strict=True))
+    vb = dict(zip(b._unit_keys, b.unit_values(q), strict=True))
+    ids = [u for u in va if u in vb]
+    xa, xb = np.array([va[u] for u in ids]), np.array([vb[u] for u in ids])
+    # the point value from every sample (as each difference alone); pairs drive the resamples
+    num = percentile(a.samples, q) - percentile(a_ref.samples, q)
+    den = percentile(b.samples, q) - percentile(b_ref.samples, q)
+    k = min(len(ids), a_ref.n_units, b_ref.n_units)
+    if not (num > 0 and den > 0):
+        return math.nan, _no_interval(k, "a difference is not above zero: no ratio")
+    value = num / den
+    if k < MIN_UNITS:
+        return value, _no_interval(k, f"{TOO_FEW_UNITS} ({k} < {MIN_UNITS})")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(ids), size=(resamples, len(ids)))
+    nums = np.percentile(xa[picks], q, axis=1) - _bootstrap(a_ref._groups, q, rng, resamples)
+    dens = np.percentile(xb[picks], q, axis=1) - _bootstrap(b_ref._groups, q, rng, resamples)
+    tail = (1 - confidence) / 2
+    if np.mean(dens <= 0) > tail or np.mean(nums <= 0) > tail:
+        return value, _no_interval(k, "a difference reaches zero in the resamples: unbounded")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rs = np.where(dens > 0, nums / dens, np.inf)
+    lo, hi = np.percentile(rs, [tail * 100, 100 - tail * 100])
+    method = "percentile bootstrap: paired units of A and B, references independently"
+    return value, Interval(float(lo), float(hi), "ci", method, k, confidence)
 
 
 def ratio(a: Measurement, b: Measurement, *, paired: bool = True) -> Measurement:

@@ -8,9 +8,9 @@ what the pixels cost in each arm, without the control plane every arm pays alike
 
 Control rounds are unpaired with the measured repeats (a few rounds, spread over them), so
 a payload cost's interval resamples both sides independently (``stats.difference``). A
-payload speedup pairs the arms per repeat, as the total speedups do, with each arm's
-control median subtracted (the control's own spread is in the payload-cost intervals,
-not in the speedup's). Stages whose cost exists only in this emulation are named and
+payload speedup is the ratio of two payload costs; its interval draws the same repeats for
+both arms (they run back to back) and each arm's control rounds independently
+(``stats.ratio_of_differences``). Stages whose cost exists only in this emulation are named and
 shown apart (``emulation_only``).
 """
 
@@ -21,7 +21,14 @@ from typing import Any
 
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.pipeline import CPU_STAND_IN, STAGES
-from kimi_bench.stats import Measurement, difference, fmt_ms, fmt_speedup, fmt_speedup_range, ratio
+from kimi_bench.stats import (
+    Measurement,
+    difference,
+    fmt_ms,
+    fmt_speedup,
+    fmt_speedup_range,
+    ratio_of_differences,
+)
 
 Recs = list[dict[str, Any]]
 
@@ -90,23 +97,28 @@ def payload_block(recs: Recs, ctl: Recs, apart: list[str]) -> dict[str, Any]:
 def payload_speedups(
     samples: dict[str, Recs], control: dict[str, Recs], keys: list[str]
 ) -> dict[str, Any]:
-    """``<arm>_vs_<base>`` on payload cost: per repeat (paired, as the total speedups) the
-    base's total minus its control median over the arm's total minus its control median.
-    None with a reason when a payload cost is not above its control in every repeat."""
+    """``<arm>_vs_<base>`` on payload cost: the base's payload cost over the arm's (median
+    minus control median each), with an interval that draws the same repeats for both arms
+    and each arm's control rounds independently (``stats.ratio_of_differences``). None
+    with the reason when a payload cost is not above its control."""
     out: dict[str, Any] = {}
     for key in keys:
         arm, base = key.split("_vs_")
-        per = {}
-        for a in (arm, base):
-            ctl = _series(control[a], None, f"{a} control").median
-            per[a] = [dict(r, total_ms=r["total_ms"] - ctl) for r in samples[a]]
-        if any(r["total_ms"] <= 0 for a in per for r in per[a]):
-            out[key] = {"median": None, "interval": None, "reason": (
-                f"the payload cost of {arm} or {base} is not above its control in every "
-                "repeat (within the control plane's noise): no ratio")}  # fmt: skip
-            continue
-        m = ratio(mr.total_measurement(per[base], base), mr.total_measurement(per[arm], arm))
-        out[key] = m.as_dict() | {"interval": m.interval().as_dict()}
+        series = {a: (_series(samples[a], None, a), _series(control[a], None, f"{a} control"))
+                  for a in (arm, base)}  # fmt: skip
+        value, iv = ratio_of_differences(*series[base], *series[arm])
+        entry: dict[str, Any] = {
+            "median": None if math.isnan(value) else value,
+            "base_payload_ms": series[base][0].median - series[base][1].median,
+            "arm_payload_ms": series[arm][0].median - series[arm][1].median,
+            "interval": iv.as_dict(),
+        }
+        if math.isnan(value):
+            entry["reason"] = (
+                f"the payload cost of {arm} or {base} is not above its control (within the "
+                "control plane's noise): no ratio"
+            )
+        out[key] = entry
     return out
 
 

@@ -224,6 +224,7 @@ def _micro_control(report: Report, ev: Evidence, totals: dict[str, list[float]],
     raw = report.data.get("control_repeats")
     if not raw:
         return  # no control rounds (older reports, --control-repeats 0)
+    payload: dict[str, float] = {}
     for arm, arm_totals in totals.items():
         reps = _micro_repeats(report, arm, w, "control_repeats")
         if not reps or not arm_totals:
@@ -231,9 +232,19 @@ def _micro_control(report: Report, ev: Evidence, totals: dict[str, list[float]],
         key = arm.replace("-", "_")
         ctl = median([r["total_ms"] for r in reps])
         agree(report.summary.get(f"{key}_control_ms"), ctl, f"{w}: summary.{key}_control_ms")
-        payload = median(arm_totals) - ctl
-        agree(report.summary.get(f"{key}_payload_ms"), payload, f"{w}: summary.{key}_payload_ms")
-        ev.figures[f"{key}_payload_ms"] = payload
+        payload[arm] = median(arm_totals) - ctl
+        agree(report.summary.get(f"{key}_payload_ms"), payload[arm],
+              f"{w}: summary.{key}_payload_ms")  # fmt: skip
+        ev.figures[f"{key}_payload_ms"] = payload[arm]
+    for arm, base in [(a, b) for a in payload for b in ("eager", "deferred") if b in payload]:
+        if arm == base or (arm, base) == ("eager", "deferred"):
+            continue
+        key = f"payload_speedup_{arm}_vs_{base}".replace("-", "_")
+        both = payload[arm] > 0 and payload[base] > 0
+        agree(report.summary.get(key), payload[base] / payload[arm] if both else None,
+              f"{w}: summary.{key}")  # fmt: skip
+    if payload.get("deferred", 0) > 0 and payload.get("eager", 0) > 0:
+        ev.figures["payload_speedup"] = payload["eager"] / payload["deferred"]
 
 
 def stopped(report: Report, ev: Evidence) -> None:

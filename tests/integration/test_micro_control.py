@@ -20,7 +20,7 @@ from kimi_bench.engine.micro_worker import MicroJob, control_images, rounds
 from kimi_bench.options import MicroOptions
 from kimi_bench.report.model import Report
 from kimi_bench.schemas import validate_report
-from kimi_bench.stats import Measurement, difference
+from kimi_bench.stats import Measurement, difference, ratio_of_differences
 
 ARMS = ("eager", "deferred", "zero-copy")
 
@@ -65,6 +65,18 @@ def test_difference_has_an_interval_over_both_sides():
     assert d.interval.is_ci and d.interval.low <= d.value <= d.interval.high
     few = difference(Measurement([10.0, 12.0]), Measurement([3.0]))
     assert few.interval.kind == "range" and (few.interval.low, few.interval.high) == (7.0, 9.0)
+
+
+def test_ratio_of_differences_pairs_the_arms_and_refuses_a_zero_payload():
+    eager = Measurement([50.0, 52.0, 49.0, 51.0, 50.0], unit_ids=[0, 1, 2, 3, 4])
+    deferred = Measurement([20.0, 21.0, 19.0, 20.5, 20.0], unit_ids=[0, 1, 2, 3, 4])
+    ctl_e, ctl_d = Measurement([10.0, 10.5, 9.5]), Measurement([10.0, 11.0, 9.0])
+    value, iv = ratio_of_differences(eager, ctl_e, deferred, ctl_d)
+    assert value == pytest.approx((50.0 - 10.0) / (20.0 - 10.0))
+    assert iv.is_ci and iv.low <= value <= iv.high
+    nothing = Measurement([10.0, 10.2, 9.9, 10.1, 10.0], unit_ids=[0, 1, 2, 3, 4])
+    value, iv = ratio_of_differences(eager, ctl_e, nothing, ctl_d)
+    assert math.isnan(value) or iv.kind == "none"  # a payload within the control's noise
 
 
 def test_metadata_gather_is_emulation_only_and_stand_ins_are_named():
@@ -116,7 +128,11 @@ def test_cpu_micro_reports_control_stages_and_payload_cost(run):
     assert set(ctl["payload_speedups"]) == {"deferred_vs_eager", "zero-copy_vs_eager",
                                             "zero-copy_vs_deferred"}  # fmt: skip
     for m in ctl["payload_speedups"].values():
-        assert (m["median"] is not None and m["interval"]["kind"] == "ci") or m["reason"]
+        if m["median"] is None:
+            assert m["reason"] and m["interval"]["kind"] == "none"
+        else:
+            assert m["median"] == pytest.approx(m["base_payload_ms"] / m["arm_payload_ms"])
+            assert m["interval"]["kind"] in ("ci", "none")  # none: unbounded, with a reason
     s = rep["summary"]
     assert "payload cost (arm minus control):" in s["verdict"]
     assert s["emulation_only_stages"] == ["gather"]
@@ -143,6 +159,13 @@ def test_gate_evidence_recomputes_payload_cost_from_control_repeats(run):
     _, rep, _ = run
     ev = micro_evidence(Report.from_dict(rep))
     assert math.isclose(ev.figures["deferred_payload_ms"], rep["summary"]["deferred_payload_ms"])
+    speed = rep["summary"]["payload_speedup_deferred_vs_eager"]
+    if speed is not None:
+        assert math.isclose(ev.figures["payload_speedup"], speed)
+        bad = json.loads(json.dumps(rep))
+        bad["summary"]["payload_speedup_deferred_vs_eager"] = speed * 2
+        with pytest.raises(EvidenceError, match="payload_speedup_deferred_vs_eager"):
+            micro_evidence(Report.from_dict(bad))
     rep["summary"]["deferred_payload_ms"] += 1.0
     with pytest.raises(EvidenceError, match="deferred_payload_ms"):
         micro_evidence(Report.from_dict(rep))
