@@ -20,7 +20,8 @@ from kimi_bench.engine.micro_worker import MicroJob, control_images, rounds
 from kimi_bench.options import MicroOptions
 from kimi_bench.report.model import Report
 from kimi_bench.schemas import validate_report
-from kimi_bench.stats import Measurement, difference, ratio_of_differences
+from kimi_bench.stats import Measurement
+from kimi_bench.stats_difference import difference, ratio_of_differences
 
 ARMS = ("eager", "deferred", "zero-copy")
 
