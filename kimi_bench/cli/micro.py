@@ -7,18 +7,8 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import (
-    append_jsonl,
-    fail_line,
-    note,
-    resolve_output,
-    say,
-    show_tables,
-    usage_error,
-    verdict_line,
-    warn,
-    write_report,
-)
+from kimi_bench.cli.common import fail_line, note, say, show_tables, usage_error, verdict_line, warn
+from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import MicroOptions
 
 DOC = """Where do the milliseconds and bytes go? Stage by stage, per arm, with a real

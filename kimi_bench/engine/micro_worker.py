@@ -97,15 +97,6 @@ def control_images(job: MicroJob) -> list[Any]:
     return make_images(((count, side, side),), "random", job.seed)
 
 
-def _carrier(transport: str) -> Any:
-    """The carrier's steps in this process. The runtime's carriers (``sglang-*``)
-    register themselves when their module is imported, which needs sglang: imported here
-    only for them."""
-    if transport.startswith("sglang-"):
-        import kimi_bench.sglang_ref.carriers  # noqa: F401  (registers sglang-shm/-pickle)
-    return carrier_steps(transport)
-
-
 def job_images(job: MicroJob) -> list[Any]:
     """The user's images (decoded once, as a tokenizer worker holds them) or generated."""
     from PIL import Image
@@ -149,7 +140,7 @@ def arena_spec(job: MicroJob) -> ArenaSpec | None:
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
-    carrier = _carrier(job.transport)  # loads a runtime carrier before any timing
+    carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     payloads = {False: job_images(job), True: control_images(job) if job.control_repeats else []}
     # on a crash the harness unlinks the arena by the run's prefix
@@ -188,7 +179,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
-    _carrier(job.transport)  # loads a runtime carrier before any timing
+    carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
@@ -206,7 +197,7 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
     """Rank 0 takes the producer's request (pickled, as over ZMQ); then the broadcast."""
     items, producer = None, None
-    carrier = _carrier(job.transport)
+    carrier = carrier_steps(job.transport)
     if rank == 0:
         conn.send("go")
         blob = conn.recv_bytes()
@@ -224,7 +215,7 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     Inline: the items as received (the runtime's carrier hands back its request's)."""
     import torch.distributed as dist
 
-    carrier = _carrier(job.transport)
+    carrier = carrier_steps(job.transport)
     if carrier.holds_segments(items):
         dist.barrier()
         items, names = carrier.take(step, items)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from kimi_bench.options import MicroCarrier
+from kimi_bench.options import Carrier, MicroCarrier
 
 FINITE = 1e300  # JSON has no inf, but a reader turns 1e999 into one: refused here
 NUM = {"type": ["number", "null"], "minimum": -FINITE, "maximum": FINITE}
@@ -187,7 +187,7 @@ SERVE = _envelope(
         "width": {"type": "integer", "minimum": 1},
         "height": {"type": "integer", "minimum": 1},
         "ranks": INT,
-        "transport": {"enum": ["shm", "pickle"]},
+        "transport": {"enum": list(get_args(Carrier))},
     },
     ab={"type": "object", "additionalProperties": {
         "type": "object", "additionalProperties": _obj(
