@@ -126,6 +126,55 @@ MICRO = _envelope(
     })},
     speedups={"type": "object", "additionalProperties": MEASUREMENT},
 )  # fmt: skip
+# Control plane and payload cost (micro reports since issue 23; optional, so older reports
+# stay valid): the blocks the figures and HTML read, and the raw control rounds.
+INTERVAL = _obj({"low": NUM, "high": NUM, "kind": {"enum": ["ci", "range", "none"]}})
+COST = _obj({"arm_ms": NUM, "control_ms": NUM, "payload_ms": NUM, "interval": INTERVAL})
+MICRO["properties"]["control"] = {
+    "anyOf": [
+        {"type": "null"},
+        _obj(
+            {
+                "rounds": INT,
+                "arms": MICRO["properties"]["arms"],
+                "payload": {
+                    "type": "object",
+                    "additionalProperties": _obj(
+                        {
+                            "stages": {"type": "object", "additionalProperties": COST},
+                            "total": COST,
+                            "total_without_emulation": COST,
+                        }
+                    ),
+                },
+                "payload_speedups": {"type": "object"},
+                "emulation_only": {
+                    "type": "array",
+                    "items": _obj(
+                        {
+                            "stage": {"type": "string"},
+                            "kind": {"enum": ["emulation_only", "stand_in"]},
+                            "why": {"type": "string"},
+                        }
+                    ),
+                },
+                "floor": _obj({"data_floor_ms": NONNEG, "control_ms": NONNEG, "floor_ms": NONNEG}),
+            }
+        ),
+    ]
+}
+MICRO["properties"]["control_repeats"] = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "array",
+        "items": _obj({"total_ms": NONNEG, "stage_ms": {"type": "object"}}),
+    },
+}
+MICRO["properties"]["summary"]["properties"] |= {
+    "control_rounds": INT,
+    "floor_with_control_ms": NONNEG,
+    "emulation_only_stages": {"type": "array", "items": {"type": "string"}},
+}
 SERVE = _envelope(
     "serve-ab",
     {
