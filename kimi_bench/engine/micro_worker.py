@@ -167,8 +167,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
     carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
-    control = control_inputs(job) if job.control_repeats else []
-    payloads = {False: job_inputs(job), True: control}
+    payloads = {False: job_inputs(job), True: control_inputs(job) if job.control_repeats else []}
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
     for it, control in rounds(job):
