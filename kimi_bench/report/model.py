@@ -19,6 +19,7 @@ from typing import Any
 
 from kimi_bench import SCHEMA_VERSION
 from kimi_bench.limits import MAX_REPORT_BYTES, read_text_or
+from kimi_bench.report.migrate import migrate
 from kimi_bench.report.schema import report_problem
 
 KINDS = ("parity", "micro", "serve-ab", "run", "project")
@@ -72,6 +73,8 @@ class Report:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Report:
+        """A report read from its JSON dict, older layouts brought to the current one."""
+        raw = migrate(raw)
         known = {"schema_version", "kind", "environment", "config", "summary", "notes", "results"}
         return cls(
             kind=raw["kind"],
