@@ -9,7 +9,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kimi_bench.report.kinds import model_for
+from kimi_bench.report.kinds import Envelope, model_for
+
+
+class ReportProblem(ValueError):
+    """A report dict that does not match its kind's model; the message names the field."""
 
 
 def where(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -30,11 +34,20 @@ def _message(err: Any) -> str:
     return f"{value!r}: {err['msg'][:1].lower()}{err['msg'][1:]}"
 
 
+def parse_report(raw: dict[str, Any]) -> Envelope:
+    """``raw`` as its kind's model; ReportProblem (``field summary.x: message``) naming
+    the first field that does not match."""
+    try:
+        return model_for(raw).model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise ReportProblem(f"field {where(err['loc'])}: {_message(err)}") from None
+
+
 def report_problem(raw: dict[str, Any]) -> str | None:
     """The first problem of a report dict as ``field summary.x: message``, or None."""
     try:
-        model_for(raw).model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        return f"field {where(err['loc'])}: {_message(err)}"
+        parse_report(raw)
+    except ReportProblem as exc:
+        return str(exc)
     return None
