@@ -142,6 +142,10 @@ class MicroOptions(_Common):
                                 "[GPU: 20, CPU: 5].")  # fmt: skip
     warmup: int | None = Field(None, ge=0, le=1_000, description="Unmeasured repeats first "
                                "[GPU: 3, CPU: 1].")  # fmt: skip
+    control_repeats: int = Field(3, ge=0, le=1_000, description="Rounds of every arm on a "
+                                 "minimal payload (one merged token per image), spread over "
+                                 "the repeats: the control plane, subtracted to give each "
+                                 "arm's payload cost; 0 disables.")  # fmt: skip
     timeout_s: float = Field(300.0, gt=0, le=MAX_TIMEOUT_S, description="Fail when no "
                              "worker reports for this many seconds.")  # fmt: skip
     launcher: Launcher = Field("auto", description="spawn: kimi-bench starts every process on "

@@ -15,7 +15,7 @@ The JSON Schemas shipped in ``kimi_bench/schemas`` are generated from these mode
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -124,12 +124,72 @@ class MicroSummary(Summary):
     deferred_median_ms: NonNeg | None = None
     repeats_completed: Count | None = None
     bit_exact_all_repeats: Flag | None = None
+    control_rounds: Count = 0
+    floor_with_control_ms: NonNeg | None = None
+    emulation_only_stages: list[Text] = Field(default_factory=list)
+
+
+# Control plane and payload cost (micro reports since issue 23; optional, so older reports
+# stay valid): the blocks the payload figure and the HTML page read (every field of a cost
+# is read, so each is required), and the raw control rounds the gate recomputes from.
+class Interval(Open):
+    low: Number | None
+    high: Number | None
+    kind: Literal["ci", "range", "none"]
+
+
+class Cost(Open):
+    arm_ms: Number | None
+    control_ms: Number | None
+    payload_ms: Number | None
+    interval: Interval
+
+
+class PayloadCost(Open):
+    stages: dict[str, Cost]
+    total: Cost
+    total_without_emulation: Cost
+
+
+class ApartStage(Open):
+    """A stage that only exists because of the emulation (or stands in for real work)."""
+
+    stage: Text
+    kind: Literal["emulation_only", "stand_in"]
+    why: Text
+
+
+class ControlFloor(Open):
+    data_floor_ms: NonNeg | None
+    control_ms: NonNeg | None
+    floor_ms: NonNeg | None
+
+
+class ControlArm(Open):
+    total_ms: SampleBlock | None = None
+    stages: dict[str, StageBlock] = Field(default_factory=dict)
+
+
+class Control(Open):
+    rounds: Count
+    arms: dict[str, ControlArm]
+    payload: dict[str, PayloadCost]
+    payload_speedups: dict[str, Any]
+    emulation_only: list[ApartStage]
+    floor: ControlFloor
+
+
+class ControlRepeat(Open):
+    total_ms: NonNeg | None = None
+    stage_ms: dict[str, Any] = Field(default_factory=dict)
 
 
 class MicroReport(Envelope):
     summary: MicroSummary = Field(default_factory=MicroSummary)
     arms: dict[str, MicroArm]
     speedup: SampleBlock = Field(default_factory=SampleBlock)
+    control: Control | None = None
+    control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------ serve-ab

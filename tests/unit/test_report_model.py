@@ -95,7 +95,7 @@ def test_the_micro_model_refuses_naming_the_field(edit: Any, field: str, words: 
 
 def test_fields_this_version_does_not_read_are_allowed() -> None:
     micro, serve = read(MICRO), read(SERVE)
-    micro["control"] = {"payload_ms": {"samples": [1.0]}}
+    micro["transfer_trace"] = {"payload_ms": {"samples": [1.0]}}
     micro["arms"]["deferred-decode"] = copy.deepcopy(micro["arms"]["deferred"])
     micro["summary"]["payload_cost_ms"] = 0.5
     serve["requests"][0]["client_overhead_ms"] = 0.1
@@ -108,3 +108,20 @@ def test_earlier_serve_ab_layout_is_checked_by_its_own_fields() -> None:
     assert report_problem(raw) is None
     raw["ab"]["inf"]["median_ttft"]["delta"] = "-0.2"
     assert (report_problem(raw) or "").startswith("field ab.inf.median_ttft.delta:")
+
+
+def test_the_control_block_is_typed_where_the_payload_figure_reads_it() -> None:
+    cost = {"arm_ms": 2.0, "control_ms": 1.0, "payload_ms": 1.0,
+            "interval": {"low": 0.5, "high": 1.5, "kind": "ci"}}  # fmt: skip
+    raw = read(MICRO) | {
+        "control": {
+            "rounds": 1, "arms": {}, "payload_speedups": {}, "emulation_only": [],
+            "payload": {"deferred": {"stages": {}, "total": cost,
+                                     "total_without_emulation": cost}},
+            "floor": {"data_floor_ms": 1.0, "control_ms": 1.0, "floor_ms": 2.0},
+        }
+    }  # fmt: skip
+    assert report_problem(raw) is None
+    raw["control"]["payload"]["deferred"]["total"] = cost | {"payload_ms": "1"}
+    problem = report_problem(raw) or ""
+    assert problem.startswith("field control.payload.deferred.total.payload_ms:")
