@@ -1,6 +1,6 @@
 """An async OpenAI-compatible streaming client: one :class:`Trace` to one endpoint
 (``POST {base}/v1/chat/completions`` with ``stream: true``), one :class:`RequestRecord`
-per request. HTTP is httpx, server-sent events are parsed by httpx-sse.
+per request. HTTP/1.1 and server-sent events are :mod:`kimi_bench.serving.wire`.
 
 TTFT is the time from sending a request to the first chunk that carries generated text
 (``delta.content`` or ``delta.reasoning_content``); a role-only opening chunk is not a
@@ -22,12 +22,12 @@ HTTP 429: counted as a failure like any 4xx/5xx (as ``vllm bench serve`` does) u
 first send, so waiting is part of the measured latency.
 
 Before offset 0 every request is prebuilt (the trace's images are base64-encoded once, each
-distinct body is JSON-encoded once, each request is an ``httpx.Request`` ready to send) and
-one keep-alive connection per request that can be in flight is opened, so a send only
-writes bytes. Sends are scheduled on ``time.perf_counter`` (monotonic); each record keeps
-its scheduled time and its lateness (actual send minus scheduled, less any concurrency
-wait). The garbage collector is paused during the trace: a collection in a burst lands in
-some request's TTFT."""
+distinct body is JSON-encoded once, each request is its HTTP bytes, head and body) and one
+keep-alive connection per request that can be in flight is opened, so a send only writes
+bytes (``serving.wire``: httpx costs milliseconds of loop time per request). Sends are
+scheduled on ``time.perf_counter`` (monotonic); each record keeps its scheduled time and
+its lateness (actual send minus scheduled, less any concurrency wait). The garbage
+collector is paused during the trace: a collection in a burst lands in some request's TTFT."""
 
 from __future__ import annotations
 
@@ -39,8 +39,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import httpx
-
 from kimi_bench.limits import SIGINT_REASON, interrupt_reason
 from kimi_bench.serving.endpoints import (  # re-exported: callers import them from here
     auth_headers,
@@ -48,7 +46,7 @@ from kimi_bench.serving.endpoints import (  # re-exported: callers import them f
     probe_server,
 )
 from kimi_bench.serving.records import ArmResult, RequestRecord
-from kimi_bench.serving.request import RETRY_AFTER_MAX_S, ClientOptions, prebuilt, send_request
+from kimi_bench.serving.request import RETRY_AFTER_MAX_S, ClientOptions, Target, send_request
 from kimi_bench.serving.trace import Trace, chat_body
 
 INTERRUPTED = SIGINT_REASON  # ArmResult.error after Ctrl-C (SIGTERM: limits.SIGTERM_REASON)
@@ -65,17 +63,6 @@ __all__ = ["RETRY_AFTER_MAX_S", "ClientOptions", "auth_headers", "drive", "parse
 
 class _EndpointDead(Exception):
     pass
-
-
-def _async_client(base_url: str, opts: ClientOptions) -> httpx.AsyncClient:
-    cap = opts.max_concurrency
-    return httpx.AsyncClient(
-        base_url=base_url,
-        headers=auth_headers(opts.api_key_env),
-        timeout=httpx.Timeout(None, connect=opts.connect_timeout_s),
-        limits=httpx.Limits(max_connections=cap, max_keepalive_connections=cap),
-        trust_env=False,  # a benchmark talks to the endpoint directly, never via a proxy
-    )
 
 
 def request_bodies(trace: Trace, opts: ClientOptions) -> list[bytes]:
@@ -99,7 +86,7 @@ class _Run:
         trace: Trace,
         opts: ClientOptions,
         result: ArmResult,
-        client: httpx.AsyncClient,
+        target: Target,
         before_send: BeforeSend | None = None,
     ) -> None:
         self.trace, self.opts, self.result = trace, opts, result
@@ -109,7 +96,12 @@ class _Run:
             if opts.max_concurrency
             else contextlib.nullcontext()
         )
-        self.requests = [prebuilt(client, body) for body in request_bodies(trace, opts)]
+        self.target = target
+        built: dict[int, bytes] = {}  # requests with the same body share its bytes
+        self.requests = [
+            built.setdefault(id(body), target.chat_request(body))
+            for body in request_bodies(trace, opts)
+        ]
         self.refused = 0
         self.dead: str | None = None
 
@@ -127,7 +119,6 @@ class _Run:
 
     async def one(
         self,
-        client: httpx.AsyncClient,
         i: int,
         t0: float,
         out: list[RequestRecord],
@@ -141,7 +132,7 @@ class _Run:
             woke = time.perf_counter()
             async with self.gate:
                 rec.gate_wait_s = time.perf_counter() - woke
-                await send_request(client, self.requests[i], rec, t0, self.opts)
+                await send_request(self.target, self.requests[i], rec, t0, self.opts)
         except asyncio.CancelledError:
             rec.fail("cancelled", self.dead or "interrupted before the response ended")
             rec.done_s = time.perf_counter() - t0
@@ -151,15 +142,6 @@ class _Run:
             if progress and not warm:
                 progress(rec, len(out), self.result.planned)
         self.note(rec)
-
-
-async def _open_connections(client: httpx.AsyncClient, n: int, timeout_s: float) -> None:
-    """``n`` keep-alive connections, opened by concurrent ``GET /v1/models`` and left idle:
-    a burst then does not pay ``n`` TCP connects inside its TTFTs (a long-running client's
-    connections are open). Failures are the requests' to report, not this."""
-    if n > 0:
-        gets = (client.get("/v1/models", timeout=timeout_s) for _ in range(n))
-        await asyncio.gather(*gets, return_exceptions=True)
 
 
 @contextlib.contextmanager
@@ -182,26 +164,27 @@ async def _drive(
     before_trace: Callable[[], None] | None = None,
     before_send: BeforeSend | None = None,
 ) -> None:
-    async with _async_client(base_url, opts) as client:
-        run = _Run(trace, opts, result, client, before_send)
-        try:
-            w0 = time.perf_counter()
-            for i in range(min(opts.warmup_requests, len(trace))):
-                await run.one(client, i, w0, result.warmup, None, warm=True)
-            inflight = min(len(trace), opts.max_concurrency or len(trace), MAX_PREOPEN)
-            await _open_connections(client, max(1, inflight), opts.connect_timeout_s)
-            if before_trace is not None:  # e.g. a /metrics scrape: nothing is in flight now
-                await asyncio.to_thread(before_trace)
-            with _gc_paused():
-                await _send_trace(run, client, result, progress)
-        except* _EndpointDead as group:
-            result.error = str(group.exceptions[0])
+    target = Target(base_url, opts)
+    run = _Run(trace, opts, result, target, before_send)
+    try:
+        w0 = time.perf_counter()
+        for i in range(min(opts.warmup_requests, len(trace))):
+            await run.one(i, w0, result.warmup, None, warm=True)
+        # one open connection per request that can be in flight: a burst does not pay
+        # its TCP connects inside its TTFTs (a long-running client's connections are open)
+        await target.pool.preopen(min(len(trace), opts.max_concurrency or len(trace), MAX_PREOPEN))
+        if before_trace is not None:  # e.g. a /metrics scrape: nothing is in flight now
+            await asyncio.to_thread(before_trace)
+        with _gc_paused():
+            await _send_trace(run, result, progress)
+    except* _EndpointDead as group:
+        result.error = str(group.exceptions[0])
+    finally:
+        await target.pool.aclose()
     result.records.sort(key=lambda r: r.rid)
 
 
-async def _send_trace(
-    run: _Run, client: httpx.AsyncClient, result: ArmResult, progress: Progress | None
-) -> None:
+async def _send_trace(run: _Run, result: ArmResult, progress: Progress | None) -> None:
     """Each request at its offset from t0 (perf_counter, monotonic)."""
     t0 = result.trace_start = time.perf_counter()
     async with asyncio.TaskGroup() as tasks:
@@ -209,7 +192,7 @@ async def _send_trace(
             delay = t0 + offset - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.create_task(run.one(client, i, t0, result.records, progress))
+            tasks.create_task(run.one(i, t0, result.records, progress))
 
 
 async def run_trace(

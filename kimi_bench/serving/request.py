@@ -2,29 +2,36 @@
 send (with 429 retries), the event stream read into a :class:`RequestRecord`, and the
 failure kinds (``records.ERROR_KINDS``).
 
-The actual send time: httpcore reports (through the request's ``trace`` extension) when the
-request headers start to go out on a connection, after any connect; that stamp is the
-record's ``wire_sent_s``, so a send's lateness counts what the HTTP library did before the
-bytes left, not only when the task woke."""
+HTTP is :mod:`kimi_bench.serving.wire` (prebuilt request bytes on asyncio streams). The
+record's ``wire_sent_s`` is when the request's bytes were handed to a connection, after
+taking it from the pool (or connecting); a send's lateness counts that, not only when the
+task woke."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-from httpx_sse import EventSource, SSEError
-
 from kimi_bench.serving.backend import REQUEST_HEADER
-from kimi_bench.serving.endpoints import CHAT_PATH, _excerpt, _redact
+from kimi_bench.serving.endpoints import CHAT_PATH, _excerpt, _redact, auth_headers
 from kimi_bench.serving.records import RequestRecord
+from kimi_bench.serving.wire import (
+    ConnectFailed,
+    Connection,
+    Origin,
+    Pool,
+    Response,
+    WireError,
+    request_bytes,
+    sse_events,
+)
 
 RETRY_AFTER_MAX_S = 30.0
-# what httpx_sse.aconnect_sse would add, set once
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream",
             "Cache-Control": "no-store"}  # fmt: skip
 
@@ -161,83 +168,101 @@ def _server_report(value: str | None) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _wire_stamp(rec: RequestRecord, t0: float) -> Any:
-    """httpcore's trace callback: the first time request headers start to go out."""
+class Target:
+    """One endpoint as the sends see it: its connection pool and the request bytes."""
 
-    async def trace(event: str, info: Mapping[str, Any]) -> None:
-        if rec.wire_sent_s is None and event.endswith("send_request_headers.started"):
-            rec.wire_sent_s = time.perf_counter() - t0
+    def __init__(self, base_url: str, opts: ClientOptions) -> None:
+        self.base_url = base_url
+        self.origin = Origin.from_url(base_url)
+        self.pool = Pool(self.origin, opts.connect_timeout_s)
+        self.headers = {**_HEADERS, **auth_headers(opts.api_key_env)}
 
-    return trace
+    def chat_request(self, body: bytes) -> bytes:
+        """The chat request, head and body, built before the run: a send only writes it."""
+        return request_bytes(self.origin, "POST", CHAT_PATH, body, self.headers)
 
 
-def prebuilt(client: httpx.AsyncClient, body: bytes) -> httpx.Request:
-    """The chat request with its body, built before the run: a send only stamps it."""
-    return client.build_request("POST", CHAT_PATH, content=body, headers=_HEADERS)
+async def _exchange(target: Target, data: bytes) -> tuple[Connection, Response]:
+    """Write the request, read the response head. A pooled connection the server has
+    closed meanwhile is replaced by a new one once (the request never reached it)."""
+    conn = await target.pool.acquire()
+    try:
+        await conn.send(data)
+        return conn, await conn.response()
+    except WireError:
+        conn.close()
+        if not conn.pooled:
+            raise
+    except BaseException:
+        conn.close()
+        raise
+    conn = await target.pool.acquire(fresh=True)
+    try:
+        await conn.send(data)
+        return conn, await conn.response()
+    except BaseException:
+        conn.close()
+        raise
 
 
 async def _stream_one(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
-    rec: RequestRecord,
-    stream: _Stream,
-    t0: float,
+    target: Target, data: bytes, rec: RequestRecord, stream: _Stream, t0: float
 ) -> None:
-    request.extensions["trace"] = _wire_stamp(rec, t0)
-    response = await client.send(request, stream=True)
+    if rec.wire_sent_s is None:
+        rec.wire_sent_s = time.perf_counter() - t0
+    conn, response = await _exchange(target, data)
     rec.first_byte_s = time.perf_counter() - t0
-    rec.status = response.status_code
+    rec.status = response.status
     try:
         if rec.status >= 400:
-            text = (await response.aread()).decode("utf-8", "replace")
-            msg = f"HTTP {rec.status} {response.reason_phrase}: {_excerpt(text)}".rstrip(": ")
+            text = (await response.read()).decode("utf-8", "replace")
+            msg = f"HTTP {rec.status} {response.reason}: {_excerpt(text)}".rstrip(": ")
             wait = _retry_after(response.headers.get("retry-after"))
             raise _Fail("http", msg, wait if rec.status == 429 else None)
-        rec.server = _server_report(response.headers.get(REQUEST_HEADER))
-        await _read_events(EventSource(response), stream)
+        rec.server = _server_report(response.headers.get(REQUEST_HEADER.lower()))
+        await _read_events(response, stream)
     finally:
-        rec.bytes_received += response.num_bytes_downloaded
-        await response.aclose()
+        rec.bytes_received += response.received
+        target.pool.release(conn, response)
 
 
-async def _read_events(src: Any, stream: _Stream) -> None:
+async def _read_events(response: Response, stream: _Stream) -> None:
+    ctype = response.headers.get("content-type", "")
+    if "text/event-stream" not in ctype:
+        raise _Fail("malformed", f"response is not an event stream (Content-Type {ctype!r})")
     try:
-        async for event in src.aiter_sse():
-            if event.data.strip() == "[DONE]":
-                stream.done = True
-                break
-            if event.data and event.event in ("", "message"):  # skip keep-alive events
-                stream.take(event.data, time.perf_counter())
-    except SSEError as exc:
-        raise _Fail("malformed", f"response is not an event stream: {exc}") from None
-    except httpx.TransportError as exc:
+        events = sse_events(response.chunks(), time.perf_counter)
+        async with contextlib.aclosing(events):
+            async for name, data, now in events:
+                if data.strip() == "[DONE]":
+                    stream.done = True
+                    break
+                if data and name in ("", "message"):  # skip keep-alive events
+                    stream.take(data, now)
+    except WireError as exc:
         got = f"after {len(stream.stamps)} token chunk(s)"
         kind = "truncated" if stream.stamps and not stream.finished else "read"
-        raise _Fail(kind, f"connection broke {got}: {type(exc).__name__}: {exc}") from None
+        raise _Fail(kind, f"connection broke {got}: {exc}") from None
 
 
 async def send_request(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
-    rec: RequestRecord,
-    t0: float,
-    opts: ClientOptions,
+    target: Target, data: bytes, rec: RequestRecord, t0: float, opts: ClientOptions
 ) -> None:
     """Send one request and fill ``rec``; every failure becomes ``rec.error_kind``."""
     stream = _Stream()
     rec.sent_s = time.perf_counter() - t0
     try:
         async with asyncio.timeout(opts.request_timeout_s):
-            await _send_retrying(client, request, rec, stream, t0, opts)
+            await _send_retrying(target, data, rec, stream, t0, opts)
         stream.finish(rec, t0)
     except _Fail as f:
         rec.fail(f.kind, str(f))
     except TimeoutError:
         rec.fail("timeout", _stalled(rec, stream, opts.request_timeout_s))
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        rec.fail("connect", f"cannot connect to {client.base_url}: {exc or type(exc).__name__}")
-    except httpx.TransportError as exc:
-        rec.fail("read", f"{type(exc).__name__}: {exc}")
+    except ConnectFailed as exc:
+        rec.fail("connect", f"cannot connect to {target.base_url}: {exc}")
+    except WireError as exc:
+        rec.fail("read", str(exc))
     except Exception as exc:  # a bad request fails alone; the trace goes on
         rec.fail("client_error", f"{type(exc).__name__}: {exc}")
     stream.record(rec)
@@ -247,8 +272,8 @@ async def send_request(
 
 
 async def _send_retrying(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    target: Target,
+    data: bytes,
     rec: RequestRecord,
     stream: _Stream,
     t0: float,
@@ -257,7 +282,7 @@ async def _send_retrying(
     """One send, and up to ``opts.retry_429`` more after a 429 (its Retry-After first)."""
     while True:
         try:
-            await _stream_one(client, request, rec, stream, t0)
+            await _stream_one(target, data, rec, stream, t0)
             return
         except _Fail as f:
             if f.retry_after is None or rec.retries >= opts.retry_429:
