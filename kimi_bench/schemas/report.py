@@ -147,6 +147,26 @@ SERVE = _envelope(
                                               "arm": {"type": "string"}, "ttft_ms": NONNEG})},
     copies={"type": "array", "items": COPY},
 )  # fmt: skip
+# optional (reports made before the client overhead existed validate): per rate and arm of
+# an HTTP run, client minus server mean TTFT and the sends' lateness; warnings when late
+SERVE["properties"]["client_overhead"] = {
+    "type": "array",
+    "items": _obj(
+        {
+            "rate": {"type": "string"},
+            "arm": {"type": "string"},
+            "requests": INT,
+            "client_ttft_mean_ms": NONNEG,
+            "server_ttft_mean_ms": NONNEG,
+            "server_metric": {"type": ["string", "null"]},
+            "client_overhead_ms": NUM,
+            "client_overhead_pct": NUM,
+            "send_lateness_p99_ms": NUM,
+        }
+    ),
+}
+SERVE["properties"]["summary"]["properties"]["client_warnings"] = {
+    "type": "array", "items": {"type": "string"}}  # fmt: skip
 PROJECT = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "kimi-bench project report",
