@@ -189,8 +189,7 @@ async def _send_trace(run: _Run, result: ArmResult, progress: Progress | None) -
     t0 = result.trace_start = time.perf_counter()
     async with asyncio.TaskGroup() as tasks:
         for i, offset in enumerate(run.trace.arrivals):
-            delay = t0 + offset - time.perf_counter()
-            if delay > 0:
+            while (delay := t0 + offset - time.perf_counter()) > 0:  # never early
                 await asyncio.sleep(delay)
             tasks.create_task(run.one(i, t0, result.records, progress))
 
