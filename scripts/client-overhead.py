@@ -37,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "tests" / "sglang" / "bench_serving_launcher.py"
 TTFT = "kimi_bench_time_to_first_token_seconds"
 PROMPT_WORDS = 8  # sglang's --random-input-len; our prompt has as many words
+PROMPT = " ".join(f"t{i}" for i in range(1, PROMPT_WORDS + 1))
 CLIENTS = ("kimi-bench", "sglang.bench_serving")
+BASELINE = "kimi-bench before (httpx)"  # --baseline REV: the client as it was at REV
 
 BUILD_PROCESSOR = r"""
 import sys
@@ -68,6 +70,17 @@ text = LlamaConfig(vocab_size=len(words), hidden_size=8, intermediate_size=16,
                    num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
 LlavaConfig(vision_config=vision, text_config=text, image_token_index=3).save_pretrained(out)
 """
+BASELINE_RUN = r"""
+import json, pathlib, statistics, sys
+from kimi_bench.serving.client import ClientOptions, drive
+from kimi_bench.serving.trace import arrival_offsets, make_trace
+url, model, rate, seed, n, max_tokens, pool_dir, prompt = sys.argv[1:]
+pool = [p.read_bytes() for p in sorted(pathlib.Path(pool_dir).glob("*.jpg"))]
+trace = make_trace(arrival_offsets(float(rate), int(n), 1.0, int(seed)), pool, 1, prompt=prompt)
+res = drive(url, trace, ClientOptions(model=model, max_tokens=int(max_tokens)))
+t = [r.ttft_ms for r in res.records if r.ok and r.ttft_ms is not None]
+print(json.dumps({"completed": len(t), "client_ttft_mean_ms": statistics.fmean(t)}))
+"""
 VERSIONS = r"""
 import importlib.metadata as m, json
 print(json.dumps({p: m.version(p) for p in ("sglang", "aiohttp", "transformers")}))
@@ -83,6 +96,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=4)
     p.add_argument("--out", type=Path, default=ROOT / "reports/interop/client-overhead")
+    p.add_argument("--baseline", help="also measure the client of this commit (git archive)")
     return p.parse_args()
 
 
@@ -117,8 +131,7 @@ def _kimi_bench(url: str, model: str, rate: float, seed: int, a: argparse.Namesp
     from kimi_bench.serving.client import ClientOptions, drive
     from kimi_bench.serving.trace import arrival_offsets, make_trace
 
-    prompt = " ".join(f"t{i}" for i in range(1, PROMPT_WORDS + 1))
-    trace = make_trace(arrival_offsets(rate, a.requests, 1.0, seed), pool, 1, prompt=prompt)
+    trace = make_trace(arrival_offsets(rate, a.requests, 1.0, seed), pool, 1, prompt=PROMPT)
     res = drive(url, trace, ClientOptions(model=model, max_tokens=a.max_tokens))
     ttfts = [r.ttft_ms for r in res.records if r.ok and r.ttft_ms is not None]
     late = sorted(r.lateness_ms for r in res.records if r.lateness_ms is not None)
@@ -152,6 +165,18 @@ def _sglang(url: str, model: str, rate: float, seed: int, a: argparse.Namespace,
     return {"completed": result["completed"], "client_ttft_mean_ms": result["mean_ttft_ms"]}
 
 
+def _baseline(url: str, model: str, rate: float, seed: int, a: argparse.Namespace,
+              ctx: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The same trace through the client of ``--baseline`` (its own package on the path)."""
+    cmd = [sys.executable, "-c", BASELINE_RUN, url, model, str(rate), str(seed),
+           str(a.requests), str(a.max_tokens), str(ctx["pool_dir"]), PROMPT]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ctx["baseline_dir"])}
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=ctx["work"])
+    if res.returncode != 0:
+        raise SystemExit("the baseline client failed:\n" + res.stderr[-3000:])
+    return dict(json.loads(res.stdout.splitlines()[-1]))
+
+
 def _measure(client: str, url: str, model: str, rate: float, seed: int,
              a: argparse.Namespace, ctx: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """One client, one trace, bracketed by /metrics scrapes."""
@@ -160,6 +185,8 @@ def _measure(client: str, url: str, model: str, rate: float, seed: int,
     sum0, count0 = _server_ttft(url)
     if client == "kimi-bench":
         row = _kimi_bench(url, model, rate, seed, a, ctx["pool"])
+    elif client == BASELINE:
+        row = _baseline(url, model, rate, seed, a, ctx)
     else:
         row = _sglang(url, model, rate, seed, a, ctx["work"])
     time.sleep(0.3)  # the last requests' metrics land
@@ -175,8 +202,9 @@ def _measure(client: str, url: str, model: str, rate: float, seed: int,
 
 def _summary(rows: list[dict[str, Any]], rates: list[str]) -> list[dict[str, Any]]:
     out = []
+    clients = list(dict.fromkeys(r["client"] for r in rows))
     for rate in rates:
-        per = {c: [r for r in rows if r["rate"] == rate and r["client"] == c] for c in CLIENTS}
+        per = {c: [r for r in rows if r["rate"] == rate and r["client"] == c] for c in clients}
         for client, rs in per.items():
             ov = [r["overhead_ms"] for r in rs]
             out.append({
@@ -190,8 +218,9 @@ def _summary(rows: list[dict[str, Any]], rates: list[str]) -> list[dict[str, Any
             })  # fmt: skip
         kb, sg = per[CLIENTS[0]], per[CLIENTS[1]]
         diffs = [k["overhead_ms"] - s["overhead_ms"] for k, s in zip(kb, sg, strict=True)]
-        out[-1]["paired_kimi_minus_sglang_median_ms"] = statistics.median(diffs)
-        out[-1]["kimi_bench_lower_in"] = f"{sum(d < 0 for d in diffs)} of {len(diffs)}"
+        row = next(o for o in out if o["rate"] == rate and o["client"] == CLIENTS[1])
+        row["paired_kimi_minus_sglang_median_ms"] = statistics.median(diffs)
+        row["kimi_bench_lower_in"] = f"{sum(d < 0 for d in diffs)} of {len(diffs)}"
     return out
 
 
@@ -208,7 +237,8 @@ def _markdown(doc: dict[str, Any]) -> str:
         f"- host load (1/5/15 min) at start {doc['host_load_start']}, at end "
         f"{doc['host_load_end']}; per measurement in the JSON",
         f"- {cfg['requests']} requests per measurement, rates {cfg['rates']}, "
-        f"{cfg['repeats']} repeats per rate and client, clients alternate (A B, B A, ...); "
+        f"{cfg['repeats']} repeats per rate and client ({', '.join(cfg['clients'])}; "
+        f"baseline commit {cfg['baseline_commit']}), order alternates (A B C, C B A, ...); "
         "one random 640x480 JPEG and an 8-word prompt per request, 4 output tokens",
         f"- server: `{' '.join(cfg['server_argv'])}`",
         "",
@@ -259,6 +289,12 @@ def _verdict(summary: list[dict[str, Any]]) -> tuple[str, list[str]]:
                 f"rate {s['rate']}: kimi-bench's median overhead is above "
                 "sglang.bench_serving's; see the per-measurement rows and host load."
             )
+    before = [x for x in summary if x["client"] == BASELINE]
+    if before:
+        parts.append(
+            "the client before this change (httpx): median overhead "
+            + ", ".join(f"{x['overhead_median_ms']:.1f} ms at rate {x['rate']}" for x in before)
+        )
     return "; ".join(parts), notes
 
 
@@ -286,13 +322,25 @@ def main() -> None:
             "--processor-workers", "1", "--device", "cpu"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     pool = encode_images((640, 480), 4, "random", "jpeg", a.seed)
-    ctx = {"pool": pool, "work": work, "image_url": data_url(pool[0], "image/jpeg")}
+    ctx: dict[str, Any] = {"pool": pool, "work": work, "pool_dir": work / "pool",
+                           "image_url": data_url(pool[0], "image/jpeg")}  # fmt: skip
+    ctx["pool_dir"].mkdir()
+    for i, img in enumerate(pool):
+        (ctx["pool_dir"] / f"{i}.jpg").write_bytes(img)
+    clients = list(CLIENTS)
+    if a.baseline:  # the client's code at that commit, unpacked beside the run
+        ctx["baseline_dir"] = work / "baseline"
+        ctx["baseline_dir"].mkdir()
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", a.baseline, "kimi_bench"],
+                             check=True, capture_output=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(ctx["baseline_dir"])], input=tar, check=True)
+        clients.append(BASELINE)
     rows = []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with ServerProcess(argv, url, work / "serve.log", start_timeout_s=300, env=env):
         for rate in rates:
             for rep in range(a.repeats):
-                order = CLIENTS if rep % 2 == 0 else CLIENTS[::-1]
+                order = clients if rep % 2 == 0 else clients[::-1]
                 for client in order:
                     row = _measure(client, url, model, rate, a.seed + rep, a, ctx)
                     row["repeat"] = rep
@@ -311,6 +359,9 @@ def main() -> None:
         "the body, the server's HTTP layer both ways and the client's own loop.",
         "sglang.bench_serving opens a new aiohttp session (and connection) per request; "
         "kimi-bench's client opens its connections before offset 0 (serving/wire.py).",
+        "the two clients' arrival offsets differ at rate 4 (each draws its own Poisson "
+        "arrivals from the seed), so their requests meet different server batches and their "
+        "TTFTs differ; the overhead is taken against the server's TTFT of the same requests.",
         "2-core machine shared with other agents: host load is recorded per measurement; "
         "the server and both clients compete for the same cores.",
     ]
@@ -318,7 +369,7 @@ def main() -> None:
         "kind": "client-overhead",
         "environment": environment(torch.device("cpu"), "kimi-k3", a.seed, load_start=start),
         "peer_versions": peers,
-        "host_load_start": [start.load_1m, start.load_5m, start.load_15m],
+        "host_load_start": [round(x, 2) for x in (start.load_1m, start.load_5m, start.load_15m)],
         "host_load_end": _load(),
         "config": {
             "requests": a.requests,
@@ -326,6 +377,8 @@ def main() -> None:
             "repeats": a.repeats,
             "max_tokens": a.max_tokens,
             "server_argv": argv[2:],
+            "baseline_commit": a.baseline,
+            "clients": clients,
         },
         "verdict": verdict,
         "summary": summary,
