@@ -4,16 +4,14 @@ Every entry loads lazily and a load failure becomes a per-input error, never an 
 What a folder holds besides readable files is never skipped silently: each subfolder,
 special file (FIFO, socket, device), broken link or link leading out of the folder gets
 an entry whose load raises ``InputError`` saying why it was not read (see
-``folder_corpus``). Loaders check sizes before allocating: images against the pixel
-limit from their header, ``.npy`` tensors from their header, ``.pt`` tensors memory-mapped
-(their data is not read until the shape passed).
+``folder_corpus``). The files themselves are read by ``corpus_files``, which checks
+sizes before allocating.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import re
 import stat
@@ -27,15 +25,10 @@ import torch
 from PIL import Image
 
 from kimi_bench.config import PreprocessConfig
-from kimi_bench.limits import DEFAULT_MAX_PIXELS, LimitError, file_kind, open_regular
+from kimi_bench.corpus_files import TENSOR_SUFFIXES, InputError, open_image, open_tensor
+from kimi_bench.limits import DEFAULT_MAX_PIXELS, file_kind
 from kimi_bench.navit import plan_resize
 from kimi_bench.policy import decide_request
-
-TENSOR_SUFFIXES = (".pt", ".pth", ".npy")
-
-
-class InputError(ValueError):
-    """One input that cannot be used; the run records it and goes on."""
 
 
 @dataclass
@@ -70,6 +63,19 @@ def describe_input(obj: Any) -> str:
 def _loader(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     """Bind arguments now (a bare lambda in a loop would see the last path)."""
     return lambda: fn(*args)
+
+
+def _image_loader(path: Path, max_pixels: int, entry: CorpusEntry | None) -> Callable[[], Any]:
+    """Load the image at ``path``; a note on how it was read goes onto ``entry`` (the
+    package photos pass None: their rows carry no note)."""
+
+    def load() -> Image.Image:
+        image, note = open_image(path, max_pixels)
+        if note is not None and entry is not None:
+            entry.note = note
+        return image
+
+    return load
 
 
 def _rng(seed: int, salt: int) -> np.random.Generator:
@@ -152,7 +158,7 @@ def package_photos() -> list[CorpusEntry]:
     scikit-learn's ``china.jpg`` and ``flower.jpg`` (read from disk, never imported)."""
     paths = [(pkg, _photo_path(pkg, rel)) for pkg, rel in PACKAGE_PHOTOS]
     return [
-        CorpusEntry(f"photo_{p.stem}", f"package:{pkg}", _loader(_open_image, p, 10**9, None))
+        CorpusEntry(f"photo_{p.stem}", f"package:{pkg}", _image_loader(p, 10**9, None))
         for pkg, p in paths
         if p is not None
     ]
@@ -221,134 +227,6 @@ def builtin_corpus(cfg: PreprocessConfig, seed: int = 0) -> list[CorpusEntry]:
     return entries + package_photos()
 
 
-def _open_fd(path: Path, what: str) -> int:
-    try:
-        fd = open_regular(path, what)
-    except LimitError as exc:
-        raise InputError(str(exc)) from None
-    if os.fstat(fd).st_size == 0:
-        os.close(fd)
-        raise InputError("zero-byte file")
-    return fd
-
-
-def _open_image(path: Path, max_pixels: int, entry: CorpusEntry | None = None) -> Image.Image:
-    """Frame 0 of an image file, refused before decoding when over ``max_pixels``."""
-    with os.fdopen(_open_fd(path, "image"), "rb") as f:
-        try:
-            im = Image.open(f)
-        except Image.DecompressionBombError as exc:
-            raise InputError(f"decompression bomb refused by PIL: {exc}") from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise InputError(f"not an image PIL can open: {exc}") from None
-        w, h = im.size
-        if w * h > max_pixels:
-            raise InputError(
-                f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,} "
-                "(raise it with --max-pixels)"
-            )
-        frames = int(getattr(im, "n_frames", 1) or 1)
-        try:
-            im.load()
-            # frame 0 alone, detached from the file
-            out: Image.Image = im.copy() if frames > 1 else im
-            im.filename = str(path)  # as Image.open(path) would have set it
-        except Image.DecompressionBombError as exc:
-            raise InputError(f"decompression bomb refused by PIL: {exc}") from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise InputError(f"corrupt or truncated image: {exc}") from None
-    if frames > 1 and entry is not None:
-        entry.note = f"{im.format or 'image'} with {frames} frames: frame 0 used"
-    return out
-
-
-def check_tensor_shape(shape: tuple[int, ...], max_pixels: int) -> None:
-    """Refuse a tensor shape before its data is read: an image tensor is 2-D (H, W) or
-    3-D (C, H, W) with at most ``max_pixels`` pixels (H*W; HWC is assumed when the first
-    dimension is not 1, 3 or 4) and at most 4 values per pixel."""
-    if len(shape) not in (2, 3):
-        raise InputError(
-            f"tensor of shape {tuple(shape)}: an image tensor is 2-D (H, W) or 3-D (C, H, W)"
-        )
-    if len(shape) == 2 or shape[0] in (1, 3, 4):
-        pixels = shape[-1] * shape[-2]
-    else:
-        pixels = shape[0] * shape[1]
-    if pixels > max_pixels or math.prod(shape) > 4 * max_pixels:
-        raise InputError(
-            f"pixel limit: tensor of shape {tuple(shape)} has {pixels:,} pixels > limit "
-            f"{max_pixels:,} (raise it with --max-pixels)"
-        )
-
-
-def _open_npy(path: Path, max_pixels: int) -> torch.Tensor:
-    """A .npy tensor whose header (shape, dtype) is checked before any data is read."""
-    fmt = np.lib.format
-    with os.fdopen(_open_fd(path, "tensor file"), "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        try:
-            version = fmt.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = fmt.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, _, dtype = fmt.read_array_header_2_0(f)
-            else:
-                raise InputError(f"unsupported .npy format version {version}")
-        except ValueError as exc:
-            raise InputError(f"not a .npy file: {exc}") from None
-        if dtype.hasobject:
-            raise InputError(".npy file holds Python objects (pickle); refused")
-        check_tensor_shape(tuple(shape), max_pixels)
-        need, have = math.prod(shape) * dtype.itemsize, size - f.tell()
-        if have < need:
-            raise InputError(
-                f".npy header promises {need:,} bytes of data for shape {tuple(shape)} but "
-                f"the file holds {have:,}: truncated or not what it claims"
-            )
-        f.seek(0)
-        try:
-            arr = fmt.read_array(f, allow_pickle=False)
-            return torch.from_numpy(arr)
-        except (ValueError, TypeError, OSError) as exc:
-            raise InputError(f"cannot read .npy data: {exc}") from None
-
-
-def _open_pt(path: Path, max_pixels: int) -> torch.Tensor:
-    """A torch.save'd tensor, memory-mapped so that its shape is checked before its data
-    is read (weights_only: no code runs); the legacy pre-1.6 format cannot be mapped and
-    is refused."""
-    os.close(_open_fd(path, "tensor file"))
-    try:
-        obj: Any = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as exc:  # any unreadable tensor file is one bad input
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"cannot read tensor file: {first}") from None
-    if not isinstance(obj, torch.Tensor):
-        raise InputError(f"tensor file holds a {type(obj).__name__}, not a tensor")
-    check_tensor_shape(tuple(obj.shape), max_pixels)
-    return obj.clone()  # off the mapping, so the file may go away
-
-
-def check_tensor_values(t: torch.Tensor) -> None:
-    """Refuse a float tensor holding NaN or infinity: not an image (NaN != NaN would read as
-    a parity difference when it is invalid input)."""
-    if not (t.is_floating_point() or t.is_complex()):
-        return
-    bad = int((~torch.isfinite(t)).sum())
-    if bad:
-        nan = int(torch.isnan(t).sum())
-        raise InputError(
-            f"invalid tensor: {bad:,} of {t.numel():,} values are not finite ({nan:,} NaN, "
-            f"{bad - nan:,} infinite); an image tensor holds finite pixel values"
-        )
-
-
-def _open_tensor(path: Path, max_pixels: int) -> torch.Tensor:
-    t = _open_npy(path, max_pixels) if path.suffix == ".npy" else _open_pt(path, max_pixels)
-    check_tensor_values(t)
-    return t
-
-
 def _refused(reason: str) -> Callable[[], Any]:
     def load() -> Any:
         raise InputError(reason)
@@ -381,9 +259,9 @@ def _folder_entry(path: Path, root: Path, max_pixels: int, follow_links: bool) -
             name, src, _refused(f"a {file_kind(mode)}, not a regular file: not read")
         )
     if path.suffix.lower() in TENSOR_SUFFIXES:
-        return CorpusEntry(name, src, _loader(_open_tensor, path, max_pixels))
+        return CorpusEntry(name, src, _loader(open_tensor, path, max_pixels))
     entry = CorpusEntry(name, src, _refused("not loaded"))
-    entry.load = _loader(_open_image, path, max_pixels, entry)
+    entry.load = _image_loader(path, max_pixels, entry)
     return entry
 
 

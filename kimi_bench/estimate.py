@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kimi_bench.options import resolve_defaults
+
 # CALIBRATION (seconds) -- 2-core CPU, kimi-bench run/micro/serve-ab, 2026-12-01, while
 # other jobs shared the two cores (1-minute load 2-10, recorded in each report's
 # environment.host_load). Each constant is the least-squares fit over those runs; the
@@ -120,8 +122,6 @@ def serve_s(opts: Any, device_type: str = "cpu") -> float:
 
 def run_parts(sc: Any, device_type: str = "cpu") -> list[tuple[str, float]]:
     """``kimi-bench run``: (part, seconds) in the order the parts run."""
-    from kimi_bench.options import resolve_defaults
-
     k, busy = _k(device_type), contention(2)
     parts: list[tuple[str, float]] = []
     if sc.parity is not None:

@@ -39,21 +39,20 @@ class LimitError(ValueError):
     """A value or a file outside the documented bounds; the message names it."""
 
 
+# What ``stat`` calls each kind of file, in a reader's words (anything else: "special file").
+_FILE_KINDS = (
+    (stat.S_ISREG, "regular file"),
+    (stat.S_ISDIR, "folder"),
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
 def file_kind(mode: int) -> str:
     """A reader's name for what a ``st_mode`` describes."""
-    if stat.S_ISREG(mode):
-        return "regular file"
-    if stat.S_ISDIR(mode):
-        return "folder"
-    if stat.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
+    return next((name for is_kind, name in _FILE_KINDS if is_kind(mode)), "special file")
 
 
 def open_regular(path: str | Path, what: str = "file") -> int:
@@ -123,18 +122,6 @@ MAX_HOST_CORES = 16_384
 MAX_LINK_GBPS = 1e6  # Gbit/s
 MAX_THREAD_EXPONENT = 4.0
 MAX_LOOPBACK_STREAMS = 1_024.0
-
-
-def bounded(value: float, option: str, low: float, high: float, *, low_open: bool = False) -> float:
-    """``value`` when it is a finite number within [low, high] (``(low, high]`` with
-    ``low_open``); LimitError naming the option and the range otherwise."""
-    import math
-
-    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        lo = f"> {low:g}" if low_open else f">= {low:g}"
-        raise LimitError(f"{option} must be a finite number {lo} and <= {high:g}, got {value!r}")
-    return value
 
 
 # What stopped a run, named in its report. kimi-bench turns SIGTERM (what CI runners and

@@ -17,6 +17,8 @@ from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.limits import is_interrupt
 from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
+from kimi_bench.report.figures import saved_figures
+from kimi_bench.report.html import write_html
 from kimi_bench.report.junit import write_junit
 from kimi_bench.report.model import Report
 from kimi_bench.report.writers import atomic_write_text, markdown_table
@@ -144,9 +146,6 @@ def run_scenario(
 def _index(
     out: Path, sc: RunOptions, reports: list[Report], failed: bool, gate: list[dict[str, Any]]
 ) -> None:
-    from kimi_bench.report.figures import saved_figures
-    from kimi_bench.report.html import write_html
-
     lines = [
         "# kimi-bench run\n",
         sc.description,

@@ -1,11 +1,10 @@
-"""Scheduler-side emulation: the pre-embed move whitelist, vision data-parallel owner
-assignment, and the gather that restores image order (SPEC section 6)."""
+"""Scheduler-side emulation: the pre-embed move whitelist and vision data-parallel owner
+assignment (SPEC section 6); the gather that restores image order is
+``pipeline.gather``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import torch
 
 # Model classes that place their multimodal features themselves: the scheduler skips the
 # "move every item to the GPU before embedding" step for them. The set is sglang 0.5.23's
@@ -53,29 +52,3 @@ def assign_owners(sizes: Sequence[int], n_ranks: int) -> list[int]:
 def images_of_rank(owners: Sequence[int], rank: int) -> list[int]:
     """Indices of the images a rank owns, in original order."""
     return [i for i, r in enumerate(owners) if r == rank]
-
-
-def gather_in_order(
-    rank_outputs: Sequence[torch.Tensor], owners: Sequence[int], sizes: Sequence[int]
-) -> torch.Tensor:
-    """Emulate the gather: each rank's output (its images' rows, in original order) is
-    padded to the longest rank's length, all-gathered, stripped, and re-ordered to the
-    original image order. With one image the owner's output is the result (broadcast)."""
-    if len(owners) == 1:
-        return rank_outputs[owners[0]]
-    n_ranks = len(rank_outputs)
-    longest = max(int(t.shape[0]) for t in rank_outputs)
-    padded = []
-    for t in rank_outputs:
-        pad = longest - int(t.shape[0])
-        if pad:
-            t = torch.cat([t, t.new_zeros((pad, *t.shape[1:]))])
-        padded.append(t)
-    gathered = torch.stack(padded)  # what all_gather returns on every rank
-    pieces: dict[int, torch.Tensor] = {}
-    for rank in range(n_ranks):
-        offset = 0
-        for i in images_of_rank(owners, rank):
-            pieces[i] = gathered[rank, offset : offset + sizes[i]]
-            offset += sizes[i]
-    return torch.cat([pieces[i] for i in range(len(owners))])

@@ -1,4 +1,4 @@
-"""Statistics over raw samples: Measurement objects, intervals, A/B comparisons, rank tests.
+"""Statistics over the raw samples of one quantity: Measurement objects and intervals.
 
 Conventions (used by every report, gate and compare):
 
@@ -20,13 +20,19 @@ Public API::
         resamples=2000, seed=0) -> Interval   .as_dict()   Measurement.from_dict(d)
     Interval(low, high, kind, method, n_units, confidence=None, reason="")
         .is_ci .excludes_zero() .fmt(pct=False, unit="") .as_dict() .from_dict(d)
-    compare(a, b, *, q=50.0, confidence=0.95, resamples=2000, seed=0) -> Comparison
-        Comparison: .a_value .b_value .delta_pct .interval .verdict .significant
-            .test (RankTest, two-sided, on per-unit values) .a_units .b_units .as_dict()
-    ratio(a, b, *, paired=True) -> Measurement        (a / b, e.g. speedup eager / deferred)
-    mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value, method, u, alternative,
-        n_x, n_y)      ("greater": x tends to be larger than y; the gate's one-sided test)
-    percentile(samples, q), median(samples), pct_delta(a, b), fmt_pct(x), fmt_ms(x)
+    percentile(samples, q), median(samples), pct_delta(a, b)
+
+The rest of the statistics, one module each:
+
+    stats_compare     compare(a, b, *, q=50.0, confidence=0.95, resamples=2000, seed=0)
+                      -> Comparison (.a_value .b_value .delta_pct .interval .verdict
+                      .significant .test .a_units .b_units .as_dict());
+                      ratio(a, b, *, paired=True) -> Measurement (a / b, e.g. speedup)
+    stats_rank_test   mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value,
+                      method, u, alternative, n_x, n_y) ("greater": x tends to be larger
+                      than y; the gate's one-sided test)
+    stats_bootstrap   cluster_bootstrap(groups, q, rng, resamples): the resampling
+    stats_format      fmt_pct(x), fmt_ms(x), fmt_speedup(r), fmt_speedup_range(lo, hi)
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy import stats as _scipy_stats
+
+from kimi_bench.stats_bootstrap import cluster_bootstrap
+from kimi_bench.stats_format import fmt_pct
 
 # Noise rule and thresholds as in torch.utils.benchmark (torch/utils/benchmark/utils/common.py,
 # _IQR_WARN_THRESHOLD = 0.1 and _IQR_GROSS_WARN_THRESHOLD = 0.25; Measurement warns when
@@ -47,11 +55,6 @@ NOISE_WARN = 0.10
 NOISE_GROSS = 0.25
 MIN_UNITS = 3  # fewer independent units per side: no confidence interval, never significant
 RESAMPLES = 2000
-EXACT_MAX_N = 50  # Mann-Whitney: exact p-values up to this many values per side, when no ties
-
-SIGNIFICANT = "significant"
-STRADDLES_ZERO = "interval straddles zero"
-TOO_FEW_UNITS = "not enough independent samples"
 
 
 def percentile(samples: Sequence[float] | np.ndarray, q: float) -> float:
@@ -72,45 +75,6 @@ def pct_delta(a: float, b: float) -> float:
     if not a or math.isnan(a) or math.isnan(b):
         return math.nan
     return (b - a) / abs(a) * 100.0
-
-
-def fmt_pct(x: float | None, digits: int = 1) -> str:
-    """``+12.3%``; the sign is always shown; ``n/a`` for None, NaN and infinities."""
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:+.{digits}f}%"
-
-
-def fmt_speedup(ratio: float | None, versus: str = "", digits: int = 2) -> str:
-    """A time ratio ``base / arm`` in plain words: 1.23 -> ``1.23x faster``, 0.813 ->
-    ``1.23x slower`` (never "0.81x faster"); with ``versus``: ``1.23x slower than eager``,
-    ``as fast as eager (1.00x)`` when the factor rounds to 1."""
-    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
-        return "n/a"
-    factor = ratio if ratio >= 1 else 1.0 / ratio
-    if round(factor, digits) == 1:
-        return f"as fast as {versus} (1.{'0' * digits}x)" if versus else "as fast (1.00x)"
-    word = "faster" if ratio > 1 else "slower"
-    return f"{factor:.{digits}f}x {word}" + (f" than {versus}" if versus else "")
-
-
-def fmt_speedup_range(low: float, high: float, digits: int = 2) -> str:
-    """An interval of such ratios: ``1.10-1.35x faster``, ``1.10-1.35x slower`` (both ends
-    below 1) or, when it spans 1, ``1.10x slower to 1.05x faster``."""
-    if not (math.isfinite(low) and math.isfinite(high)) or min(low, high) <= 0:
-        return "n/a"
-    low, high = min(low, high), max(low, high)
-    if low >= 1:
-        return f"{low:.{digits}f}-{high:.{digits}f}x faster"
-    if high <= 1:
-        return f"{1 / high:.{digits}f}-{1 / low:.{digits}f}x slower"
-    return f"{1 / low:.{digits}f}x slower to {high:.{digits}f}x faster"
-
-
-def fmt_ms(x: float | None) -> str:
-    """Milliseconds with a precision that fits the size: ``123 ms``, ``12.3 ms``, ``1.23 ms``."""
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2 if abs(x) >= 0.01 else 4
-    return f"{x:.{digits}f} ms"
 
 
 @dataclass(frozen=True)
@@ -157,11 +121,13 @@ class Interval:
         return cls(**(dict(d) | bounds))
 
 
-def _no_interval(n_units: int, reason: str) -> Interval:
+def no_interval(n_units: int, reason: str) -> Interval:
+    """An interval with nothing to show; ``reason`` says why."""
     return Interval(math.nan, math.nan, "none", "", n_units, None, reason)
 
 
-def _check_interval_args(q: float, confidence: float, resamples: int) -> None:
+def check_interval_args(q: float, confidence: float, resamples: int) -> None:
+    """ValueError unless the interval's percentile, confidence and resample count are usable."""
     if not 0 <= q <= 100:
         raise ValueError(f"q must be in [0, 100], got {q}")
     if not 0 < confidence < 1:
@@ -218,12 +184,12 @@ class Measurement:
         return np.sort(np.asarray(self.samples, dtype=np.float64))
 
     @property
-    def _unit_keys(self) -> list[Hashable]:
+    def unit_keys(self) -> list[Hashable]:
         """Unit ids in order of first appearance (sample indices when none were given)."""
         return list(dict.fromkeys(range(self.n) if self.unit_ids is None else self.unit_ids))
 
     @cached_property
-    def _groups(self) -> list[np.ndarray]:
+    def unit_groups(self) -> list[np.ndarray]:
         """Samples grouped by unit id, units in order of first appearance."""
         if self.unit_ids is None:
             return [np.array([x]) for x in self.samples]
@@ -250,7 +216,7 @@ class Measurement:
 
     @property
     def n_units(self) -> int:
-        return len(self._groups)
+        return len(self.unit_groups)
 
     @property
     def iqr(self) -> float:
@@ -283,7 +249,7 @@ class Measurement:
 
     def unit_values(self, q: float = 50.0) -> list[float]:
         """The ``q`` percentile of each independent unit (the sample itself by default)."""
-        return [percentile(g, q) for g in self._groups]
+        return [percentile(g, q) for g in self.unit_groups]
 
     def interval(
         self,
@@ -295,17 +261,17 @@ class Measurement:
     ) -> Interval:
         """Interval of the ``q`` percentile: a seeded percentile bootstrap over independent
         units with >= MIN_UNITS units; the min..max range (not a CI) below that."""
-        _check_interval_args(q, confidence, resamples)
+        check_interval_args(q, confidence, resamples)
         k = self.n_units
         if k == 0:
-            return _no_interval(0, "no samples")
+            return no_interval(0, "no samples")
         if k < MIN_UNITS:
             why = f"{k} independent unit(s) < {MIN_UNITS}: not a confidence interval"
             return Interval(self.min, self.max, "range", "min..max of samples", k, None, why)
-        stats = _bootstrap(self._groups, q, np.random.default_rng(seed), resamples)
+        stats = cluster_bootstrap(self.unit_groups, q, np.random.default_rng(seed), resamples)
         tail = (1 - confidence) / 2 * 100
         lo, hi = np.percentile(stats, [tail, 100 - tail])
-        return Interval(float(lo), float(hi), "ci", _method(self), k, confidence)
+        return Interval(float(lo), float(hi), "ci", bootstrap_method(self), k, confidence)
 
     def as_dict(self) -> dict[str, Any]:
         """Raw samples plus derived summaries (from_dict reads back only the raw part)."""
@@ -325,165 +291,7 @@ class Measurement:
         return cls(samples, unit, d.get("label", label), d.get("unit_ids"))
 
 
-def _method(m: Measurement) -> str:
+def bootstrap_method(m: Measurement) -> str:
+    """The interval's ``method`` words: resampling samples, or units holding several."""
     what = "samples" if m.unit_ids is None else "units (clusters)"
     return f"percentile bootstrap over {what}"
-
-
-def _bootstrap(
-    groups: list[np.ndarray], q: float, rng: np.random.Generator, resamples: int
-) -> np.ndarray:
-    """The ``q`` percentile of each of ``resamples`` cluster-bootstrap resamples: draw
-    ``len(groups)`` units with replacement and pool their samples."""
-    k = len(groups)
-    picks = rng.integers(0, k, size=(resamples, k))
-    if all(len(g) == 1 for g in groups):
-        return np.percentile(np.concatenate(groups)[picks], q, axis=1)
-    # Without building the pooled resamples: a unit drawn c times weighs c on each of its
-    # samples; with the samples sorted, the expanded position j is held by the first sample
-    # whose cumulative weight exceeds j (numpy's linear rule on the pooled resample).
-    counts = np.zeros((resamples, k), dtype=np.int64)
-    np.add.at(counts, (np.arange(resamples)[:, None], picks), 1)
-    xs = np.concatenate(groups)
-    owner = np.repeat(np.arange(k), [len(g) for g in groups])
-    order = np.argsort(xs, kind="stable")
-    xs, owner = xs[order], owner[order]
-    cum = np.cumsum(counts[:, owner], axis=1)
-    pos = (cum[:, -1] - 1) * q / 100.0
-    lo = np.floor(pos)
-    hi = np.minimum(lo + 1, cum[:, -1] - 1)
-    i_lo, i_hi = (cum <= lo[:, None]).sum(axis=1), (cum <= hi[:, None]).sum(axis=1)
-    return xs[i_lo] + (xs[i_hi] - xs[i_lo]) * (pos - lo)
-
-
-@dataclass(frozen=True)
-class RankTest:
-    """Mann-Whitney U of ``x`` against ``y``; ``u`` is the U statistic of ``x``."""
-
-    p_value: float
-    method: str  # "exact", "asymptotic" or "none" (an empty side)
-    u: float
-    alternative: str
-    n_x: int
-    n_y: int
-
-
-def mann_whitney(
-    x: Sequence[float], y: Sequence[float], alternative: str = "two-sided"
-) -> RankTest:
-    """Mann-Whitney U test (scipy.stats.mannwhitneyu). ``alternative="greater"``: x tends to
-    be larger than y (the gate's "new is worse" for lower-is-better metrics).
-
-    Exact p-values when there are no ties and each side has <= EXACT_MAX_N values;
-    otherwise the normal approximation with tie and continuity correction (what scipy's
-    "auto" picks whenever ties are present)."""
-    if alternative not in ("two-sided", "greater", "less"):
-        raise ValueError(f"alternative must be two-sided, greater or less; got {alternative!r}")
-    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if not xs.size or not ys.size:
-        return RankTest(math.nan, "none", math.nan, alternative, xs.size, ys.size)
-    pooled = np.concatenate([xs, ys])
-    ties = np.unique(pooled).size < pooled.size
-    method = "exact" if not ties and max(xs.size, ys.size) <= EXACT_MAX_N else "asymptotic"
-    res = _scipy_stats.mannwhitneyu(xs, ys, alternative=alternative, method=method)
-    return RankTest(float(res.pvalue), method, float(res.statistic), alternative, xs.size, ys.size)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """B versus A on the ``q`` percentile (values in ``unit``, delta in signed percent)."""
-
-    a_label: str
-    b_label: str
-    unit: str
-    q: float
-    a_value: float
-    b_value: float
-    delta_pct: float
-    interval: Interval
-    verdict: str  # SIGNIFICANT, STRADDLES_ZERO, TOO_FEW_UNITS or why there is no delta
-    test: RankTest  # two-sided Mann-Whitney on the per-unit values
-    a_units: int
-    b_units: int
-
-    @property
-    def significant(self) -> bool:
-        return self.verdict == SIGNIFICANT
-
-    def as_dict(self) -> dict[str, Any]:
-        """Fields (interval and test as nested dicts) plus ``significant``."""
-        return asdict(self) | {"significant": self.significant}
-
-
-def _too_few(a: Measurement, b: Measurement, delta: float) -> Interval:
-    """Range of the per-unit deltas over every (A unit, B unit) pair; not a CI."""
-    why = (
-        f"{TOO_FEW_UNITS}: A has {a.n_units}, B has {b.n_units} independent unit(s) "
-        f"(needs >= {MIN_UNITS} each)"
-    )
-    if not a.n or not b.n or math.isnan(delta):
-        return _no_interval(min(a.n_units, b.n_units), why)
-    deltas = [pct_delta(x, y) for x in a.unit_values() for y in b.unit_values()]
-    deltas = [d for d in deltas if math.isfinite(d)]
-    if not deltas:
-        return _no_interval(min(a.n_units, b.n_units), why)
-    method = "min..max of per-unit deltas"
-    return Interval(min(deltas), max(deltas), "range", method, min(a.n_units, b.n_units), None, why)
-
-
-def compare(
-    a: Measurement,
-    b: Measurement,
-    *,
-    q: float = 50.0,
-    confidence: float = 0.95,
-    resamples: int = RESAMPLES,
-    seed: int = 0,
-) -> Comparison:
-    """B versus A: signed ``pct_delta`` of the ``q`` percentiles, its interval (units of both
-    sides resampled), a two-sided Mann-Whitney test on the per-unit values, and a verdict:
-    significant only with >= MIN_UNITS units per side and an interval that excludes zero."""
-    _check_interval_args(q, confidence, resamples)
-    if a.unit != b.unit:
-        raise ValueError(f"cannot compare {a.unit!r} with {b.unit!r}")
-    av, bv = percentile(a.samples, q), percentile(b.samples, q)
-    delta = pct_delta(av, bv)
-    units = (a.n_units, b.n_units)
-    k = min(units)
-    if k < MIN_UNITS:
-        iv, verdict = _too_few(a, b, delta), TOO_FEW_UNITS
-    elif math.isnan(delta):
-        verdict = f"A's {a.label or 'value'} is zero: no relative delta"
-        iv = _no_interval(k, verdict)
-    else:
-        rng = np.random.default_rng(seed)
-        sa = _bootstrap(a._groups, q, rng, resamples)
-        sb = _bootstrap(b._groups, q, rng, resamples)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ds = (sb - sa) / np.abs(sa) * 100.0
-        ds = ds[np.isfinite(ds)]
-        tail = (1 - confidence) / 2 * 100
-        lo, hi = np.percentile(ds, [tail, 100 - tail]) if ds.size else (math.nan, math.nan)
-        ma, mb = _method(a), _method(b)
-        method = f"{ma}, both sides" if ma == mb else f"{ma} (A), {mb} (B)"
-        iv = Interval(float(lo), float(hi), "ci", method, k, confidence)
-        verdict = SIGNIFICANT if iv.excludes_zero() else STRADDLES_ZERO
-    test = mann_whitney(a.unit_values(), b.unit_values())
-    return Comparison(a.label, b.label, a.unit, q, av, bv, delta, iv, verdict, test, *units)
-
-
-def ratio(a: Measurement, b: Measurement, *, paired: bool = True) -> Measurement:
-    """``a / b`` (e.g. speedup = eager / deferred). Paired: one ratio per unit id present in
-    both (repeat i of A over repeat i of B; per-unit medians when units hold several
-    samples). Unpaired: a single sample, median(a) / median(b)."""
-    label = f"{a.label or 'A'} / {b.label or 'B'}"
-    if not paired:
-        r = a.median / b.median if b.n and b.median else math.nan
-        return Measurement([] if math.isnan(r) else [r], "x", label + " (medians, unpaired)")
-    va = dict(zip(a._unit_keys, a.unit_values(), strict=True))
-    vb = dict(zip(b._unit_keys, b.unit_values(), strict=True))
-    common = [u for u in va if u in vb]
-    if a.n and b.n and not common:
-        raise ValueError(f"cannot pair {label}: no unit id is present on both sides")
-    pairs = [(u, va[u] / vb[u]) for u in common if vb[u]]
-    return Measurement([r for _, r in pairs], "x", label, [u for u, _ in pairs])

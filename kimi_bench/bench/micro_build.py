@@ -9,12 +9,13 @@ from typing import Any
 
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.config import PreprocessConfig
-from kimi_bench.corpus import DEFAULT_MAX_PIXELS, InputError
+from kimi_bench.corpus_files import InputError
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_worker import MicroJob
 from kimi_bench.engine.procs import Harness
 from kimi_bench.environment import HostLoad, environment
 from kimi_bench.ledger import Ledger
+from kimi_bench.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES
 from kimi_bench.report import Report, View

@@ -13,7 +13,9 @@ from typing import Any
 
 from kimi_bench.ledger import Ledger, sort_copies
 from kimi_bench.pipeline import STAGES
-from kimi_bench.stats import Measurement, fmt_ms, fmt_speedup, fmt_speedup_range, ratio
+from kimi_bench.stats import Measurement
+from kimi_bench.stats_compare import ratio
+from kimi_bench.stats_format import fmt_ms, fmt_speedup, fmt_speedup_range
 
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 

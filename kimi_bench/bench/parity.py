@@ -13,13 +13,13 @@ from kimi_bench.config import PreprocessConfig, resolve_config
 from kimi_bench.contract import audit_contract
 from kimi_bench.corpus import (
     CorpusEntry,
-    InputError,
     builtin_corpus,
     describe_input,
     dump_filename,
     folder_corpus,
     missing_photos_note,
 )
+from kimi_bench.corpus_files import InputError
 from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
 from kimi_bench.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.navit import ResizePlan, plan_resize

@@ -17,6 +17,7 @@ import torch
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.corpus import CorpusEntry
 from kimi_bench.options import ParityOptions
+from kimi_bench.runtime import get_profile
 
 
 def runtime_refused(row: dict[str, Any]) -> bool:
@@ -36,7 +37,6 @@ def merge_reference(
 ) -> dict[str, Any]:
     """Add the ``reference_*`` columns to ``rows`` (by input name); returns the summary
     block for the report."""
-    from kimi_bench.runtime import get_profile
     from kimi_bench.sglang_ref import REFERENCE_KEYS, reference_metadata, reference_rows
 
     ref = reference_rows(

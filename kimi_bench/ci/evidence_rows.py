@@ -22,7 +22,8 @@ from kimi_bench.ci.evidence import (
 )
 from kimi_bench.ci.evidence_summary import summary_only_evidence
 from kimi_bench.report.model import Report
-from kimi_bench.stats import Comparison, Measurement, compare
+from kimi_bench.stats import Measurement
+from kimi_bench.stats_compare import Comparison, compare
 
 # ------------------------------------------------------------------------------ serve-ab
 

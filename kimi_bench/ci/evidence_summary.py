@@ -21,7 +21,7 @@ from kimi_bench.ci.evidence import (
     where_of,
 )
 from kimi_bench.report.model import Report
-from kimi_bench.stats import Comparison
+from kimi_bench.stats_compare import Comparison
 
 
 def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) -> Evidence:

@@ -19,6 +19,7 @@ negative or not finite, is refused (EvidenceError, exit 2): it is never gated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ from kimi_bench.ci.verdicts import (
     with_policy,
 )
 from kimi_bench.report.model import Report, ReportError, validate_report
-from kimi_bench.stats import Comparison, fmt_speedup
+from kimi_bench.stats_compare import Comparison
+from kimi_bench.stats_format import fmt_speedup
 
 __all__ = [
     "GATED_KINDS",
@@ -72,36 +74,51 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     return [_rule("parity.all_bit_exact", f["all_bit_exact"], accepted - len(bad), accepted, why)]
 
 
+def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
+    m = ev.measurements.get("speedup")
+    if m is None or not m.n:
+        return _rule("micro.min_speedup", False, None, lim, "no paired speedup")
+    iv = m.interval()
+    verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
+    spread = interval_text(iv.low, iv.high)
+    why = f"deferred {fmt_speedup(m.median, 'eager')} (median){spread}, needs >= {lim}x"
+    return with_policy(RuleResult("micro.min_speedup", m.median, lim, verdict, why), policy)
+
+
+def _max_floor_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
+    v = ev.figures.get("floor_ratio")
+    ok = v is not None and 1.0 <= v <= lim  # below the floor: a measurement problem
+    return _rule("micro.max_floor_ratio", ok, v, lim, floor_reason(v, lim))
+
+
+def _min_bytes_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
+    v = ev.figures.get("bytes_ratio")
+    why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
+    return _rule("micro.min_bytes_ratio", v is not None and v >= lim, v, lim, why)
+
+
+def _bit_exact(ev: Evidence, lim: bool, policy: str) -> RuleResult:
+    f = ev.figures
+    exact = f.get("bit_exact") is True
+    why = f"owner BF16 identical in all {f.get('repeats')} repeats" if exact else "outputs differ"
+    return _rule("micro.bit_exact", exact, exact, True, why)
+
+
+# The micro rules in the order they are reported: the MicroRules field each one reads and
+# its check; a field left unset (None, or bit_exact = false) is not checked.
+_MICRO_CHECKS: tuple[tuple[str, Callable[[Evidence, Any, str], RuleResult]], ...] = (
+    ("min_speedup", _min_speedup),
+    ("max_floor_ratio", _max_floor_ratio),
+    ("min_bytes_ratio", _min_bytes_ratio),
+    ("bit_exact", _bit_exact),
+)
+
+
 def micro_rules(ev: Evidence, rules: MicroRules | None, policy: str) -> list[RuleResult]:
     if rules is None:
         return []
-    f, out = ev.figures, []
-    if rules.min_speedup is not None:
-        lim, m = rules.min_speedup, ev.measurements.get("speedup")
-        if m is None or not m.n:
-            out.append(_rule("micro.min_speedup", False, None, lim, "no paired speedup"))
-        else:
-            iv = m.interval()
-            verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
-            spread = interval_text(iv.low, iv.high)
-            why = f"deferred {fmt_speedup(m.median, 'eager')} (median){spread}, needs >= {lim}x"
-            res = RuleResult("micro.min_speedup", m.median, lim, verdict, why)
-            out.append(with_policy(res, policy))
-    if rules.max_floor_ratio is not None:
-        v, lim = f.get("floor_ratio"), rules.max_floor_ratio
-        ok = v is not None and 1.0 <= v <= lim  # below the floor: a measurement problem
-        out.append(_rule("micro.max_floor_ratio", ok, v, lim, floor_reason(v, lim)))
-    if rules.min_bytes_ratio is not None:
-        v, lim = f.get("bytes_ratio"), rules.min_bytes_ratio
-        why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
-        out.append(_rule("micro.min_bytes_ratio", v is not None and v >= lim, v, lim, why))
-    if rules.bit_exact:
-        exact = f.get("bit_exact") is True
-        why = (
-            f"owner BF16 identical in all {f.get('repeats')} repeats" if exact else "outputs differ"
-        )
-        out.append(_rule("micro.bit_exact", exact, exact, True, why))
-    return out
+    limits = [(getattr(rules, field), check) for field, check in _MICRO_CHECKS]
+    return [check(ev, lim, policy) for lim, check in limits if lim is not None and lim is not False]
 
 
 def floor_reason(v: float | None, lim: float) -> str:

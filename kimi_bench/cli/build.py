@@ -18,8 +18,10 @@ from typing import Annotated, Any, Literal
 import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
-from kimi_bench.options import OptionsError, describe_error
+from kimi_bench.cli.common import usage_error
+from kimi_bench.options import OptionsError, OutputOptions, describe_error
 
 # Repeatable options (a list on the command line).
 _REPEATABLE = {"notes", "metadata", "endpoints"}
@@ -51,13 +53,14 @@ def _choices(annotation: Any) -> list[str]:
     return []
 
 
-def _cli_type(name: str, annotation: Any) -> Any:
+def _cli_type(name: str, annotation: Any, repeatable: Sequence[str] = ()) -> Any:
     """The type typer parses; anything composite travels as text the model validates."""
-    if name in _REPEATABLE:
-        return list[str]
     base = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(base) == 1:
         annotation = base[0]
+    if name in _REPEATABLE or name in repeatable:
+        inner = typing.get_args(annotation)
+        return list[Path] if inner and inner[0] is Path else list[str]
     if annotation in (int, float, bool, Path):
         return annotation
     return str
@@ -68,13 +71,29 @@ def _fmt_default(field: FieldInfo) -> str:
         value: Any = field.default_factory()  # type: ignore[call-arg]
     else:
         value = field.default
-    if value is None:
+    if value is None or value is PydanticUndefined:
         return ""
     if isinstance(value, tuple):
         return ",".join("inf" if v == float("inf") else str(v) for v in value)
     if isinstance(value, enum.Enum):
         return str(value.value)
     return "" if isinstance(value, (dict, BaseModel)) else str(value)
+
+
+def _argument(name: str, field: FieldInfo, annotation: Any) -> inspect.Parameter:
+    """A positional argument (``cli_arguments``): a list when the field is a tuple."""
+    many = typing.get_origin(annotation) is tuple
+    cli_type: Any = list[Path] if many else _cli_type(name, annotation)
+    required = field.is_required()
+    arg = typer.Argument(
+        help=field.description or "", show_default=False, metavar=name.upper().rstrip("S")
+    )
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=inspect.Parameter.empty if required else None,
+        annotation=Annotated[cli_type if required else cli_type | None, arg],
+    )
 
 
 def option_params(
@@ -84,28 +103,38 @@ def option_params(
     skip: Sequence[str] = (),
     panel: str | None = None,
 ) -> list[inspect.Parameter]:
-    """One keyword parameter per model field: ``--field-name`` (plus ``flags`` aliases),
-    help = the field's description, choices and its default."""
-    params = []
+    """One parameter per model field: positional for the model's ``cli_arguments``, else
+    ``--field-name`` (or the model's ``cli_flags``, ``flags`` or the shared aliases), help =
+    the field's description, choices and its default. "Tests only" fields are hidden."""
+    arguments = getattr(model, "cli_arguments", ())
+    repeatable = getattr(model, "cli_repeatable", ())
+    own_flags = {**getattr(model, "cli_flags", {}), **(flags or {})}
+    params = [_argument(n, model.model_fields[n], model.model_fields[n].annotation)
+              for n in arguments if n not in skip]  # fmt: skip
     for name, field in model.model_fields.items():
-        if name in skip or (field.description or "").startswith("Tests only"):
+        if name in skip or name in arguments:
             continue
-        names = list((flags or {}).get(name, ()) or FLAGS.get(name, ())) or [
+        names = list(own_flags.get(name, ()) or FLAGS.get(name, ())) or [
             f"--{name.replace('_', '-')}"
         ]
-        cli_type = _cli_type(name, field.annotation)
+        cli_type = _cli_type(name, field.annotation, repeatable)
         help_text = field.description or ""
         choices = _choices(field.annotation)
         if choices:
             help_text += f" One of: {', '.join(choices)}."
         default = _fmt_default(field)
-        if default and "[GPU:" not in help_text:
+        if default and "[GPU:" not in help_text and "[default:" not in help_text:
             help_text += f" [default: {default}]"  # help is plain text (main.py)
         if cli_type is bool:
             names = [f"{names[0]}/--no-{names[0][2:]}", *names[1:]]
-        metavar = "TEXT" if cli_type in (str, list[str]) else None
+        metavar = {str: "TEXT", list[str]: "TEXT", list[Path]: "PATH"}.get(cli_type)
         opt = typer.Option(
-            *names, help=help_text, show_default=False, rich_help_panel=panel, metavar=metavar
+            *names,
+            help=help_text,
+            show_default=False,
+            rich_help_panel=panel,
+            metavar=metavar,
+            hidden=help_text.startswith("Tests only"),
         )
         annotation = Annotated[cli_type | None, opt]  # type: ignore[valid-type]
         params.append(
@@ -131,8 +160,15 @@ def command(
 
 
 def given(values: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
-    """The options actually set on the command line, for the model's fields."""
-    return {k: v for k, v in values.items() if k in model.model_fields and v not in (None, [])}
+    """The options actually set on the command line, for the model's fields (by the name
+    the model validates: a field's alias when it has one)."""
+    out = {}
+    for k, v in values.items():
+        field = model.model_fields.get(k)
+        if field is not None and v not in (None, []):
+            alias = field.validation_alias
+            out[alias if isinstance(alias, str) else k] = v
+    return out
 
 
 def build(model: type[BaseModel], data: dict[str, Any], source: str = "") -> Any:
@@ -140,5 +176,36 @@ def build(model: type[BaseModel], data: dict[str, Any], source: str = "") -> Any
         return model.model_validate(data)
     except ValidationError as exc:
         raise OptionsError(
-            describe_error(exc, source, flag_names=not source, flags=dict(FLAGS))
+            describe_error(
+                exc,
+                source,
+                flag_names=not source,
+                flags={**FLAGS, **getattr(model, "cli_flags", {})},
+            )
         ) from None
+
+
+def model_command(
+    model: type[BaseModel],
+    body: Callable[[Any, dict[str, Any]], None],
+    doc: str,
+    extra: Sequence[inspect.Parameter] = (),
+) -> Callable[..., None]:
+    """A command generated from ``model`` (plus ``extra`` parameters, e.g. the output
+    options): ``body`` gets the validated options and every given value; invalid options
+    are a usage error (exit 2) naming the option."""
+
+    def validated(values: dict[str, Any]) -> None:
+        try:
+            opts = build(model, given(values, model))
+        except OptionsError as exc:
+            raise usage_error(str(exc)) from None
+        body(opts, values)
+
+    return command([*option_params(model), *extra], validated, doc)
+
+
+def output_params() -> list[inspect.Parameter]:
+    """``--out``/``--output-dir``, ``--format``, ``--append-jsonl`` and ``--overwrite``
+    (``options.OutputOptions``), shared by every command that writes a report."""
+    return option_params(OutputOptions)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
+from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import default_out, say, usage_error
+from kimi_bench.options import CalibrateOptions
 
 
 def _run_folders(folders: list[Path]) -> list[list[Any]]:
@@ -38,57 +38,19 @@ def _run_scenario_times(scenario: str, n: int, out: Path, device: str | None) ->
     return reports
 
 
-def calibrate(
-    scenario: Annotated[
-        str,
-        typer.Option(
-            "--scenario",
-            help="Scenario to run (built-in name or TOML path); the built-in calibrate is "
-            "the default scenario without parity.",
-        ),
-    ] = "calibrate",
-    pairs: Annotated[
-        int, typer.Option("--pairs", min=2, max=200, help="A/A pairs (2 runs each).")
-    ] = 20,
-    slowdown: Annotated[
-        float,
-        typer.Option(
-            "--slowdown", min=0.01, max=5.0, help="Injected slowdown of the deferred arm."
-        ),
-    ] = 0.20,
-    target: Annotated[
-        float,
-        typer.Option("--target", min=0.0, max=0.5, help="Largest A/A false-failure rate."),
-    ] = 0.01,
-    rules: Annotated[
-        str, typer.Option("--rules", help="Rules to calibrate (built-in name or TOML path).")
-    ] = "gate",
-    runs: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--runs",
-            help="Use these earlier run folders (A, B, A, B, ...) instead of running the "
-            "scenario (repeatable).",
-        ),
-    ] = None,
-    device: Annotated[
-        str | None, typer.Option("--device", help="auto, cpu or cuda for every run.")
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--output-dir", "--out", help="Folder for the runs and the calibration."),
-    ] = None,
-) -> None:
-    """Calibrate the gate on this machine: run the scenario 2 x --pairs times at this
-    commit (A/A: nothing changed), measure how often each rule fails an unchanged run, and
-    how often the baseline rules catch an injected --slowdown of the deferred arm (its raw
-    samples scaled; documented in the report). Writes calibration.json, calibration.md and
-    rules.toml (the rules with the calibrated [baseline] max_regression).
+CALIBRATE_DOC = """Calibrate the gate on this machine: run the scenario 2 x --pairs times at this
+commit (A/A: nothing changed), measure how often each rule fails an unchanged run, and
+how often the baseline rules catch an injected --slowdown of the deferred arm (its raw
+samples scaled; documented in the report). Writes calibration.json, calibration.md and
+rules.toml (the rules with the calibrated [baseline] max_regression).
 
-    Exit codes: 0 written, 2 unusable input.
+Exit codes: 0 written, 2 unusable input.
 
-    Example: kimi-bench calibrate --pairs 20 --output-dir cal
-    """
+Example: kimi-bench calibrate --pairs 20 --output-dir cal
+"""
+
+
+def _calibrate(opts: CalibrateOptions, _: dict[str, Any]) -> None:
     from kimi_bench.ci.calibrate import calibrate as run_calibration
     from kimi_bench.ci.calibrate import calibration_markdown, rules_toml
     from kimi_bench.ci.rules import RulesError, load_rules
@@ -96,7 +58,9 @@ def calibrate(
     from kimi_bench.report.writers import atomic_write_text
     from kimi_bench.scenario import ScenarioError, resolve_path
 
-    folder = out or default_out("calibrate")
+    scenario, pairs, slowdown, target = opts.scenario, opts.pairs, opts.slowdown, opts.target
+    rules, runs, device = opts.rules, list(opts.runs), opts.device
+    folder = opts.out or default_out("calibrate")
     try:
         rule_set = load_rules(resolve_path(rules))
         reports = (
@@ -123,3 +87,6 @@ def calibrate(
             f"of {len(m.injected)}"
         )
     say(f"calibration: {folder / 'calibration.md'}; rules: {folder / 'rules.toml'}", err=True)
+
+
+calibrate = model_command(CalibrateOptions, _calibrate, CALIBRATE_DOC)

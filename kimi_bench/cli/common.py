@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, Any
 
 import typer
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -92,56 +92,12 @@ def stdout_is_document(value: bool) -> None:
     _stdout_is_document = value
 
 
-PresetOpt = Annotated[
-    str,
-    typer.Option("--preset", help="Preprocessing preset: kimi-k3 or kimi-k2.5."),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="A checkpoint's preprocessor_config.json (keys under media_proc_cfg or top "
-        "level); overrides --preset.",
-        dir_okay=False,
-    ),
-]
-DeviceOpt = Annotated[
-    str,
-    typer.Option(
-        "--device",
-        help="auto (CUDA if present), cpu or cuda. On cpu the owner's GPU is emulated and "
-        "the report says so.",
-    ),
-]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for generated images and arrivals.")]
-OutOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--out",
-        help="Output folder for report.json, report.md, CSV and plots "
-        "(default: reports/runs/<kind>-<timestamp>).",
-        file_okay=False,
-    ),
-]
-
-
 class OutputFormat(enum.StrEnum):
     """How a command prints its tables on stdout."""
 
     table = "table"
     md = "md"
     json = "json"
-
-
-FormatOpt = Annotated[
-    OutputFormat,
-    typer.Option(
-        "--format",
-        help="Tables on stdout as a Rich table (default), Markdown (md) or JSON (json). With "
-        "json, stdout holds one JSON document and every message goes to stderr.",
-        case_sensitive=False,
-    ),
-]
 
 
 def package_version() -> str:
@@ -361,60 +317,6 @@ def show_tables(
                 else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH)
             )
             print_table(table, to=out)
-
-
-RuntimeOpt = Annotated[
-    str,
-    typer.Option(
-        "--runtime",
-        help="Runtime behaviour to emulate: sglang-0.5.23 (default, newest: shm receivers map "
-        "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request "
-        "decisions).",
-    ),
-]
-
-
-def output_params() -> list[Any]:
-    """``--out``/``--output-dir`` and ``--format``, shared by every command that writes a
-    report."""
-    import inspect
-
-    out = typer.Option(
-        "--out",
-        "--output-dir",
-        help="Output folder for report.json, report.md, report.html, CSV and figures "
-        "[default: reports/runs/<kind>-<timestamp>]. One run holds it at a time (another "
-        "run given it exits 2); a folder with a finished report is refused unless "
-        "--overwrite.",
-        file_okay=False,
-        show_default=False,
-    )
-    overwrite = typer.Option(
-        "--overwrite",
-        help="Write into an --output-dir that holds a finished report, replacing its files.",
-        show_default=False,
-    )
-    fmt = typer.Option(
-        "--format",
-        help="Console tables as table, md or json (json: stdout is one JSON document).",
-        show_default=False,
-    )
-    jsonl = typer.Option(
-        "--append-jsonl",
-        help="Append one line with this run's summary (kind, commit, device, verdict, key "
-        "numbers) to FILE, for dashboards.",
-        dir_okay=False,
-        show_default=False,
-    )
-    kw = inspect.Parameter.KEYWORD_ONLY
-    return [
-        inspect.Parameter("out", kw, default=None, annotation=Annotated[Path | None, out]),
-        inspect.Parameter("format", kw, default=None, annotation=Annotated[str | None, fmt]),
-        inspect.Parameter(
-            "append_jsonl", kw, default=None, annotation=Annotated[Path | None, jsonl]
-        ),
-        inspect.Parameter("overwrite", kw, default=False, annotation=Annotated[bool, overwrite]),
-    ]
 
 
 def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
+from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import console, err_console, note, show_tables, usage_error
+from kimi_bench.options import CompareOptions, GateCommandOptions
 
 
 def _optional_file(value: str | None, option: str) -> Path | None:
@@ -40,63 +42,27 @@ def _load_all(paths: list[Path]) -> list[Any]:
     return reports
 
 
-def gate(
-    reports: Annotated[
-        list[Path] | None, typer.Argument(help="report.json files or folders.", show_default=False)
-    ] = None,
-    rules: Annotated[
-        str,
-        typer.Option("--rules", help="Rules TOML: a path or a built-in name (gate, gate-h200)."),
-    ] = "gate",
-    baseline: Annotated[
-        Path | None,
-        typer.Option(
-            "--baseline",
-            help="Baseline report or folder. Given: it must exist and hold a report of the "
-            "same kind and setup (else exit 2), and baseline rules can never be skipped. "
-            "Not given: reports/baselines/<device>/ is searched when present.",
-        ),
-    ] = None,
-    history: Annotated[
-        Path | None,
-        typer.Option(
-            "--history",
-            help="A run history (--append-jsonl FILE): fail when the newest runs start a "
-            "significant regression (change-point detection), naming the first bad commit.",
-            dir_okay=False,
-        ),
-    ] = None,
-    junit_file: Annotated[
-        str | None, typer.Option("--junit", help="Write JUnit XML here.", metavar="PATH")
-    ] = None,
-    summary_file: Annotated[
-        str | None,
-        typer.Option(
-            "--summary",
-            help="Write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; an empty value, such as "
-            "an unset variable, writes none).",
-            metavar="PATH",
-        ),
-    ] = None,
-) -> None:
-    """Pass or fail reports against rules, for CI.
+GATE_DOC = """Pass or fail reports against rules, for CI.
 
-    Every gated figure is recomputed from the report's raw data (repeats, request rows);
-    a report whose summary disagrees with it, or whose numbers are negative or not finite,
-    is refused (exit 2). A run that did not complete (a planned repeat or request missing,
-    an error, not marked final) always fails (rule <kind>.complete). A rule whose interval
-    straddles its threshold is "inconclusive" (the rules' inconclusive policy: warn or
-    fail). A gate that evaluates no rule of the rules file fails.
+Every gated figure is recomputed from the report's raw data (repeats, request rows);
+a report whose summary disagrees with it, or whose numbers are negative or not finite,
+is refused (exit 2). A run that did not complete (a planned repeat or request missing,
+an error, not marked final) always fails (rule <kind>.complete). A rule whose interval
+straddles its threshold is "inconclusive" (the rules' inconclusive policy: warn or
+fail). A gate that evaluates no rule of the rules file fails.
 
-    Exit codes: 0 every rule passes (skips and inconclusive-warn allowed), 1 a rule fails
-    or nothing was checked, 2 unusable input (missing file, not a report, unknown kind, a
-    field of the wrong type, a summary that disagrees with its raw data, schema newer than
-    this kimi-bench, a --baseline that is missing, unreadable, the report itself, of
-    another kind or of another setup, an invalid rules file or history), 3 the verdict
-    stands but --junit/--summary could not be written (see the message).
+Exit codes: 0 every rule passes (skips and inconclusive-warn allowed), 1 a rule fails
+or nothing was checked, 2 unusable input (missing file, not a report, unknown kind, a
+field of the wrong type, a summary that disagrees with its raw data, schema newer than
+this kimi-bench, a --baseline that is missing, unreadable, the report itself, of
+another kind or of another setup, an invalid rules file or history), 3 the verdict
+stands but --junit/--summary could not be written (see the message).
 
-    Example: kimi-bench gate out/parity out/micro --rules gate --junit gate.xml
-    """
+Example: kimi-bench gate out/parity out/micro --rules gate --junit gate.xml
+"""
+
+
+def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.ci.gate import RulesError, load_rules, run_gate
     from kimi_bench.ci.history import HistoryError, load_history
     from kimi_bench.report.junit import junit_xml
@@ -105,8 +71,10 @@ def gate(
     from kimi_bench.report.writers import atomic_write_text, markdown_table
     from kimi_bench.scenario import ScenarioError, resolve_path
 
-    junit = _optional_file(junit_file, "--junit")
-    summary = _optional_file(summary_file, "--summary")
+    reports, rules, history = list(opts.reports), opts.rules, opts.history
+    baseline = Path(opts.baseline) if opts.baseline is not None else None
+    junit = _optional_file(opts.junit, "--junit")
+    summary = _optional_file(opts.summary, "--summary")
     try:
         if not reports and history is None:
             raise ReportError("give report.json files or folders, or --history FILE")
@@ -137,28 +105,24 @@ def gate(
     raise typer.Exit(code=code)
 
 
-def compare(
-    a: Annotated[Path, typer.Argument(help="Report A (the reference).")],
-    b: Annotated[Path, typer.Argument(help="Report B (the candidate).")],
-    markdown_file: Annotated[
-        str | None,
-        typer.Option("--markdown", help="Also write the table as Markdown here.", metavar="PATH"),
-    ] = None,
-) -> None:
-    """Two reports of the same kind side by side: medians, relative delta (B vs A) and a
-    two-sided Mann-Whitney p-value on the raw samples.
+COMPARE_DOC = """Two reports of the same kind side by side: medians, relative delta (B vs A) and a
+two-sided Mann-Whitney p-value on the raw samples.
 
-    Exit codes: 0 compared, 2 unusable input (as for gate), 3 --markdown not written.
+Exit codes: 0 compared, 2 unusable input (as for gate), 3 --markdown not written.
 
-    Example: kimi-bench compare reports/baselines/h200/micro/r8-shm runs/new-micro
-    """
+Example: kimi-bench compare reports/baselines/h200/micro/r8-shm runs/new-micro
+"""
+
+
+def _compare(opts: CompareOptions, _: dict[str, Any]) -> None:
     from kimi_bench.ci.compare import compare_reports
     from kimi_bench.ci.gate import GATED_KINDS
     from kimi_bench.report.model import ReportError, load_report
     from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
     from kimi_bench.report.writers import atomic_write_text, markdown_table, md_text
 
-    markdown = _optional_file(markdown_file, "--markdown")
+    a, b = opts.a, opts.b
+    markdown = _optional_file(opts.markdown, "--markdown")
     try:
         if markdown is not None:
             check_output_file(markdown, "--markdown")
@@ -185,3 +149,9 @@ def compare(
         except OSError as exc:
             err_console.print(f"[bold red]error:[/] could not write {markdown}: {exc}")
             raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
+
+
+gate = model_command(GateCommandOptions, _gate, GATE_DOC)
+
+
+compare = model_command(CompareOptions, _compare, COMPARE_DOC)

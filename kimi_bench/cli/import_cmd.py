@@ -4,55 +4,41 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
-import typer
-
+from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import console, rich_table, say, usage_error, write_report
+from kimi_bench.options import ImportOptions
+
+IMPORT_DOC = """Turn peers' result files into one serve-ab report (one arm per file) that
+`kimi-bench gate` and `kimi-bench compare` read.
+
+Reads sglang.bench_serving --output-file JSONL, vllm bench serve --save-result JSON,
+GuideLLM's JSON report and AIPerf's JSON export (profile_export_aiperf.json). Files with
+per-request data (sglang --output-details, vLLM --save-detailed, GuideLLM) give one row
+per request; a summary-only file gives the tool's counts and percentiles only, and the
+report says so (config.per_request = false).
+
+Exit codes: 0 written, 2 unusable input (unknown or malformed file, naming the field;
+arms that do not match the files; files at different request rates), 3 the report
+could not be written where asked.
+
+Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
+"""
 
 
-def import_results(
-    files: Annotated[
-        list[Path],
-        typer.Argument(help="Result files, one per arm.", show_default=False),
-    ],
-    fmt: Annotated[
-        str,
-        typer.Option("--format", help="auto, sglang, vllm, guidellm or aiperf."),
-    ] = "auto",
-    arm: Annotated[
-        list[str] | None,
-        typer.Option("--arm", help="Arm name of each file, in order (default: the file stem)."),
-    ] = None,
-    tool_version: Annotated[
-        str | None,
-        typer.Option("--tool-version", help="The tool's version, when its file lacks it."),
-    ] = None,
-    output_dir: Annotated[
-        Path | None,
-        typer.Option("--output-dir", help="Report folder (default reports/runs/import-<time>)."),
-    ] = None,
-) -> None:
-    """Turn peers' result files into one serve-ab report (one arm per file) that
-    `kimi-bench gate` and `kimi-bench compare` read.
-
-    Reads sglang.bench_serving --output-file JSONL, vllm bench serve --save-result JSON,
-    GuideLLM's JSON report and AIPerf's JSON export (profile_export_aiperf.json). Files with
-    per-request data (sglang --output-details, vLLM --save-detailed, GuideLLM) give one row
-    per request; a summary-only file gives the tool's counts and percentiles only, and the
-    report says so (config.per_request = false).
-
-    Exit codes: 0 written, 2 unusable input (unknown or malformed file, naming the field;
-    arms that do not match the files; files at different request rates), 3 the report
-    could not be written where asked.
-
-    Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
-    """
+def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
     from kimi_bench.peers import PeerFormatError, build_import_report, default_arm, read_peer
     from kimi_bench.report.output import OutputError, check_output_dir
     from kimi_bench.report.writers import write_json, write_markdown
 
-    names = list(arm or [])
+    files, fmt, tool_version, output_dir = (
+        list(opts.files),
+        opts.format,
+        opts.tool_version,
+        opts.out,
+    )
+    names = list(opts.arm)
     if names and len(names) != len(files):
         raise usage_error(f"--arm given {len(names)} times for {len(files)} files")
     names = names or [default_arm(p) for p in files]
@@ -81,3 +67,6 @@ def import_results(
         say(line, label="note:", style="dim")
     say(report.summary["verdict"])
     say(f"report: {result.folder / 'report.json'}")
+
+
+import_results = model_command(ImportOptions, _import, IMPORT_DOC)

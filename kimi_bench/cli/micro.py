@@ -6,12 +6,11 @@ from typing import Any
 
 import typer
 
-from kimi_bench.cli.build import build, command, given, option_params
+from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
     append_jsonl,
     fail_line,
     note,
-    output_params,
     resolve_output,
     say,
     show_tables,

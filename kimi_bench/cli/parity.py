@@ -6,11 +6,10 @@ from typing import Any
 
 import typer
 
-from kimi_bench.cli.build import build, command, given, option_params
+from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
     append_jsonl,
     note,
-    output_params,
     progress_bar,
     resolve_output,
     say,
@@ -79,7 +78,7 @@ def _body(values: dict[str, Any]) -> None:
     except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.parity import exit_code, run_parity
-    from kimi_bench.corpus import InputError
+    from kimi_bench.corpus_files import InputError
     from kimi_bench.report.emit import emit_parity
 
     runtime = None

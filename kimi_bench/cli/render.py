@@ -2,40 +2,27 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
+from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import say, usage_error, warn
+from kimi_bench.options import RenderOptions
+
+RENDER_DOC = """Redraw the figures of saved reports from their data (the PNGs and a report.html
+next to each report.json), e.g. committed baselines after a kimi-bench upgrade.
+Nothing is measured again.
+
+Example: kimi-bench render reports/baselines/h200 --html h200.html
+"""
 
 
-def render(
-    paths: Annotated[
-        list[Path],
-        typer.Argument(
-            help="report.json files or folders; every report.json below a folder is used."
-        ),
-    ],
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="Also write one HTML page with all these reports (figures embedded).",
-            dir_okay=False,
-        ),
-    ] = None,
-) -> None:
-    """Redraw the figures of saved reports from their data (the PNGs and a report.html
-    next to each report.json), e.g. committed baselines after a kimi-bench upgrade.
-    Nothing is measured again.
-
-    Example: kimi-bench render reports/baselines/h200 --html h200.html
-    """
-    from kimi_bench.report.figures import PLOT_HINT, plot_available, render_tree
+def _render(opts: RenderOptions, _: dict[str, Any]) -> None:
+    from kimi_bench.report.figures import PLOT_HINT, plot_available
     from kimi_bench.report.html import write_html
     from kimi_bench.report.model import ReportError
+    from kimi_bench.report.rerender import render_tree
 
+    paths, html = opts.paths, opts.html
     if not plot_available():
         raise usage_error(f"matplotlib is missing; {PLOT_HINT}")
     reports: list[dict[str, Any]] = []
@@ -57,3 +44,6 @@ def render(
     if html is not None and reports:
         write_html(reports, html, title="kimi-bench reports", figures=figures)
         say(f"wrote {html}")
+
+
+render = model_command(RenderOptions, _render, RENDER_DOC)

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import inspect
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-from kimi_bench.cli.build import command
+from kimi_bench.cli.build import model_command, output_params
 from kimi_bench.cli.common import (
     append_jsonl,
-    output_params,
     resolve_output,
     say,
     show_tables,
     usage_error,
     verdict_line,
 )
+from kimi_bench.options import RunCommandOptions
 
 DOC = """The main job: parity on the built-in corpus, a small micro (all arms) and a small
 serve-ab, then the gate, all into one folder with index.md and a self-contained
@@ -31,30 +30,14 @@ Example: kimi-bench run --device cpu --output-dir kb-run
 """
 
 
-def _params() -> list[inspect.Parameter]:
-    kw = inspect.Parameter.KEYWORD_ONLY
-    scenario = typer.Option("--scenario", help="Scenario: a built-in name or a TOML path "
-                            "[default: default].", show_default=False)  # fmt: skip
-    seed = typer.Option("--seed", help="Seed for every part (overrides the scenario).",
-                        show_default=False)  # fmt: skip
-    device = typer.Option("--device", help="auto, cpu or cuda for every part (overrides the "
-                          "scenario).", show_default=False)  # fmt: skip
-    return [
-        inspect.Parameter("scenario", kw, default=None, annotation=Annotated[str | None, scenario]),
-        inspect.Parameter("seed", kw, default=None, annotation=Annotated[int | None, seed]),
-        inspect.Parameter("device", kw, default=None, annotation=Annotated[str | None, device]),
-        *output_params(),
-    ]
-
-
-def _body(values: dict[str, Any]) -> None:
+def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
     # the scenario first, with no torch import: a usage error comes back at once
     from kimi_bench.config import ConfigError
     from kimi_bench.options import OptionsError
     from kimi_bench.scenario import ScenarioError, load_scenario, with_overrides
 
     try:
-        sc = with_overrides(load_scenario(values.get("scenario") or "default"), values)
+        sc = with_overrides(load_scenario(opts.scenario), opts.model_dump(exclude_none=True))
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
@@ -90,4 +73,4 @@ def _body(values: dict[str, Any]) -> None:
     raise typer.Exit(code=1 if failed else 0)
 
 
-run = command(_params(), _body, DOC)
+run = model_command(RunCommandOptions, _body, DOC, output_params())

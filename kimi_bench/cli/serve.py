@@ -7,12 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from kimi_bench.cli.build import build, command, given, option_params
+from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
     append_jsonl,
     fail_line,
     note,
-    output_params,
     progress_bar,
     resolve_output,
     say,

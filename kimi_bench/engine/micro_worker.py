@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arena import Arena, ArenaSpec, spec_for
+from kimi_bench.arena import Arena, attach_run_arena
+from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.ledger import Ledger
@@ -114,17 +115,13 @@ def arena_spec(job: MicroJob) -> ArenaSpec | None:
     return spec_for(sizes, job.ranks, requests=2)
 
 
-def _attach(job: MicroJob, **role: int) -> Arena | None:
-    spec = arena_spec(job)
-    return None if spec is None else Arena.attach(job.prefix, spec, **role)
-
-
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
     carrier = _carrier(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     images = job_images(job)
-    arena = _attach(job, writer=0)  # on a crash the harness unlinks it by the run's prefix
+    # on a crash the harness unlinks the arena by the run's prefix
+    arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
     for it in range(job.iterations):
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
@@ -162,7 +159,7 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
             raise RuntimeError(f"injected fault at rank {rank} before it maps the arena")
-        arena = _attach(job, rank=rank)
+        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
         try:
             if arena is not None and dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed; reported with the floor

@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.engine.launch import device_group, join_gloo, rank_gpu
+from kimi_bench.transport import SHM_DIR, cleanup_segments, new_prefix
+
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_S = 0.5
 _RUN_NAME = re.compile(r"^kimibench_(\d+)_")
@@ -49,8 +52,6 @@ def rank_device(kind: str, rank: int, ranks_per_node: int = 0) -> Any:
     enough, round robin otherwise; ``launch.rank_gpu``), else the CPU."""
     import torch
 
-    from kimi_bench.engine.launch import rank_gpu
-
     if kind != "cuda":
         return torch.device("cpu")
     return torch.device("cuda", rank_gpu(rank, torch.cuda.device_count(), ranks_per_node))
@@ -63,8 +64,6 @@ def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[An
     None (``launch.device_group``); leave on exit."""
     import torch
     import torch.distributed as dist
-
-    from kimi_bench.engine.launch import device_group, join_gloo
 
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -91,8 +90,6 @@ def describe_exit(code: int | None) -> str:
 
 def _new_prefix() -> str:
     # transport imports torch; workers import this module and need not pay for it
-    from kimi_bench.transport import new_prefix
-
     return new_prefix()
 
 
@@ -175,8 +172,6 @@ def _stale(path: Path) -> bool:
 def reap_stale_runs(shm_dir: Path | None = None, tmp_dir: Path | None = None) -> list[str]:
     """Remove shared-memory segments and temp folders of dead kimi-bench runs; returns
     their names. Only ``kimibench_<pid>_*`` entries whose pid is gone are touched."""
-    from kimi_bench.transport import SHM_DIR
-
     removed: list[str] = []
     tmp = tmp_dir or Path(tempfile.gettempdir())
     for folder, is_dir in ((shm_dir or SHM_DIR, False), (tmp, True)):
@@ -354,8 +349,6 @@ class Harness:
             if p.is_alive():
                 os.kill(p.pid, signal.SIGKILL)
                 p.join(timeout=30)  # reaped, not left behind (SIGKILL ends it at once)
-        from kimi_bench.transport import cleanup_segments
-
         removed = cleanup_segments(self.prefix)
         shutil.rmtree(self.tmpdir, ignore_errors=True)
         self.queue.close()

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, ArenaSpec, spec_for
+from kimi_bench.arena import Arena, attach_run_arena
+from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
 from kimi_bench.engine.images import make_images
@@ -110,11 +111,6 @@ def arena_spec(job: ServeJob) -> ArenaSpec | None:
     return spec_for(sizes, job.ranks, requests=requests, writers=job.workers)
 
 
-def _attach(job: ServeJob, **role: int) -> Arena | None:
-    spec = arena_spec(job)
-    return None if spec is None else Arena.attach(job.prefix, spec, **role)
-
-
 def make_payloads(job: ServeJob) -> list[bytes]:
     """Encoded request images, identical for both arms at a given seed."""
     return encode_images(
@@ -140,7 +136,8 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
     payloads = make_payloads(job) if job.source == "loadgen" else []
-    arena = _attach(job, writer=wid)  # on a crash the harness unlinks it by the run's prefix
+    # on a crash the harness unlinks the arena by the run's prefix
+    arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
     while True:
         msg = req_q.get()
         if msg is None:
@@ -208,7 +205,7 @@ def rank_main(
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + job.workers + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
-        arena = _attach(job, rank=rank)
+        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
         if arena is not None:
             if dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed, reported on its own
@@ -370,7 +367,7 @@ def serve_rank_main(
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
-        arena = _attach(job, rank=rank)
+        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
         if arena is not None and dev.type == "cuda":
             arena.register_cuda()  # once per rank, at start-up
         _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox, arena, device_group).loop()

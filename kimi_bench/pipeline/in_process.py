@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arena import ArenaError
+from kimi_bench.arena_layout import ArenaError
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
 from kimi_bench.ledger import Ledger

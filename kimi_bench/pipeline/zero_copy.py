@@ -9,7 +9,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arena import ALIGN, Arena, ArenaRef
+from kimi_bench.arena import Arena
+from kimi_bench.arena_layout import ALIGN, ArenaRef
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
 from kimi_bench.ledger import tensor_bytes
 from kimi_bench.navit import ResizePlan

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import kimi_bench
-from kimi_bench.project.calibration import Calibration
+from kimi_bench.environment import git_commit
+from kimi_bench.project.calibration import Calibration, ProjectionError
 from kimi_bench.project.figure import projection_figure
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
@@ -66,8 +67,6 @@ _WHY = {
 
 
 def _environment(cals: list[Calibration]) -> dict[str, Any]:
-    from kimi_bench.environment import git_commit
-
     first = cals[0].environment
     return {
         "package": "kimi-bench",
@@ -196,8 +195,6 @@ def _stage_pivot(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
 
 
 def _calibration_for(cals: list[Calibration], measured: Calibration) -> Calibration:
-    from kimi_bench.project.calibration import ProjectionError
-
     for c in cals:
         if c.transport == measured.transport:
             return c

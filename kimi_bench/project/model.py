@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 from kimi_bench.project.calibration import ArmCal, Calibration, StageCal
+from kimi_bench.scheduler import assign_owners
 
 # A single gloo transfer between two local ranks (SPEC section 8: 77 MB in 18.5 ms on an
 # H200 host); used only when the calibration report cannot give its own estimate.
@@ -211,8 +212,6 @@ def estimate_loopback(cal: Calibration, host: Host) -> tuple[float, str]:
 
 def _owner_bytes(total: int, areas: tuple[int, ...], topo: Topology) -> tuple[int, int]:
     """(largest bytes one owner moves, largest bytes over one GPU link) for owner H2D."""
-    from kimi_bench.scheduler import assign_owners
-
     if not areas:
         return total, total
     per_image = [total * a / sum(areas) for a in areas]

@@ -8,7 +8,6 @@ returns them in memory (for the HTML page); ``render_tree(root)`` re-renders eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ __all__ = [
     "find_reports",
     "plot_available",
     "render_figures",
-    "render_tree",
     "saved_figures",
 ]
 
@@ -83,31 +81,3 @@ def find_reports(root: str | Path) -> list[Path]:
     if base.is_file():
         return [base]
     return [p for p in sorted(base.rglob("report.json")) if p.is_file() and not p.is_symlink()]
-
-
-@dataclass(frozen=True)
-class Rerendered:
-    report_path: Path
-    report: dict[str, Any]
-    figures: list[Path]
-    html: Path | None
-    rendered: list[RenderedFigure]
-
-
-def render_tree(root: str | Path, *, html: bool = True) -> list[Rerendered]:
-    """Re-render the figures (and a ``report.html`` unless ``html`` is False) next to every
-    ``report.json`` under ``root``. Raises ``ReportError`` for a file that is not a report."""
-    from kimi_bench.report.html import write_html
-    from kimi_bench.report.model import load_report
-
-    done = []
-    for p in find_reports(root):
-        rep = load_report(p).to_dict()
-        figs = figures_png(rep)
-        paths = [f.save(p.parent) for f in figs]
-        page = None
-        if html:
-            title = f"kimi-bench {rep.get('kind')}"
-            page = write_html([rep], p.parent / "report.html", title=title, figures=[figs])
-        done.append(Rerendered(p, rep, paths, page, figs))
-    return done

@@ -19,6 +19,7 @@ from typing import Any
 
 from kimi_bench.report import access
 from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.figures import figures_png
 
 Dict = dict[str, Any]
 MAX_ROWS = 500  # rows per table on the page; report.json keeps all of them
@@ -206,8 +207,6 @@ def render_html(
 ) -> str:
     """The page as a string. ``figures[i]`` are report i's figures when already rendered;
     otherwise they are drawn here (none without matplotlib)."""
-    from kimi_bench.report.figures import figures_png
-
     dicts = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in reports]
     figs = list(figures) if figures is not None else [figures_png(d) for d in dicts]
     anchors = [f"{access.kind(d)}-{i}" for i, d in enumerate(dicts)]

@@ -14,11 +14,11 @@ import html
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.report.model import Report, View
+from kimi_bench.report.model import Report
 
 
 def _final_mode(path: Path) -> int:
@@ -27,23 +27,6 @@ def _final_mode(path: Path) -> int:
         return os.stat(path).st_mode & 0o777
     except OSError:
         return 0o644
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temp path beside ``path`` for writers that take a file name (matplotlib's
-    ``savefig``, ``torch.save``): renamed to ``path`` when the block succeeds, removed
-    when it raises."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.chmod(tmp, _final_mode(path))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
@@ -144,7 +127,3 @@ def write_csv(rows: list[dict[str, Any]], path: Path, columns: list[str] | None 
     ]
     frame = pd.DataFrame(flat, columns=columns or (list(flat[0]) if flat else []))
     return atomic_write_text(path, frame.to_csv(index=False))
-
-
-def write_view_csv(view: View, path: Path) -> Path:
-    return write_csv(view.rows, path, view.columns)

@@ -26,6 +26,7 @@ class FirstToken:
     stages_s: Mapping[str, float] = field(default_factory=dict)  # seconds per stage
     stage_bytes: Mapping[str, int] = field(default_factory=dict)  # bytes moved per stage
     prompt_tokens: int | None = None  # what the prompt became (text + image tokens), if known
+    image_tokens: int | None = None  # what the processor made of the images, if known
     # per-request facts (numbers, short strings) the server sends back to the client with
     # the stages in the REQUEST_HEADER response header; a real server sends none
     report: Mapping[str, Any] = field(default_factory=dict)

@@ -31,7 +31,9 @@ from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_workers import ServeJob, producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.runtime import DEFAULT_RUNTIME
+from kimi_bench.environment import resolve_device
+from kimi_bench.pipeline import ARMS
+from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
@@ -76,9 +78,6 @@ class EmulatorConfig:
     fault: str | None = None  # serve_workers' fault hook ("producer:N", "hang:N"), tests only
 
     def validate(self) -> None:
-        from kimi_bench.pipeline import ARMS
-        from kimi_bench.runtime import get_profile
-
         if self.arm not in ARMS:
             raise ValueError(f"--arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
         if self.ranks < 1 or self.workers < 1:
@@ -184,8 +183,6 @@ class EmulatorBackend:
         self._reader.start()
 
     def _launch(self) -> None:
-        from kimi_bench.environment import resolve_device
-
         c = self.conf
         harness = self._harness = _harness(self.prefix)
         job = ServeJob(
@@ -325,14 +322,16 @@ class EmulatorBackend:
 def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> FirstToken:
     """What a request's pipeline record tells the server and the client: stage seconds,
     the facts of REPORTED, the forward step it was served in (``batch``, a step id) and
-    the prompt the prefill stand-in processed (image tokens + its text tokens)."""
+    the image tokens the processor made. The prompt's text tokens are the server's count
+    of the request's text (``usage``): the prefill stand-in's fixed text length
+    (``StandinCost.text_tokens_per_request``) sizes its cost only, it is not the prompt."""
     stamps = [rec[b] for b in _BOUNDS] + [t_done]
     stages = {s: max(0.0, b - a) for s, a, b in zip(STAGES, stamps[:-1], stamps[1:], strict=True)}
     report: dict[str, Any] = {k: rec[k] for k in REPORTED if k in rec}
     report.update(arm=conf.arm, batch=round(rec["t_step"] * 1e6))
     return FirstToken(
         stages_s=stages,
-        prompt_tokens=int(rec.get("image_tokens", 0)) + conf.cost.text_tokens_per_request,
+        image_tokens=int(rec.get("image_tokens", 0)),
         report=report,
     )
 

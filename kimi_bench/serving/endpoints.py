@@ -9,7 +9,10 @@ from typing import Any
 
 import httpx
 
+from kimi_bench.options import parse_endpoint
 from kimi_bench.serving.records import ServerInfo
+
+__all__ = ["CHAT_PATH", "auth_headers", "parse_endpoint", "probe_server"]
 
 CHAT_PATH = "/v1/chat/completions"
 EXCERPT = 200  # characters of an error body kept in a record
@@ -28,30 +31,6 @@ def auth_headers(api_key_env: str) -> dict[str, str]:
 def _redact(text: str, api_key_env: str) -> str:
     key = os.environ.get(api_key_env)
     return text.replace(key, "<redacted>") if key else text
-
-
-def parse_endpoint(text: str) -> tuple[str, str]:
-    """``NAME=URL`` (``--endpoint``) -> (name, base URL without a trailing slash); the URL
-    is http(s) with a host. A trailing ``/v1`` (the OpenAI "base URL" many tools print) is
-    dropped: the client adds ``/v1/chat/completions`` itself. ValueError says what is wrong
-    (a usage error)."""
-    name, sep, url = text.partition("=")
-    name, url = name.strip(), url.strip().rstrip("/")
-    url = url.removesuffix("/v1")
-    if not sep or not name or not url:
-        raise ValueError(f"--endpoint takes NAME=URL, got {text!r}")
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"--endpoint {name}: bad URL {url!r}: {exc}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"--endpoint {name}: the URL must be http(s)://HOST[:PORT], got {url!r}")
-    if "/v1/" in parsed.path + "/":
-        raise ValueError(
-            f"--endpoint {name}: give the server's base URL (http://HOST:PORT or "
-            f"http://HOST:PORT/v1), not a path under /v1, got {url!r}"
-        )
-    return name, url
 
 
 def _scalars(entry: Any) -> dict[str, Any]:

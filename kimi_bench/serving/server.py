@@ -6,7 +6,8 @@ base64 data URLs; the server decodes the base64 only, checks every image's size 
 header against the pixel limits (``intake``), and hands the encoded file bytes
 (JPEG/PNG) to the backend, which decodes them as a real server's processor does. The
 first token is sent when ``Backend.submit`` returns; later tokens (``max_tokens > 1``)
-follow every ``ServerOptions.decode_interval_s`` (``sse``).
+follow every ``ServerOptions.decode_interval_s`` (``sse``). The model names it answers
+to are ``ServerOptions.served_names`` (``models``); ``usage`` is emulated (``usage``).
 
 A server meant to be left running: bodies over ``max_body_bytes`` get 413, images over
 the pixel limits 400 (each refusal is one warning line on the console); a client that
@@ -40,11 +41,19 @@ from kimi_bench.limits import (
     DEFAULT_MAX_PIXELS,
     REQUEST_PIXELS_PER_IMAGE_LIMIT,
 )
+from kimi_bench.options.server import EMULATOR_MODEL
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
 from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body
+from kimi_bench.serving.models import ServedModels
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.sse import STOPPING, ChatStream, ServerStopping, SSEResponse
 from kimi_bench.serving.trace import parse_data_url
+from kimi_bench.serving.usage import (
+    USAGE_HEADER,
+    USAGE_HEADER_VALUE,
+    PromptCount,
+    count_text_tokens,
+)
 
 # a child of uvicorn's logger: the same console, format and level as uvicorn's own lines
 LOG = logging.getLogger("uvicorn.error.kimi_bench")
@@ -52,7 +61,12 @@ LOG = logging.getLogger("uvicorn.error.kimi_bench")
 
 @dataclass(frozen=True)
 class ServerOptions:
-    model: str = "kimi-bench-emulator"
+    """The server's settings; ``kimi-bench serve`` builds them from ``ServeCommandOptions``
+    (``kimi_bench.options.server``, where the command's defaults are)."""
+
+    model: str = EMULATOR_MODEL  # the model's name: listed first, named in every response
+    aliases: tuple[str, ...] = ()  # other names it answers to (--served-model-name A B ...)
+    accept_any_model: bool = False  # serve unknown names too, one warning per name
     decode_interval_s: float = 0.0  # between streamed tokens after the first
     api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <key>"
     default_max_tokens: int = 1
@@ -69,12 +83,17 @@ class ServerOptions:
             total = REQUEST_PIXELS_PER_IMAGE_LIMIT * self.max_pixels
         return PixelLimits(per_image=self.max_pixels, per_request=total)
 
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        return (self.model, *self.aliases)
+
 
 @dataclass
 class _Chat:
     images: list[bytes]
     places: list[str]  # where each image was in the body ("messages[0].content[1]")
-    prompt_tokens: int
+    model: str | None  # as requested (None: not given)
+    prompt_tokens: int  # text tokens (usage.count_text_tokens)
     max_tokens: int
     stream: bool
     include_usage: bool
@@ -109,15 +128,14 @@ def _parse_content(
 
 
 def parse_chat(body: Any, opts: ServerOptions) -> _Chat:
-    """Validate a chat-completions body; ValueError names the first problem, LookupError
-    an unknown model. Prompt tokens are estimated as whitespace-separated words of the
-    text parts (a backend that knows better reports ``FirstToken.prompt_tokens``)."""
+    """Validate a chat-completions body; ValueError names the first problem. Prompt tokens
+    are the text parts' tokens by ``usage.count_text_tokens`` (a backend that knows better
+    reports ``FirstToken.prompt_tokens``)."""
     if not isinstance(body, dict):
         raise ValueError("the request body must be a JSON object")
-    if body.get("model") != opts.model:
-        raise LookupError(
-            f"the model {body.get('model')!r} does not exist (serving {opts.model!r})"
-        )
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ValueError("model must be a string")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
@@ -135,16 +153,18 @@ def parse_chat(body: Any, opts: ServerOptions) -> _Chat:
     return _Chat(
         images=images,
         places=places,
-        prompt_tokens=sum(len(t.split()) for t in texts),
+        model=model,
+        prompt_tokens=count_text_tokens(texts),
         max_tokens=raw,
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
     )
 
 
-def admit(raw: bytes, opts: ServerOptions) -> _Chat:
-    """A request body -> the chat it asks for, or Refused: not JSON, not a valid chat
-    (400), an unknown model (404), an unreadable image or one over the pixel limits
+def admit(raw: bytes, opts: ServerOptions, models: ServedModels) -> tuple[_Chat, str | None]:
+    """A request body -> the chat it asks for and the unknown model name to warn about (the
+    first request for it, with ``accept_any_model``), or Refused: not JSON, not a valid
+    chat (400), an unknown model (404), an unreadable image or one over the pixel limits
     (400, read from the headers). CPU work on the whole body: run it off the event loop."""
     try:
         body = json.loads(raw)
@@ -152,12 +172,11 @@ def admit(raw: bytes, opts: ServerOptions) -> _Chat:
         raise Refused(400, "invalid_json", f"bad request: the body is not JSON: {exc}") from None
     try:
         chat = parse_chat(body, opts)
-    except LookupError as exc:
-        raise Refused(404, "unknown_model", str(exc), kind="model_not_found") from None
     except ValueError as exc:
         raise Refused(400, "invalid_request", f"bad request: {exc}") from None
+    unknown = models.admit(chat.model)
     check_images(chat.images, chat.places, opts.pixel_limits)
-    return chat
+    return chat, unknown
 
 
 async def _disconnected(request: Request) -> None:
@@ -179,6 +198,7 @@ def _client(request: Request) -> str:
 class _Handler:
     def __init__(self, backend: Backend, opts: ServerOptions, metrics: ServerMetrics) -> None:
         self.backend, self.opts, self.metrics = backend, opts, metrics
+        self.served = ServedModels(opts.served_names, opts.accept_any_model)
         self.ready = self.stopping = False
         self.stop = asyncio.Event()  # set when the server begins to stop
 
@@ -204,8 +224,7 @@ class _Handler:
     async def models(self, request: Request) -> Response:
         if not self._authorized(request):
             return _error(401, "invalid or missing API key", "authentication_error")
-        card = {"id": self.opts.model, "object": "model", "owned_by": "kimi-bench"}
-        return JSONResponse({"object": "list", "data": [{**card, "created": 0}]})
+        return JSONResponse({"object": "list", "data": self.served.cards()})
 
     async def metrics_text(self, request: Request) -> Response:
         body, content_type = self.metrics.exposition()
@@ -224,12 +243,19 @@ class _Handler:
                     401, "unauthorized", "invalid or missing API key", kind="authentication_error"
                 )
             raw = await read_body(request, self.opts.max_body_bytes)
-            chat = await asyncio.to_thread(admit, raw, self.opts)
+            chat, unknown = await asyncio.to_thread(admit, raw, self.opts, self.served)
         except Refused as exc:
             return self._refuse(request, exc)
         except ClientDisconnect:  # gone while sending its body: nobody reads an answer
             self.metrics.finish("disconnected", t0, admitted=False)
             return Response(status_code=499)
+        if unknown is not None:
+            LOG.warning(
+                "serving model %r as %r (--accept-any-model; first request from %s)",
+                unknown,
+                self.served.name,
+                _client(request),
+            )
         return await self._run(request, chat, t0)
 
     async def _first_token(
@@ -274,10 +300,10 @@ class _Handler:
         if isinstance(first, Response):
             return first
         self.metrics.first_token(first, t0)
-        prompt = first.prompt_tokens if first.prompt_tokens is not None else chat.prompt_tokens
+        prompt = _prompt(first, chat.prompt_tokens)
         stream = ChatStream(
             rid,
-            self.opts.model,
+            self.served.name,
             chat.max_tokens,
             prompt,
             decode_interval_s=self.opts.decode_interval_s,
@@ -285,18 +311,31 @@ class _Handler:
             include_usage=chat.include_usage,
             fault=first.stream_fault,
         )
-        headers = {"X-Request-Id": rid, REQUEST_HEADER: _report_header(first)}
+        headers = {
+            "X-Request-Id": rid,
+            REQUEST_HEADER: _report_header(first),
+            USAGE_HEADER: USAGE_HEADER_VALUE,
+        }
         if chat.stream:
             return SSEResponse(
-                stream, lambda how, n: self.metrics.finish(how, t0, n, prompt), headers
+                stream, lambda how, n: self.metrics.finish(how, t0, n, prompt.total), headers
             )
         try:
             text = await stream.text()
         except ServerStopping:
             self.metrics.finish("cancelled", t0)
             return _error(503, STOPPING, "server_error")
-        self.metrics.finish("ok", t0, chat.max_tokens, prompt)
+        self.metrics.finish("ok", t0, chat.max_tokens, prompt.total)
         return JSONResponse(stream.completion(text), headers=headers)
+
+
+def _prompt(first: FirstToken, text_tokens: int) -> PromptCount:
+    """The prompt's emulated tokens: the backend's image tokens and, unless the backend
+    reports the whole prompt, the text tokens the server counted."""
+    image = first.image_tokens or 0
+    if first.prompt_tokens is not None:
+        return PromptCount(text=max(0, first.prompt_tokens - image), image=image)
+    return PromptCount(text=text_tokens, image=image)
 
 
 def _report_header(first: FirstToken) -> str:

@@ -17,8 +17,22 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from kimi_bench.serving.intake import error_body
+from kimi_bench.serving.usage import PromptCount
 
 STOPPING = "the server is shutting down"
+
+# The text of each streamed token: "the", then " the" for every later one, so that a
+# client that re-tokenizes the answer (sglang.bench_serving's retokenized counts, AIPerf's
+# output lengths) counts one token per chunk. Byte-level BPE tokenizers (GPT-2, Llama-3,
+# Qwen2) have both as single tokens and their pre-tokenizers cut "the the ..." before each
+# " the"; SentencePiece (LLaMA-2) marks word starts itself, has one piece for a word-start
+# "the", and would read a leading space on the first chunk as a token of its own, hence
+# none there. Checked: "the" + (n-1) x " the" is n tokens for n = 1, 2, 5, 64 under GPT-2's
+# BPE and Whisper's multilingual BPE (openai-whisper 20250625's assets, tiktoken 0.14),
+# Mistral's Tekken (a Llama-3-style pre-tokenizer) and Mistral v1's SentencePiece model
+# (LLaMA-2-style; mistral-common 1.13.1). A counter (" t0", " t1") is two or more tokens.
+FIRST_TOKEN_TEXT = "the"
+NEXT_TOKEN_TEXT = " the"
 
 
 class ServerStopping(Exception):
@@ -35,7 +49,7 @@ class ChatStream:
         rid: str,
         model: str,
         max_tokens: int,
-        prompt: int,
+        prompt: PromptCount,
         *,
         decode_interval_s: float,
         stop: asyncio.Event,
@@ -51,7 +65,8 @@ class ChatStream:
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return self._event({"choices": [choice]})
+        # OpenAI: with include_usage every chunk but the last has "usage": null
+        return self._event({"choices": [choice], **({"usage": None} if self.include_usage else {})})
 
     def _event(self, extra: dict[str, Any]) -> str:
         obj = {"id": self.rid, "object": "chat.completion.chunk", "created": self.created}
@@ -71,15 +86,10 @@ class ChatStream:
         for i in range(self.max_tokens):
             if i:
                 await self._pause()
-            yield f" t{i}"
+            yield NEXT_TOKEN_TEXT if i else FIRST_TOKEN_TEXT
 
-    def usage(self, completion: int) -> dict[str, int]:
-        total = self.prompt + completion
-        return {
-            "prompt_tokens": self.prompt,
-            "completion_tokens": completion,
-            "total_tokens": total,
-        }
+    def usage(self, completion: int) -> dict[str, Any]:
+        return self.prompt.usage(completion)
 
     async def events(self) -> AsyncGenerator[str, None]:
         """The SSE events; ``outcome`` is set once the last one was taken."""

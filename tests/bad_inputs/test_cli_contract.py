@@ -47,7 +47,7 @@ def _one_json_document(stdout: str) -> dict:
 def test_an_unexpected_exception_exits_4_with_one_line_and_a_traceback_file(tmp_path: Path):
     """A bug (here: render's drawing raises) must not read as a measured difference (1)."""
     code = (
-        "import sys, kimi_bench.report.figures as f\n"
+        "import sys, kimi_bench.report.rerender as f\n"
         "def boom(path):\n"
         "    raise RuntimeError('boom in render_tree')\n"
         "f.render_tree = boom\n"

@@ -20,7 +20,7 @@ from kimi_bench.report.output import (
     check_output_file,
     write_outputs,
 )
-from kimi_bench.report.writers import atomic_path, atomic_write_text, write_json
+from kimi_bench.report.writers import atomic_write_text, write_json
 from tests.bad_inputs import reports
 
 
@@ -122,13 +122,12 @@ def test_full_disk_during_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, 
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
 
 
-def test_atomic_path_removes_the_temp_file_when_the_writer_fails(tmp_path):
-    target = tmp_path / "chart.png"
-    with pytest.raises(RuntimeError, match="renderer failed"), atomic_path(target) as tmp:
-        tmp.write_bytes(b"half a png")
-        raise RuntimeError("renderer failed")
-    assert list(tmp_path.iterdir()) == []
-    with atomic_path(target) as tmp:
-        tmp.write_bytes(b"png")
-    assert target.read_bytes() == b"png" and [p.name for p in tmp_path.iterdir()] == ["chart.png"]
-    assert target.stat().st_mode & 0o777 == 0o644
+def test_atomic_write_gives_a_new_file_rw_r__r__and_keeps_an_existing_files_mode(tmp_path):
+    new = atomic_write_text(tmp_path / "new.md", "new\n")
+    assert new.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0o600
+    old = tmp_path / "old.md"
+    old.write_text("old\n")
+    old.chmod(0o640)
+    atomic_write_text(old, "replaced\n")
+    assert old.stat().st_mode & 0o777 == 0o640 and old.read_text() == "replaced\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.md", "old.md"]

@@ -11,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, spec_for
+from kimi_bench.arena import Arena
+from kimi_bench.arena_layout import spec_for
 from kimi_bench.config import get_preset
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize

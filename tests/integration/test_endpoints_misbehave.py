@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kimi_bench.serving.launch import free_port
-from kimi_bench.stats import SIGNIFICANT, STRADDLES_ZERO
+from kimi_bench.stats_compare import SIGNIFICANT, STRADDLES_ZERO
 from tests.peers import bad_server
 
 FIGURES = ("ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png")

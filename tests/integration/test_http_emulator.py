@@ -32,6 +32,7 @@ from kimi_bench.serving.metrics import metrics_delta, scrape_metrics, series_nam
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import make_trace
+from kimi_bench.serving.usage import count_text_tokens
 from kimi_bench.transport import list_segments
 from tests.serve_helpers import MARK, adopting_orphans, marked_processes
 
@@ -85,8 +86,9 @@ def test_both_arms_stream_first_tokens_with_stage_times_and_ledger_bytes() -> No
             assert set(rec.server["stages_s"]) == set(STAGES)
             assert all(v >= 0 for v in rec.server["stages_s"].values())
             assert rec.server["image_tokens"] > 0 and rec.server["batch_requests"] >= 1
-            # the prompt the prefill stand-in processed: image tokens + its text tokens
-            assert rec.prompt_tokens == rec.server["image_tokens"] + 128
+            # usage: the emulated processor's image tokens + the request's text tokens
+            text = count_text_tokens([trace.prompt])
+            assert text > 0 and rec.prompt_tokens == rec.server["image_tokens"] + text
         delta = metrics_delta(before, after)
         for stage in STAGES:
             hist = delta.histograms[series_name("kimi_bench_stage_seconds", (("stage", stage),))]
@@ -225,11 +227,18 @@ def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path)
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--arm", "lazy"], "--arm must be one of eager, deferred"),
-        (["--arm", "eager", "--transport", "tcp"], "--transport must be shm or pickle"),
-        (["--arm", "eager", "--standin", "gflops=3"], "--standin takes KEY=VALUE"),
-        (["--arm", "eager", "--standin", "cpu_flops_scale=x"], "is not a finite number >= 0"),
-        (["--arm", "eager", "--preset", "kimi-k9"], "unknown preset"),
+        (["--arm", "lazy"], "--arm: Input should be 'eager', 'deferred' or 'zero-copy'"),
+        (["--arm", "eager", "--transport", "tcp"], "--transport/--carrier: Input should be"),
+        (["--arm", "eager", "--standin", "gflops=3"], "--standin: takes KEY=VALUE"),
+        (
+            ["--arm", "eager", "--standin", "cpu_flops_scale=x"],
+            "cpu-flops-scale: Input should be a valid number",
+        ),
+        (
+            ["--arm", "eager", "--standin", "cpu_flops_scale=nan"],
+            "cpu-flops-scale: Input should be less than or equal to 1",
+        ),
+        (["--arm", "eager", "--preset", "kimi-k9"], "--preset: Input should be 'kimi-k3'"),
     ],
 )
 def test_kimi_bench_serve_usage_errors_exit_2(args: list[str], message: str) -> None:

@@ -24,7 +24,8 @@ from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
 from kimi_bench.config import get_preset
 from kimi_bench.serving.client import INTERRUPTED
 from kimi_bench.serving.launch import ServerProcess, free_port
-from kimi_bench.stats import SIGNIFICANT, Measurement, compare
+from kimi_bench.stats import Measurement
+from kimi_bench.stats_compare import SIGNIFICANT, compare
 from kimi_bench.transport import list_segments
 from tests.integration.test_http_emulator import MARK, marked_processes
 

@@ -18,7 +18,8 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, ArenaError, ArenaFull, ArenaSpec, spec_for
+from kimi_bench.arena import Arena
+from kimi_bench.arena_layout import ArenaError, ArenaFull, ArenaSpec, spec_for
 from kimi_bench.bench.micro_build import stage_record as _stage_record
 from kimi_bench.config import get_preset
 from kimi_bench.engine.micro_worker import MicroJob, producer_main, rank_main

@@ -390,7 +390,7 @@ def test_cli_projects_and_validates(tmp_path: Path) -> None:
         (["project", "{tmp}/parity"], "'parity' report"),
         (["project", "{tmp}/garbage"], "not a JSON report"),
         (["project", "{tmp}/r2", "--ranks", "a,b"], "comma-separated numbers"),
-        (["project", "{tmp}/r2", "--link-gbps", "0"], "--link-gbps must be a finite number > 0"),
+        (["project", "{tmp}/r2", "--link-gbps", "0"], "--link-gbps: 0.0 is out of range (> 0"),
         (["project", "{tmp}/r2", "{tmp}/r2"], "one calibration report per carrier"),
         (["project", "{tmp}/r2", "--validate", "{tmp}/pk4"], "carrier"),
     ],

@@ -1,11 +1,7 @@
 import torch
 
-from kimi_bench.scheduler import (
-    assign_owners,
-    gather_in_order,
-    images_of_rank,
-    needs_pre_embed_move,
-)
+from kimi_bench.scheduler import assign_owners, images_of_rank, needs_pre_embed_move
+from tests.gather_emulation import gather_in_order
 
 
 def test_largest_first_to_least_loaded():

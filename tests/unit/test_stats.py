@@ -10,22 +10,11 @@ import torch
 
 from kimi_bench import environment as env_mod
 from kimi_bench.environment import HostLoad, HostLoadRecord, environment, host_load
-from kimi_bench.stats import (
-    MIN_UNITS,
-    NOISE_GROSS,
-    NOISE_WARN,
-    SIGNIFICANT,
-    STRADDLES_ZERO,
-    TOO_FEW_UNITS,
-    Interval,
-    Measurement,
-    compare,
-    fmt_ms,
-    fmt_pct,
-    mann_whitney,
-    pct_delta,
-    ratio,
-)
+from kimi_bench.stats import MIN_UNITS, NOISE_GROSS, NOISE_WARN, Interval, Measurement, pct_delta
+from kimi_bench.stats_bootstrap import cluster_bootstrap
+from kimi_bench.stats_compare import SIGNIFICANT, STRADDLES_ZERO, TOO_FEW_UNITS, compare, ratio
+from kimi_bench.stats_format import fmt_ms, fmt_pct
+from kimi_bench.stats_rank_test import mann_whitney
 
 
 def batched(values_by_batch: list[list[float]], label: str) -> Measurement:
@@ -124,13 +113,11 @@ def test_cluster_bootstrap_resamples_units_and_is_deterministic():
 
 
 def test_weighted_cluster_bootstrap_equals_pooling_the_drawn_units():
-    from kimi_bench.stats import _bootstrap
-
     groups = [np.array(g) for g in ([5.0, 1.0, 9.0], [2.0], [7.0, 7.0], [3.0, 8.0, 4.0, 6.0])]
     picks = np.random.default_rng(11).integers(0, len(groups), size=(200, len(groups)))
     for q in (0, 10, 50, 90, 100):
         pooled = [np.percentile(np.concatenate([groups[i] for i in row]), q) for row in picks]
-        fast = _bootstrap(groups, q, np.random.default_rng(11), 200)
+        fast = cluster_bootstrap(groups, q, np.random.default_rng(11), 200)
         assert fast.tolist() == pytest.approx(pooled, abs=1e-12)
 
 

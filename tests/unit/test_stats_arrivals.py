@@ -4,7 +4,8 @@ import pytest
 
 from kimi_bench.options import parse_rates
 from kimi_bench.serving.trace import arrival_offsets
-from kimi_bench.stats import Measurement, compare, pct_delta, percentile
+from kimi_bench.stats import Measurement, pct_delta, percentile
+from kimi_bench.stats_compare import compare
 
 
 def test_percentile_hand_values():

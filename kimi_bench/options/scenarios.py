@@ -1,191 +1,46 @@
-"""One typed options model per scenario (parity, micro, serve-ab, run).
+"""One typed options model per scenario (parity, micro, serve-ab) and the stand-in costs.
 
 Each field has its default, allowed values, unit (in the name or the description) and a
 one-line description here and nowhere else: the CLI options are generated from these
 models (``kimi_bench.cli.build``), scenario files are validated by them (unknown keys are
 errors), the workers are configured from them and the report's ``config`` is their dump.
-``kimi-bench run`` and the single commands therefore share every default.
-
-Defaults that depend on the machine (the PR shape on a GPU, a smaller shape that finishes
-in minutes on a 2-core CPU) are ``None`` in the model and resolved once by
-``resolve_defaults`` from ``MACHINE_DEFAULTS``; the report says which profile was used.
+Defaults that depend on the machine are ``None`` here and resolved once by
+``base.resolve_defaults`` from ``MACHINE_DEFAULTS``; the report says which profile was used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    WithJsonSchema,
-    field_validator,
-    model_validator,
+from pydantic import AliasChoices, Field, WithJsonSchema, field_validator, model_validator
+
+from kimi_bench.options.base import (
+    MAX_RANKS,
+    MAX_TIMEOUT_S,
+    Arm,
+    Carrier,
+    Content,
+    Device,
+    Launcher,
+    MicroCarrier,
+    Preset,
+    Runtime,
+    _Options,
 )
-
+from kimi_bench.options.parse import (
+    IMAGE_SPEC_RE,
+    _metadata,
+    _split_list,
+    migrate_image_resolution,
+    parse_endpoint,
+    parse_image_spec,
+    parse_rates,
+    parse_resolution,
+)
 from kimi_bench.runtime import DEFAULT_RUNTIME
-
-Preset = Literal["kimi-k3", "kimi-k2.5"]
-Device = Literal["auto", "cpu", "cuda"]
-Runtime = Literal["sglang-0.5.23", "pr-33921"]
-Carrier = Literal["shm", "pickle"]
-# micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
-MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
-Arm = Literal["eager", "deferred", "zero-copy"]
-Content = Literal["random", "blank", "photo"]
-Launcher = Literal["auto", "spawn", "torchrun"]
-
-MAX_RANKS = 64  # one process per rank on one host: beyond this use torchrun across nodes
-MAX_RATE = 1e6  # requests/s; "inf" sends everything at once
-MAX_TIMEOUT_S = 86_400.0
-RESOLUTION_PRESETS = {
-    "720p": (1280, 720),
-    "1080p": (1920, 1080),
-    "1440p": (2560, 1440),
-    "4k": (3840, 2160),
-}  # fmt: skip  (width, height)
-_SPEC = re.compile(r"^\s*(\d+)x(\d+)x(\d+)\s*$")
-_AXB = re.compile(r"^\s*(\d+)x(\d+)\s*$")
-_SPELLED = re.compile(r"^\s*width\s*=\s*(\d+)\s*,\s*height\s*=\s*(\d+)\s*$")
-
-# Machine-dependent defaults: the PR shape on a GPU; a CPU profile that finishes within
-# a few minutes on a 2-core machine (issue: "defaults that fit the machine").
-MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "cuda": {
-        "micro": {"ranks": 8, "repeats": 20, "warmup": 3},
-        "serve_ab": {"ranks": 8, "requests": 200, "resolution": (1536, 1024)},
-    },
-    "cpu": {
-        "micro": {"ranks": 2, "repeats": 5, "warmup": 1},
-        "serve_ab": {"ranks": 2, "requests": 16, "resolution": (640, 480)},
-    },
-}
-
-
-class OptionsError(ValueError):
-    """Options that cannot be used; the message names the option or scenario key."""
-
-
-class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-# ----------------------------------------------------------------------------- parsing
-
-
-def parse_image_spec(text: str) -> tuple[tuple[int, int, int], ...]:
-    """``"2x1536x1024,1x4096x3072"`` -> ((2, 1536, 1024), (1, 4096, 3072)); width first."""
-    groups = []
-    for part in str(text).split(","):
-        m = _SPEC.match(part)
-        if not m:
-            raise ValueError(
-                f"bad image spec {part.strip()!r}: expected COUNTxWIDTHxHEIGHT, "
-                "e.g. 4x1536x1024 (comma-separate several)"
-            )
-        count, w, h = (int(g) for g in m.groups())
-        if min(count, w, h) < 1 or count > 256 or max(w, h) > 65_535:
-            raise ValueError(
-                f"bad image spec {part.strip()!r}: COUNTxWIDTHxHEIGHT with a count of 1..256 "
-                "and sides of 1..65535 pixels"
-            )
-        groups.append((count, w, h))
-    return tuple(groups)
-
-
-def parse_resolution(text: str, order: Literal["wxh", "hxw"] = "wxh") -> tuple[int, int]:
-    """-> (width, height). kimi-bench writes and reads sizes WIDTHxHEIGHT (PIL's order,
-    ``1920x1080``). Accepted: a preset (``720p``/``1080p``/``1440p``/``4k``), a bare
-    ``WIDTHxHEIGHT``, ``width=W,height=H`` spelled out, or sglang.bench_serving's
-    HEIGHTxWIDTH order only with an explicit prefix: ``hxw:1024x1536`` (``wxh:`` is
-    accepted too). ``order="hxw"`` reads a bare AxB as HEIGHTxWIDTH: only for configs
-    written before the convention was unified (:func:`migrate_image_resolution`).
-    Anything else is refused rather than guessed."""
-    t = str(text).strip().lower()
-    if t in RESOLUTION_PRESETS:
-        return RESOLUTION_PRESETS[t]
-    prefix, sep, rest = t.partition(":")
-    if sep and prefix.strip() in ("hxw", "wxh"):
-        order = "hxw" if prefix.strip() == "hxw" else "wxh"
-        t = rest
-    if m := _SPELLED.match(t):
-        w, h = int(m.group(1)), int(m.group(2))
-    elif m := _AXB.match(t):
-        a, b = int(m.group(1)), int(m.group(2))
-        w, h = (b, a) if order == "hxw" else (a, b)
-    else:
-        raise ValueError(
-            f"bad image resolution {text!r}: use WIDTHxHEIGHT (e.g. 1536x1024), a preset "
-            "(720p, 1080p, 1440p, 4k), width=W,height=H, or hxw:HEIGHTxWIDTH for "
-            "sglang.bench_serving's order (e.g. hxw:1024x1536)"
-        )
-    if not (1 <= w <= 65_535 and 1 <= h <= 65_535):
-        raise ValueError(f"bad image resolution {text!r}: sides must be 1..65535 pixels")
-    return w, h
-
-
-def migrate_image_resolution(text: str, resolution: Any) -> str | None:
-    """A saved config's ``image_resolution`` in today's convention, or None if it does
-    not describe ``resolution`` (width, height).
-
-    Reports written before the size convention was unified hold ``image_resolution`` in
-    sglang.bench_serving's HEIGHTxWIDTH order (``"240x320"``) next to ``resolution``
-    ``[320, 240]``. Such a pair is recognised by the two agreeing only in the old order,
-    and the text is rewritten as ``hxw:240x320`` (the same size, said explicitly)."""
-    try:
-        size = tuple(int(v) for v in resolution)
-        if parse_resolution(text) == size:
-            return text
-        if parse_resolution(text, "hxw") == size:
-            return text if text.strip().lower().startswith("hxw:") else f"hxw:{text.strip()}"
-    except (TypeError, ValueError):
-        return None
-    return None
-
-
-def parse_rates(value: Any) -> tuple[float, ...]:
-    """``"2,8,inf"`` or ``[2, 8, "inf"]`` -> (2.0, 8.0, inf); finite rates in (0, 1e6]."""
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    rates = []
-    for part in parts:
-        p = str(part).strip().lower()
-        try:
-            r = math.inf if p in ("inf", "infinity") else float(p)
-        except ValueError:
-            raise ValueError(f"bad rate {part!r}: a number of requests/s or inf") from None
-        if not (r == math.inf or 0.001 <= r <= MAX_RATE):
-            raise ValueError(f"bad rate {part!r}: between 0.001 and {MAX_RATE:g} req/s, or inf")
-        rates.append(r)
-    if not rates:
-        raise ValueError("at least one request rate is needed")
-    return tuple(rates)
-
-
-def rate_label(rate: float) -> str:
-    return "inf" if math.isinf(rate) else f"{rate:g}"
-
-
-def _split_list(value: Any) -> Any:
-    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
-
-
-def _metadata(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        out = {}
-        for item in value:
-            key, sep, val = str(item).partition("=")
-            if not sep or not key.strip():
-                raise ValueError(f"bad metadata {item!r}: expected KEY=VALUE")
-            out[key.strip()] = val
-        return out
-    return value
-
 
 # ------------------------------------------------------------------------------ shared
 
@@ -206,7 +61,9 @@ _RES_SCHEMA = WithJsonSchema({"oneOf": [
 Ranks = Annotated[int, Field(ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")]
 
 
-class _Common(_Options):
+class _Pipeline(_Options):
+    """What every command that runs the pipeline takes: preset, config, device, runtime."""
+
     preset: Preset = Field("kimi-k3", description="Preprocessing preset.")
     config: Path | None = Field(
         None,
@@ -221,6 +78,9 @@ class _Common(_Options):
         description="Runtime behaviour to emulate: sglang-0.5.23 (shm receivers map "
         "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request).",
     )
+
+
+class _Common(_Pipeline):
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed for images and arrivals.")
     notes: tuple[str, ...] = Field((), description="Text added to the report's notes.")
     metadata: dict[str, str] = Field(
@@ -299,7 +159,7 @@ class MicroOptions(_Common):
     def _old_images_spec(cls, data: Any) -> Any:
         """``images = "2x640x480"`` (the older spelling) means ``synthetic``."""
         images = data.get("images") if isinstance(data, dict) else None
-        if isinstance(images, (str, Path)) and _SPEC.match(str(images).split(",")[0]):
+        if isinstance(images, (str, Path)) and IMAGE_SPEC_RE.match(str(images).split(",")[0]):
             data = dict(data)
             if "synthetic" in data:
                 raise ValueError("give synthetic or an images spec, not both")
@@ -390,8 +250,6 @@ class ServeOptions(_Common):
     @field_validator("endpoints")
     @classmethod
     def _endpoints(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from kimi_bench.serving.client import parse_endpoint  # httpx only, no torch
-
         parsed = [parse_endpoint(text) for text in v]  # ValueError: a usage error
         names = [name for name, _ in parsed]
         if len(set(names)) != len(names):
@@ -467,47 +325,3 @@ class ServeOptions(_Common):
         if self.resolution is None:
             raise ValueError("resolution not resolved (call resolve_defaults first)")
         return self.resolution
-
-
-class GateOptions(_Options):
-    rules: str = Field("gate", description="Gate rules: a built-in name or a TOML path.")
-    baseline: str | None = Field(None, description="Baseline report or folder.")
-
-
-class RunOptions(_Options):
-    description: str = Field("", description="What this scenario is for.")
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed for every part.")
-    device: Device = Field("auto", description="Device for every part.")
-    parity: ParityOptions | None = None
-    micro: MicroOptions | None = None
-    serve_ab: ServeOptions | None = None
-    gate: GateOptions = Field(default_factory=GateOptions)  # type: ignore[arg-type]
-
-
-def describe_error(
-    exc: Any, source: str, flag_names: bool = True, flags: dict[str, Any] | None = None
-) -> str:
-    """One line per problem, naming the option (``--ranks``; ``flags`` maps a field to the
-    flags it is given by, e.g. rates -> --request-rate/--rates) or the scenario key."""
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
-        key = f"--{loc.replace('_', '-')}" if flag_names and loc else (loc or "(options)")
-        if flag_names and loc in (flags or {}):
-            key = "/".join((flags or {})[loc])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown option (not a field of this scenario)"
-        lines.append(f"{source}{key}: {msg}")
-    return "; ".join(lines)
-
-
-def resolve_defaults(opts: Any, kind: str, device_type: str) -> tuple[Any, str]:
-    """Fill the machine-dependent ``None`` fields; returns (options, profile name)."""
-    profile = "cuda" if device_type == "cuda" else "cpu"
-    fill = {
-        k: v
-        for k, v in MACHINE_DEFAULTS[profile].get(kind, {}).items()
-        if getattr(opts, k, 0) is None
-    }
-    return (opts.model_copy(update=fill) if fill else opts), profile

@@ -1,0 +1,84 @@
+"""The names, bounds and machine-dependent defaults every command's options share, the
+options' base model and how a validation error is told (naming the option or the scenario
+key). Choice names live here as ``Literal`` types: the CLI's choices, the scenario schema and
+the report's config all come from them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kimi_bench.runtime import DEFAULT_RUNTIME
+
+__all__ = ["DEFAULT_RUNTIME"]
+
+Preset = Literal["kimi-k3", "kimi-k2.5"]
+Device = Literal["auto", "cpu", "cuda"]
+Runtime = Literal["sglang-0.5.23", "pr-33921"]
+Carrier = Literal["shm", "pickle"]
+# micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
+MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
+Arm = Literal["eager", "deferred", "zero-copy"]
+Content = Literal["random", "blank", "photo"]
+Launcher = Literal["auto", "spawn", "torchrun"]
+
+MAX_RANKS = 64  # one process per rank on one host: beyond this use torchrun across nodes
+MAX_RATE = 1e6  # requests/s; "inf" sends everything at once
+MAX_TIMEOUT_S = 86_400.0
+RESOLUTION_PRESETS = {
+    "720p": (1280, 720),
+    "1080p": (1920, 1080),
+    "1440p": (2560, 1440),
+    "4k": (3840, 2160),
+}  # fmt: skip  (width, height)
+
+# Machine-dependent defaults: the PR shape on a GPU; a CPU profile that finishes within
+# a few minutes on a 2-core machine (issue: "defaults that fit the machine").
+MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "cuda": {
+        "micro": {"ranks": 8, "repeats": 20, "warmup": 3},
+        "serve_ab": {"ranks": 8, "requests": 200, "resolution": (1536, 1024)},
+    },
+    "cpu": {
+        "micro": {"ranks": 2, "repeats": 5, "warmup": 1},
+        "serve_ab": {"ranks": 2, "requests": 16, "resolution": (640, 480)},
+    },
+}
+
+
+class OptionsError(ValueError):
+    """Options that cannot be used; the message names the option or scenario key."""
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def describe_error(
+    exc: Any, source: str, flag_names: bool = True, flags: dict[str, Any] | None = None
+) -> str:
+    """One line per problem, naming the option (``--ranks``; ``flags`` maps a field to the
+    flags it is given by, e.g. rates -> --request-rate/--rates) or the scenario key."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int))
+        key = f"--{loc.replace('_', '-')}" if flag_names and loc else (loc or "(options)")
+        if flag_names and loc in (flags or {}):
+            key = "/".join((flags or {})[loc])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown option (not a field of this scenario)"
+        lines.append(f"{source}{key}: {msg}")
+    return "; ".join(lines)
+
+
+def resolve_defaults(opts: Any, kind: str, device_type: str) -> tuple[Any, str]:
+    """Fill the machine-dependent ``None`` fields; returns (options, profile name)."""
+    profile = "cuda" if device_type == "cuda" else "cpu"
+    fill = {
+        k: v
+        for k, v in MACHINE_DEFAULTS[profile].get(kind, {}).items()
+        if getattr(opts, k, 0) is None
+    }
+    return (opts.model_copy(update=fill) if fill else opts), profile

@@ -1,0 +1,234 @@
+"""The options of the commands that run no scenario of their own (``gate``, ``compare``,
+``render``, ``project``, ``calibrate``, ``import``), of ``run`` and of the report output
+every measuring command shares. As for the scenarios: each default, choice and help text is
+written once, here; the CLI generates the commands from these models (``cli.build``).
+``cli_arguments`` names the fields given as positional arguments, ``cli_flags`` the fields
+whose flags differ from ``--field-name``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from kimi_bench.limits import (
+    MAX_GPUS_PER_NODE,
+    MAX_HOST_CORES,
+    MAX_LINK_GBPS,
+    MAX_LOOPBACK_STREAMS,
+    MAX_PROJECT_RANKS,
+    MAX_THREAD_EXPONENT,
+)
+from kimi_bench.options.base import Device, _Options
+from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions
+
+PeerFormat = Literal["auto", "sglang", "vllm", "guidellm", "aiperf"]
+ConsoleFormat = Literal["table", "md", "json"]
+
+
+class _Command(_Options):
+    cli_arguments: ClassVar[tuple[str, ...]] = ()
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {}
+    cli_repeatable: ClassVar[tuple[str, ...]] = ()
+
+
+class GateOptions(_Options):
+    """The gate part of a scenario file (``[gate]``)."""
+
+    rules: str = Field("gate", description="Rules TOML: a path or a built-in name (gate, "
+                       "gate-h200).")  # fmt: skip
+    baseline: str | None = Field(
+        None,
+        description="Baseline report or folder. Given: it must exist and hold a report of the "
+        "same kind and setup (else exit 2), and baseline rules can never be skipped. Not "
+        "given: reports/baselines/<device>/ is searched when present.",
+    )
+
+
+class RunOptions(_Options):
+    """A scenario file (``kimi-bench run --scenario``): one table per part."""
+
+    description: str = Field("", description="What this scenario is for.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed for every part.")
+    device: Device = Field("auto", description="Device for every part.")
+    parity: ParityOptions | None = None
+    micro: MicroOptions | None = None
+    serve_ab: ServeOptions | None = None
+    gate: GateOptions = Field(default_factory=GateOptions)  # type: ignore[arg-type]
+
+
+class OutputOptions(_Command):
+    """Where a measuring command writes its report and how it prints its tables."""
+
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {"out": ("--out", "--output-dir")}
+    out: Path | None = Field(
+        None,
+        description="Output folder for report.json, report.md, report.html, CSV and figures "
+        "[default: reports/runs/<kind>-<timestamp>]. One run holds it at a time (another run "
+        "given it exits 2); a folder with a finished report is refused unless --overwrite.",
+    )
+    format: ConsoleFormat = Field(
+        "table", description="Console tables as table, md or json (json: stdout is one JSON "
+        "document and every message goes to stderr)."
+    )  # fmt: skip
+    append_jsonl: Path | None = Field(
+        None,
+        description="Append one line with this run's summary (kind, commit, device, verdict, "
+        "key numbers) to FILE, for dashboards.",
+    )
+    overwrite: bool = Field(
+        False, description="Write into an output folder that holds a finished report, "
+        "replacing its files."
+    )  # fmt: skip
+
+
+class RunCommandOptions(_Command):
+    scenario: str = Field("default", description="Scenario: a built-in name or a TOML path.")
+    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="Seed for every part "
+                             "(overrides the scenario).")  # fmt: skip
+    device: Device | None = Field(None, description="Device for every part (overrides the "
+                                  "scenario).")  # fmt: skip
+
+
+class GateCommandOptions(GateOptions, _Command):
+    cli_arguments: ClassVar[tuple[str, ...]] = ("reports",)
+    reports: tuple[Path, ...] = Field((), description="report.json files or folders.")
+    history: Path | None = Field(
+        None,
+        description="A run history (--append-jsonl FILE): fail when the newest runs start a "
+        "significant regression (change-point detection), naming the first bad commit.",
+    )
+    junit: str | None = Field(None, description="Write JUnit XML here.")
+    summary: str | None = Field(
+        None,
+        description="Write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; an empty value, such "
+        "as an unset variable, writes none).",
+    )
+
+
+class CompareOptions(_Command):
+    cli_arguments: ClassVar[tuple[str, ...]] = ("a", "b")
+    a: Path = Field(description="Report A (the reference).")
+    b: Path = Field(description="Report B (the candidate).")
+    markdown: str | None = Field(None, description="Also write the table as Markdown here.")
+
+
+class RenderOptions(_Command):
+    cli_arguments: ClassVar[tuple[str, ...]] = ("paths",)
+    paths: tuple[Path, ...] = Field(
+        min_length=1,
+        description="report.json files or folders; every report.json below a folder is used.",
+    )
+    html: Path | None = Field(
+        None, description="Also write one HTML page with all these reports (figures embedded)."
+    )
+
+
+def _numbers(value: Any, kind: type, low: float, high: float, low_open: bool) -> Any:
+    """``"16,32,64"`` -> (16, 32, 64), each finite and within (or at) the bounds."""
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        numbers = tuple(kind(str(p).strip()) for p in parts if str(p).strip())
+    except ValueError:
+        raise ValueError(f"comma-separated numbers expected, got {value!r}") from None
+    if not numbers:
+        raise ValueError("at least one value is needed")
+    for v in numbers:
+        if not math.isfinite(v) or v > high or v < low or (low_open and v == low):
+            side = ">" if low_open else ">="
+            raise ValueError(f"{v} is out of range ({side} {low:g}, <= {high:g})")
+    return numbers
+
+
+class ProjectOptions(_Command):
+    cli_arguments: ClassVar[tuple[str, ...]] = ("reports",)
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "out": ("--out", "--output-dir"),
+        "validate_": ("--validate",),
+    }
+    cli_repeatable: ClassVar[tuple[str, ...]] = ("validate_",)
+    reports: tuple[Path, ...] = Field(
+        min_length=1,
+        description="micro report(s) to calibrate on (report.json or its folder), one per "
+        "carrier (shm, pickle).",
+    )
+    ranks: tuple[int, ...] = Field(
+        (16, 32, 64),
+        description=f"Rank counts to project, comma-separated (1..{MAX_PROJECT_RANKS}).",
+    )
+    link_gbps: tuple[float, ...] = Field(
+        (100.0,),
+        description="Link speed between nodes in Gbit/s (what gloo's TCP traffic gets), "
+        f"comma-separated for several (> 0, <= {MAX_LINK_GBPS:g}).",
+    )
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs (= ranks, "
+                               "one per GPU) per node.")  # fmt: skip
+    validate_: tuple[Path, ...] = Field(
+        (),
+        validation_alias="validate",
+        description="A measured micro report at another rank count on the calibration's host "
+        "(repeatable): adds the prediction error table.",
+    )
+    host_cores: int | None = Field(
+        None, ge=1, le=MAX_HOST_CORES, description="CPU cores per node when the calibration "
+        "report does not record them (micro splits them between its processes).",
+    )  # fmt: skip
+    thread_exponent: float = Field(
+        0.65, ge=0, le=MAX_THREAD_EXPONENT, allow_inf_nan=False,
+        description=f"A host copy with T threads takes T^-x as long (0..{MAX_THREAD_EXPONENT:g}).",
+    )  # fmt: skip
+    loopback_streams: float = Field(
+        1.7, gt=0, le=MAX_LOOPBACK_STREAMS, allow_inf_nan=False,
+        description="Concurrent gloo transfers one node carries at full speed "
+        f"(> 0, <= {MAX_LOOPBACK_STREAMS:g}).",
+    )  # fmt: skip
+    out: Path | None = Field(None, description="Output folder [default: "
+                             "reports/runs/project-<timestamp>].")  # fmt: skip
+    overwrite: bool = Field(False, description="Write into an --out folder that holds a "
+                            "finished report.")  # fmt: skip
+
+    @field_validator("ranks", mode="before")
+    @classmethod
+    def _ranks(cls, v: Any) -> Any:
+        return _numbers(v, int, 1, MAX_PROJECT_RANKS, False)
+
+    @field_validator("link_gbps", mode="before")
+    @classmethod
+    def _links(cls, v: Any) -> Any:
+        return _numbers(v, float, 0, MAX_LINK_GBPS, True)
+
+
+class CalibrateOptions(_Command):
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {"out": ("--output-dir", "--out")}
+    cli_repeatable: ClassVar[tuple[str, ...]] = ("runs",)
+    scenario: str = Field("calibrate", description="Scenario to run (built-in name or TOML "
+                          "path); the built-in calibrate is the default scenario without "
+                          "parity.")  # fmt: skip
+    pairs: int = Field(20, ge=2, le=200, description="A/A pairs (2 runs each).")
+    slowdown: float = Field(0.20, ge=0.01, le=5.0, description="Injected slowdown of the "
+                            "deferred arm.")  # fmt: skip
+    target: float = Field(0.01, ge=0.0, le=0.5, description="Largest A/A false-failure rate.")
+    rules: str = Field("gate", description="Rules to calibrate (built-in name or TOML path).")
+    runs: tuple[Path, ...] = Field(
+        (), description="Use these earlier run folders (A, B, A, B, ...) instead of running "
+        "the scenario (repeatable).",
+    )  # fmt: skip
+    device: Device | None = Field(None, description="Device for every run.")
+    out: Path | None = Field(None, description="Folder for the runs and the calibration "
+                             "[default: reports/runs/calibrate-<timestamp>].")  # fmt: skip
+
+
+class ImportOptions(_Command):
+    cli_arguments: ClassVar[tuple[str, ...]] = ("files",)
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {"out": ("--output-dir", "--out")}
+    cli_repeatable: ClassVar[tuple[str, ...]] = ("arm",)
+    files: tuple[Path, ...] = Field(min_length=1, description="Result files, one per arm.")
+    format: PeerFormat = Field("auto", description="The tool that wrote the files.")
+    arm: tuple[str, ...] = Field((), description="Arm name of each file, in order "
+                                 "[default: the file stem].")  # fmt: skip
+    tool_version: str | None = Field(None, description="The tool's version, when its file "
+                                     "lacks it.")  # fmt: skip
+    out: Path | None = Field(None, description="Report folder [default: "
+                             "reports/runs/import-<timestamp>].")  # fmt: skip

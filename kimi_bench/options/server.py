@@ -1,0 +1,126 @@
+"""The options of ``kimi-bench serve``: one arm's emulated pipeline behind an
+OpenAI-compatible HTTP API (``kimi_bench.serving``). Written once, here: the command is
+generated from this model, and the emulator's and the HTTP server's settings are built from
+it (``serving.emulator.EmulatorConfig.from_options``, ``serving.server.ServerOptions``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from kimi_bench.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PIXELS,
+    REQUEST_PIXELS_PER_IMAGE_LIMIT,
+)
+from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, Carrier
+from kimi_bench.options.parse import parse_resolution
+from kimi_bench.options.scenarios import StandinOptions, _Pipeline
+
+EMULATOR_MODEL = "kimi-bench-emulator"  # the model name the emulator serves by default
+
+
+def _standin_pairs(value: Any) -> Any:
+    """``["encoder_gflop_per_patch=1.2", ...]`` (``--standin``, repeatable) -> a dict."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    known = StandinOptions.model_fields
+    out: dict[str, str] = {}
+    for pair in value:
+        key, sep, text = str(pair).partition("=")
+        if not sep or key.strip() not in known:
+            raise ValueError(f"takes KEY=VALUE with KEY one of {', '.join(known)}, got {pair!r}")
+        out[key.strip()] = text.strip()
+    return out
+
+
+class ServeCommandOptions(_Pipeline):
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "standins": ("--standin",),
+        "served_model_name": ("--served-model-name", "--model"),
+    }
+    cli_repeatable: ClassVar[tuple[str, ...]] = ("standins", "served_model_name")
+
+    arm: Arm = Field(description="Pipeline to serve (as serve-ab's arms).")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port.")
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    ranks: int = Field(2, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")
+    processor_workers: int = Field(2, ge=1, le=64, description="Producer (tokenizer worker) "
+                                   "processes.")  # fmt: skip
+    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    api_key_env: str | None = Field(
+        None,
+        description="Name of an environment variable holding an API key; when set, /v1/* "
+        "requires 'Authorization: Bearer <key>'.",
+    )
+    decode_interval_ms: float = Field(0.0, ge=0, le=60_000, allow_inf_nan=False,
+                                      description="Gap between streamed tokens after the "
+                                      "first: the emulated decode, the TPOT/ITL that clients "
+                                      "measure with more than one output token.")  # fmt: skip
+    standins: StandinOptions = Field(
+        default_factory=StandinOptions,  # type: ignore[arg-type]
+        description="Stand-in cost KEY=VALUE (encoder_gflop_per_patch, "
+        "prefill_gflop_per_token, text_tokens_per_request, cpu_flops_scale); repeatable.",
+    )
+    start_timeout: float = Field(180.0, ge=1, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+                                 description="Seconds for the pipeline to come up.")  # fmt: skip
+    arena_image: str = Field("1536x1024", description="zero-copy arm: arena slots hold requests "
+                             "of --image-count images of this WIDTHxHEIGHT (larger images fail "
+                             "alone).")  # fmt: skip
+    image_count: int = Field(1, ge=1, le=64, description="zero-copy arm: images per request.")
+    arena_requests: int = Field(64, ge=2, le=4096, description="zero-copy arm: arena slots.")
+    max_pixels: int = Field(
+        DEFAULT_MAX_PIXELS, ge=1, le=2**31,
+        description="Refuse (HTTP 400) an image with more pixels, read from its header before "
+        "anything is decoded (a decompression bomb guard; parity's limit). PIL itself refuses "
+        "images over 178,956,970 pixels.",
+    )  # fmt: skip
+    max_request_pixels: int | None = Field(
+        None, ge=1, le=2**40,
+        description="Refuse (HTTP 400) a request whose images have more pixels together "
+        f"[default: {REQUEST_PIXELS_PER_IMAGE_LIMIT}x --max-pixels].",
+    )  # fmt: skip
+    max_body_mb: float = Field(
+        DEFAULT_MAX_BODY_BYTES / 2**20, ge=0.001, le=4096, allow_inf_nan=False,
+        description="Refuse (HTTP 413) a request body larger than this many MiB (base64 images "
+        "make it).",
+    )  # fmt: skip
+    fault: str | None = Field(None, description="Tests only: inject a fault.")
+    # what the API answers to (serving.models) and how it counts tokens (serving.usage)
+    served_model_name: tuple[str, ...] = Field(
+        (EMULATOR_MODEL,),
+        min_length=1,
+        description="A model name the API answers to; repeat for aliases (vLLM's "
+        "--served-model-name A B is --served-model-name A --served-model-name B). The first "
+        "is listed first in /v1/models and named in every response; a client that loads a "
+        "tokenizer or processor by model name can pass its path here. Other names get HTTP "
+        "404, as in vLLM.",
+    )
+    accept_any_model: bool = Field(
+        False,
+        description="Serve requests for any model name, as SGLang does, with one warning "
+        "line per unknown name. usage is emulated either way: text tokens are GPT-2 "
+        "pre-tokenizer pieces of the request's text parts, image tokens the emulated "
+        "processor's, itemised in usage.prompt_tokens_details.",
+    )
+
+    _standins = field_validator("standins", mode="before")(_standin_pairs)
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(n.strip() for n in v))  # the first stays first
+        if not all(names):
+            raise ValueError("a model name cannot be empty")
+        return names
+
+    @field_validator("arena_image")
+    @classmethod
+    def _arena_image(cls, v: str) -> str:
+        parse_resolution(v, "wxh")
+        return v
+
+    @property
+    def arena_size(self) -> tuple[int, int]:
+        return parse_resolution(self.arena_image, "wxh")

@@ -1,0 +1,57 @@
+"""What ``usage`` says about a request: emulated token counts, and the rule behind them.
+
+The emulator has no tokenizer, so prompt tokens are counted from the request itself:
+
+- **text tokens**: the pieces of GPT-2's pre-tokenizer over every text part of every
+  message (no chat-template tokens): a word with its leading space, a number, a run of
+  punctuation, a run of whitespace not followed by a word, a contraction suffix (``'s``).
+  A lower bound on GPT-2's count (a rare word or a long number is several of its tokens);
+  within one token of GPT-2, Mistral's Tekken and SentencePiece tokenizers on short
+  English prompts (README, ``kimi-bench serve``).
+- **image tokens**: what the backend's processor made of the images (the emulator: K3's
+  patch grid after the merge), 0 when the backend does not say.
+
+``prompt_tokens`` = text + image tokens, itemised in ``prompt_tokens_details``
+(``image_tokens`` as SGLang reports it; ``cached_tokens`` 0: no prefix cache). Every chat
+response says the counts are emulated in the ``USAGE_HEADER`` header."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+USAGE_HEADER = "X-Kimi-Bench-Usage"
+USAGE_HEADER_VALUE = "emulated; text=gpt2-pretokenizer-pieces; image=backend-processor"
+
+# GPT-2's pre-tokenizer (its ``pat``) in Python's ``re``, which has no \p{L}/\p{N}: letters
+# are word characters that are neither digits nor "_"; "_" joins the punctuation runs.
+_PIECES = re.compile(r"'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:_|[^\s\w])+|\s+(?!\S)|\s+")
+
+
+def count_text_tokens(texts: Iterable[str]) -> int:
+    """Text tokens of the request's text parts, by the module's rule."""
+    return sum(len(_PIECES.findall(text)) for text in texts)
+
+
+@dataclass(frozen=True)
+class PromptCount:
+    """A prompt's tokens: ``text`` (counted from the request) and ``image`` (the backend's)."""
+
+    text: int
+    image: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.text + self.image
+
+    def usage(self, completion: int) -> dict[str, Any]:
+        """The OpenAI ``usage`` object of a response with ``completion`` tokens."""
+        details = {"cached_tokens": 0, "text_tokens": self.text, "image_tokens": self.image}
+        return {
+            "prompt_tokens": self.total,
+            "completion_tokens": completion,
+            "total_tokens": self.total + completion,
+            "prompt_tokens_details": details,
+        }
