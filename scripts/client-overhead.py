@@ -87,6 +87,21 @@ print(json.dumps({p: m.version(p) for p in ("sglang", "aiohttp", "transformers")
 """
 
 
+NOTES = [
+    "overhead = client mean TTFT - server mean TTFT (kimi_bench_time_to_first_token_seconds "
+    "delta over the measurement); the server's TTFT starts when it has the request head "
+    "and ends when its first token is ready, so the overhead holds connecting, writing "
+    "the body, the server's HTTP layer both ways and the client's own loop.",
+    "sglang.bench_serving opens a new aiohttp session (and connection) per request; "
+    "kimi-bench's client opens its connections before offset 0 (serving/wire.py).",
+    "the two clients' arrival offsets differ at rate 4 (each draws its own Poisson "
+    "arrivals from the seed), so their requests meet different server batches and their "
+    "TTFTs differ; the overhead is taken against the server's TTFT of the same requests.",
+    "2-core machine shared with other agents: host load is recorded per measurement; "
+    "the server and both clients compete for the same cores.",
+]
+
+
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sglang-python", default="/work/kb-sglang/bin/python")
@@ -298,14 +313,34 @@ def _verdict(summary: list[dict[str, Any]]) -> tuple[str, list[str]]:
     return "; ".join(parts), notes
 
 
+def _context(a: argparse.Namespace, work: Path) -> tuple[dict[str, Any], list[str]]:
+    """The image pool (in memory and as files for the baseline), the baseline's package."""
+    from kimi_bench.engine.serve_workers import encode_images
+    from kimi_bench.serving.trace import data_url
+
+    pool = encode_images((640, 480), 4, "random", "jpeg", a.seed)
+    ctx: dict[str, Any] = {"pool": pool, "work": work, "pool_dir": work / "pool",
+                           "image_url": data_url(pool[0], "image/jpeg")}  # fmt: skip
+    ctx["pool_dir"].mkdir()
+    for i, img in enumerate(pool):
+        (ctx["pool_dir"] / f"{i}.jpg").write_bytes(img)
+    clients = list(CLIENTS)
+    if a.baseline:  # the client's code at that commit, unpacked beside the run
+        ctx["baseline_dir"] = work / "baseline"
+        ctx["baseline_dir"].mkdir()
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", a.baseline, "kimi_bench"],
+                             check=True, capture_output=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(ctx["baseline_dir"])], input=tar, check=True)
+        clients.append(BASELINE)
+    return ctx, clients
+
+
 def main() -> None:
     a = _args()
     import torch
 
-    from kimi_bench.engine.serve_workers import encode_images
     from kimi_bench.environment import environment, host_load
     from kimi_bench.serving.launch import ServerProcess, free_port
-    from kimi_bench.serving.trace import data_url
 
     rates = [float(x) for x in a.rates.split(",")]
     start = host_load()
@@ -321,20 +356,7 @@ def main() -> None:
             "--port", str(port), "--host", "127.0.0.1", "--model", model, "--ranks", "1",
             "--processor-workers", "1", "--device", "cpu"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    pool = encode_images((640, 480), 4, "random", "jpeg", a.seed)
-    ctx: dict[str, Any] = {"pool": pool, "work": work, "pool_dir": work / "pool",
-                           "image_url": data_url(pool[0], "image/jpeg")}  # fmt: skip
-    ctx["pool_dir"].mkdir()
-    for i, img in enumerate(pool):
-        (ctx["pool_dir"] / f"{i}.jpg").write_bytes(img)
-    clients = list(CLIENTS)
-    if a.baseline:  # the client's code at that commit, unpacked beside the run
-        ctx["baseline_dir"] = work / "baseline"
-        ctx["baseline_dir"].mkdir()
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", a.baseline, "kimi_bench"],
-                             check=True, capture_output=True).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", str(ctx["baseline_dir"])], input=tar, check=True)
-        clients.append(BASELINE)
+    ctx, clients = _context(a, work)
     rows = []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with ServerProcess(argv, url, work / "serve.log", start_timeout_s=300, env=env):
@@ -352,19 +374,7 @@ def main() -> None:
     labels = list(dict.fromkeys(r["rate"] for r in rows))
     summary = _summary(rows, labels)
     verdict, notes = _verdict(summary)
-    notes += [
-        "overhead = client mean TTFT - server mean TTFT (kimi_bench_time_to_first_token_seconds "
-        "delta over the measurement); the server's TTFT starts when it has the request head "
-        "and ends when its first token is ready, so the overhead holds connecting, writing "
-        "the body, the server's HTTP layer both ways and the client's own loop.",
-        "sglang.bench_serving opens a new aiohttp session (and connection) per request; "
-        "kimi-bench's client opens its connections before offset 0 (serving/wire.py).",
-        "the two clients' arrival offsets differ at rate 4 (each draws its own Poisson "
-        "arrivals from the seed), so their requests meet different server batches and their "
-        "TTFTs differ; the overhead is taken against the server's TTFT of the same requests.",
-        "2-core machine shared with other agents: host load is recorded per measurement; "
-        "the server and both clients compete for the same cores.",
-    ]
+    notes += NOTES
     doc = {
         "kind": "client-overhead",
         "environment": environment(torch.device("cpu"), "kimi-k3", a.seed, load_start=start),
