@@ -182,10 +182,15 @@ class Target:
         return request_bytes(self.origin, "POST", CHAT_PATH, body, self.headers)
 
 
-async def _exchange(target: Target, data: bytes) -> tuple[Connection, Response]:
+async def _exchange(
+    target: Target, data: bytes, rec: RequestRecord, t0: float
+) -> tuple[Connection, Response]:
     """Write the request, read the response head. A pooled connection the server has
-    closed meanwhile is replaced by a new one once (the request never reached it)."""
+    closed meanwhile is replaced by a new one once (the request never reached it). The
+    first write's time is the record's ``wire_sent_s``."""
     conn = await target.pool.acquire()
+    if rec.wire_sent_s is None:  # after any connect, as the bytes go out
+        rec.wire_sent_s = time.perf_counter() - t0
     try:
         await conn.send(data)
         return conn, await conn.response()
@@ -208,9 +213,7 @@ async def _exchange(target: Target, data: bytes) -> tuple[Connection, Response]:
 async def _stream_one(
     target: Target, data: bytes, rec: RequestRecord, stream: _Stream, t0: float
 ) -> None:
-    if rec.wire_sent_s is None:
-        rec.wire_sent_s = time.perf_counter() - t0
-    conn, response = await _exchange(target, data)
+    conn, response = await _exchange(target, data, rec, t0)
     rec.first_byte_s = time.perf_counter() - t0
     rec.status = response.status
     try:
