@@ -31,6 +31,9 @@ The rest of the statistics, one module each:
     stats_rank_test   mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value,
                       method, u, alternative, n_x, n_y) ("greater": x tends to be larger
                       than y; the gate's one-sided test)
+    stats_difference  difference(a, b) -> Difference (.value .interval: unpaired a - b, e.g.
+                      an arm minus its control); ratio_of_differences(a, a_ref, b, b_ref)
+                      -> (value, Interval) (e.g. a speedup on payload cost)
     stats_bootstrap   cluster_bootstrap(groups, q, rng, resamples): the resampling
     stats_format      fmt_pct(x), fmt_ms(x), fmt_speedup(r), fmt_speedup_range(lo, hi)
 """

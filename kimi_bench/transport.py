@@ -27,12 +27,11 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 SHM_DIR = Path("/dev/shm")
-Carrier = Literal["shm", "pickle"]
 
 
 class TransportError(RuntimeError):

@@ -137,6 +137,7 @@ def run_micro_on(
         _in_process(world, lambda: micro_worker.rank_main(job, rank, None, None))
         return None
     samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
+    control: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
     floor: dict[str, Any] = {}
     error: str | None = None
     try:
@@ -144,7 +145,7 @@ def run_micro_on(
         harness.start("producer", micro_worker.producer_main, job, prod_end)
         for r in todo.children:
             harness.start(f"rank{r}", micro_worker.rank_main, job, r, rank0_end if r == 0 else None)
-        floor = _collect_micro(harness, opts, job, samples, progress)
+        floor = _collect_micro(harness, opts, job, (samples, control), progress)
     except KeyboardInterrupt as exc:
         error = interrupt_reason(exc)
     except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
@@ -154,7 +155,9 @@ def run_micro_on(
         leftovers = harness.stop() + runtime_leftovers(opts.transport, pids)
     notes = (*launch_notes(world, job.ranks, dev.type, opts.transport), *opts.notes)
     noted = opts.model_copy(update={"notes": notes})
-    report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile, load_start)
+    report = build_report(
+        noted, cfg, dev, samples, floor, error, leftovers, profile, load_start, control=control
+    )
     report.data["shm_prefix"] = harness.prefix
     report.config["launch"] = launch_config(world, job.ranks, dev.type)
     if opts.transport.startswith("sglang-"):
@@ -170,12 +173,13 @@ def _collect_micro(
     harness: Harness,
     opts: MicroOptions,
     job: micro_worker.MicroJob,
-    samples: dict[str, list[dict[str, Any]]],
+    into: tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]],
     progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
-    """Rank 0's repeats into ``samples`` (as ``run_micro``); returns the floor."""
+    """Rank 0's repeats into ``into`` (the arms' samples, the control rounds' samples);
+    returns the floor."""
     floor: dict[str, Any] = {}
-    total, done = job.iterations * len(opts.arms), 0
+    total, done = len(micro_worker.rounds(job)) * len(opts.arms), 0
     for kind, payload in harness.messages(opts.timeout_s):
         if kind == "floor":
             floor = payload
@@ -183,14 +187,17 @@ def _collect_micro(
         done += 1
         if progress:
             progress(done, total)
-        if payload["iteration"] < job.warmup:
+        control = bool(payload.get("control"))
+        skip = job.control_warmup if control else job.warmup
+        if payload["iteration"] < skip:
             continue
         rec = stage_record(payload)
-        rec["iteration"] = payload["iteration"] - job.warmup
-        samples[payload["arm"]].append(rec)
+        rec["iteration"] = payload["iteration"] - skip
+        into[control][payload["arm"]].append(rec)
         if rec["bit_exact"] is False:
+            what = "control round" if control else "repeat"
             raise RuntimeError(
-                f"repeat {rec['iteration']}: the owner's BF16 output differs between "
+                f"{what} {rec['iteration']}: the owner's BF16 output differs between "
                 f"eager and {payload['arm']} (torch.equal is False); no speedup is reported"
             )
     return floor

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.corpus_files import InputError
@@ -20,6 +21,11 @@ from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES
 from kimi_bench.report import Report, View
 from kimi_bench.runtime import get_profile
+
+CONTROL_VIEW = (
+    "Control plane and payload cost (ms; payload = arm minus its control, interval over "
+    "both sides; emulation-only stages flagged)"
+)
 
 
 class MicroFailed(RuntimeError):
@@ -100,6 +106,7 @@ def micro_job(
         runtime=opts.runtime,
         image_paths=image_paths,
         fault=opts.fault,
+        control_repeats=opts.control_repeats,
     )
 
 
@@ -232,11 +239,18 @@ def build_report(
     leftovers: list[str],
     profile: str = "cpu",
     load_start: HostLoad | None = None,
+    control: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Report:
+    """The report; ``control``: the control rounds' records per arm (the same shape as
+    ``samples``), from which each arm's payload cost is derived (``micro_control``)."""
     arms = {arm: mr.arm_block(recs, arm) for arm, recs in samples.items()}
     rows = [row for arm, block in arms.items() for row in mr.stage_rows(arm, block)]
     speed = mr.speedups(samples)
     floor_ms = floor.get("floor_ms")
+    control = control or {}
+    section = mc.control_section(
+        samples, control, list(speed), floor_ms, _control_desc(cfg, control)
+    )
     exact = [r["bit_exact"] for arm, recs in samples.items() if arm != "eager" for r in recs]
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
@@ -248,11 +262,19 @@ def build_report(
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
     notes += zero_copy_notes(floor) + mr.floor_notes(floor, arms)
+    notes += mc.control_notes(section, opts.control_repeats)
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     if leftovers:
         notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
     summary = _summary(arms, speed, floor_ms, exact, error, opts, samples)
+    if not error and exact and all(exact):  # an INCOMPLETE or MISMATCH verdict stays as is
+        summary["verdict"] += mc.payload_verdict_tail(section)
+    summary |= mc.summary_fields(section, list(opts.arms))
+    if summary.get("floor_with_control_ms") and summary.get("deferred_median_ms"):
+        summary["deferred_over_floor_with_control"] = (
+            summary["deferred_median_ms"] / summary["floor_with_control_ms"]
+        )
     config = opts.model_dump(mode="json") | {
         "input": str(opts.images) if opts.images else describe_spec(opts.groups),
         "groups": [list(g) for g in opts.groups],
@@ -271,13 +293,21 @@ def build_report(
         notes=notes,
         data={"arms": arms, "speedups": speed, "speedup": speed.get("deferred_vs_eager"),
               "timeline": timeline,
-              "floor": floor, "floor_ms": floor_ms, "repeats": samples},
+              "floor": floor, "floor_ms": floor_ms, "repeats": samples,
+              "control": section, "control_repeats": control},
         views=[
             View("Stages (ms, bytes)", rows),
             View("Copies (ledger per arm and stage, one repeat)", copies),
             View("Deferral decision per image (deferred arm)", summary["decisions"] or []),
+            View(CONTROL_VIEW, section["rows"] if section else []),
         ],
     )  # fmt: skip
+
+
+def _control_desc(cfg: PreprocessConfig, control: dict[str, list[dict[str, Any]]]) -> str:
+    side = cfg.merge_kernel_size * cfg.patch_size
+    n = next((len(r[0].get("decisions") or []) for r in control.values() if r), 0)
+    return f"{n} image(s) of {side}x{side} (one merged token each)"
 
 
 def _median_timeline(recs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -98,10 +98,12 @@ def as_list(value: Any, where: str) -> list[Any]:
 # ------------------------------------------------------------------------------- micro
 
 
-def _micro_repeats(report: Report, arm: str, w: str) -> list[dict[str, Any]]:
-    reps = as_list((report.data.get("repeats") or {}).get(arm), f"{w}: repeats.{arm}")
+def _micro_repeats(
+    report: Report, arm: str, w: str, block: str = "repeats"
+) -> list[dict[str, Any]]:
+    reps = as_list((report.data.get(block) or {}).get(arm), f"{w}: {block}.{arm}")
     for i, rep in enumerate(reps):
-        at = f"{w}: repeats.{arm}[{i}]"
+        at = f"{w}: {block}.{arm}[{i}]"
         if not isinstance(rep, dict):
             raise EvidenceError(f"{at} is not an object")
         total = number(rep.get("total_ms"), f"{at}.total_ms")
@@ -175,6 +177,7 @@ def micro_evidence(report: Report) -> Evidence:
         raise EvidenceError(f"{w}: eager and deferred have a different number of repeats")
     _micro_bytes(report, ev, arms, w)
     _micro_floor(report, ev, w)
+    _micro_control(report, ev, totals, w)
     stopped(report, ev)
     return ev
 
@@ -214,6 +217,35 @@ def _micro_floor(report: Report, ev: Evidence, w: str) -> None:
     ev.figures["floor_ratio"] = ev.figures["deferred_median_ms"] / f
     agree(report.summary.get("deferred_over_floor"), ev.figures["floor_ratio"],
           f"{w}: summary.deferred_over_floor")  # fmt: skip
+
+
+def _micro_control(report: Report, ev: Evidence, totals: dict[str, list[float]], w: str) -> None:
+    """The control rounds (``control_repeats``, raw like ``repeats``) against the summary:
+    each arm's control median and payload cost (its median minus the control's)."""
+    raw = report.data.get("control_repeats")
+    if not raw:
+        return  # no control rounds (older reports, --control-repeats 0)
+    payload: dict[str, float] = {}
+    for arm, arm_totals in totals.items():
+        reps = _micro_repeats(report, arm, w, "control_repeats")
+        if not reps or not arm_totals:
+            continue
+        key = arm.replace("-", "_")
+        ctl = median([r["total_ms"] for r in reps])
+        agree(report.summary.get(f"{key}_control_ms"), ctl, f"{w}: summary.{key}_control_ms")
+        payload[arm] = median(arm_totals) - ctl
+        agree(report.summary.get(f"{key}_payload_ms"), payload[arm],
+              f"{w}: summary.{key}_payload_ms")  # fmt: skip
+        ev.figures[f"{key}_payload_ms"] = payload[arm]
+    for arm, base in [(a, b) for a in payload for b in ("eager", "deferred") if b in payload]:
+        if arm == base or (arm, base) == ("eager", "deferred"):
+            continue
+        key = f"payload_speedup_{arm}_vs_{base}".replace("-", "_")
+        both = payload[arm] > 0 and payload[base] > 0
+        agree(report.summary.get(key), payload[base] / payload[arm] if both else None,
+              f"{w}: summary.{key}")  # fmt: skip
+    if payload.get("deferred", 0) > 0 and payload.get("eager", 0) > 0:
+        ev.figures["payload_speedup"] = payload["eager"] / payload["deferred"]
 
 
 def stopped(report: Report, ev: Evidence) -> None:

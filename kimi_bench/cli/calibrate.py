@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import default_out, say, usage_error
+from kimi_bench.cli.common import say, usage_error
+from kimi_bench.cli.output import default_out
 from kimi_bench.options import CalibrateOptions
 
 

@@ -1,4 +1,4 @@
-"""Options shared by several commands (defined once) and the console: the one way a
+"""The console: the one way a
 message or a table reaches the user.
 
 Messages: :func:`say` (and :func:`note`, :func:`warn`, :func:`fail_line`,
@@ -12,7 +12,6 @@ laid out at its natural width, so a pipe or a CI log never gets a number wrapped
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import io
 import json
@@ -20,7 +19,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import typer
@@ -111,11 +109,6 @@ def package_version() -> str:
         import kimi_bench
 
         return kimi_bench.__version__
-
-
-def default_out(kind: str) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("reports") / "runs" / f"{kind}-{stamp}"
 
 
 # ------------------------------------------------------------------------------- messages
@@ -317,88 +310,3 @@ def show_tables(
                 else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH)
             )
             print_table(table, to=out)
-
-
-def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
-    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists)."""
-    path = values.get("append_jsonl")
-    if not path:
-        return
-    env = report.environment
-    line = {
-        "kind": report.kind,
-        "created": env.get("created"),
-        "git": (env.get("git") or {}).get("commit"),
-        "device": env.get("device_name"),
-        "report": str(out_dir / "report.json"),
-        "metadata": env.get("metadata") or {},
-        **{k: v for k, v in report.summary.items() if not isinstance(v, (list, dict))},
-    }
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, default=str) + "\n")
-    except OSError as exc:
-        warn(f"could not append to {path}: {exc.strerror or exc}")
-
-
-def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
-    """The output folder (checked writable before any work) and the console format."""
-    try:
-        fmt = OutputFormat(values.get("format") or "table")
-    except ValueError:
-        raise ValueError("--format must be table, md or json") from None
-    stdout_is_document(fmt is OutputFormat.json)
-    given = values.get("out")
-    if given:
-        claim_output(given, overwrite=bool(values.get("overwrite")))
-        return given, fmt
-    return _claim_default(default_out(kind)), fmt
-
-
-def _claim_default(base: Path) -> Path:
-    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
-    holds it: runs left to their default folders never collide."""
-    from kimi_bench.report.output import OutputError
-
-    for n in range(1, 100):
-        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
-            claim_output(out)
-            return out
-        except OutputError:
-            if not out.is_dir():
-                raise  # not a taken folder: a real problem (read-only, a file in the way)
-    raise OutputError(f"no free output folder next to {base}; give --output-dir")
-
-
-_claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)
-
-
-def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
-    """Hold ``out`` for this command (the kernel drops the hold when the process ends).
-    An OutputError (a ValueError: a usage error) when another run holds it or it holds a
-    finished report and ``overwrite`` is not set."""
-    from kimi_bench.report.output import claim_output_dir
-
-    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
-
-
-def release_claims() -> None:
-    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
-    while _claims:
-        _claims.pop().release()
-
-
-def write_report(write: Any, out_dir: Path) -> Any:
-    """Write a report folder; if that fails at the end, into a printed fallback folder
-    (exit code 3 then says the output is not where it was asked for)."""
-    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, write_outputs
-
-    try:
-        result = write_outputs(write, out_dir)
-    except OutputError as exc:
-        fail_line(str(exc))
-        raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
-    if result.fallback:
-        warn(f"could not write {result.error}; the report is in {result.folder}")
-    return result

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 import typer
 
 from kimi_bench.cli.calibrate import calibrate
-from kimi_bench.cli.common import package_version, release_claims, say, stdout_is_document
+from kimi_bench.cli.common import package_version, say, stdout_is_document
 from kimi_bench.cli.gate import compare, gate
 from kimi_bench.cli.import_cmd import import_results
 from kimi_bench.cli.micro import micro
+from kimi_bench.cli.output import release_claims
 from kimi_bench.cli.parity import parity
 from kimi_bench.cli.project import project
 from kimi_bench.cli.render import render

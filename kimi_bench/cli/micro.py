@@ -7,18 +7,8 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import (
-    append_jsonl,
-    fail_line,
-    note,
-    resolve_output,
-    say,
-    show_tables,
-    usage_error,
-    verdict_line,
-    warn,
-    write_report,
-)
+from kimi_bench.cli.common import fail_line, note, say, show_tables, usage_error, verdict_line, warn
+from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import MicroOptions
 
 DOC = """Where do the milliseconds and bytes go? Stage by stage, per arm, with a real
@@ -28,12 +18,18 @@ Stages: producer, d2h, serialize, to_rank0, broadcast, take_copy, pre_embed_move
 owner_h2d, owner_materialize. Every byte move is in the copy ledger (report: copies).
 Each repeat checks that the owner's BF16 output equals eager's (torch.equal); a mismatch
 fails the run. Also reports the floor: each owner's H2D of its raw bytes + materialize,
-all ranks at once (the least any arm does).
+all ranks at once (the least any arm does). Every arm also runs --control-repeats rounds
+on a minimal payload (one merged token per image): the control plane; each arm's payload
+cost (arm minus control) comes with an interval, and speedups on it beside the totals'.
 Defaults fit the machine: the PR shape (8 ranks, 20 repeats) on a GPU, 2 ranks and 5
 repeats on a CPU.
 
 Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --output-dir m8
 """
+
+
+CONTROL_COLS = ["arm", "stage", "arm_ms", "control_ms", "payload_ms", "payload_low_ms",
+                "payload_high_ms", "emulation"]  # fmt: skip
 
 
 def _body(values: dict[str, Any]) -> None:
@@ -95,6 +91,7 @@ def _body(values: dict[str, Any]) -> None:
             ("micro: stage medians", report.results, ["arm", "stage", "median_ms", "p10_ms",
                                                        "p90_ms", "bytes"]),
             ("micro: copy ledger (one repeat)", report.views[1].rows, cols),
+            ("micro: control plane and payload cost", report.views[-1].rows, CONTROL_COLS),
         ],
         fmt,
     )  # fmt: skip

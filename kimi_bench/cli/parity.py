@@ -7,17 +7,8 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import (
-    append_jsonl,
-    note,
-    progress_bar,
-    resolve_output,
-    say,
-    show_tables,
-    usage_error,
-    verdict_line,
-    write_report,
-)
+from kimi_bench.cli.common import note, progress_bar, say, show_tables, usage_error, verdict_line
+from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ParityOptions
 
 DOC = """Are eager and deferred features bit-identical on these images, and why was each

@@ -7,15 +7,8 @@ from typing import Any
 from rich.markup import escape
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import (
-    claim_output,
-    console,
-    default_out,
-    err_console,
-    note,
-    rich_table,
-    usage_error,
-)
+from kimi_bench.cli.common import console, err_console, note, rich_table, usage_error
+from kimi_bench.cli.output import claim_output, default_out
 from kimi_bench.options import ProjectOptions
 
 PROJECT_DOC = """Project micro's stage costs to more ranks and nodes, calibrated on a micro report.

@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
-    append_jsonl,
     fail_line,
     note,
     progress_bar,
-    resolve_output,
     say,
     show_tables,
     usage_error,
     verdict_line,
     warn,
-    write_report,
 )
-from kimi_bench.options import ServeOptions
+from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
+from kimi_bench.options import ScenarioFileOptions, ServeOptions
 
 DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
 trace through each arm's pipeline of real processes (producers that decode JPEG/PNG, gloo
@@ -46,23 +44,6 @@ still written, with every arm run so far); 2 usage error; 3 report not written.
 
 Example: kimi-bench serve-ab --request-rate 2,8,inf --num-prompts 120 --ranks 8
 """
-
-
-def _scenario_param() -> Any:
-    import inspect
-
-    opt = typer.Option(
-        "--scenario",
-        help="Scenario TOML whose [serve_ab] table sets the options (a built-in name such as "
-        "serve-ab for the PR shape, or a path); command-line options override it.",
-        show_default=False,
-    )
-    return inspect.Parameter(
-        "scenario",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=None,
-        annotation=Annotated[str | None, opt],
-    )
 
 
 def _options(values: dict[str, Any]) -> ServeOptions:
@@ -183,7 +164,11 @@ def _body(values: dict[str, Any]) -> None:
 
 
 serve_ab = command(
-    [*option_params(ServeOptions, skip=("standins",)), _scenario_param(), *output_params()],
+    [
+        *option_params(ServeOptions, skip=("standins",)),
+        *option_params(ScenarioFileOptions),
+        *output_params(),
+    ],
     _body,
     DOC,
 )

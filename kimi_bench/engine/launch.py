@@ -27,10 +27,10 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-Launcher = Literal["spawn", "torchrun"]
-LAUNCHERS = ("auto", "spawn", "torchrun")
+from kimi_bench.options import Launcher
+
 _TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 ENV_PREFIX = "env://"
 
@@ -43,7 +43,7 @@ class LaunchError(ValueError):
 class World:
     """This process's place in the run."""
 
-    launcher: Launcher = "spawn"
+    launcher: Literal["spawn", "torchrun"] = "spawn"  # what "auto" resolved to
     rank: int = 0  # global rank of this process (spawn: the parent, which hosts everything)
     size: int = 1  # ranks in the run (torchrun: WORLD_SIZE)
     local_rank: int = 0
@@ -84,8 +84,9 @@ def torchrun_detected(env: Mapping[str, str] | None = None) -> bool:
 def detect_world(launcher: str = "auto", env: Mapping[str, str] | None = None) -> World:
     """``auto``: torchrun when its environment is present, else spawn."""
     env = os.environ if env is None else env
-    if launcher not in LAUNCHERS:
-        raise LaunchError(f"--launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
+    if launcher not in get_args(Launcher):
+        choices = ", ".join(get_args(Launcher))
+        raise LaunchError(f"--launcher must be one of {choices}, got {launcher!r}")
     if launcher == "spawn" or (launcher == "auto" and not torchrun_detected(env)):
         return World()
     missing = [k for k in _TORCHRUN_ENV if not env.get(k)]

@@ -15,6 +15,7 @@ import torch
 from kimi_bench.arena import Arena, attach_run_arena
 from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
+from kimi_bench.engine.images import make_images
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.ledger import Ledger
 from kimi_bench.materialize import materialize
@@ -59,19 +60,41 @@ class MicroJob:
     image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
     fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    control_repeats: int = 0  # rounds of every arm on the minimal payload (control plane)
 
     @property
     def iterations(self) -> int:
         return self.warmup + self.repeats
 
+    @property
+    def control_warmup(self) -> int:
+        """One unmeasured control round first when the arms warm up too."""
+        return 1 if self.control_repeats and self.warmup else 0
 
-def _carrier(transport: str) -> Any:
-    """The carrier's steps in this process. The runtime's carriers (``sglang-*``)
-    register themselves when their module is imported, which needs sglang: imported here
-    only for them."""
-    if transport.startswith("sglang-"):
-        import kimi_bench.sglang_ref.carriers  # noqa: F401  (registers sglang-shm/-pickle)
-    return carrier_steps(transport)
+
+def rounds(job: MicroJob) -> list[tuple[int, bool]]:
+    """Every (iteration, control) round in run order, the same in every process; a round
+    runs every arm. Control rounds (the minimal payload) are spread over the measured
+    repeats, so drift on the host hits the arms and their control alike; the unmeasured
+    control round runs first."""
+    before: dict[int, list[int]] = {}
+    for k in range(job.control_warmup + job.control_repeats):
+        m = k - job.control_warmup
+        at = 0 if m < 0 else job.warmup + (2 * m + 1) * job.repeats // (2 * job.control_repeats)
+        before.setdefault(at, []).append(k)
+    out = []
+    for it in range(job.iterations):
+        out += [(k, True) for k in before.get(it, [])]
+        out.append((it, False))
+    return out
+
+
+def control_images(job: MicroJob) -> list[Any]:
+    """The control payload: as many images as the run's, each one merged token (merge
+    kernel x patch pixels a side, no padding), the least pixels a request carries."""
+    side = job.cfg.merge_kernel_size * job.cfg.patch_size
+    count = len(job.image_paths) or sum(c for c, _, _ in job.groups)
+    return make_images(((count, side, side),), "random", job.seed)
 
 
 def job_images(job: MicroJob) -> list[Any]:
@@ -117,12 +140,13 @@ def arena_spec(job: MicroJob) -> ArenaSpec | None:
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
-    carrier = _carrier(job.transport)  # loads a runtime carrier before any timing
+    carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
-    images = job_images(job)
+    payloads = {False: job_images(job), True: control_images(job) if job.control_repeats else []}
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
-    for it in range(job.iterations):
+    for it, control in rounds(job):
+        images = payloads[control]
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
             step = _step(job, arm, dev)
@@ -147,14 +171,15 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                     "decisions": [asdict(d) for d in decisions],
                 }
             )
-            _maybe_fault(job, "producer", it)
+            if not control:
+                _maybe_fault(job, "producer", it)
     if arena is not None:
         arena.close()
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
-    _carrier(job.transport)  # loads a runtime carrier before any timing
+    carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         if job.fault == f"rank:{rank}:attach":
@@ -172,7 +197,7 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
 def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
     """Rank 0 takes the producer's request (pickled, as over ZMQ); then the broadcast."""
     items, producer = None, None
-    carrier = _carrier(job.transport)
+    carrier = carrier_steps(job.transport)
     if rank == 0:
         conn.send("go")
         blob = conn.recv_bytes()
@@ -190,7 +215,7 @@ def _take(job: MicroJob, step: Step, items: Any) -> Any:
     Inline: the items as received (the runtime's carrier hands back its request's)."""
     import torch.distributed as dist
 
-    carrier = _carrier(job.transport)
+    carrier = carrier_steps(job.transport)
     if carrier.holds_segments(items):
         dist.barrier()
         items, names = carrier.take(step, items)
@@ -225,8 +250,9 @@ def _rank_loop(
         if arena is not None:
             floor["zero_copy_setup"] = setup
         q.send("floor", floor)
-    reference: dict[str, torch.Tensor | None] = {}
-    for it in range(job.iterations):
+    references: dict[bool, dict[str, torch.Tensor | None]] = {False: {}, True: {}}
+    for it, control in rounds(job):
+        reference = references[control]  # control arms are checked against control eager
         for arm in job.arms:
             dist.barrier()
             step = _step(job, arm, dev)
@@ -242,18 +268,20 @@ def _rank_loop(
             marks["producer"] = producer
             fp32 = out.batch.pixel_values if out.batch is not None else None
             if arm == "eager":
-                reference = {"bf16": out.tower, "fp32": fp32, "encoded": encoded}
+                reference.update(bf16=out.tower, fp32=fp32, encoded=encoded)
                 marks["bit_exact"] = marks["bit_exact_fp32"] = None
             else:  # the owner's BF16 output and, with a device group, the gathered one
                 marks["bit_exact"] = _same(out.tower, reference.get("bf16")) and _same(
                     encoded, reference.get("encoded")
                 )
                 marks["bit_exact_fp32"] = _same(fp32, reference.get("fp32"))
-            _maybe_fault(job, f"rank:{rank}", it)
+            if not control:
+                _maybe_fault(job, f"rank:{rank}", it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []
             dist.gather_object(marks, gathered if rank == 0 else None, dst=0)
             if rank == 0:
-                q.send("repeat", {"iteration": it, "arm": arm, "ranks": gathered})
+                rec = {"iteration": it, "arm": arm, "ranks": gathered, "control": control}
+                q.send("repeat", rec)
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:

@@ -5,9 +5,9 @@ the report's config all come from them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from kimi_bench.runtime import DEFAULT_RUNTIME
 
@@ -19,6 +19,12 @@ Runtime = Literal["sglang-0.5.23", "pr-33921"]
 Carrier = Literal["shm", "pickle"]
 # micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
 MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
+# carriers that live in a module of their own, which registers them with the pipeline's
+# carrier registry (``pipeline.carriers``) when the registry imports it on first use
+CARRIER_MODULES = {
+    "sglang-shm": "kimi_bench.sglang_ref.carriers",
+    "sglang-pickle": "kimi_bench.sglang_ref.carriers",
+}
 Arm = Literal["eager", "deferred", "zero-copy"]
 Content = Literal["random", "blank", "photo"]
 Launcher = Literal["auto", "spawn", "torchrun"]
@@ -45,6 +51,12 @@ MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "serve_ab": {"ranks": 2, "requests": 16, "resolution": (640, 480)},
     },
 }
+
+
+# the carrier between processes for serve-ab and kimi-bench serve
+CarrierField = Annotated[Carrier, Field(description="shm (one node) or pickle (inline bytes).")]
+# a fault injected by tests (a hidden option); real runs leave it None
+Fault = Annotated[str | None, Field(description="Tests only: inject a fault.")]
 
 
 class OptionsError(ValueError):

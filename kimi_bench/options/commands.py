@@ -84,6 +84,16 @@ class OutputOptions(_Command):
     )  # fmt: skip
 
 
+class ScenarioFileOptions(_Command):
+    """``serve-ab --scenario``: a scenario file's table as the defaults of one command."""
+
+    scenario: str | None = Field(
+        None,
+        description="Scenario TOML whose [serve_ab] table sets the options (a built-in name "
+        "such as serve-ab for the PR shape, or a path); command-line options override it.",
+    )
+
+
 class RunCommandOptions(_Command):
     scenario: str = Field("default", description="Scenario: a built-in name or a TOML path.")
     seed: int | None = Field(None, ge=0, le=2**32 - 1, description="Seed for every part "

@@ -21,9 +21,10 @@ from kimi_bench.options.base import (
     MAX_RANKS,
     MAX_TIMEOUT_S,
     Arm,
-    Carrier,
+    CarrierField,
     Content,
     Device,
+    Fault,
     Launcher,
     MicroCarrier,
     Preset,
@@ -59,6 +60,9 @@ _RES_SCHEMA = WithJsonSchema({"oneOf": [
 ]})  # fmt: skip
 
 Ranks = Annotated[int, Field(ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")]
+MachineRanks = Annotated[
+    int | None, Field(ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks [GPU: 8, CPU: 2].")
+]
 
 
 class _Pipeline(_Options):
@@ -123,8 +127,7 @@ class MicroOptions(_Common):
         None, description="Folder of your images to use instead of --synthetic (the older "
         "COUNTxWxH form is still read as --synthetic).",
     )  # fmt: skip
-    ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
-                              "[GPU: 8, CPU: 2].")  # fmt: skip
+    ranks: MachineRanks = None
     transport: MicroCarrier = Field(
         "shm",
         description="shm (one node) or pickle (inline bytes); sglang-shm / sglang-pickle "
@@ -139,12 +142,16 @@ class MicroOptions(_Common):
                                 "[GPU: 20, CPU: 5].")  # fmt: skip
     warmup: int | None = Field(None, ge=0, le=1_000, description="Unmeasured repeats first "
                                "[GPU: 3, CPU: 1].")  # fmt: skip
+    control_repeats: int = Field(3, ge=0, le=1_000, description="Rounds of every arm on a "
+                                 "minimal payload (one merged token per image), spread over "
+                                 "the repeats: the control plane, subtracted to give each "
+                                 "arm's payload cost; 0 disables.")  # fmt: skip
     timeout_s: float = Field(300.0, gt=0, le=MAX_TIMEOUT_S, description="Fail when no "
                              "worker reports for this many seconds.")  # fmt: skip
     launcher: Launcher = Field("auto", description="spawn: kimi-bench starts every process on "
                                "this host; torchrun: started by torchrun on every node; auto: "
                                "torchrun when its environment is set.")  # fmt: skip
-    fault: str | None = Field(None, description="Tests only: inject a fault.")
+    fault: Fault = None
 
     _arms = field_validator("arms", mode="before")(_split_list)
 
@@ -222,10 +229,9 @@ class ServeOptions(_Common):
     resolution: Annotated[tuple[int, int] | None, _RES_SCHEMA] = Field(
         None, description="Deprecated spelling of --image-resolution WIDTHxHEIGHT."
     )
-    ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks "
-                              "[GPU: 8, CPU: 2].")  # fmt: skip
+    ranks: MachineRanks = None
     processor_workers: int = Field(2, ge=1, le=64, description="Producer processes.")
-    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    transport: CarrierField = "shm"
     arms: Annotated[tuple[Arm, ...], _LIST_SCHEMA] = Field(
         ("eager", "deferred"), description="Arms to run."
     )
@@ -264,7 +270,7 @@ class ServeOptions(_Common):
                            "to N times after its Retry-After (at most 30 s; within "
                            "--request-timeout); 0 counts a 429 as a failed request.")  # fmt: skip
     standins: StandinOptions = Field(default_factory=StandinOptions)  # type: ignore[arg-type]
-    fault: str | None = Field(None, description="Tests only: inject a fault.")
+    fault: Fault = None
 
     _arms = field_validator("arms", mode="before")(_split_list)
 

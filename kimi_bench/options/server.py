@@ -14,7 +14,7 @@ from kimi_bench.limits import (
     DEFAULT_MAX_PIXELS,
     REQUEST_PIXELS_PER_IMAGE_LIMIT,
 )
-from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, Carrier
+from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, CarrierField, Fault
 from kimi_bench.options.parse import parse_resolution
 from kimi_bench.options.scenarios import StandinOptions, _Pipeline
 
@@ -48,7 +48,7 @@ class ServeCommandOptions(_Pipeline):
     ranks: int = Field(2, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")
     processor_workers: int = Field(2, ge=1, le=64, description="Producer (tokenizer worker) "
                                    "processes.")  # fmt: skip
-    transport: Carrier = Field("shm", description="shm (one node) or pickle (inline bytes).")
+    transport: CarrierField = "shm"
     api_key_env: str | None = Field(
         None,
         description="Name of an environment variable holding an API key; when set, /v1/* "
@@ -86,7 +86,7 @@ class ServeCommandOptions(_Pipeline):
         description="Refuse (HTTP 413) a request body larger than this many MiB (base64 images "
         "make it).",
     )  # fmt: skip
-    fault: str | None = Field(None, description="Tests only: inject a fault.")
+    fault: Fault = None
     # what the API answers to (serving.models) and how it counts tokens (serving.usage)
     served_model_name: tuple[str, ...] = Field(
         (EMULATOR_MODEL,),

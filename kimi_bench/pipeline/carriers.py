@@ -2,16 +2,19 @@
 ``pickle``: ``wrap``, ``broadcast``, ``take`` in :mod:`.steps`) are registered here; the
 installed SGLang runtime's (``sglang-shm``, ``sglang-pickle``) register themselves from
 :mod:`kimi_bench.sglang_ref.carriers` (same signatures, same ledger ops, the runtime's
-functions doing the work). Adding a carrier: a module that calls ``register_carrier`` and
-its name in ``options.MicroCarrier``."""
+functions doing the work). Adding a carrier: a module that calls ``register_carrier``, and
+its name in ``options.MicroCarrier`` and ``options.CARRIER_MODULES`` (the registry imports
+the module the first time the carrier is asked for)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.contract import MMItem
+from kimi_bench.options import CARRIER_MODULES
 from kimi_bench.pipeline.steps import broadcast, take, wrap
 from kimi_bench.transport import ShmRef
 
@@ -55,11 +58,10 @@ register_carrier("pickle", _own)
 def carrier_steps(transport: str) -> CarrierSteps:
     """The steps of ``transport``. A registered factory may load a runtime on first use
     (seconds): call this once before anything is timed."""
+    if transport not in _REGISTRY and transport in CARRIER_MODULES:
+        importlib.import_module(CARRIER_MODULES[transport])  # registers it (may need sglang)
     factory = _REGISTRY.get(transport)
     if factory is None:
-        known = ", ".join(_REGISTRY)
-        raise ValueError(
-            f"unknown transport {transport!r}; registered: {known} (the sglang-* carriers "
-            "register when kimi_bench.sglang_ref.carriers is imported)"
-        )
+        known = ", ".join([*_REGISTRY, *CARRIER_MODULES])
+        raise ValueError(f"unknown transport {transport!r}; known: {known}")
     return factory(transport)

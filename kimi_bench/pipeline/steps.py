@@ -4,7 +4,7 @@ move is written to ``Step.ledger``; ``Step.hook.mark(stage)`` closes a timed sta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from PIL import Image
@@ -19,6 +19,7 @@ from kimi_bench.materialize import (
     to_tower_buffer,
 )
 from kimi_bench.navit import ResizePlan
+from kimi_bench.options import Carrier
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.step import (
     CPU_STAND_IN,
@@ -38,7 +39,6 @@ from kimi_bench.scheduler import (
     needs_pre_embed_move,
 )
 from kimi_bench.transport import (
-    Carrier,
     ShmRef,
     broadcast_bytes,
     dumps,
@@ -181,8 +181,8 @@ def wrap(step: Step, items: list[MMItem], carrier: Carrier, prefix: str) -> list
     """Producer side of the carrier. ``shm`` (``ShmPointerMMData``): ``.contiguous()`` when
     the feature is a permuted view (the HWC->CHW copy), then one copy into a new segment per
     item; ``pickle``: features travel inline as they are (a view keeps its strides)."""
-    if carrier not in ("shm", "pickle"):
-        raise ValueError(f"unknown carrier {carrier!r}; expected shm or pickle")
+    if carrier not in get_args(Carrier):
+        raise ValueError(f"unknown carrier {carrier!r}; expected {' or '.join(get_args(Carrier))}")
     if carrier == "pickle":
         return list(items)
     out = []

@@ -14,6 +14,7 @@ from kimi_bench.arena_layout import ALIGN, ArenaRef
 from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
 from kimi_bench.ledger import tensor_bytes
 from kimi_bench.navit import ResizePlan
+from kimi_bench.options import Carrier
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.steps import (
     Step,
@@ -28,7 +29,6 @@ from kimi_bench.pixels import (
 )
 from kimi_bench.policy import Decision
 from kimi_bench.transport import (
-    Carrier,
     ShmRef,
 )
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
+from kimi_bench.options import Carrier
 from kimi_bench.report import Report
 
 
@@ -170,8 +171,8 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
     arms_raw = report.data.get("arms")
     if not isinstance(arms_raw, dict) or not arms_raw:
         raise ProjectionError(f"{where} has no per-arm stage data (arms)")
-    ranks, transport = cfg.get("ranks"), cfg.get("transport")
-    if not isinstance(ranks, int) or ranks < 1 or transport not in ("shm", "pickle"):
+    ranks, transport = cfg.get("ranks"), str(cfg.get("transport"))
+    if not isinstance(ranks, int) or ranks < 1 or transport not in get_args(Carrier):
         raise ProjectionError(f"{where} does not say its ranks and transport (config)")
     try:
         arms = {

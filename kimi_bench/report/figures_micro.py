@@ -210,6 +210,46 @@ def timeline_figure(report: Dict) -> Any:
     return decorate(fig, report, title, note)
 
 
+def payload_figure(report: Dict) -> Any:
+    """Per arm: the total split into its control plane (emulation-only stages hatched) and
+    its payload cost with the payload interval, against the control + data floor."""
+    ctl = report.get("control")
+    title = "control plane and payload cost"
+    if not isinstance(ctl, dict) or not ctl.get("payload"):
+        return empty_figure(report, title, "the report has no control rounds")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(10, 1.6 + 0.9 * len(ctl["payload"])))
+    only = [e["stage"] for e in ctl.get("emulation_only") or [] if e["kind"] == "emulation_only"]
+    arms = list(ctl["payload"])
+    for y, arm in enumerate(arms):
+        p = ctl["payload"][arm]
+        emu = sum(p["stages"][s]["control_ms"] for s in only if s in p["stages"])
+        rest = p["total"]["control_ms"] - emu
+        pay, iv = p["total"]["payload_ms"], p["total"]["interval"]
+        ax.barh(y, rest, color="0.7", height=0.55, label="control plane" if y == 0 else None)
+        ax.barh(y, emu, left=rest, color="0.85", hatch="//", height=0.55,
+                label="emulation-only (control)" if y == 0 and emu else None)  # fmt: skip
+        start = rest + emu
+        ax.barh(y, max(pay, 0.0), left=start, color=arm_color(arm), height=0.55)
+        if iv.get("low") is not None and iv.get("high") is not None:
+            err = [[max(pay - iv["low"], 0)], [max(iv["high"] - pay, 0)]]
+            ax.errorbar(start + pay, y, xerr=err, color="black", capsize=4, lw=1)
+        ax.text(max(start + pay, start) * 1.02, y - 0.32, f"payload {fmt_ms(pay)} (control "
+                f"{fmt_ms(p['total']['control_ms'])})", fontsize=7.5)  # fmt: skip
+    floor = (ctl.get("floor") or {}).get("floor_ms")
+    if floor:
+        ax.axvline(floor, color="crimson", ls="--", lw=1.2,
+                   label=f"control + data floor {fmt_ms(floor)}")  # fmt: skip
+    ax.set_yticks(range(len(arms)), arms)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per repeat: control median + payload cost (arm median minus control)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout(rect=(0, 0.04, 1, 0.93))
+    note = "payload interval: 95% bootstrap over repeats and control rounds (both sides)"
+    return decorate(fig, report, title, note)
+
+
 FIGURES = (
     FigureSpec(
         "stages",
@@ -225,5 +265,13 @@ FIGURES = (
         "Stages of one repeat on a time axis, one lane per rank when the report carries "
         "per-rank timestamps (critical-path rank in red).",
         timeline_figure,
+    ),
+    FigureSpec(
+        "payload",
+        "Control plane and payload cost",
+        "Per arm: the control plane (the same pipeline with one merged token per image; "
+        "emulation-only stages hatched) and the payload cost on top (arm minus its control, "
+        "95% interval), against the control + data floor (dashed).",
+        payload_figure,
     ),
 )

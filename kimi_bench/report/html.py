@@ -168,6 +168,24 @@ def _ab_rows(report: Dict) -> list[Dict]:
     return rows
 
 
+def _control(report: Dict) -> str:
+    """micro: the control plane and each arm's payload cost, the emulation-only stages
+    named apart ('' for other reports and micro reports without control rounds)."""
+    ctl = report.get("control")
+    if not isinstance(ctl, dict) or not ctl.get("rows"):
+        return ""
+    apart = [e for e in ctl.get("emulation_only") or [] if e.get("kind") == "emulation_only"]
+    items = "".join(f"<li><b>{esc(e.get('stage'))}</b>: {esc(e.get('why'))}</li>" for e in apart)
+    only = f'<p>Emulation-only stages (shown apart):</p><ul class="notes">{items}</ul>'
+    return (
+        "<h3>Control plane and payload cost</h3>"
+        f'<p class="muted">control: every arm with {esc(ctl.get("payload_images"))}; '
+        "payload cost = arm minus its control (ms), interval over both sides</p>"
+        + (only if apart else "")
+        + table(ctl["rows"])
+    )
+
+
 def _figure(fig: RenderedFigure) -> str:
     data = base64.b64encode(fig.png).decode("ascii")
     return (
@@ -191,6 +209,7 @@ def section(report: Dict, anchor: str, figures: Sequence[RenderedFigure]) -> str
     if report.get("ab"):
         parts.append("<h3>A/B deltas (deferred vs eager)</h3>" + table(_ab_rows(report)))
     parts.append("<h3>Results</h3>" + table(report.get("results") or []))
+    parts.append(_control(report))
     parts.append("<h3>Environment</h3>" + _environment(report))
     config = json.dumps(report.get("config") or {}, indent=1, default=str)
     parts.append(f"<details><summary>Configuration</summary><pre>{esc(config)}</pre></details>")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from kimi_bench.options import MicroCarrier
+from kimi_bench.options import Carrier, MicroCarrier
 
 FINITE = 1e300  # JSON has no inf, but a reader turns 1e999 into one: refused here
 NUM = {"type": ["number", "null"], "minimum": -FINITE, "maximum": FINITE}
@@ -126,6 +126,55 @@ MICRO = _envelope(
     })},
     speedups={"type": "object", "additionalProperties": MEASUREMENT},
 )  # fmt: skip
+# Control plane and payload cost (micro reports since issue 23; optional, so older reports
+# stay valid): the blocks the figures and HTML read, and the raw control rounds.
+INTERVAL = _obj({"low": NUM, "high": NUM, "kind": {"enum": ["ci", "range", "none"]}})
+COST = _obj({"arm_ms": NUM, "control_ms": NUM, "payload_ms": NUM, "interval": INTERVAL})
+MICRO["properties"]["control"] = {
+    "anyOf": [
+        {"type": "null"},
+        _obj(
+            {
+                "rounds": INT,
+                "arms": MICRO["properties"]["arms"],
+                "payload": {
+                    "type": "object",
+                    "additionalProperties": _obj(
+                        {
+                            "stages": {"type": "object", "additionalProperties": COST},
+                            "total": COST,
+                            "total_without_emulation": COST,
+                        }
+                    ),
+                },
+                "payload_speedups": {"type": "object"},
+                "emulation_only": {
+                    "type": "array",
+                    "items": _obj(
+                        {
+                            "stage": {"type": "string"},
+                            "kind": {"enum": ["emulation_only", "stand_in"]},
+                            "why": {"type": "string"},
+                        }
+                    ),
+                },
+                "floor": _obj({"data_floor_ms": NONNEG, "control_ms": NONNEG, "floor_ms": NONNEG}),
+            }
+        ),
+    ]
+}
+MICRO["properties"]["control_repeats"] = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "array",
+        "items": _obj({"total_ms": NONNEG, "stage_ms": {"type": "object"}}),
+    },
+}
+MICRO["properties"]["summary"]["properties"] |= {
+    "control_rounds": INT,
+    "floor_with_control_ms": NONNEG,
+    "emulation_only_stages": {"type": "array", "items": {"type": "string"}},
+}
 SERVE = _envelope(
     "serve-ab",
     {
@@ -138,7 +187,7 @@ SERVE = _envelope(
         "width": {"type": "integer", "minimum": 1},
         "height": {"type": "integer", "minimum": 1},
         "ranks": INT,
-        "transport": {"enum": ["shm", "pickle"]},
+        "transport": {"enum": list(get_args(Carrier))},
     },
     ab={"type": "object", "additionalProperties": {
         "type": "object", "additionalProperties": _obj(

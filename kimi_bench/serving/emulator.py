@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from PIL import Image
 
@@ -32,6 +32,7 @@ from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_workers import ServeJob, producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import resolve_device
+from kimi_bench.options import Carrier
 from kimi_bench.pipeline import ARMS
 from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
 from kimi_bench.serving.backend import BackendError, FirstToken
@@ -82,8 +83,9 @@ class EmulatorConfig:
             raise ValueError(f"--arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
         if self.ranks < 1 or self.workers < 1:
             raise ValueError("--ranks and --processor-workers must be >= 1")
-        if self.transport not in ("shm", "pickle"):
-            raise ValueError(f"--transport must be shm or pickle, got {self.transport!r}")
+        if self.transport not in get_args(Carrier):
+            choices = " or ".join(get_args(Carrier))
+            raise ValueError(f"--transport must be {choices}, got {self.transport!r}")
         if self.start_timeout_s <= 0:
             raise ValueError("the start-up timeout must be > 0")
         get_profile(self.runtime)

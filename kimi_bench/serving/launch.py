@@ -1,5 +1,5 @@
 """Running a server app: in this process (:func:`serve`, blocking, stops cleanly on
-SIGTERM/SIGINT), in a background thread (:func:`serve_in_thread`), or as a child process
+SIGTERM/SIGINT), or as a child process
 (:class:`ServerProcess`) that is up once ``/health`` answers. uvicorn serves the app."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -121,30 +120,6 @@ def serve(
     if not server.started and not caught:
         raise ServerStartError("the server did not start (the app's start-up failed; see log)")
     return caught[0] if caught else None
-
-
-@contextlib.contextmanager
-def serve_in_thread(
-    app: Any, host: str = "127.0.0.1", *, log_level: str = "warning", start_timeout_s: float = 30
-) -> Iterator[str]:
-    """Serve ``app`` on a free port from a daemon thread; yields the base URL, stops the
-    server (shutdown runs) when the block ends."""
-    sock = bind_socket(host, 0)
-    port = sock.getsockname()[1]
-    server = _Server(_config(app, log_level, 2.0))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + start_timeout_s
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise ServerStartError("the in-thread server did not start")
-            time.sleep(0.01)
-        yield f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
 
 
 def child_pids() -> list[int]:

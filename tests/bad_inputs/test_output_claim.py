@@ -250,7 +250,7 @@ def test_runs_left_to_the_default_folder_get_their_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two runs started in the same second share a default name: the second gets -2."""
-    from kimi_bench.cli import common
+    from kimi_bench.cli import output as common
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(common, "default_out", lambda kind: Path("reports/runs") / f"{kind}-1")

@@ -25,9 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from kimi_bench.serving.backend import FaultyBackend, SleepBackend
 from kimi_bench.serving.client import ClientOptions, drive, parse_endpoint, probe_server
-from kimi_bench.serving.launch import ServerProcess, free_port, serve_in_thread
+from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.serving.metrics import (
     HistogramDelta,
     MetricsError,
@@ -38,6 +37,7 @@ from kimi_bench.serving.metrics import (
 from kimi_bench.serving.records import ERROR_KINDS, RequestRecord
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.trace import chat_body, make_trace, parse_data_url
+from tests.backends import FaultyBackend, SleepBackend, serve_in_thread
 
 MODEL = "test-model"
 KEY_ENV = "KIMI_BENCH_TEST_API_KEY"
@@ -374,7 +374,7 @@ def test_scrape_of_an_endpoint_without_metrics_is_a_clear_error() -> None:
 
 SERVER_SCRIPT = """
 import sys
-from kimi_bench.serving.backend import SleepBackend
+from tests.backends import SleepBackend
 from kimi_bench.serving.launch import serve
 from kimi_bench.serving.server import ServerOptions, create_app
 

@@ -26,7 +26,7 @@ from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
 from kimi_bench.serving.client import ClientOptions, drive, probe_server
 from kimi_bench.serving.emulator import STAGES, EmulatorBackend, EmulatorConfig
-from kimi_bench.serving.launch import ServerProcess, free_port, serve_in_thread
+from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import metrics_delta, scrape_metrics, series_name
 from kimi_bench.serving.server import ServerOptions, create_app
@@ -34,6 +34,7 @@ from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import make_trace
 from kimi_bench.serving.usage import count_text_tokens
 from kimi_bench.transport import list_segments
+from tests.backends import serve_in_thread
 from tests.serve_helpers import MARK, adopting_orphans, marked_processes
 
 MODEL = "emulator-test"

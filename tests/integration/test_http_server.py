@@ -23,21 +23,16 @@ import pytest
 from httpx_sse import connect_sse
 from PIL import Image
 
-from kimi_bench.serving.backend import (
-    BackendError,
-    FaultyBackend,
-    FirstToken,
-    SleepBackend,
-)
+from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import (
     ServerProcess,
     ServerStartError,
     bind_socket,
     free_port,
-    serve_in_thread,
 )
 from kimi_bench.serving.metrics import parse_metrics, series_name
 from kimi_bench.serving.server import ServerOptions, create_app
+from tests.backends import FaultyBackend, SleepBackend, serve_in_thread
 from tests.serve_helpers import png_bomb, requests_by_outcome
 
 MODEL = "test-model"
@@ -327,7 +322,7 @@ def test_a_busy_port_is_a_clear_error() -> None:
 
 SERVER_SCRIPT = """
 import sys
-from kimi_bench.serving.backend import SleepBackend
+from tests.backends import SleepBackend
 from kimi_bench.serving.launch import serve
 from kimi_bench.serving.server import ServerOptions, create_app
 

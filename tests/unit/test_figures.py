@@ -221,7 +221,7 @@ def test_parity_grid_flags_a_differing_input() -> None:
 @pytest.mark.slow
 def test_render_figures_writes_the_files_of_each_kind(tmp_path: Path) -> None:
     want = {
-        "micro": ["stages.png", "timeline.png"],
+        "micro": ["stages.png", "timeline.png", "payload.png"],
         "serve-ab": ["ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png"],
         "parity": ["parity_grid.png"],
     }

@@ -94,7 +94,7 @@ def run_page(tmp_path: Path, figures: list[list[RenderedFigure]] | None) -> Page
     raw = out.read_text()
     p = parse(raw)
     imgs = p.of("img")
-    assert len(imgs) == 1 + 2 + 4  # parity grid; micro stages+timeline; four serve-ab
+    assert len(imgs) == 1 + 3 + 4  # parity grid; micro stages+timeline+payload; four serve-ab
     for img in imgs:
         src = img["src"] or ""
         assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG_MAGIC)
@@ -128,6 +128,7 @@ def test_run_page_draws_every_figure(tmp_path: Path) -> None:
         "fig-parity_grid",
         "fig-stages",
         "fig-timeline",
+        "fig-payload",
         "fig-ttft_vs_rate",
         "fig-throughput",
         "fig-ttft_cdf",

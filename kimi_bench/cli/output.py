@@ -1,0 +1,103 @@
+"""Where a measuring command writes: the output folder it claims (one run at a time), the
+fallback when writing fails at the end, and the ``--append-jsonl`` history line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kimi_bench.cli.common import OutputFormat, fail_line, stdout_is_document, warn
+from kimi_bench.report.output import (
+    EXIT_OUTPUT_INCOMPLETE,
+    OutputError,
+    claim_output_dir,
+    write_outputs,
+)
+
+
+def default_out(kind: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("reports") / "runs" / f"{kind}-{stamp}"
+
+
+def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
+    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists)."""
+    path = values.get("append_jsonl")
+    if not path:
+        return
+    env = report.environment
+    line = {
+        "kind": report.kind,
+        "created": env.get("created"),
+        "git": (env.get("git") or {}).get("commit"),
+        "device": env.get("device_name"),
+        "report": str(out_dir / "report.json"),
+        "metadata": env.get("metadata") or {},
+        **{k: v for k, v in report.summary.items() if not isinstance(v, (list, dict))},
+    }
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, default=str) + "\n")
+    except OSError as exc:
+        warn(f"could not append to {path}: {exc.strerror or exc}")
+
+
+def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
+    """The output folder (checked writable before any work) and the console format."""
+    try:
+        fmt = OutputFormat(values.get("format") or "table")
+    except ValueError:
+        raise ValueError("--format must be table, md or json") from None
+    stdout_is_document(fmt is OutputFormat.json)
+    given = values.get("out")
+    if given:
+        claim_output(given, overwrite=bool(values.get("overwrite")))
+        return given, fmt
+    return _claim_default(default_out(kind)), fmt
+
+
+def _claim_default(base: Path) -> Path:
+    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
+    holds it: runs left to their default folders never collide."""
+    for n in range(1, 100):
+        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            claim_output(out)
+            return out
+        except OutputError:
+            if not out.is_dir():
+                raise  # not a taken folder: a real problem (read-only, a file in the way)
+    raise OutputError(f"no free output folder next to {base}; give --output-dir")
+
+
+_claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)
+
+
+def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
+    """Hold ``out`` for this command (the kernel drops the hold when the process ends).
+    An OutputError (a ValueError: a usage error) when another run holds it or it holds a
+    finished report and ``overwrite`` is not set."""
+    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
+
+
+def release_claims() -> None:
+    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
+    while _claims:
+        _claims.pop().release()
+
+
+def write_report(write: Any, out_dir: Path) -> Any:
+    """Write a report folder; if that fails at the end, into a printed fallback folder
+    (exit code 3 then says the output is not where it was asked for)."""
+    try:
+        result = write_outputs(write, out_dir)
+    except OutputError as exc:
+        fail_line(str(exc))
+        raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
+    if result.fallback:
+        warn(f"could not write {result.error}; the report is in {result.folder}")
+    return result

@@ -1,0 +1,146 @@
+"""One configuration path (issue 20): every command is generated from a typed options model,
+so each option's flag, help text, choices and default come from that model; and each help
+text, default and choice name is written once in the source."""
+
+from __future__ import annotations
+
+import ast
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from pydantic import BaseModel
+from typer.testing import CliRunner
+
+from kimi_bench import options as O
+from kimi_bench.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2] / "kimi_bench"
+
+# command -> the models its options come from (the output options for commands that write
+# a report; serve-ab also takes --scenario, run's scenario parts are separate models)
+MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    "parity": (O.ParityOptions, O.OutputOptions),
+    "micro": (O.MicroOptions, O.OutputOptions),
+    "serve-ab": (O.ServeOptions, O.ScenarioFileOptions, O.OutputOptions),
+    "serve": (O.ServeCommandOptions,),
+    "run": (O.RunCommandOptions, O.OutputOptions),
+    "gate": (O.GateCommandOptions,),
+    "compare": (O.CompareOptions,),
+    "render": (O.RenderOptions,),
+    "project": (O.ProjectOptions,),
+    "calibrate": (O.CalibrateOptions,),
+    "import": (O.ImportOptions,),
+}
+SKIPPED = {("serve-ab", "standins")}  # serve-ab's stand-ins are scenario-file keys only
+
+
+def _command(name: str) -> Any:
+    group: Any = typer.main.get_command(app)
+    return group.commands[name]
+
+
+def test_every_command_has_a_model():
+    group: Any = typer.main.get_command(app)
+    assert set(group.commands) == set(MODELS)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_help_is_generated_from_the_model(name: str):
+    """Each model field is one parameter of the command, with the field's description as
+    its help, its choices listed and its default shown; --help prints them."""
+    cmd = _command(name)
+    params = {p.name: p for p in cmd.params}
+    res = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    screen = " ".join(res.output.split())
+    for model in MODELS[name]:
+        for field_name, field in model.model_fields.items():
+            if (name, field_name) in SKIPPED:
+                continue
+            assert field_name in params, f"{name}: {field_name} is not an option"
+            param = params[field_name]
+            text = " ".join((field.description or "").split())
+            if param.param_type_name == "argument":
+                assert text in screen, (name, field_name)
+                continue
+            assert param.help.startswith(text), (name, field_name, param.help)
+            if getattr(param, "hidden", False):
+                assert text.startswith("Tests only"), (name, field_name)
+                continue
+            assert _squash(text[:60]) in _squash(screen), (name, field_name)
+            for choice in _choices(field.annotation):
+                assert choice in param.help, (name, field_name, choice)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _choices(annotation: Any) -> list[str]:
+    out: list[str] = []
+    for arg in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(arg) is typing.Literal:
+            out += [str(a) for a in typing.get_args(arg)]
+    return out
+
+
+def _strings() -> list[tuple[str, str]]:
+    """Every string constant of the package's modules, with its file (implicitly
+    concatenated pieces are one constant in the AST)."""
+    out = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                out.append((str(path.relative_to(ROOT)), node.value))
+    return out
+
+
+def _all_models() -> list[type[BaseModel]]:
+    seen: dict[str, type[BaseModel]] = {}
+    for models in MODELS.values():
+        for m in models:
+            seen[m.__name__] = m
+    seen["StandinOptions"] = O.StandinOptions
+    return list(seen.values())
+
+
+def test_each_help_text_is_written_once():
+    """A help text (a field's description) appears in the source once: in its model."""
+    strings = _strings()
+    descriptions = {f.description for m in _all_models() for f in m.model_fields.values()}
+    for text in sorted(d for d in descriptions if d and len(d) > 25):
+        where = [path for path, s in strings if text in s]
+        assert len(where) <= 1, (text, where)
+        assert all(p.startswith("options/") for p in where), (text, where)
+
+
+@pytest.mark.parametrize(
+    "literal", [O.Preset, O.Runtime, O.Carrier, O.MicroCarrier, O.Arm, O.Content, O.Launcher]
+)
+def test_choice_lists_are_not_written_out_elsewhere(literal: Any):
+    """A choice list (e.g. ``("shm", "pickle")``) is the model's Literal; no module writes
+    the same list again as a tuple, list or set of names."""
+    names = set(typing.get_args(literal))
+    for path in ROOT.rglob("*.py"):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("options/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts:
+                values = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+                if len(values) == len(node.elts) and len(values) > 1 and set(values) == names:
+                    raise AssertionError(f"{rel}:{node.lineno} writes {sorted(names)} again")
+
+
+def test_defaults_are_not_repeated_in_the_cli():
+    """The CLI modules hold no option defaults: their parameters are generated (None means
+    "not given", the model fills the rest)."""
+    for path in (ROOT / "cli").glob("*.py"):
+        if path.name == "main.py":  # the app's own --version, not a command's option
+            continue
+        text = path.read_text()
+        assert not re.search(r"typer\.Option\(\s*\"--", text), f"{path.name} defines an option"
