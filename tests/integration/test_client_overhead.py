@@ -25,12 +25,11 @@ from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
 from kimi_bench.bench.serve_overhead import TTFT_HISTOGRAMS, server_ttft
 from kimi_bench.config import get_preset
 from kimi_bench.options import ServeOptions
-from kimi_bench.serving.backend import SleepBackend
 from kimi_bench.serving.client import ClientOptions, drive
-from kimi_bench.serving.launch import serve_in_thread
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.trace import arrival_offsets
 from kimi_bench.serving.wire import sse_events
+from tests.backends import SleepBackend, serve_in_thread
 from tests.integration.test_http_client import trace_of
 
 MODEL = "test-model"
