@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kimi_bench.report.kinds import Envelope, Environment
 from kimi_bench.report.model import Report
 
 # config keys that define the setup of each kind: a difference in any is "hard"
@@ -38,30 +39,24 @@ class Difference:
         return f"{self.what} {self.a!r} vs {self.b!r}"
 
 
-def _device(rep: Report) -> tuple[Any, Any]:
-    env = rep.environment if isinstance(rep.environment, dict) else {}
-    return env.get("device"), env.get("device_name")
-
-
-def _busy(rep: Report) -> bool:
-    load = (rep.environment or {}).get("host_load") or {}
-    return bool(isinstance(load, dict) and load.get("warning"))
+def _busy(env: Environment) -> bool:
+    return bool((env.host_load or {}).get("warning"))
 
 
 def differences(a: Report, b: Report) -> list[Difference]:
     """What differs between two reports of one kind, hard differences first."""
     out: list[Difference] = []
-    (dev_a, name_a), (dev_b, name_b) = _device(a), _device(b)
-    if dev_a != dev_b:
-        out.append(Difference("device", dev_a, dev_b, True))
-    elif name_a != name_b:
-        out.append(Difference("device name", name_a, name_b, True))
+    ea, eb = a.typed(Envelope).environment, b.typed(Envelope).environment
+    if ea.device != eb.device:
+        out.append(Difference("device", ea.device, eb.device, True))
+    elif ea.device_name != eb.device_name:
+        out.append(Difference("device name", ea.device_name, eb.device_name, True))
     for key in SETUP_KEYS.get(a.kind, ()):
         va, vb = a.config.get(key), b.config.get(key)
         if va != vb:
             out.append(Difference(key, va, vb, True))
-    if _busy(a) != _busy(b):
-        out.append(Difference("host load warning", _busy(a), _busy(b), False))
+    if _busy(ea) != _busy(eb):
+        out.append(Difference("host load warning", _busy(ea), _busy(eb), False))
     return sorted(out, key=lambda d: not d.hard)
 
 

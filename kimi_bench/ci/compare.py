@@ -12,6 +12,7 @@ from typing import Any
 
 from kimi_bench.ci.comparable import Difference, comparable
 from kimi_bench.ci.evidence_rows import evidence, request_ok
+from kimi_bench.report.kinds import MicroReport, ParityReport, ParityRow
 from kimi_bench.report.model import Report, ReportError
 from kimi_bench.stats import Measurement, median, percentile
 from kimi_bench.stats_compare import compare
@@ -63,21 +64,14 @@ def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Di
 
 def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
     rows = []
-    arms_a, arms_b = a.data["arms"], b.data["arms"]
+    arms_a, arms_b = a.typed(MicroReport).arms, b.typed(MicroReport).arms
     for arm in [x for x in arms_a if x in arms_b]:
         sa, sb = arms_a[arm], arms_b[arm]
-        stages_a, stages_b = sa.get("stages") or {}, sb.get("stages") or {}
         pairs = [
-            (s, stages_a[s].get("samples_ms", []), stages_b.get(s, {}).get("samples_ms", []))
-            for s in stages_a
+            (s, st.samples_ms, sb.stages[s].samples_ms if s in sb.stages else [])
+            for s, st in sa.stages.items()
         ]
-        pairs.append(
-            (
-                "TOTAL",
-                (sa.get("total_ms") or {}).get("samples", []),
-                (sb.get("total_ms") or {}).get("samples", []),
-            )
-        )
+        pairs.append(("TOTAL", sa.total_ms.samples, sb.total_ms.samples))
         for stage, xa, xb in pairs:
             if not xa and not xb:
                 continue
@@ -128,21 +122,19 @@ def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
 
 
 def _parity(a: Report, b: Report) -> list[dict[str, Any]]:
-    rb = {r["name"]: r for r in b.results}
+    rb = {r.name: r for r in b.typed(ParityReport).results}
     rows = []
-    for r in a.results:
-        other = rb.get(r["name"], {})
-        same = (r.get("bit_exact_fp32"), r.get("bit_exact_bf16")) == (
-            other.get("bit_exact_fp32"),
-            other.get("bit_exact_bf16"),
-        )
+    for r in a.typed(ParityReport).results:
+        # an image B lacks compares with nothing: every flag None
+        other = rb.get(r.name) or ParityRow(name=r.name)
+        same = (r.bit_exact_fp32, r.bit_exact_bf16) == (other.bit_exact_fp32, other.bit_exact_bf16)
         rows.append(
             {
-                "name": r["name"],
-                "A_bit_exact": r.get("bit_exact_fp32"),
-                "B_bit_exact": other.get("bit_exact_fp32"),
-                "A_deferred": r.get("deferred"),
-                "B_deferred": other.get("deferred"),
+                "name": r.name,
+                "A_bit_exact": r.bit_exact_fp32,
+                "B_bit_exact": other.bit_exact_fp32,
+                "A_deferred": r.deferred,
+                "B_deferred": other.deferred,
                 "changed": not same,
             }
         )

@@ -205,9 +205,7 @@ def _micro_bytes(report: Report, ev: Evidence, arms: list[str], w: str) -> None:
 
 
 def _micro_floor(report: Report, ev: Evidence, w: str) -> None:
-    floor = report.data.get("floor_ms")
-    if floor is None:
-        floor = (report.data.get("floor") or {}).get("floor_ms")
+    floor = report.data.get("floor_ms")  # older reports' floor block: see report.migrate
     if floor is None or "deferred_median_ms" not in ev.figures:
         return
     f = number(floor, f"{w}: floor_ms")

@@ -1,9 +1,9 @@
 """Read what the figures and the HTML page need out of a report dict.
 
-Every figure reads the report through these functions only, so a change of the
-``report.json`` layout (new summary shapes, a ``copies`` ledger, renamed keys) is fixed
-here once. All of them take the plain dict of ``Report.to_dict()`` / ``report.json`` and
-never raise on a missing block: they return empty lists or ``None`` and the figure says
+Every figure reads the report through these functions only. They take the plain dict of
+``Report.to_dict()`` in the current layout: a report read from a file was brought to it
+by ``report.migrate`` (older key names are handled there, once, not here). None of them
+raises on a missing block: they return empty lists or ``None`` and the figure says
 "no data".
 """
 
@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 
-Dict = dict[str, Any]
+from kimi_bench.report.migrate import rate_label as _rate_label
 
-# Keys a block may keep its summary under, newest first (Measurement-style first).
-_SUMMARY_KEYS = ("measurement", "summary", "summary_ms")
-_SAMPLE_KEYS = ("samples_ms", "samples")
+Dict = dict[str, Any]
 
 
 def _or(v: Any, default: float) -> float:
@@ -55,9 +53,7 @@ def device(report: Dict) -> str:
 
 
 def preset(report: Dict) -> str:
-    env, cfg = report.get("environment", {}), report.get("config", {})
-    pre = cfg.get("preprocess") or {}
-    return str(env.get("preset") or pre.get("name") or cfg.get("preset") or "?")
+    return str(report.get("environment", {}).get("preset") or "?")
 
 
 def ranks(report: Dict) -> str:
@@ -66,8 +62,7 @@ def ranks(report: Dict) -> str:
 
 
 def carrier(report: Dict) -> str:
-    cfg = report.get("config", {})
-    return str(cfg.get("carrier") or cfg.get("transport") or "n/a")
+    return str(report.get("config", {}).get("transport") or "n/a")
 
 
 def caption(report: Dict) -> str:
@@ -115,24 +110,28 @@ class StageStat:
     bytes: int
 
 
-def spread_of(block: Any) -> Spread | None:
-    """Median/p10/p90 of a block: its summary if it has one, else derived from its samples."""
-    if not isinstance(block, dict):
+def _spread(summary: Any, samples: Any) -> Spread | None:
+    """From a summary's median/p10/p90 when it has a median, else from the raw samples."""
+    if isinstance(summary, dict) and number(summary.get("median")) is not None:
+        med = _or(summary.get("median"), 0.0)
+        return Spread(med, _or(summary.get("p10"), med), _or(summary.get("p90"), med))
+    xs = [x for x in map(number, samples if isinstance(samples, list) else []) if x is not None]
+    if not xs:
         return None
-    for key in _SUMMARY_KEYS:
-        s = block.get(key)
-        if isinstance(s, dict) and number(s.get("median")) is not None:
-            med = _or(s.get("median"), 0.0)
-            return Spread(med, _or(s.get("p10"), med), _or(s.get("p90"), med))
-    if number(block.get("median")) is not None:  # a summary dict itself (total_ms)
-        med = _or(block.get("median"), 0.0)
-        return Spread(med, _or(block.get("p10"), med), _or(block.get("p90"), med))
-    for key in _SAMPLE_KEYS:
-        xs = [x for x in map(number, block.get(key) or []) if x is not None]
-        if xs:
-            p10, med, p90 = np.percentile(xs, [10, 50, 90])
-            return Spread(float(med), float(p10), float(p90))
-    return None
+    p10, med, p90 = np.percentile(xs, [10, 50, 90])
+    return Spread(float(med), float(p10), float(p90))
+
+
+def spread_of(stage: Any) -> Spread | None:
+    """Median/p10/p90 of a stage block: its ``summary_ms``, else from its ``samples_ms``."""
+    if not isinstance(stage, dict):
+        return None
+    return _spread(stage.get("summary_ms"), stage.get("samples_ms"))
+
+
+def measurement_spread(m: Any) -> Spread | None:
+    """Median/p10/p90 of a measurement (``arms.<arm>.total_ms``): it is its own summary."""
+    return _spread(m, m.get("samples")) if isinstance(m, dict) else None
 
 
 def micro_arms(report: Dict) -> list[str]:
@@ -162,13 +161,11 @@ def micro_stages(report: Dict) -> list[StageStat]:
 
 def micro_total(report: Dict, arm: str) -> Spread | None:
     block = (report.get("arms") or {}).get(arm) or {}
-    return spread_of(block.get("total_ms"))
+    return measurement_spread(block.get("total_ms"))
 
 
 def floor_ms(report: Dict) -> float | None:
-    floor = report.get("floor")
-    if isinstance(floor, dict) and number(floor.get("floor_ms")) is not None:
-        return number(floor["floor_ms"])
+    """The measured floor; the summary's copy when the raw one is missing."""
     top = number(report.get("floor_ms"))
     return top if top is not None else number(report.get("summary", {}).get("floor_ms"))
 
@@ -218,18 +215,7 @@ def micro_timeline(report: Dict, arm: str) -> tuple[list[Span], bool]:
 
 def serve_rates(report: Dict) -> list[str]:
     """Offered rates as category labels, in the run's order ("2", "8", "inf")."""
-    rates = report.get("summary", {}).get("rates") or report.get("config", {}).get("rates")
-    if not rates:
-        rates = list(dict.fromkeys(r.get("rate") for r in report.get("results") or []))
-    return [_rate_label(r) for r in rates]
-
-
-def _rate_label(r: Any) -> str:
-    if r is None or (isinstance(r, float) and math.isinf(r)):
-        return "inf"
-    if isinstance(r, float) and r.is_integer():
-        return str(int(r))
-    return str(r)
+    return [_rate_label(r) for r in report.get("summary", {}).get("rates") or []]
 
 
 def offered_rate(label: str) -> float | None:
@@ -242,10 +228,7 @@ def offered_rate(label: str) -> float | None:
 
 
 def serve_arms(report: Dict) -> list[str]:
-    arms = report.get("config", {}).get("arms")
-    if arms:
-        return [str(a) for a in arms]
-    return list(dict.fromkeys(str(r.get("arm")) for r in report.get("results") or []))
+    return [str(a) for a in report.get("config", {}).get("arms") or []]
 
 
 def serve_row(report: Dict, arm: str, rate: str) -> Dict:

@@ -15,17 +15,22 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kimi_bench import SCHEMA_VERSION
 from kimi_bench.limits import MAX_REPORT_BYTES, read_text_or
-from kimi_bench.report.schema import report_problem
+from kimi_bench.report.kinds import Envelope
+from kimi_bench.report.migrate import migrate
+from kimi_bench.report.schema import ReportProblem, parse_report, report_problem
 
 KINDS = ("parity", "micro", "serve-ab", "run", "project")
 # A search for report.json files visits at most this many folder entries and this depth;
 # beyond that the folder is not a report folder (e.g. ``--baseline /``).
 MAX_SEARCH_ENTRIES = 20_000
 MAX_SEARCH_DEPTH = 8
+
+
+T = TypeVar("T", bound=Envelope)
 
 
 class ReportError(ValueError):
@@ -70,8 +75,22 @@ class Report:
             }
         )
 
+    def typed(self, model: type[T]) -> T:
+        """The report as its kind's model (``report.kinds``), built anew from the current
+        fields; ReportError when it does not validate or is not a ``model``."""
+        label = str(self.source or f"{self.kind} report")
+        try:
+            typed = parse_report(self.to_dict())
+        except ReportProblem as exc:
+            raise ReportError(f"{label}: {exc}") from None
+        if not isinstance(typed, model):
+            raise ReportError(f"{label} is a {self.kind!r} report, not a {model.__name__}")
+        return typed
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Report:
+        """A report read from its JSON dict, older layouts brought to the current one."""
+        raw = migrate(raw)
         known = {"schema_version", "kind", "environment", "config", "summary", "notes", "results"}
         return cls(
             kind=raw["kind"],

@@ -25,6 +25,8 @@ from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
 from kimi_bench.bench.serve_overhead import TTFT_HISTOGRAMS, server_ttft
 from kimi_bench.config import get_preset
 from kimi_bench.options import ServeOptions
+from kimi_bench.report.model import Report
+from kimi_bench.schemas import validate_report
 from kimi_bench.serving.client import ClientOptions, drive
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.trace import arrival_offsets
@@ -108,8 +110,13 @@ def test_report_shows_client_overhead_when_metrics_has_the_ttft_histogram() -> N
         assert rec["lateness_ms"] is not None
     assert all(r["send_lateness_s"] is not None for r in report.data["requests"])
     assert any(v.title.startswith("Client overhead") for v in report.views)
-    # the existing fields are untouched
+    # the existing fields are untouched; the report validates (schema and typed model)
     assert report.results[0]["completed"] == 6 and "ttft_mean_ms" in report.results[0]
+    validate_report(report.to_dict())
+    assert (
+        Report.from_dict(report.to_dict()).data["client_overhead"]
+        == report.to_dict()["client_overhead"]
+    )
 
 
 def test_report_omits_client_overhead_with_a_note_when_metrics_has_no_histogram() -> None:
@@ -132,6 +139,7 @@ def test_late_sends_raise_a_warning_in_the_report() -> None:
     [warning] = report.summary["client_warnings"]
     assert warning.startswith("WARNING: send lateness p99") and "> 5 ms at inf, a" in warning
     assert warning in report.notes
+    validate_report(report.to_dict())
 
 
 def test_sse_events_split_as_the_format_says() -> None:

@@ -1,0 +1,297 @@
+"""Typed models of ``report.json``, one per kind: what ``gate``, ``compare``, the figures
+and ``project`` read, with the constraints the gate relies on (numbers are numbers, finite,
+and times, bytes and counts never negative).
+
+Only what a consumer reads is typed. Every model allows extra fields, so that a report
+may carry more than this version of kimi-bench knows (new arms, new summary numbers, a
+payload-cost block) and a field another writer adds does not make a report unreadable.
+Fields are optional where older or partial reports lack them: a metric a report lacks
+fails its rule by name in the gate instead of making the whole file unreadable.
+
+Numbers are strict (``"9.0"`` is refused, not converted) and the models only validate:
+``Report`` keeps the dict as written, so a report gates and renders as it did before.
+The JSON Schemas shipped in ``kimi_bench/schemas`` are generated from these models.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# JSON has no NaN/inf (reports write null), but a reader turns 1e999 into inf: refused.
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+NonNeg = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+# a relative change in percent: nothing drops by more than all of it
+Percent = Annotated[float, Field(strict=True, ge=-100, allow_inf_nan=False)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+Flag = Annotated[bool, Field(strict=True)]
+Text = Annotated[str, Field(strict=True)]
+# raw samples (ms): every entry a number, none missing
+Samples = list[NonNeg]
+
+
+class Open(BaseModel):
+    """A block that may hold fields this version does not read."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# ------------------------------------------------------------------------------ envelope
+
+
+class Environment(Open):
+    """Where the numbers come from; every field optional (imported reports lack some)."""
+
+    package_version: Text | None = None
+    python: Text | None = None
+    torch: Text | None = None
+    cuda: Text | None = None
+    device: Text | None = None
+    device_name: Text | None = None
+    gpu_count: Count | None = None
+    cpu_count: Count | None = None
+    git: dict[str, Any] | None = None
+    seed: Count | None = None
+    created: Text | None = None
+    host_load: dict[str, Any] | None = None
+
+
+class Summary(Open):
+    verdict: Text | None = None
+    error: Text | None = None
+
+
+class Envelope(Open):
+    """The fields every report shares. ``config`` is the options' dump as the run wrote it:
+    it differs between versions and kinds, so it stays a free object."""
+
+    schema_version: Annotated[int, Field(strict=True, ge=1)]
+    kind: Text
+    final: Flag | None = None
+    environment: Environment = Field(default_factory=Environment)
+    config: dict[str, Any] = Field(default_factory=dict)
+    summary: Summary = Field(default_factory=Summary)
+    notes: list[Text] = Field(default_factory=list)
+    results: list[dict[str, Any]] = Field(default_factory=list)
+
+
+# -------------------------------------------------------------------------------- parity
+
+
+class ParityRow(Open):
+    name: Text
+    error: Text | None = None
+    deferred: Flag | None = None
+    bit_exact_fp32: Flag | None = None
+    bit_exact_bf16: Flag | None = None
+
+
+class ParitySummary(Summary):
+    accepted: Count | None = None
+
+
+class ParityReport(Envelope):
+    summary: ParitySummary = Field(default_factory=ParitySummary)
+    results: list[ParityRow] = Field(default_factory=list)  # type: ignore[assignment]
+
+
+# --------------------------------------------------------------------------------- micro
+
+
+class SampleBlock(Open):
+    """A measured quantity: its raw samples (and, as written, their summary)."""
+
+    samples: Samples = Field(default_factory=list)
+
+
+class StageBlock(Open):
+    samples_ms: Samples = Field(default_factory=list)
+
+
+class MicroArm(Open):
+    """One arm; it may lack blocks (older or partial runs)."""
+
+    total_ms: SampleBlock = Field(default_factory=SampleBlock)
+    stages: dict[str, StageBlock] = Field(default_factory=dict)
+
+
+class MicroSummary(Summary):
+    speedup_median: NonNeg | None = None
+    deferred_over_floor: NonNeg | None = None
+    bytes_ratio: NonNeg | None = None
+    floor_ms: NonNeg | None = None
+    deferred_median_ms: NonNeg | None = None
+    repeats_completed: Count | None = None
+    bit_exact_all_repeats: Flag | None = None
+    control_rounds: Count = 0
+    floor_with_control_ms: NonNeg | None = None
+    emulation_only_stages: list[Text] = Field(default_factory=list)
+
+
+# Control plane and payload cost (micro reports since issue 23; optional, so older reports
+# stay valid): the blocks the payload figure and the HTML page read (every field of a cost
+# is read, so each is required), and the raw control rounds the gate recomputes from.
+class Interval(Open):
+    low: Number | None
+    high: Number | None
+    kind: Literal["ci", "range", "none"]
+
+
+class Cost(Open):
+    arm_ms: Number | None
+    control_ms: Number | None
+    payload_ms: Number | None
+    interval: Interval
+
+
+class PayloadCost(Open):
+    stages: dict[str, Cost]
+    total: Cost
+    total_without_emulation: Cost
+
+
+class ApartStage(Open):
+    """A stage that only exists because of the emulation (or stands in for real work)."""
+
+    stage: Text
+    kind: Literal["emulation_only", "stand_in"]
+    why: Text
+
+
+class ControlFloor(Open):
+    data_floor_ms: NonNeg | None
+    control_ms: NonNeg | None
+    floor_ms: NonNeg | None
+
+
+class ControlArm(Open):
+    total_ms: SampleBlock | None = None
+    stages: dict[str, StageBlock] = Field(default_factory=dict)
+
+
+class Control(Open):
+    rounds: Count
+    arms: dict[str, ControlArm]
+    payload: dict[str, PayloadCost]
+    payload_speedups: dict[str, Any]
+    emulation_only: list[ApartStage]
+    floor: ControlFloor
+
+
+class ControlRepeat(Open):
+    total_ms: NonNeg | None = None
+    stage_ms: dict[str, Any] = Field(default_factory=dict)
+
+
+class MicroReport(Envelope):
+    summary: MicroSummary = Field(default_factory=MicroSummary)
+    arms: dict[str, MicroArm]
+    speedup: SampleBlock = Field(default_factory=SampleBlock)
+    control: Control | None = None
+    control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ serve-ab
+
+
+class ServeSummary(Summary):
+    failed_requests: Count | None = None
+    rates: list[Text] = Field(default_factory=list)
+    client_warnings: list[Text] = Field(default_factory=list)  # late sends (serve_overhead)
+
+
+class ServeRow(Open):
+    rate: Text
+    arm: Text
+    ttft_median_ms: NonNeg | None = None
+    ttft_p90_ms: NonNeg | None = None
+    req_per_s: NonNeg | None = None
+    completed: Count | None = None
+    failed: Count | None = None
+
+
+class ServeRequest(Open):
+    rate: Text
+    arm: Text
+    ttft_ms: NonNeg | None = None
+
+
+class ClientOverhead(Open):
+    """Per rate and arm of an HTTP run: client minus server mean TTFT, the sends' lateness
+    (``bench.serve_overhead``); the server's fields are null without a TTFT histogram."""
+
+    rate: Text
+    arm: Text
+    requests: Count
+    client_ttft_mean_ms: NonNeg | None = None
+    server_ttft_mean_ms: NonNeg | None = None
+    server_metric: Text | None = None
+    client_overhead_ms: Number | None = None
+    client_overhead_pct: Number | None = None
+    send_lateness_p99_ms: Number | None = None
+
+
+class Comparison(Open):
+    """B against eager for one metric: the change in percent with its interval."""
+
+    delta_pct: Percent | None = None
+
+
+class EarlierComparison(Open):
+    """The earlier layout's comparison: the change as a fraction."""
+
+    delta: Number | None = None
+
+
+class ServeReport(Envelope):
+    """``ab[rate][arm][metric]``: each arm's comparisons against eager at one rate."""
+
+    summary: ServeSummary = Field(default_factory=ServeSummary)
+    results: list[ServeRow] = Field(default_factory=list)  # type: ignore[assignment]
+    ab: dict[str, dict[str, dict[str, Comparison | None] | None] | None] = Field(
+        default_factory=dict
+    )
+    requests: list[ServeRequest]
+    client_overhead: list[ClientOverhead] | None = None  # HTTP runs only
+
+
+class EarlierServeReport(ServeReport):
+    """Earlier serve-ab reports held one arm's metrics directly: ``ab[rate][metric]``."""
+
+    ab: dict[str, dict[str, EarlierComparison | None] | None] = Field(  # type: ignore[assignment]
+        default_factory=dict
+    )
+
+
+# ------------------------------------------------------------------------------- project
+
+
+class ProjectReport(Envelope):
+    """A projection from calibration reports; its readers take the envelope only."""
+
+
+MODELS: dict[str, type[Envelope]] = {
+    "parity": ParityReport,
+    "micro": MicroReport,
+    "serve-ab": ServeReport,
+    "project": ProjectReport,
+}
+
+
+def earlier_ab(raw: dict[str, Any]) -> bool:
+    """Whether ``ab`` uses the earlier layout (``ab[rate][metric].delta``)."""
+    ab = raw.get("ab")
+    entries = ab.values() if isinstance(ab, dict) else []
+    return any(
+        isinstance(e, dict) and any(isinstance(v, dict) and "delta" in v for v in e.values())
+        for e in entries
+    )
+
+
+def model_for(raw: dict[str, Any]) -> type[Envelope]:
+    """The model a report dict is read with (the envelope alone for kinds not typed here)."""
+    kind = raw.get("kind")
+    if kind == "serve-ab" and earlier_ab(raw):
+        return EarlierServeReport
+    return MODELS.get(str(kind), Envelope)
