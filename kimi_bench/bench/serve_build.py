@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
 from kimi_bench.bench.serve_report import (
     ab_rows,
     base_arm,
@@ -24,6 +25,9 @@ from kimi_bench.stats_format import fmt_pct
 
 COLUMNS = ["rate", "arm", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms", "req_per_s",
            "completed", "failed", "forward_batches", "bytes_moved", "dominant_stage"]  # fmt: skip
+OVERHEAD_COLUMNS = ["rate", "arm", "requests", "client_ttft_mean_ms", "server_ttft_mean_ms",
+                    "client_overhead_ms", "client_overhead_pct", "send_lateness_p50_ms",
+                    "send_lateness_p99_ms"]  # fmt: skip
 
 
 def endpoint_arms(opts: ServeOptions) -> tuple[str, ...]:
@@ -144,6 +148,28 @@ def _verdict(
     return text + (" [CPU: does not predict GPU behaviour]" if cpu else "")
 
 
+def _tables(
+    rows: list[dict[str, Any]],
+    ab: dict[str, Any],
+    runs: list[dict[str, Any]],
+    overhead: list[dict[str, Any]],
+    base: str,
+) -> tuple[dict[str, Any], list[View]]:
+    """The report's data (JSON) and views (tables)."""
+    copies = copy_rows(runs)
+    data: dict[str, Any] = {"ab": ab, "requests": request_rows(runs), "copies": copies}
+    views = [
+        View("Per rate and arm", rows, COLUMNS),
+        View(f"A/B (each arm vs {base}; signed %, arm minus {base})", ab_rows(ab)),
+        View("Copies (ledger of the measured requests, per rate and arm)", copies),
+    ]
+    if overhead:
+        data["client_overhead"] = overhead
+        views.append(View("Client overhead (client minus server mean TTFT; send lateness)",
+                          overhead, OVERHEAD_COLUMNS))  # fmt: skip
+    return data, views
+
+
 def build_serve_report(
     opts: ServeOptions,
     runs: list[dict[str, Any]],
@@ -167,6 +193,9 @@ def build_serve_report(
                 )
     notes += stage_notes(rows) + list(opts.notes)
     notes += [f"{r['arm']} at rate {r['rate_label']}: {r['error']}" for r in runs if r.get("error")]
+    overhead = overhead_rows(runs)  # HTTP runs only
+    warnings = lateness_warnings(overhead)
+    notes += overhead_notes(overhead, runs) + warnings
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     env = environment(device, opts.preset, opts.seed, load_start=load_start,
@@ -190,6 +219,8 @@ def build_serve_report(
     }
     if external:
         summary["failures"] = failures(runs)
+    if warnings:
+        summary["client_warnings"] = warnings
     config = opts.model_dump(mode="json") | {
         "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
         "rate_labels": [rate_label(r) for r in opts.rates],
@@ -200,8 +231,7 @@ def build_serve_report(
     }
     sources = {r["arm"]: r.get("source") for r in runs if r.get("source")}
     config["arm_sources"] = sources
-    reqs, copies, abr = request_rows(runs), copy_rows(runs), ab_rows(ab)
-    base = base_arm(list(names), external)
+    data, views = _tables(rows, ab, runs, overhead, base_arm(list(names), external))
     return Report(
         kind="serve-ab",
         environment=env,
@@ -209,10 +239,6 @@ def build_serve_report(
         results=rows,
         summary=summary,
         notes=notes,
-        data={"ab": ab, "requests": reqs, "copies": copies},
-        views=[
-            View("Per rate and arm", rows, COLUMNS),
-            View(f"A/B (each arm vs {base}; signed %, arm minus {base})", abr),
-            View("Copies (ledger of the measured requests, per rate and arm)", copies),
-        ],
+        data=data,
+        views=views,
     )

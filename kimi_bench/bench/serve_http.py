@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.bench.serve_records import http_record
 from kimi_bench.config import PRESETS, PreprocessConfig
 from kimi_bench.engine.serve_workers import encode_images
 from kimi_bench.engine.standins import StandinCost
@@ -33,17 +34,15 @@ from kimi_bench.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions, rate_label
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.serving.client import (
+    BeforeSend,
     ClientOptions,
     auth_headers,
     drive,
     probe_server,
 )
-from kimi_bench.serving.emulator import REPORTED
-from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
 from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
-from kimi_bench.serving.records import RequestRecord
 from kimi_bench.serving.trace import arrival_offsets, make_trace
 from kimi_bench.transport import cleanup_segments
 
@@ -56,7 +55,6 @@ class ServeFailed(RuntimeError):
 
 EMULATOR_MODEL = "kimi-bench-emulator"
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
-_FACTS = (*REPORTED, "batch")  # per-request facts the emulator reports
 
 
 def _default(name: str) -> Any:
@@ -104,6 +102,7 @@ class HttpServeOptions:
     max_concurrency: int | None = None
     api_key_env: str = _default("api_key_env")
     retry_429: int = _default("retry_429")
+    before_send: BeforeSend | None = None  # awaited before each send (tests force late sends)
 
     @classmethod
     def from_options(cls, opts: Any, **overrides: Any) -> HttpServeOptions:
@@ -357,7 +356,11 @@ def _run_arm(arm: _Arm, trace: Any, opts: HttpServeOptions) -> dict[str, Any]:
     result = None
     if gone is None:
         result = drive(
-            arm.url, trace, opts.client_options(arm.model), before_trace=scrapes.take_before
+            arm.url,
+            trace,
+            opts.client_options(arm.model),
+            before_trace=scrapes.take_before,
+            before_send=opts.before_send,
         )
     if arm.server is not None:
         time.sleep(SETTLE_S)
@@ -389,62 +392,3 @@ def _run_arm(arm: _Arm, trace: Any, opts: HttpServeOptions) -> dict[str, Any]:
         if arm.dead and not out["error"]:
             out["error"] = arm.dead
     return out
-
-
-def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
-    """One client record in serve-ab's request-record shape: absolute ``t_sent`` and
-    ``t_first`` (client perf_counter), ``ttft_ms``; ``error``/``error_kind`` only on a
-    failure. When the server reported its stages (the emulator does), ``stages_ms`` holds
-    them with ``http_ms`` (the rest of the client's TTFT: HTTP both ways, the server's
-    parsing) and the pipeline bounds ``t_start``..``t_step`` are placed back from
-    ``t_first``, so ``queue_wait`` (``t_sent`` -> ``t_start``) includes ``http_ms`` and
-    the server's ``respond`` stage."""
-    out: dict[str, Any] = {
-        "rid": rec.rid,
-        "warm": False,
-        "scheduled_s": rec.scheduled_s,
-        "status": rec.status,
-        "output_tokens": rec.output_tokens,
-        "prompt_tokens": rec.prompt_tokens,
-        "itl_ms": rec.itl_ms,
-        "e2e_ms": rec.e2e_ms,
-        "client_wait_ms": rec.queue_ms,
-        "bytes_received": rec.bytes_received,
-        "token_chunks": rec.token_chunks,
-        "finish_reason": rec.finish_reason,
-        "done_marker": rec.done_marker,
-        "retries": rec.retries,
-    }
-    # every time on the client clock (perf_counter) and as seconds from the trace start
-    out["times_s"] = {
-        "scheduled": rec.scheduled_s,
-        "sent": rec.sent_s,
-        "first_byte": rec.first_byte_s,
-        "first_token": rec.first_token_s,
-        "end": rec.done_s,
-    }
-    if rec.sent_s is not None:
-        out["t_sent"] = t0 + rec.sent_s
-    if rec.done_s is not None:
-        out["t_end"] = t0 + rec.done_s
-    if not rec.ok or rec.first_token_s is None:
-        out.update(error=rec.error or "failed", error_kind=rec.error_kind)
-        return out
-    out.update(t_first=t0 + rec.first_token_s, ttft_ms=rec.ttft_ms)
-    server = rec.server or {}
-    out.update({k: server[k] for k in _FACTS if k in server})
-    stages = server.get("stages_s")
-    if isinstance(stages, dict) and all(isinstance(stages.get(k), float) for k in SERVER_STAGES):
-        _place_stages(out, {k: stages[k] for k in SERVER_STAGES})
-    return out
-
-
-def _place_stages(out: dict[str, Any], s: Mapping[str, float]) -> None:
-    ms = {k: v * 1e3 for k, v in s.items()}
-    ms["http"] = max(0.0, out["ttft_ms"] - sum(ms.values()))
-    out["stages_ms"] = ms
-    t = out["t_first"] - s["step"]
-    out["t_step"] = t
-    out["t_recv"] = t = t - s["sched_wait"]
-    out["t_produced"] = t = t - s["to_scheduler"]
-    out["t_start"] = t - s["producer"] - s["decode"]

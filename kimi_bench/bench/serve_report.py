@@ -48,6 +48,8 @@ def request_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
             row.update({k: r[k] for k in _CLIENT if k in r})
             row.update({f"{k}_s": v for k, v in (r.get("times_s") or {}).items()})
+            if r.get("lateness_ms") is not None:  # seconds here: *_ms columns are stages
+                row["send_lateness_s"] = r["lateness_ms"] / 1e3
             if "t_first" in r and not r.get("error"):
                 row["ttft_ms"] = (r["t_first"] - r["t_sent"]) * 1e3
                 for k, s in enumerate(STAGES):

@@ -153,6 +153,8 @@ def _body(values: dict[str, Any]) -> None:
     )  # fmt: skip
     for line in report.notes:
         note(line)
+    for line in report.summary.get("client_warnings", []):  # late sends: said twice
+        warn(line, label="client:")
     verdict_line(report.summary["verdict"], not error)
     append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "

@@ -198,6 +198,7 @@ class MicroReport(Envelope):
 class ServeSummary(Summary):
     failed_requests: Count | None = None
     rates: list[Text] = Field(default_factory=list)
+    client_warnings: list[Text] = Field(default_factory=list)  # late sends (serve_overhead)
 
 
 class ServeRow(Open):
@@ -214,6 +215,21 @@ class ServeRequest(Open):
     rate: Text
     arm: Text
     ttft_ms: NonNeg | None = None
+
+
+class ClientOverhead(Open):
+    """Per rate and arm of an HTTP run: client minus server mean TTFT, the sends' lateness
+    (``bench.serve_overhead``); the server's fields are null without a TTFT histogram."""
+
+    rate: Text
+    arm: Text
+    requests: Count
+    client_ttft_mean_ms: NonNeg | None = None
+    server_ttft_mean_ms: NonNeg | None = None
+    server_metric: Text | None = None
+    client_overhead_ms: Number | None = None
+    client_overhead_pct: Number | None = None
+    send_lateness_p99_ms: Number | None = None
 
 
 class Comparison(Open):
@@ -237,6 +253,7 @@ class ServeReport(Envelope):
         default_factory=dict
     )
     requests: list[ServeRequest]
+    client_overhead: list[ClientOverhead] | None = None  # HTTP runs only
 
 
 class EarlierServeReport(ServeReport):

@@ -27,6 +27,10 @@ class RequestRecord:
     scheduled_s: float  # arrival offset from the trace
     warmup: bool = False
     sent_s: float | None = None  # when the request left, after the concurrency gate
+    # when its headers started out on a connection (after any connect), as httpcore
+    # reports it; None when the transport does not report (then sent_s stands in)
+    wire_sent_s: float | None = None
+    gate_wait_s: float = 0.0  # time waiting for a max_concurrency slot (a planned wait)
     first_byte_s: float | None = None  # when the response headers arrived
     first_token_s: float | None = None
     done_s: float | None = None  # end of stream, or the failure
@@ -64,6 +68,15 @@ class RequestRecord:
         """Time spent waiting for a ``max_concurrency`` slot (client side)."""
         return None if self.sent_s is None else (self.sent_s - self.scheduled_s) * 1e3
 
+    @property
+    def lateness_ms(self) -> float | None:
+        """How late the send was: actual send minus scheduled, less the concurrency wait
+        (a wait the run asked for). What the client's loop and HTTP library cost."""
+        sent = self.wire_sent_s if self.wire_sent_s is not None else self.sent_s
+        if sent is None:
+            return None
+        return (sent - self.scheduled_s - self.gate_wait_s) * 1e3
+
     def fail(self, kind: str, message: str) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
@@ -71,7 +84,8 @@ class RequestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(ok=self.ok, ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, queue_ms=self.queue_ms)
+        d.update(ok=self.ok, ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, queue_ms=self.queue_ms,
+                 lateness_ms=self.lateness_ms)  # fmt: skip
         return d
 
 
