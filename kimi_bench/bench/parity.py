@@ -16,6 +16,7 @@ from kimi_bench.bench.parity_decode import (
     encoded_input,
     run_decode_arm,
 )
+from kimi_bench.bench.parity_reference import merge_reference
 from kimi_bench.config import PreprocessConfig, resolve_config
 from kimi_bench.contract import audit_contract
 from kimi_bench.corpus import (
@@ -216,8 +217,6 @@ def run_parity(
         report.notes.append(f"run stopped early: {interrupted}; results are partial.")
         return report
     if opts.reference == "sglang":
-        from kimi_bench.bench.parity_reference import merge_reference
-
         if reference_runtime is None:
             from kimi_bench.sglang_ref import load_runtime
 

@@ -18,9 +18,10 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
+from kimi_bench.engine.launch import clock_offset
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.ledger import Ledger
-from kimi_bench.materialize import materialize
+from kimi_bench.materialize import materialize, to_tower_buffer
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
     ZERO_COPY,
@@ -41,6 +42,8 @@ from kimi_bench.pipeline import (
 )
 from kimi_bench.pixels import stage_input
 from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
+from kimi_bench.scheduler import assign_owners, images_of_rank
+from kimi_bench.stats import median
 from kimi_bench.transport import unlink
 
 
@@ -102,8 +105,6 @@ def control_images(job: MicroJob) -> list[Any]:
 def job_images(job: MicroJob) -> list[Any]:
     """The user's images (decoded once, as a tokenizer worker holds them) or generated."""
     from PIL import Image
-
-    from kimi_bench.engine.images import make_images
 
     if job.image_paths:
         out = []
@@ -263,8 +264,6 @@ def _rank_loop(
 ) -> None:
     import torch.distributed as dist
 
-    from kimi_bench.engine.launch import clock_offset
-
     # ranks on other nodes move their marks onto rank 0's clock (one host: one clock)
     offset = clock_offset(rank, job.ranks) if 0 < job.ranks_per_node < job.ranks else 0.0
     setup: list[Any] = [None] * job.ranks if rank == 0 else []
@@ -331,8 +330,6 @@ def _floor_once(
     chw: list[torch.Tensor], plans: list[Any], job: MicroJob, dev: torch.device
 ) -> tuple[float, float]:
     """One owner's unavoidable work: (H2D or its host stand-in, materialize + cast) ms."""
-    from kimi_bench.materialize import to_tower_buffer
-
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda *_: None)
     sync(dev)
     t0 = time.perf_counter()
@@ -356,8 +353,6 @@ def measure_floor(
     On CUDA rank 0 also measures the pinned link rate over all raw bytes (CUDA events),
     which ``project`` calibrates on."""
     import torch.distributed as dist
-
-    from kimi_bench.scheduler import assign_owners, images_of_rank
 
     images = job_images(job)
     plans = [plan_resize(im.width, im.height, job.cfg) for im in images]
@@ -393,8 +388,6 @@ def measure_floor(
 
 def _pinned_link_ms(chw: list[torch.Tensor], dev: torch.device, reps: int) -> float:
     """Median of one pinned H2D of all raw bytes (CUDA events): the link rate."""
-    from kimi_bench.stats import median
-
     pinned = torch.cat([c.flatten() for c in chw]).pin_memory()
     times = []
     for _ in range(reps + 2):
