@@ -217,31 +217,44 @@ def run_parity(
         report.notes.append(f"run stopped early: {interrupted}; results are partial.")
         return report
     if opts.reference == "sglang":
-        if reference_runtime is None:
-            from kimi_bench.sglang_ref import load_runtime
-
-            reference_runtime = load_runtime()
-        ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
-        report.summary["reference"] = ref
-        report.notes += [
-            f"--reference sglang: held against sglang {ref['sglang_version']} "
-            f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
-            "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
-            *(ref.get("notes") or []),
-        ]
-        if ref["runtime_refused"]:
-            report.notes.append(
-                "the runtime itself raises on: "
-                + ", ".join(ref["runtime_refused"])
-                + " (kimi-bench follows SPEC there; see each row's reference_detail)"
-            )
-        if ref["differing"]:
-            report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
-        else:
-            report.summary["verdict"] += (
-                f"; identical to sglang {ref['sglang_version']} on every input it accepts"
-            )
+        _apply_reference(report, opts, cfg, entries, rows, rank_dev, reference_runtime)
     return report
+
+
+def _apply_reference(
+    report: Report,
+    opts: ParityOptions,
+    cfg: PreprocessConfig,
+    entries: list[CorpusEntry],
+    rows: list[dict[str, Any]],
+    rank_dev: torch.device,
+    reference_runtime: Any,
+) -> None:
+    """``--reference sglang``: fold the runtime's verdicts into the rows, notes and verdict."""
+    if reference_runtime is None:
+        from kimi_bench.sglang_ref import load_runtime
+
+        reference_runtime = load_runtime()
+    ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
+    report.summary["reference"] = ref
+    report.notes += [
+        f"--reference sglang: held against sglang {ref['sglang_version']} "
+        f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
+        "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
+        *(ref.get("notes") or []),
+    ]
+    if ref["runtime_refused"]:
+        report.notes.append(
+            "the runtime itself raises on: "
+            + ", ".join(ref["runtime_refused"])
+            + " (kimi-bench follows SPEC there; see each row's reference_detail)"
+        )
+    if ref["differing"]:
+        report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
+    else:
+        report.summary["verdict"] += (
+            f"; identical to sglang {ref['sglang_version']} on every input it accepts"
+        )
 
 
 def _build_report(
@@ -261,30 +274,8 @@ def _build_report(
     differing = [r["name"] for r in accepted if not (r["bit_exact_fp32"] and r["bit_exact_bf16"])]
     decode = decode_summary(accepted)
     differing += [n for n in decode["differing"] if n not in differing]
-    if not accepted:
-        verdict = "NO INPUTS: nothing was accepted" + (" (empty folder)" if not n_entries else "")
-    elif differing:
-        verdict = f"DIFFERS: {len(differing)} of {len(accepted)} inputs ({', '.join(differing)})"
-    else:
-        verdict = (
-            f"BIT-IDENTICAL: {len(accepted)} of {len(accepted)} accepted inputs equal in FP32 "
-            f"and BF16 ({len(errors)} rejected with an error); deferred-decode (proposed): "
-            f"{decode['encoded']} travelled encoded, {decode['routed_raw']} routed to raw uint8"
-        )
-    notes = [
-        "bit_exact_* compare the owner's eager and deferred pixel_values with torch.equal "
-        "(FP32, and after the cast into the BF16 tower buffer).",
-        DECODE_NOTE,
-        "max_abs_diff_vs_pil compares the deferred FP32 features with a PIL-BICUBIC "
-        "reference (not expected to be zero; one 8-bit level is 1/127.5 = 0.00784).",
-    ]
-    if device.type == "cpu":
-        notes.append(
-            "device cpu: the owner's CUDA device is emulated on the CPU (the policy is told the "
-            "owner can materialize); producer and owner both run on the CPU."
-        )
-    if not n_entries:
-        notes.append("the input folder holds no files")
+    verdict = _verdict(accepted, errors, differing, decode, n_entries)
+    notes = _base_notes(device, n_entries)
     summary = {
         "verdict": verdict,
         "inputs": len(rows),
@@ -315,24 +306,6 @@ def _build_report(
     notes += list(opts.notes)
     if warning := env["host_load"].get("warning"):
         notes.append(warning)
-    cols = [
-        "name",
-        "width",
-        "height",
-        "mode",
-        "deferred",
-        "grid_thw",
-        "owner_rank",
-        "bit_exact_fp32",
-        "bit_exact_bf16",
-        "max_abs_diff_vs_pil",
-        "reason",
-        "decode_path",
-        "decode_bit_exact_fp32",
-        "decode_bit_exact_bf16",
-        "decode_reason",
-        "error",
-    ]
     return Report(
         kind="parity",
         environment=env,
@@ -340,7 +313,7 @@ def _build_report(
         results=rows,
         summary=summary,
         notes=notes,
-        views=[View("Per input", rows, cols)],
+        views=[View("Per input", rows, list(_COLUMNS))],
     )
 
 
@@ -356,3 +329,63 @@ def exit_code(report: Report) -> int:
     if s.get("deferred_decode", {}).get("differing"):
         return 1
     return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1
+
+
+def _verdict(
+    accepted: list[dict[str, Any]],
+    errors: list[dict[str, Any]],
+    differing: list[str],
+    decode: dict[str, Any],
+    n_entries: int,
+) -> str:
+    """The one-line verdict before any interruption or reference is folded in."""
+    if not accepted:
+        verdict = "NO INPUTS: nothing was accepted" + (" (empty folder)" if not n_entries else "")
+    elif differing:
+        verdict = f"DIFFERS: {len(differing)} of {len(accepted)} inputs ({', '.join(differing)})"
+    else:
+        verdict = (
+            f"BIT-IDENTICAL: {len(accepted)} of {len(accepted)} accepted inputs equal in FP32 "
+            f"and BF16 ({len(errors)} rejected with an error); deferred-decode (proposed): "
+            f"{decode['encoded']} travelled encoded, {decode['routed_raw']} routed to raw uint8"
+        )
+    return verdict
+
+
+def _base_notes(device: torch.device, n_entries: int) -> list[str]:
+    """The notes every parity report carries, before the user's and the host-load ones."""
+    notes = [
+        "bit_exact_* compare the owner's eager and deferred pixel_values with torch.equal "
+        "(FP32, and after the cast into the BF16 tower buffer).",
+        DECODE_NOTE,
+        "max_abs_diff_vs_pil compares the deferred FP32 features with a PIL-BICUBIC "
+        "reference (not expected to be zero; one 8-bit level is 1/127.5 = 0.00784).",
+    ]
+    if device.type == "cpu":
+        notes.append(
+            "device cpu: the owner's CUDA device is emulated on the CPU (the policy is told the "
+            "owner can materialize); producer and owner both run on the CPU."
+        )
+    if not n_entries:
+        notes.append("the input folder holds no files")
+    return notes
+
+
+_COLUMNS = (
+    "name",
+    "width",
+    "height",
+    "mode",
+    "deferred",
+    "grid_thw",
+    "owner_rank",
+    "bit_exact_fp32",
+    "bit_exact_bf16",
+    "max_abs_diff_vs_pil",
+    "reason",
+    "decode_path",
+    "decode_bit_exact_fp32",
+    "decode_bit_exact_bf16",
+    "decode_reason",
+    "error",
+)

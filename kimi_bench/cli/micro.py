@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import fail_line, note, say, show_tables, usage_error, verdict_line, warn
+from kimi_bench.cli.common import (
+    OutputFormat,
+    fail_line,
+    note,
+    say,
+    show_tables,
+    usage_error,
+    verdict_line,
+    warn,
+)
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import MicroOptions
+
+if TYPE_CHECKING:
+    from kimi_bench.report.model import Report
 
 DOC = """Where do the milliseconds and bytes go? Stage by stage, per arm, with a real
 producer process and --ranks gloo ranks running the one pipeline.
@@ -53,7 +67,6 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.cli.progress import JobProgress, fmt_duration
     from kimi_bench.estimate import CPU, busy_note, micro_s
     from kimi_bench.report.emit import emit_micro
-    from kimi_bench.report.figbase import PLOT_HINT
 
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
@@ -85,6 +98,20 @@ def _body(values: dict[str, Any]) -> None:
         raise usage_error(str(exc)) from None
     result = write_report(lambda d: emit_micro(report, d), out_dir)
     written, out_dir = result.files, result.folder
+    _show_results(report, fmt, written)
+    code = exit_code(report)
+    verdict_line(report.summary["verdict"], code == 0)
+    if failed:
+        fail_line(failed, label="run failed:")
+    append_jsonl(values, report, out_dir)
+    say(f"report: {out_dir / 'report.json'}", err=True)
+    raise typer.Exit(code=max(code if not failed else 1, result.exit_code))
+
+
+def _show_results(report: Report, fmt: OutputFormat, written: Sequence[Path]) -> None:
+    """The tables, the notes, a missing-chart hint and the floor line, on the terminal."""
+    from kimi_bench.report.figbase import PLOT_HINT
+
     cols = ["arm", "stage", "op", "src", "dst", "bytes", "count", "mirrors"]
     show_tables(
         [
@@ -112,13 +139,6 @@ def _body(values: dict[str, Any]) -> None:
             f"= {over}",
             err=True,
         )
-    code = exit_code(report)
-    verdict_line(s["verdict"], code == 0)
-    if failed:
-        fail_line(failed, label="run failed:")
-    append_jsonl(values, report, out_dir)
-    say(f"report: {out_dir / 'report.json'}", err=True)
-    raise typer.Exit(code=max(code if not failed else 1, result.exit_code))
 
 
 micro = command(option_params(MicroOptions) + output_params(), _body, DOC)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import (
+    OutputFormat,
     fail_line,
     note,
     progress_bar,
@@ -20,6 +22,9 @@ from kimi_bench.cli.common import (
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ScenarioFileOptions, ServeOptions
+
+if TYPE_CHECKING:
+    from kimi_bench.report.model import Report
 
 DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
 trace through each arm's pipeline of real processes (producers that decode JPEG/PNG, gloo
@@ -91,7 +96,6 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.environment import host_load
     from kimi_bench.limits import interrupt_reason
     from kimi_bench.report.emit import emit_serve
-    from kimi_bench.report.figbase import PLOT_HINT
 
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
@@ -105,15 +109,7 @@ def _body(values: dict[str, Any]) -> None:
     folder: Path = out_dir
     load_start = host_load()
     total = len(opts.rates) * opts.repeats * len(opts.arms)
-    w, h = opts.width_height
-    say(
-        f"serve-ab: {total} pipelines ({len(opts.rates)} rates x {len(opts.arms)} arms x "
-        f"{opts.repeats} repeats), {opts.requests} requests each, {opts.ranks} ranks, {w}x{h} "
-        f"(width x height), {profile.upper()} defaults profile; estimate ~"
-        f"{_estimate_s(opts) / 60:.1f} min",
-        style="dim",
-        err=True,
-    )
+    _say_plan(opts, profile, total)
     error = None
 
     def write(runs: list[dict[str, Any]], err: str | None, figures: bool) -> Any:
@@ -140,6 +136,34 @@ def _body(values: dict[str, Any]) -> None:
     report = build_serve_report(opts, runs, dev, error, profile, load_start)
     result = write_report(lambda d: emit_serve(report, d), out_dir)
     written, out_dir = result.files, result.folder
+    _show_results(report, opts, fmt, written)
+    verdict_line(report.summary["verdict"], not error)
+    append_jsonl(values, report, out_dir)
+    say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
+        f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
+    code = 1 if error or report.summary["failed_requests"] else 0
+    raise typer.Exit(code=max(code, result.exit_code))
+
+
+def _say_plan(opts: ServeOptions, profile: str, total: int) -> None:
+    """The one dim line before the run: its shape, the defaults profile and the estimate."""
+    w, h = opts.width_height
+    say(
+        f"serve-ab: {total} pipelines ({len(opts.rates)} rates x {len(opts.arms)} arms x "
+        f"{opts.repeats} repeats), {opts.requests} requests each, {opts.ranks} ranks, {w}x{h} "
+        f"(width x height), {profile.upper()} defaults profile; estimate ~"
+        f"{_estimate_s(opts) / 60:.1f} min",
+        style="dim",
+        err=True,
+    )
+
+
+def _show_results(
+    report: Report, opts: ServeOptions, fmt: OutputFormat, written: Sequence[Path]
+) -> None:
+    """The plot hint, the tables, the notes and the client warnings, on the terminal."""
+    from kimi_bench.report.figbase import PLOT_HINT
+
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
     base = opts.arms[0] if opts.endpoints else "eager"
@@ -155,12 +179,6 @@ def _body(values: dict[str, Any]) -> None:
         note(line)
     for line in report.summary.get("client_warnings", []):  # late sends: said twice
         warn(line, label="client:")
-    verdict_line(report.summary["verdict"], not error)
-    append_jsonl(values, report, out_dir)
-    say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
-        f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
-    code = 1 if error or report.summary["failed_requests"] else 0
-    raise typer.Exit(code=max(code, result.exit_code))
 
 
 serve_ab = command(
