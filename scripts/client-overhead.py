@@ -334,7 +334,7 @@ def _verdict(summary: list[dict[str, Any]]) -> tuple[str, list[str]]:
 
 def _context(a: argparse.Namespace, work: Path) -> tuple[dict[str, Any], list[str]]:
     """The image pool (in memory and as files for the baseline), the baseline's package."""
-    from kimi_bench.engine.serve_workers import encode_images
+    from kimi_bench.engine.serve_job import encode_images
     from kimi_bench.serving.trace import data_url
 
     pool = encode_images((640, 480), 4, "random", "jpeg", a.seed)

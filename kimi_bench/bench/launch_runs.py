@@ -39,7 +39,9 @@ from kimi_bench.engine.launch import (
     shield_sigterm,
     sigterm_received,
 )
+from kimi_bench.engine.micro_job import MicroJob, rounds
 from kimi_bench.engine.procs import Harness
+from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import host_load, resolve_device
 from kimi_bench.limits import interrupt_reason
@@ -172,14 +174,14 @@ def run_micro_on(
 def _collect_micro(
     harness: Harness,
     opts: MicroOptions,
-    job: micro_worker.MicroJob,
+    job: MicroJob,
     into: tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]],
     progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
     """Rank 0's repeats into ``into`` (the arms' samples, the control rounds' samples);
     returns the floor."""
     floor: dict[str, Any] = {}
-    total, done = len(micro_worker.rounds(job)) * len(opts.arms), 0
+    total, done = len(rounds(job)) * len(opts.arms), 0
     for kind, payload in harness.messages(opts.timeout_s):
         if kind == "floor":
             floor = payload
@@ -241,8 +243,8 @@ def run_serve_on(
 
 def _serve_job(
     world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], init: str, prefix: str
-) -> serve_workers.ServeJob:
-    return serve_workers.ServeJob(
+) -> ServeJob:
+    return ServeJob(
         cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
         workers=opts.processor_workers, transport=opts.transport,
         device=resolve_device(opts.device).type, resolution=opts.width_height,

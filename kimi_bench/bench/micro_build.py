@@ -13,7 +13,7 @@ from kimi_bench.bench.micro_decode import decode_block, decode_notes
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.corpus_files import InputError
 from kimi_bench.engine.images import describe_spec
-from kimi_bench.engine.micro_worker import MicroJob
+from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.procs import Harness
 from kimi_bench.environment import HostLoad, environment
 from kimi_bench.ledger import Ledger

@@ -28,7 +28,7 @@ from typing import Any
 
 from kimi_bench.bench.serve_records import http_record
 from kimi_bench.config import PRESETS, PreprocessConfig
-from kimi_bench.engine.serve_workers import encode_images
+from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions, rate_label

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import os
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -22,13 +21,11 @@ import torch
 from PIL import Image
 
 from kimi_bench.arena import Arena, attach_run_arena
-from kimi_bench.arena_layout import ArenaSpec, spec_for
-from kimi_bench.config import PreprocessConfig
 from kimi_bench.contract import MMItem
 from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage
-from kimi_bench.engine.images import make_images
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
-from kimi_bench.engine.standins import MatmulChain, StandinCost
+from kimi_bench.engine.serve_job import ServeJob, arena_spec, make_payloads
+from kimi_bench.engine.standins import MatmulChain
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
@@ -48,75 +45,8 @@ from kimi_bench.pipeline import (
     wrap,
     wrap_zero_copy,
 )
-from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
+from kimi_bench.runtime import get_profile
 from kimi_bench.transport import ShmRef, dumps, unlink
-
-
-@dataclass(frozen=True)
-class ServeJob:
-    cfg: PreprocessConfig
-    arm: str
-    ranks: int
-    workers: int
-    transport: str
-    device: str
-    resolution: tuple[int, int]
-    images_per_request: int
-    image_format: str
-    image_content: str
-    unique_images: int
-    seed: int
-    arrivals: tuple[float, ...]
-    warmup_requests: int
-    cost: StandinCost
-    prefix: str
-    init_file: str
-    request_timeout_s: float = 60.0
-    runtime: str = DEFAULT_RUNTIME
-    fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
-    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
-    # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
-    # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the
-    # queue and the pipeline runs until it sets the stop event (``serve_rank_main``)
-    source: str = "loadgen"
-    arena_requests: int = 0  # zero-copy slots (0: one per request of the trace)
-
-    @property
-    def total(self) -> int:
-        return self.warmup_requests + len(self.arrivals)
-
-
-def encode_images(
-    resolution: tuple[int, int], count: int, content: str, image_format: str, seed: int
-) -> list[bytes]:
-    """``count`` generated images as JPEG (quality 85) or PNG files."""
-    w, h = resolution
-    out = []
-    for img in make_images(((count, w, h),), content, seed):
-        buf = io.BytesIO()
-        if image_format == "png":
-            img.save(buf, format="PNG")
-        else:
-            img.save(buf, format="JPEG", quality=85)
-        out.append(buf.getvalue())
-    return out
-
-
-def arena_spec(job: ServeJob) -> ArenaSpec | None:
-    """The zero-copy arm's arena: a slot per request that can be in flight (every request
-    of the run, within the default budget), shared by the producers (None for other arms)."""
-    if job.arm != ZERO_COPY:
-        return None
-    sizes = [job.resolution] * job.images_per_request
-    requests = job.arena_requests or job.total
-    return spec_for(sizes, job.ranks, requests=requests, writers=job.workers)
-
-
-def make_payloads(job: ServeJob) -> list[bytes]:
-    """Encoded request images, identical for both arms at a given seed."""
-    return encode_images(
-        job.resolution, job.unique_images, job.image_content, job.image_format, job.seed
-    )
 
 
 def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
@@ -214,7 +144,7 @@ def rank_main(
             if dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed, reported on its own
             outbox.send("arena", {"rank": rank, **arena.setup()})
-        _Rank(job, rank, dev, conns, req_q, warm_evt, outbox, arena, device_group).loop()
+        _Rank(job, rank, dev, conns, req_q, outbox, arena, device_group, warm_evt=warm_evt).loop()
         if arena is not None:
             arena.close()
 
@@ -230,14 +160,18 @@ class _Rank:
         dev: torch.device,
         conns: list[Any],
         req_q: Any,
-        warm_evt: Any,
         outbox: Any,
         arena: Arena | None = None,
         group: Any = None,
+        *,
+        warm_evt: Any = None,
+        stop_evt: Any = None,
     ) -> None:
         self.job, self.rank, self.dev, self.arena = job, rank, dev, arena
         self.group = group  # the NCCL device group (one GPU per rank), else None
-        self.conns, self.req_q, self.warm_evt, self.outbox = conns, req_q, warm_evt, outbox
+        self.conns, self.req_q, self.outbox = conns, req_q, outbox
+        # loadgen source: set once the warm-up requests are done; queue source: stops the loop
+        self.warm_evt, self.stop_evt, self.parent = warm_evt, stop_evt, os.getppid()
         self.chain = MatmulChain(dev, seed=rank)
         self.scale = job.cost.scaled(dev, job.ranks)
         self.ledger = Ledger()  # measured (not warm-up) steps of this rank
@@ -389,28 +323,15 @@ def serve_rank_main(
         arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
         if arena is not None and dev.type == "cuda":
             arena.register_cuda()  # once per rank, at start-up
-        _QueueRank(job, rank, dev, conns, req_q, stop_evt, outbox, arena, device_group).loop()
+        _QueueRank(
+            job, rank, dev, conns, req_q, outbox, arena, device_group, stop_evt=stop_evt
+        ).loop()
         if arena is not None:
             arena.close()
 
 
 class _QueueRank(_Rank):
     idle_wait_s = 0.25  # adds no latency: the wait returns as soon as a request arrives
-
-    def __init__(
-        self,
-        job: ServeJob,
-        rank: int,
-        dev: torch.device,
-        conns: list[Any],
-        req_q: Any,
-        stop_evt: Any,
-        outbox: Any,
-        arena: Arena | None = None,
-        group: Any = None,
-    ) -> None:
-        super().__init__(job, rank, dev, conns, req_q, None, outbox, arena, group)
-        self.stop_evt, self.parent = stop_evt, os.getppid()
 
     def _should_stop(self, new: int) -> tuple[bool, bool]:
         return self.stop_evt.is_set() or os.getppid() != self.parent, False

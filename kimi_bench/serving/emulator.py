@@ -29,7 +29,8 @@ from PIL import Image
 
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.procs import Harness, WorkerFailed
-from kimi_bench.engine.serve_workers import ServeJob, producer_main, serve_rank_main
+from kimi_bench.engine.serve_job import ServeJob
+from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import resolve_device
 from kimi_bench.options import Carrier

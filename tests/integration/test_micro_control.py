@@ -16,7 +16,7 @@ from kimi_bench.bench.micro_control import emulation_stages
 from kimi_bench.ci.evidence import EvidenceError, micro_evidence
 from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
-from kimi_bench.engine.micro_worker import MicroJob, control_images, rounds
+from kimi_bench.engine.micro_job import MicroJob, control_images, rounds
 from kimi_bench.options import MicroOptions
 from kimi_bench.report.model import Report
 from kimi_bench.schemas import validate_report

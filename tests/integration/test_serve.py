@@ -11,7 +11,7 @@ from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.cli.main import app
 from kimi_bench.config import resolve_config
 from kimi_bench.engine.launch import World
-from kimi_bench.engine.serve_workers import ServeJob, make_payloads
+from kimi_bench.engine.serve_job import ServeJob, make_payloads
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.options import ServeOptions
 from tests.conftest import kimibench_segments, leftover_segments

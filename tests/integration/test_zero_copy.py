@@ -22,7 +22,8 @@ from kimi_bench.arena import Arena
 from kimi_bench.arena_layout import ArenaError, ArenaFull, ArenaSpec, spec_for
 from kimi_bench.bench.micro_build import stage_record as _stage_record
 from kimi_bench.config import get_preset
-from kimi_bench.engine.micro_worker import MicroJob, producer_main, rank_main
+from kimi_bench.engine.micro_job import MicroJob
+from kimi_bench.engine.micro_worker import producer_main, rank_main
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize

@@ -1,0 +1,124 @@
+"""A ``micro`` run's job (what its producer and every rank are given) and the images it
+runs on: the round order, the real payload and the control payload, as decoded images or
+encoded files, and the zero-copy arena they need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.arena_layout import ArenaSpec, spec_for
+from kimi_bench.config import PreprocessConfig
+from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
+from kimi_bench.engine.images import make_images
+from kimi_bench.pipeline import ZERO_COPY
+from kimi_bench.runtime import DEFAULT_RUNTIME
+
+
+@dataclass(frozen=True)
+class MicroJob:
+    cfg: PreprocessConfig
+    groups: tuple[tuple[int, int, int], ...]  # (count, width, height)
+    content: str
+    seed: int
+    ranks: int
+    transport: str
+    device: str  # "cuda" or "cpu"
+    repeats: int
+    warmup: int
+    prefix: str
+    init_file: str
+    arms: tuple[str, ...] = ("eager", "deferred")
+    runtime: str = DEFAULT_RUNTIME
+    image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
+    fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
+    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    control_repeats: int = 0  # rounds of every arm on the minimal payload (control plane)
+
+    @property
+    def iterations(self) -> int:
+        return self.warmup + self.repeats
+
+    @property
+    def control_warmup(self) -> int:
+        """One unmeasured control round first when the arms warm up too."""
+        return 1 if self.control_repeats and self.warmup else 0
+
+
+def rounds(job: MicroJob) -> list[tuple[int, bool]]:
+    """Every (iteration, control) round in run order, the same in every process; a round
+    runs every arm. Control rounds (the minimal payload) are spread over the measured
+    repeats, so drift on the host hits the arms and their control alike; the unmeasured
+    control round runs first."""
+    before: dict[int, list[int]] = {}
+    for k in range(job.control_warmup + job.control_repeats):
+        m = k - job.control_warmup
+        at = 0 if m < 0 else job.warmup + (2 * m + 1) * job.repeats // (2 * job.control_repeats)
+        before.setdefault(at, []).append(k)
+    out = []
+    for it in range(job.iterations):
+        out += [(k, True) for k in before.get(it, [])]
+        out.append((it, False))
+    return out
+
+
+def control_images(job: MicroJob) -> list[Any]:
+    """The control payload: as many images as the run's, each one merged token (merge
+    kernel x patch pixels a side, no padding), the least pixels a request carries."""
+    side = job.cfg.merge_kernel_size * job.cfg.patch_size
+    count = len(job.image_paths) or sum(c for c, _, _ in job.groups)
+    return make_images(((count, side, side),), "random", job.seed)
+
+
+def job_images(job: MicroJob) -> list[Any]:
+    """The user's images (decoded once, as a tokenizer worker holds them) or generated."""
+    from PIL import Image
+
+    if job.image_paths:
+        out = []
+        for path in job.image_paths:
+            with Image.open(path) as im:
+                im.load()
+                out.append(im.copy())
+        return out
+    return make_images(job.groups, job.content, job.seed)
+
+
+def job_inputs(job: MicroJob) -> list[Any]:
+    """What the producer receives. With the deferred-decode arm (proposed) every arm gets
+    the images *encoded* (the files' bytes, or generated images as JPEG q85, as serve-ab's
+    requests carry them), so every other arm decodes at its producer, inside the timed
+    producer stage, and deferred-decode only on the owner. Otherwise ``job_images``."""
+    if DEFERRED_DECODE not in job.arms:
+        return job_images(job)
+    if job.image_paths:
+        datas = [Path(p).read_bytes() for p in job.image_paths]
+    else:
+        datas = [encode_jpeg(im) for im in make_images(job.groups, job.content, job.seed)]
+    return [EncodedImage(d) for d in datas]
+
+
+def control_inputs(job: MicroJob) -> list[Any]:
+    """The control payload, encoded (JPEG q85) when the run has the deferred-decode arm,
+    as its real payload is."""
+    images = control_images(job)
+    if DEFERRED_DECODE not in job.arms:
+        return images
+    return [EncodedImage(encode_jpeg(im)) for im in images]
+
+
+def arena_spec(job: MicroJob) -> ArenaSpec | None:
+    """The zero-copy arm's arena: two slots of one request each (None without the arm)."""
+    if ZERO_COPY not in job.arms:
+        return None
+    if job.image_paths:
+        from PIL import Image
+
+        sizes = []
+        for path in job.image_paths:
+            with Image.open(path) as im:  # the header only
+                sizes.append(im.size)
+    else:
+        sizes = [(w, h) for count, w, h in job.groups for _ in range(count)]
+    return spec_for(sizes, job.ranks, requests=2)
