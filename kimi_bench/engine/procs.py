@@ -14,7 +14,6 @@ that share ``/dev/shm`` (containers with ``--ipc=host``) look dead from here.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import io
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
@@ -24,21 +23,18 @@ import queue
 import re
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.engine.child import _child
 from kimi_bench.engine.launch import device_group, join_gloo, rank_gpu
 from kimi_bench.transport import SHM_DIR, cleanup_segments, new_prefix
 
-_PR_SET_PDEATHSIG = 1
-_WATCHDOG_S = 0.5
 _RUN_NAME = re.compile(r"^kimibench_(\d+)_")
 
 
@@ -95,38 +91,6 @@ def _new_prefix() -> str:
 
 def _term_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt("SIGTERM")
-
-
-class Outbox:
-    """What a worker uses to talk to the parent: ``outbox.send(kind, payload)``."""
-
-    def __init__(self, name: str, q: Any) -> None:
-        self.name = name
-        self._q = q
-
-    def send(self, kind: str, payload: Any) -> None:
-        self._q.put((kind, self.name, payload, None))
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Make this process end when ``parent_pid`` (its parent) ends, however it ends.
-
-    Linux: the kernel sends SIGKILL on the parent thread's exit (PR_SET_PDEATHSIG). Everywhere
-    (and as a second guard): a daemon thread checks ``os.getppid()`` twice a second and
-    exits when the process was re-parented."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before the request was in place
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(_WATCHDOG_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def _process_start(pid: int) -> float | None:
@@ -229,20 +193,6 @@ def _pack_work(fn: Callable[..., None], args: tuple[Any, ...]) -> tuple[bytes, d
     if blob is None:
         raise TypeError(f"worker function {fn!r} cannot be pickled")
     return blob, plumbing
-
-
-def _child(name: str, work: bytes, plumbing: dict[int, Any], q: Any, parent_pid: int) -> None:
-    die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    try:
-        fn, args = pickle.loads(work)
-        for i, a in plumbing.items():
-            args[i] = a
-        fn(*args, Outbox(name, q))
-    except BaseException as exc:  # report anything, then exit non-zero
-        q.put(("error", name, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        raise SystemExit(1) from None
-    q.put(("exit", name, None, None))
 
 
 @dataclass

@@ -200,3 +200,18 @@ def test_the_rule_fails_on_an_upward_import():
 @pytest.mark.parametrize("layer", [name for name, _ in LAYERS])
 def test_every_layer_is_listed_in_the_rules(layer):
     assert layer in MAY_IMPORT
+
+
+def test_a_spawned_worker_imports_nothing_heavy_before_it_dies_with_its_parent():
+    """Spawned workers import ``engine.child`` first and only then ask the kernel to kill
+    them with their parent; importing torch before that (seconds) would leave a worker
+    running after a SIGKILLed parent (tests/bad_inputs/test_processes.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kimi_bench.engine.child\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('kimi_bench')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['kimi_bench', 'kimi_bench.engine', 'kimi_bench.engine.child']"
