@@ -14,6 +14,7 @@ import io
 import json
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -105,7 +106,8 @@ def _one(c: httpx.Client, kind: str, p: Payloads, rng: random.Random) -> Answer:
         body = chat_body([rng.choice(p.good)], 8, stream=True)
         with c.stream("POST", CHAT, json=body) as r:
             text = r.read().decode()
-        done = text.rstrip().endswith("data: [DONE]") and text.count('"content": " t') == 8
+        tokens = len(re.findall(r'"content": "[^"]+"', text))  # one token per chunk
+        done = text.rstrip().endswith("data: [DONE]") and tokens == 8
         if r.status_code == 200 and done:
             return r.status_code, None
         return r.status_code, f"{r.status_code} {text[-200:]!r}"
