@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageFile
 
 from kimi_bench.limits import LimitError, open_regular
 
@@ -46,22 +46,29 @@ def read_image_bytes(path: Path) -> bytes:
         return f.read()
 
 
+def open_header(fp: Any, max_pixels: int, hint: str = "") -> ImageFile.ImageFile:
+    """The image of file object or path ``fp`` with only its header read; InputError when
+    PIL cannot open it or it has more than ``max_pixels`` (``hint`` ends that message)."""
+    try:
+        im = Image.open(fp)
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"not an image PIL can open: {exc}") from None
+    w, h = im.size
+    if w * h > max_pixels:
+        im.close()
+        raise InputError(
+            f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,}{hint}"
+        )
+    return im
+
+
 def open_image(path: Path, max_pixels: int) -> tuple[Image.Image, str | None]:
     """Frame 0 of an image file, refused before decoding when over ``max_pixels``, and
     what a reader of its row must know (a multi-frame file: which frame was used)."""
     with os.fdopen(_open_fd(path, "image"), "rb") as f:
-        try:
-            im = Image.open(f)
-        except Image.DecompressionBombError as exc:
-            raise InputError(f"decompression bomb refused by PIL: {exc}") from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise InputError(f"not an image PIL can open: {exc}") from None
-        w, h = im.size
-        if w * h > max_pixels:
-            raise InputError(
-                f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,} "
-                "(raise it with --max-pixels)"
-            )
+        im = open_header(f, max_pixels, " (raise it with --max-pixels)")
         frames = int(getattr(im, "n_frames", 1) or 1)
         try:
             im.load()

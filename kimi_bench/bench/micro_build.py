@@ -11,7 +11,7 @@ from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_block, decode_notes
 from kimi_bench.config import PreprocessConfig
-from kimi_bench.corpus_files import InputError
+from kimi_bench.corpus_files import InputError, open_header
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.procs import Harness
@@ -140,19 +140,7 @@ def scan_images(folder: Any) -> tuple[tuple[str, ...], list[str]]:
 
 def _probe_image(path: Any, max_pixels: int) -> None:
     """Open the header only; InputError for what parity would refuse (no pixels decoded)."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:
-            w, h = im.size
-    except Image.DecompressionBombError as exc:
-        raise InputError(f"decompression bomb refused by PIL: {exc}") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"not an image PIL can open: {exc}") from None
-    if w * h > max_pixels:
-        raise InputError(
-            f"decompression bomb guard: {w}x{h} = {w * h:,} pixels > limit {max_pixels:,}"
-        )
+    open_header(path, max_pixels).close()
 
 
 def folder_images(folder: Any) -> tuple[str, ...]:
