@@ -44,6 +44,7 @@ from kimi_bench.engine.procs import Harness
 from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import host_load, resolve_device
+from kimi_bench.fault_hooks import load_hooks
 from kimi_bench.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.report import Report
@@ -252,7 +253,8 @@ def _serve_job(
         image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
         arrivals=arrivals, warmup_requests=opts.warmup_requests,
         cost=StandinCost(**opts.standins.model_dump()), prefix=prefix, init_file=init,
-        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
+        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime,
+        hooks=load_hooks(opts.fault_hooks),  # tests' fault hooks, loaded once per pipeline
         ranks_per_node=world.ranks_per_node,
     )  # fmt: skip
 
