@@ -16,7 +16,6 @@ from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.procs import Harness
 from kimi_bench.environment import HostLoad, environment
-from kimi_bench.fault_hooks import load_hooks
 from kimi_bench.ledger import Ledger
 from kimi_bench.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
@@ -108,7 +107,6 @@ def micro_job(
         arms=opts.arms,
         runtime=opts.runtime,
         image_paths=image_paths,
-        hooks=load_hooks(opts.fault_hooks),  # tests' fault hooks, loaded once per run
         control_repeats=opts.control_repeats,
     )
 

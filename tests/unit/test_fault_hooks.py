@@ -148,3 +148,21 @@ def test_the_stream_seam_shapes_the_answer():
     assert outcome == "error" and isinstance(exc, ConnectionResetError) and len(events) == 1
     with pytest.raises(ValueError, match="mode must be one of"):
         BrokenStream("explode")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["micro", "--synthetic", "1x64x48", "--device", "cpu", "--repeats", "1"],
+        ["serve", "--arm", "eager", "--device", "cpu"],
+    ],
+)
+def test_a_command_refuses_a_bad_spec_before_it_starts_anything(argv: list[str], tmp_path: Path):
+    if argv[0] == "micro":
+        argv = [*argv, "--out", str(tmp_path / "m")]
+    res = CliRunner().invoke(app, [*argv, "--fault-hooks", "tests.faults:Nothing"])
+    assert res.exit_code == 2, res.output
+    assert "--fault-hooks tests.faults:Nothing: cannot load" in res.output
+    assert not (tmp_path / "m" / "report.json").exists()
+    res = CliRunner().invoke(app, [*argv, "--fault-hooks", "producer:3"])
+    assert res.exit_code == 2 and "--fault-hooks" in res.output, res.output
