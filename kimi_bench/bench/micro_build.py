@@ -107,7 +107,6 @@ def micro_job(
         arms=opts.arms,
         runtime=opts.runtime,
         image_paths=image_paths,
-        fault=opts.fault,
         control_repeats=opts.control_repeats,
     )
 

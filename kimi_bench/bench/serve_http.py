@@ -95,7 +95,7 @@ class HttpServeOptions:
     cost: StandinCost = field(default_factory=StandinCost)
     server_start_timeout_s: float = 300.0
     log_dir: Path | None = None  # server logs (default: a temporary folder)
-    fault: str | None = None  # passed to emulator servers (tests)
+    fault_hooks: str | None = None  # tests: passed on to the emulator servers as it is
     # client
     model: str | None = None  # None: the first model each endpoint lists
     max_tokens: int = _default("max_tokens")
@@ -279,8 +279,8 @@ def emulator_argv(arm: str, port: int, opts: HttpServeOptions, cfg_file: Path) -
     else:  # a checkpoint's config: hand the server the same numbers
         cfg_file.write_text(json.dumps(opts.cfg.summary()))
         argv += ["--config", str(cfg_file)]
-    if opts.fault:
-        argv += ["--fault", opts.fault]
+    if opts.fault_hooks:
+        argv += ["--fault-hooks", opts.fault_hooks]
     return argv
 
 

@@ -42,6 +42,7 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.config import ConfigError, resolve_config
     from kimi_bench.engine.standins import StandinCost
     from kimi_bench.environment import resolve_device
+    from kimi_bench.fault_hooks import load_hooks
     from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
     from kimi_bench.serving.launch import ServerStartError
     from kimi_bench.serving.server import ServerOptions
@@ -63,7 +64,7 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
             image_size=opts.arena_size,
             images_per_request=opts.image_count,
             arena_requests=opts.arena_requests,
-            fault=opts.fault,
+            hooks=load_hooks(opts.fault_hooks),
         )
         conf.validate()
     except (ConfigError, ValueError) as exc:

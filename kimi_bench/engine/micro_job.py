@@ -12,6 +12,7 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
+from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
 from kimi_bench.runtime import DEFAULT_RUNTIME
 
@@ -32,7 +33,7 @@ class MicroJob:
     arms: tuple[str, ...] = ("eager", "deferred")
     runtime: str = DEFAULT_RUNTIME
     image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
-    fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
+    hooks: FaultHooks = NO_FAULTS  # tests: on_repeat / before_attach fail a process there
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     control_repeats: int = 0  # rounds of every arm on the minimal payload (control plane)
 

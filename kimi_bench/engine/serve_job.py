@@ -11,6 +11,7 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
+from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
 from kimi_bench.runtime import DEFAULT_RUNTIME
 
@@ -36,7 +37,7 @@ class ServeJob:
     init_file: str
     request_timeout_s: float = 60.0
     runtime: str = DEFAULT_RUNTIME
-    fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
+    hooks: FaultHooks = NO_FAULTS  # tests: on_request kills or wedges a producer there
     ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
     # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the

@@ -33,6 +33,7 @@ from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import resolve_device
+from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
 from kimi_bench.options import Carrier
 from kimi_bench.pipeline import ARMS
 from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
@@ -77,7 +78,7 @@ class EmulatorConfig:
     image_size: tuple[int, int] = (1536, 1024)
     images_per_request: int = 1
     arena_requests: int = 64
-    fault: str | None = None  # serve_workers' fault hook ("producer:N", "hang:N"), tests only
+    hooks: FaultHooks = NO_FAULTS  # tests: the pipeline's and every answer's fault hooks
 
     def validate(self) -> None:
         if self.arm not in ARMS:
@@ -207,7 +208,7 @@ class EmulatorBackend:
             prefix=harness.prefix,
             init_file=harness.init_file,
             runtime=c.runtime,
-            fault=c.fault,
+            hooks=c.hooks,
             source="queue",
             arena_requests=c.arena_requests,
         )
@@ -336,6 +337,7 @@ def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> Fir
         stages_s=stages,
         image_tokens=int(rec.get("image_tokens", 0)),
         report=report,
+        hooks=conf.hooks,
     )
 
 

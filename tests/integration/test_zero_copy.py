@@ -43,6 +43,7 @@ from kimi_bench.pipeline import (
 )
 from kimi_bench.pixels import stage_input
 from kimi_bench.transport import list_segments, new_prefix
+from tests.faults import CrashAtRepeat, CrashBeforeAttach
 
 K3 = get_preset("kimi-k3")
 K25 = get_preset("kimi-k2.5")
@@ -329,10 +330,14 @@ def test_micro_three_arms_two_ranks_bit_exact_and_clean():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["rank:1:repeat:0", "rank:1:attach", "producer:repeat:0"])
-def test_a_failing_worker_leaves_no_segment(fault):
+@pytest.mark.parametrize(
+    "hooks",
+    [CrashAtRepeat(0, rank=1), CrashBeforeAttach(1), CrashAtRepeat(0)],
+    ids=["rank1-repeat0", "rank1-attach", "producer-repeat0"],
+)
+def test_a_failing_worker_leaves_no_segment(hooks):
     harness = Harness()
-    job = _job(harness, ((1, 64, 48),), ("zero-copy",), fault=fault)
+    job = _job(harness, ((1, 64, 48),), ("zero-copy",), hooks=hooks)
     try:
         with pytest.raises(WorkerFailed, match="injected fault"):
             drive_micro(harness, job)
