@@ -251,7 +251,7 @@ def _serve_job(
         images_per_request=opts.images_per_request, image_format=opts.image_format,
         image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
         arrivals=arrivals, warmup_requests=opts.warmup_requests,
-        cost=StandinCost(**opts.standins.model_dump()), prefix=prefix, init_file=init,
+        cost=StandinCost.from_options(opts.standins), prefix=prefix, init_file=init,
         request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
         ranks_per_node=world.ranks_per_node,
     )  # fmt: skip

@@ -23,19 +23,19 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
 from kimi_bench.serving.client import ClientOptions, drive, probe_server
-from kimi_bench.serving.emulator import STAGES, EmulatorBackend, EmulatorConfig
+from kimi_bench.serving.emulator import STAGES, EmulatorBackend
 from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import metrics_delta, scrape_metrics, series_name
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import make_trace
 from kimi_bench.serving.usage import count_text_tokens
 from kimi_bench.transport import list_segments
 from tests.backends import serve_in_thread
 from tests.serve_helpers import MARK, adopting_orphans, marked_processes
+from tests.server_options import emulator_config, server_options
 
 MODEL = "emulator-test"
 W, H = 160, 120
@@ -54,10 +54,9 @@ def emulator(arm: str = "deferred", **conf: Any) -> Iterator[tuple[str, Emulator
     metrics = ServerMetrics()
     dead: list[str] = []
     settings = {"ranks": 2, "workers": 2, "device": "cpu", **conf}
-    backend = EmulatorBackend(
-        EmulatorConfig(arm=arm, cfg=get_preset("kimi-k3"), **settings), metrics, dead.append
-    )
-    appl = create_app(backend, ServerOptions(model=MODEL), metrics)
+    settings["processor_workers"] = settings.pop("workers")
+    backend = EmulatorBackend(emulator_config(arm, **settings), metrics, dead.append)
+    appl = create_app(backend, server_options(MODEL), metrics)
     with serve_in_thread(appl, start_timeout_s=300) as url:
         yield url, backend, dead
     assert list_segments(backend.prefix) == []

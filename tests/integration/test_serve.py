@@ -108,7 +108,7 @@ def _job(opts: ServeOptions, arm: str, seed: int) -> ServeJob:
         seed=seed,
         arrivals=(),
         warmup_requests=0,
-        cost=StandinCost(**opts.standins.model_dump()),
+        cost=StandinCost.from_options(opts.standins),
         prefix="unused_",
         init_file="unused",
     )
