@@ -12,11 +12,13 @@ from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.pipeline import ZERO_COPY
-from kimi_bench.runtime import DEFAULT_RUNTIME
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeJob:
+    """Built from serve-ab's options (``bench.launch_runs``) or the emulator's
+    (``serving.emulator``): no defaults here."""
+
     cfg: PreprocessConfig
     arm: str
     ranks: int
@@ -34,15 +36,15 @@ class ServeJob:
     cost: StandinCost
     prefix: str
     init_file: str
-    request_timeout_s: float = 60.0
-    runtime: str = DEFAULT_RUNTIME
+    request_timeout_s: float  # the load generator's: a rank with no progress for this long stops
+    runtime: str
     fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
-    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
     # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the
     # queue and the pipeline runs until it sets the stop event (``serve_rank_main``)
-    source: str = "loadgen"
-    arena_requests: int = 0  # zero-copy slots (0: one per request of the trace)
+    source: str
+    arena_requests: int  # zero-copy slots (0: one per request of the trace)
 
     @property
     def total(self) -> int:

@@ -216,6 +216,9 @@ class EmulatorBackend:
             fault=c.fault,
             source="queue",
             arena_requests=c.arena_requests,
+            # no load generator: the server times its requests, the ranks run until stopped
+            request_timeout_s=math.inf,
+            ranks_per_node=0,  # one host
         )
         self._req_q, self._stop_evt = harness.ctx.Queue(), harness.ctx.Event()
         pipes = [harness.pipe() for _ in range(c.workers)]

@@ -111,6 +111,11 @@ def _job(opts: ServeOptions, arm: str, seed: int) -> ServeJob:
         cost=StandinCost.from_options(opts.standins),
         prefix="unused_",
         init_file="unused",
+        request_timeout_s=opts.request_timeout_s,
+        runtime=opts.runtime,
+        ranks_per_node=0,
+        source="loadgen",
+        arena_requests=0,
     )
 
 

@@ -42,6 +42,7 @@ from kimi_bench.pipeline import (
     wrap_zero_copy,
 )
 from kimi_bench.pixels import stage_input
+from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.transport import list_segments, new_prefix
 
 K3 = get_preset("kimi-k3")
@@ -282,6 +283,10 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         prefix=harness.prefix,
         init_file=harness.init_file,
         arms=tuple(arms),
+        runtime=DEFAULT_RUNTIME,
+        image_paths=(),
+        ranks_per_node=0,
+        control_repeats=0,
     )
     return MicroJob(**(base | kw))
 

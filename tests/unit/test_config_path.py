@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 from kimi_bench import options as O
 from kimi_bench.bench.serve_http import HttpServeOptions
 from kimi_bench.cli.main import app
+from kimi_bench.engine.micro_job import MicroJob
+from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.serving.emulator import EmulatorConfig
 from kimi_bench.serving.server import ServerOptions
@@ -158,6 +160,9 @@ def test_defaults_are_not_repeated_in_the_cli():
 # option's (serve-ab's emulator start-up already had). The test-only ``fault`` hooks are
 # left out: they are being replaced by test seams (issue 20), not given a default here.
 BUILT_FROM_OPTIONS = (EmulatorConfig, ServerOptions, StandinCost, HttpServeOptions)
+# the jobs every process of a run is given: built in one place each from the options and
+# the run's world (bench.micro_build.micro_job, bench.launch_runs, serving.emulator)
+JOBS = (MicroJob, ServeJob)
 PACKAGES = ("serving", "engine", "bench")
 
 
@@ -173,6 +178,11 @@ def _defaults(cls: type) -> list[str]:
 @pytest.mark.parametrize("cls", BUILT_FROM_OPTIONS, ids=lambda c: c.__name__)
 def test_objects_built_from_the_options_hold_no_defaults(cls: type):
     assert isinstance(cls.__dict__.get("from_options"), classmethod), cls
+    assert _defaults(cls) == [], f"{cls.__name__} writes defaults of its own"
+
+
+@pytest.mark.parametrize("cls", JOBS, ids=lambda c: c.__name__)
+def test_jobs_hold_no_defaults(cls: type):
     assert _defaults(cls) == [], f"{cls.__name__} writes defaults of its own"
 
 
