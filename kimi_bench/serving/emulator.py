@@ -83,20 +83,13 @@ class EmulatorConfig:
         """ValueError when ``--config`` cannot be read (ConfigError) or ``--device cuda``
         finds no CUDA device."""
         return cls(
-            arm=opts.arm,
-            cfg=resolve_config(opts.preset, opts.config),
-            ranks=opts.ranks,
-            workers=opts.processor_workers,
-            transport=opts.transport,
-            device=resolve_device(opts.device).type,
-            runtime=opts.runtime,
-            cost=StandinCost.from_options(opts.standins),
-            start_timeout_s=opts.start_timeout,
-            image_size=opts.arena_size,
-            images_per_request=opts.image_count,
-            arena_requests=opts.arena_requests,
-            fault=opts.fault,
-        )
+            arm=opts.arm, cfg=resolve_config(opts.preset, opts.config), ranks=opts.ranks,
+            workers=opts.processor_workers, transport=opts.transport,
+            device=resolve_device(opts.device).type, runtime=opts.runtime,
+            cost=StandinCost.from_options(opts.standins), start_timeout_s=opts.start_timeout,
+            image_size=opts.arena_size, images_per_request=opts.image_count,
+            arena_requests=opts.arena_requests, fault=opts.fault,
+        )  # fmt: skip
 
 
 def _probe_image() -> bytes:

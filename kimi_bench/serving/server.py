@@ -80,18 +80,12 @@ class ServerOptions:
         if total is None:
             total = REQUEST_PIXELS_PER_IMAGE_LIMIT * opts.max_pixels
         return cls(
-            model=model,
-            aliases=tuple(aliases),
-            accept_any_model=opts.accept_any_model,
-            decode_interval_s=opts.decode_interval_ms / 1e3,
-            api_key=api_key,
-            default_max_tokens=REQUEST_MAX_TOKENS,
-            max_tokens_limit=MAX_TOKENS_LIMIT,
-            version=__version__,
-            max_pixels=opts.max_pixels,
-            max_request_pixels=total,
+            model=model, aliases=tuple(aliases), accept_any_model=opts.accept_any_model,
+            decode_interval_s=opts.decode_interval_ms / 1e3, api_key=api_key,
+            default_max_tokens=REQUEST_MAX_TOKENS, max_tokens_limit=MAX_TOKENS_LIMIT,
+            version=__version__, max_pixels=opts.max_pixels, max_request_pixels=total,
             max_body_bytes=round(opts.max_body_mb * 2**20),
-        )
+        )  # fmt: skip
 
     @property
     def pixel_limits(self) -> PixelLimits:
