@@ -15,10 +15,11 @@ from typing import Any
 
 from PIL import Image
 
-from kimi_bench.serving.backend import STREAM_FAULTS, Backend, BackendError, FirstToken
+from kimi_bench.serving.backend import Backend, BackendError, FirstToken
 from kimi_bench.serving.launch import ServerStartError, _config, _Server, bind_socket
+from tests.faults import STREAM_MODES, BrokenStream
 
-FAULTS = ("http500", "stall", *STREAM_FAULTS)
+FAULTS = ("http500", "stall", *STREAM_MODES)
 
 
 def _decode(images: list[bytes]) -> int:
@@ -107,7 +108,7 @@ class FaultyBackend:
             await asyncio.sleep(self.stall_s)
             raise BackendError(504, f"injected stall of {self.stall_s:g} s on request {n}")
         first = await self.inner.submit(request_id, images, prompt_tokens)
-        return dataclasses.replace(first, stream_fault=self.mode)
+        return dataclasses.replace(first, hooks=BrokenStream(self.mode))  # see tests/faults.py
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from kimi_bench.engine.procs import Harness
 from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import host_load, resolve_device
+from kimi_bench.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.report import Report
@@ -122,12 +123,13 @@ def run_micro_on(
     if "eager" not in opts.arms:
         raise ValueError("--arms must include eager (every arm is checked against it)")
     require_carrier(opts.transport)  # sglang-* carriers: the runtime must be installed
+    hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
     todo = plan(world, opts.ranks or 1)
     harness = _harness(world) if todo.hosts_producers else None
     paths = folder_images(opts.images) if opts.images and harness else ()
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
     init = rendezvous(world, "micro", where.init_file)
-    job = micro_job(opts, cfg, dev.type, where.prefix, init, paths, world.ranks_per_node)
+    job = micro_job(opts, cfg, dev.type, where.prefix, init, paths, world.ranks_per_node, hooks)
     if harness is None:
         rank = todo.in_process
         assert rank is not None
@@ -211,6 +213,7 @@ def run_serve_on(
     """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
     in the same order on every rank; the runs at global rank 0, [] elsewhere."""
     opts, _ = resolve_defaults(for_world(opts, world), "serve_ab", resolve_device(opts.device).type)
+    hooks = load_hooks(opts.fault_hooks)  # tests' faults, loaded once, before any start
     runs: list[dict[str, Any]] = []
     for i, rate in enumerate(opts.rates):
         for rep in range(opts.repeats):
@@ -221,7 +224,7 @@ def run_serve_on(
                 if sigterm_received():
                     msg = explain_failure(world, "stopped between pipelines", terminated=True)
                     raise ServeFailed(msg, runs)
-                res = _serve_pipeline(world, opts, arm, trace, f"serve/{i}/{rep}/{arm}")
+                res = _serve_pipeline(world, opts, arm, trace, f"serve/{i}/{rep}/{arm}", hooks)
                 if res is None:
                     continue
                 res.update(
@@ -237,7 +240,13 @@ def run_serve_on(
 
 
 def _serve_job(
-    world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], init: str, prefix: str
+    world: World,
+    opts: ServeOptions,
+    arm: str,
+    arrivals: tuple[float, ...],
+    init: str,
+    prefix: str,
+    hooks: FaultHooks,
 ) -> ServeJob:
     return ServeJob(
         cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
@@ -248,26 +257,30 @@ def _serve_job(
         arrivals=arrivals, warmup_requests=opts.warmup_requests, source="loadgen",
         arena_requests=0,  # a zero-copy slot per request of the trace
         cost=StandinCost.from_options(opts.standins), prefix=prefix, init_file=init,
-        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, fault=opts.fault,
+        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, hooks=hooks,
         ranks_per_node=world.ranks_per_node,
     )  # fmt: skip
 
 
 def _serve_pipeline(
-    world: World, opts: ServeOptions, arm: str, arrivals: tuple[float, ...], tag: str
+    world: World,
+    opts: ServeOptions,
+    arm: str,
+    arrivals: tuple[float, ...],
+    tag: str,
+    hooks: FaultHooks,
 ) -> dict[str, Any] | None:
     """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
     todo = plan(world, opts.ranks or 1)
     if not todo.hosts_producers:
-        job = _serve_job(world, opts, arm, arrivals, rendezvous(world, tag, ""), "")
+        job = _serve_job(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", hooks)
         rank = todo.in_process
         assert rank is not None
         _in_process(world, lambda: serve_workers.rank_main(job, rank, [], None, None, None))
         return None
     harness = _harness(world)
-    job = _serve_job(
-        world, opts, arm, arrivals, rendezvous(world, tag, harness.init_file), harness.prefix
-    )
+    init = rendezvous(world, tag, harness.init_file)
+    job = _serve_job(world, opts, arm, arrivals, init, harness.prefix, hooks)
     records: list[dict[str, Any]] = []
     out: dict[str, Any] = {"arm": arm, "records": records, "trace_start": None, "error": None}
     try:

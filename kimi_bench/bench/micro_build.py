@@ -15,6 +15,7 @@ from kimi_bench.corpus_files import InputError, open_header
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.environment import HostLoad, environment
+from kimi_bench.fault_hooks import FaultHooks
 from kimi_bench.ledger import Ledger
 from kimi_bench.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
@@ -92,6 +93,7 @@ def micro_job(
     init_file: str,
     image_paths: tuple[str, ...],
     ranks_per_node: int,
+    hooks: FaultHooks,
 ) -> MicroJob:
     return MicroJob(
         cfg=cfg,
@@ -109,7 +111,7 @@ def micro_job(
         arms=opts.arms,
         runtime=opts.runtime,
         image_paths=image_paths,
-        fault=opts.fault,
+        hooks=hooks,
         control_repeats=opts.control_repeats,
     )
 

@@ -90,7 +90,7 @@ class HttpServeOptions:
     cost: StandinCost
     server_start_timeout_s: float
     log_dir: Path | None  # server logs (None: a temporary folder)
-    fault: str | None = None  # passed to emulator servers (tests)
+    fault_hooks: str | None  # tests: passed on to the emulator servers as it is
     # client
     model: str | None  # None: the first model each endpoint lists
     max_tokens: int
@@ -270,8 +270,8 @@ def emulator_argv(arm: str, port: int, opts: HttpServeOptions, cfg_file: Path) -
     else:  # a checkpoint's config: hand the server the same numbers
         cfg_file.write_text(json.dumps(opts.cfg.summary()))
         argv += ["--config", str(cfg_file)]
-    if opts.fault:
-        argv += ["--fault", opts.fault]
+    if opts.fault_hooks:
+        argv += ["--fault-hooks", opts.fault_hooks]
     return argv
 
 

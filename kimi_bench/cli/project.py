@@ -30,6 +30,7 @@ def _project(opts: ProjectOptions, _: dict[str, Any]) -> None:
         Scale,
         build_projection,
         emit_projection,
+        load_probe,
         read_calibration,
     )
     from kimi_bench.report import ReportError, load_report
@@ -41,6 +42,7 @@ def _project(opts: ProjectOptions, _: dict[str, Any]) -> None:
             cores=opts.host_cores,
             thread_exponent=opts.thread_exponent,
             loopback_streams=opts.loopback_streams,
+            probe=load_probe(opts.host_probe),
         )
         cals = [read_calibration(load_report(p, "micro"), str(p)) for p in opts.reports]
         carriers = [c.transport for c in cals]

@@ -48,7 +48,8 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     processor_workers, host, port = opts.processor_workers, opts.host, opts.port
     try:
         conf = EmulatorConfig.from_options(opts)
-    except ValueError as exc:  # --config unreadable (ConfigError), --device cuda without CUDA
+    except ValueError as exc:  # --config unreadable (ConfigError), --device cuda without CUDA,
+        # a bad --fault-hooks
         raise usage_error(str(exc)) from None
     api_key_env = opts.api_key_env
     key = os.environ.get(api_key_env) if api_key_env else None

@@ -12,6 +12,7 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
+from kimi_bench.fault_hooks import FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
 
 
@@ -33,7 +34,7 @@ class MicroJob:
     arms: tuple[str, ...]
     runtime: str
     image_paths: tuple[str, ...]  # the user's images instead of generated ones (or none)
-    fault: str | None = None  # "rank:R:repeat:K" / "rank:R:attach" raises there (tests)
+    hooks: FaultHooks  # tests: on_repeat / before_attach fail a process there (NO_FAULTS)
     ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     control_repeats: int  # rounds of every arm on the minimal payload (control plane)
 

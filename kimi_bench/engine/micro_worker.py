@@ -50,11 +50,6 @@ from kimi_bench.stats import median
 from kimi_bench.transport import unlink
 
 
-def _maybe_fault(job: MicroJob, who: str, it: int) -> None:
-    if job.fault and job.fault == f"{who}:repeat:{it}":
-        raise RuntimeError(f"injected fault at {who}, iteration {it}")
-
-
 def _step(job: MicroJob, arm: str, dev: torch.device) -> Step:
     return Step(arm, job.cfg, dev, get_profile(job.runtime), Ledger(), ClockHook(dev))
 
@@ -93,7 +88,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                 }
             )
             if not control:
-                _maybe_fault(job, "producer", it)
+                job.hooks.on_repeat(None, it)
     if arena is not None:
         arena.close()
 
@@ -103,8 +98,7 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     carrier_steps(job.transport)  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
-        if job.fault == f"rank:{rank}:attach":
-            raise RuntimeError(f"injected fault at rank {rank} before it maps the arena")
+        job.hooks.before_attach(rank)
         arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
         try:
             if arena is not None and dev.type == "cuda":
@@ -196,7 +190,7 @@ def _rank_loop(
                 )
                 marks["bit_exact_fp32"] = _same(fp32, reference.get("fp32"))
             if not control:
-                _maybe_fault(job, f"rank:{rank}", it)
+                job.hooks.on_repeat(rank, it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []
             dist.gather_object(marks, gathered if rank == 0 else None, dst=0)
             if rank == 0:

@@ -11,6 +11,7 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
+from kimi_bench.fault_hooks import FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
 
 
@@ -38,7 +39,7 @@ class ServeJob:
     init_file: str
     request_timeout_s: float  # the load generator's: a rank with no progress for this long stops
     runtime: str
-    fault: str | None = None  # "producer:RID" dies / "hang:RID" wedges on that request
+    hooks: FaultHooks  # tests: on_request kills or wedges a producer there (NO_FAULTS)
     ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
     # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the

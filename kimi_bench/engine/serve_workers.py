@@ -76,10 +76,7 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
                 arena.close()
             return
         rid, warm, t_sent = msg[:3]  # a "queue" source adds the request's encoded images
-        if job.fault == f"producer:{rid}":
-            os._exit(3)  # a hard crash, as a segfaulting worker would
-        if job.fault == f"hang:{rid}":
-            time.sleep(3600)  # a wedged worker: the request must time out, not hang the run
+        job.hooks.on_request(rid)
         rec: dict[str, Any] = {
             "rid": rid,
             "warm": warm,

@@ -55,8 +55,19 @@ MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 
 # the carrier between processes for serve-ab and kimi-bench serve
 CarrierField = Annotated[Carrier, Field(description="shm (one node) or pickle (inline bytes).")]
-# a fault injected by tests (a hidden option); real runs leave it None
-Fault = Annotated[str | None, Field(description="Tests only: inject a fault.")]
+# The fault hooks a test injects (kimi_bench.fault_hooks), named as module:Class[:key=value,
+# ...] and loaded once when the run starts (fault_hooks.load_hooks); real runs leave it None.
+# A hidden option ("Tests only" hides it from --help) rather than an environment variable:
+# it is checked like every other option, and serve-ab hands it on explicitly to the
+# emulator servers it starts, while an environment variable would reach every process
+# under a test, whichever command it runs.
+FaultHooksSpec = Annotated[
+    str | None,
+    Field(
+        description="Tests only: the FaultHooks class to run with (module:Class[:key=value,...]).",
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(:.*)?$",
+    ),
+]
 
 
 class OptionsError(ValueError):

@@ -189,6 +189,12 @@ class ProjectOptions(_Command):
         0.65, ge=0, le=MAX_THREAD_EXPONENT, allow_inf_nan=False,
         description=f"A host copy with T threads takes T^-x as long (0..{MAX_THREAD_EXPONENT:g}).",
     )  # fmt: skip
+    host_probe: Path | None = Field(
+        None, description="Host-copy probe JSON (reports/projection/host-probe/copy_probe.py): "
+        "how each torch copy op scales with micro's thread split on the calibration host "
+        "[default: the packaged H200 probe; used when the host's core count matches, else "
+        "--thread-exponent].",
+    )  # fmt: skip
     loopback_streams: float = Field(
         1.7, gt=0, le=MAX_LOOPBACK_STREAMS, allow_inf_nan=False,
         description="Concurrent gloo transfers one node carries at full speed "

@@ -24,7 +24,7 @@ from kimi_bench.options.base import (
     CarrierField,
     Content,
     Device,
-    Fault,
+    FaultHooksSpec,
     Launcher,
     MicroCarrier,
     Preset,
@@ -151,7 +151,7 @@ class MicroOptions(_Common):
     launcher: Launcher = Field("auto", description="spawn: kimi-bench starts every process on "
                                "this host; torchrun: started by torchrun on every node; auto: "
                                "torchrun when its environment is set.")  # fmt: skip
-    fault: Fault = None
+    fault_hooks: FaultHooksSpec = None
 
     _arms = field_validator("arms", mode="before")(_split_list)
 
@@ -270,7 +270,7 @@ class ServeOptions(_Common):
                            "to N times after its Retry-After (at most 30 s; within "
                            "--request-timeout); 0 counts a 429 as a failed request.")  # fmt: skip
     standins: StandinOptions = Field(default_factory=StandinOptions)  # type: ignore[arg-type]
-    fault: Fault = None
+    fault_hooks: FaultHooksSpec = None
 
     _arms = field_validator("arms", mode="before")(_split_list)
 

@@ -15,7 +15,7 @@ from kimi_bench.limits import (
     DEFAULT_MAX_PIXELS,
     REQUEST_PIXELS_PER_IMAGE_LIMIT,
 )
-from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, CarrierField, Fault
+from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, CarrierField, FaultHooksSpec
 from kimi_bench.options.parse import parse_resolution
 from kimi_bench.options.scenarios import StandinOptions, _Pipeline
 
@@ -94,7 +94,7 @@ class ServeCommandOptions(_Pipeline):
         description="Refuse (HTTP 413) a request body larger than this many MiB (base64 images "
         "make it).",
     )  # fmt: skip
-    fault: Fault = None
+    fault_hooks: FaultHooksSpec = None
     # what the API answers to (serving.models) and how it counts tokens (serving.usage)
     served_model_name: tuple[str, ...] = Field(
         (EMULATOR_MODEL,),

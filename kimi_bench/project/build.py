@@ -12,7 +12,7 @@ from typing import Any
 
 import kimi_bench
 from kimi_bench.environment import git_commit
-from kimi_bench.project.calibration import Calibration, ProjectionError
+from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration, ProjectionError
 from kimi_bench.project.figure import projection_figure
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
@@ -28,11 +28,13 @@ MODEL = [
     "(kimi_bench/project/model.py states each):",
     "fixed: once per request in one process (producer, d2h, pickling serialize, to_rank0, "
     "owner_materialize): same bytes, same time at any rank count.",
-    "threaded: torch host copies (copy into shared memory, clone out of it): every rank copies "
-    "its own bytes in parallel, so bytes per process stay; micro gives each process "
-    "cores // (ranks per node + 1) torch threads, and a copy with T threads takes "
-    "T^-thread_exponent as long; the stage's fixed latency (intercept of ms on bytes across "
-    "the arms) stays.",
+    "threaded: torch host copies (HWC->CHW, copy into shared memory, clone out of it): micro "
+    "gives each process cores // (ranks per node + 1) torch threads, so a copy gets slower "
+    "as ranks are added. With a host probe of the calibration host (same core count): each "
+    "copy op of the stage changes by what the probe measured for its bytes at both rank "
+    "counts, alone for the producer's copies, N processes at once for the ranks' (take_copy); "
+    "the rest of the stage stays. Without one: the stage minus its fixed latency (intercept "
+    "of ms on bytes across the arms) scales by T^-thread_exponent.",
     "tree: gloo broadcasts CPU tensors along a binomial tree (gloo/broadcast.cc): "
     "ceil(log2 N) rounds, in round i every rank below 2^i sends the whole message to rank + "
     "2^i; k concurrent transfers on one node take max(1, k / loopback_streams) times one "
@@ -58,8 +60,11 @@ _WHY = {
     "(shared cores and memory bandwidth); the model keeps it at its calibration cost",
     ("fixed", 1): "a stage hidden behind a slower rank on the critical path measures ~0 ms "
     "at more ranks; the model keeps its calibration cost",
-    ("threaded", 1): "the copies scale better with threads than thread_exponent says",
-    ("threaded", -1): "the copies scale worse with threads than thread_exponent says",
+    ("threaded", 1): "the stage grew less than its copies did in the host probe (or than "
+    "thread_exponent says): work beside the copies got faster, or the copies overlapped",
+    ("threaded", -1): "the stage grew more than its copies did in the host probe (or than "
+    "thread_exponent says): the rest of the stage (segment creation, page faults, pickling) "
+    "also slows with fewer threads or more processes",
     ("link", 1): "pageable copies of several processes overlap on the link better than the "
     "additive model assumes",
     ("link", -1): "pageable copies of several processes contend for host memory as well",
@@ -168,7 +173,33 @@ def _validation_notes(errors: list[dict[str, Any]]) -> list[str]:
         "says little (a stage hidden behind a slower rank measures ~0 ms)."
     ]
     drift = _fixed_drift(errors)
-    return lines + ([drift] if drift else []) + _miss_notes(errors)
+    return lines + ([drift] if drift else []) + _miss_notes(errors) + _control_note(errors)
+
+
+def _control_note(errors: list[dict[str, Any]]) -> list[str]:
+    """The control plane's prediction error, apart from the arms' target: it moves a few
+    KB, so only its gloo rounds and gather scale in the model."""
+    rows = [
+        r
+        for r in errors
+        if r["stage"] == "TOTAL"
+        and r["arm"].endswith(CONTROL_SUFFIX)
+        and r["error_pct"] is not None
+    ]
+    if not rows:
+        return []
+    cases = ", ".join(
+        f"{r['transport']} {r['arm'].removesuffix(CONTROL_SUFFIX)} at {r['ranks']}: "
+        f"{r['predicted_ms']:.1f} vs {r['measured_ms']:.1f} ms ({r['error_pct']:+.0f}%)"
+        for r in rows
+    )
+    return [
+        "control plane (each arm on a minimal payload; projected rows ARM:control, payload "
+        "= ARM minus ARM:control): it moves a few KB, so in the model only its broadcast rounds "
+        "and gather change with ranks; its latencies (process wake-ups, barriers) grow with "
+        f"the processes on the host, which the model does not include. Predicted vs measured: "
+        f"{cases}."
+    ]
 
 
 def _stage_pivot(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -214,8 +245,13 @@ def _host_notes(host: Host, scale: Scale) -> list[str]:
             else " (thread split not modelled: the report does not record cpu_count; "
             "pass --host-cores)"
         )
-        + f"; thread_exponent {host.thread_exponent:g} (torch copy of 77 MB into and out "
-        "of shared memory, 1 vs 5 threads, on an H200 host: exponents 0.57 and 0.73); "
+        + (
+            f"; host-copy probe: {host.probe.source}"
+            if host.probe is not None and host.probe.cores == host.cores
+            else f"; thread_exponent {host.thread_exponent:g} (torch copy of 77 MB into and "
+            "out of shared memory, 1 vs 5 threads, on an H200 host: exponents 0.57 and 0.73)"
+        )
+        + "; "
         f"loopback_streams {host.loopback_streams:g} (gloo broadcast of 77 MB on an H200 "
         "host at 2/4/8 local ranks, 18.5/40.3/83.8 ms, SPEC section 8: both 4 and 8 ranks "
         f"give 1.70); inter-node link {', '.join(f'{g:g}' for g in scale.link_gbps)} Gb/s.",

@@ -66,9 +66,33 @@ class Calibration:
     arms: dict[str, ArmCal]
     ledger: bool
     environment: dict[str, Any] = field(default_factory=dict)
+    # the control plane: each arm's rounds on a minimal payload, as "<arm>:control"
+    control: dict[str, ArmCal] = field(default_factory=dict)
 
     def arm(self, name: str) -> ArmCal:
-        return self.arms[name]
+        return self.arms[name] if name in self.arms else self.control[name]
+
+
+CONTROL_SUFFIX = ":control"
+
+
+def _control(raw: Any) -> dict[str, ArmCal]:
+    """Each arm's control rounds (micro's ``control_repeats``: stage and total ms per
+    round). Their bytes are a few KB, so every stage reads as moving none."""
+    out: dict[str, ArmCal] = {}
+    for arm, reps in (raw or {}).items() if isinstance(raw, dict) else ():
+        rounds = [r for r in reps or [] if isinstance(r, dict)]
+        total = _median([r.get("total_ms") for r in rounds])
+        if total is None:
+            continue
+        names = [s for r in rounds for s in (r.get("stage_ms") or {})]
+        stages = {
+            s: StageCal(s, _median([(r.get("stage_ms") or {}).get(s) for r in rounds]), 0)
+            for s in dict.fromkeys(names)
+        }
+        name = f"{arm}{CONTROL_SUFFIX}"
+        out[name] = ArmCal(name, stages, total)
+    return out
 
 
 def _median(values: list[Any]) -> float | None:
@@ -200,4 +224,5 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         arms=arms,
         ledger=any(isinstance(r, dict) and isinstance(r.get("copies"), list) for r in raw_arms),
         environment=dict(env),
+        control=_control(report.data.get("control_repeats")),
     )

@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 from kimi_bench.project.calibration import ArmCal, Calibration, StageCal
+from kimi_bench.project.probe import CopyProbe
 from kimi_bench.scheduler import assign_owners
 
 # A single gloo transfer between two local ranks (SPEC section 8: 77 MB in 18.5 ms on an
@@ -57,6 +58,7 @@ class Host:
     loopback_streams: float = 1.7
     link_gbps: float = 100.0  # between nodes, Gbit/s
     loopback_gbps: float | None = None  # one gloo transfer, GB/s; None: from calibration
+    probe: CopyProbe | None = None  # measured copy scaling; None or not covering: exponent
 
 
 @dataclass(frozen=True)
@@ -266,10 +268,7 @@ def _predict_stage(
     kind = stage_kind(stage)
     ms: float | None = stage.ms
     if ms is not None and kind == "threaded":
-        t0, t1 = calibration_topology(cal).threads(host.cores), topo.threads(host.cores)
-        factor = (t0 / t1) ** host.thread_exponent if t0 and t1 else 1.0
-        a = fit.intercepts_ms.get(stage.name, 0.0)
-        ms = a + (ms - a) * factor
+        ms = _predict_threaded(stage, ms, cal, topo, host, fit)
     elif ms is not None and kind == "tree":
         payload = _payload(stage, cal.ranks)
         before = tree_ms(calibration_topology(cal), payload, host, fit.loopback_gbps)
@@ -279,6 +278,22 @@ def _predict_stage(
     elif ms is not None and kind == "allgather":
         ms = _predict_allgather(stage, ms, cal, topo, host)
     return StagePrediction(stage.name, kind, stage.ms, ms)
+
+
+def _predict_threaded(
+    stage: StageCal, ms: float, cal: Calibration, topo: Topology, host: Host, fit: Fitted
+) -> float:
+    """With a host probe covering both rank counts: the measured change of each copy op
+    for the bytes the stage moves (the rest of the stage stays). Otherwise the copies'
+    part (the stage minus its fixed latency) scales by threads ** -thread_exponent."""
+    r0, r1 = cal.ranks, min(topo.ranks, topo.ranks_per_node)
+    if host.probe is not None and host.probe.covers(host.cores, r0, r1):
+        copies = {o: v for o, v in stage.ops.items() if o in _THREADED_OPS}
+        return max(0.0, ms + host.probe.change_ms(stage.name, copies, r0, r1))
+    t0, t1 = calibration_topology(cal).threads(host.cores), topo.threads(host.cores)
+    factor = (t0 / t1) ** host.thread_exponent if t0 and t1 else 1.0
+    a = fit.intercepts_ms.get(stage.name, 0.0)
+    return a + (ms - a) * factor
 
 
 def _ring(n: int) -> float:

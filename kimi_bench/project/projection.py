@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kimi_bench.project.calibration import Calibration
+from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration
 from kimi_bench.project.model import Fitted, Host, Topology, fit, predict_arm
 
 
@@ -74,7 +74,7 @@ def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
             continue
         for link in scale.link_gbps if topo.nodes > 1 else (None,):
             h = replace(host, link_gbps=link or scale.link_gbps[0])
-            for name, arm in cal.arms.items():
+            for name, arm in (cal.arms | cal.control).items():
                 pred = predict_arm(arm, cal, topo, h, fitted)
                 base = {
                     "transport": cal.transport,
@@ -115,4 +115,18 @@ def totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in out.values():
         e, d = row.get("eager_ms"), row.get("deferred_ms")
         row["speedup"] = e / d if e and d else None
+        _payload_columns(row)
     return sorted(out.values(), key=lambda r: (r["transport"], r["ranks"], r["link_gbps"] or 0))
+
+
+def _payload_columns(row: dict[str, Any]) -> None:
+    """Each arm's payload cost (its total minus its control plane) and the deferred
+    speedup on payload cost, where the calibration had control rounds."""
+    for key in [k for k in row if k.endswith(f"{CONTROL_SUFFIX}_ms")]:
+        arm = key.removesuffix(f"{CONTROL_SUFFIX}_ms")
+        total, control = row.get(f"{arm}_ms"), row[key]
+        if total is not None and control is not None:
+            row[f"{arm}_payload_ms"] = total - control
+    e, d = row.get("eager_payload_ms"), row.get("deferred_payload_ms")
+    if e is not None and d is not None:
+        row["payload_speedup"] = e / d if d > 0 else None

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
+
 REQUEST_HEADER = "X-Kimi-Bench-Request"  # JSON: {"stages_s": {...}, **FirstToken.report}
-STREAM_FAULTS = ("no_token", "malformed", "reset")
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class FirstToken:
     # per-request facts (numbers, short strings) the server sends back to the client with
     # the stages in the REQUEST_HEADER response header; a real server sends none
     report: Mapping[str, Any] = field(default_factory=dict)
-    stream_fault: str | None = None  # test hook, one of STREAM_FAULTS; real backends leave None
+    hooks: FaultHooks = NO_FAULTS  # tests: whose stream() breaks this answer's stream
 
 
 class BackendError(Exception):

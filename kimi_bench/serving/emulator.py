@@ -33,6 +33,7 @@ from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import resolve_device
+from kimi_bench.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.options import ServeCommandOptions
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
@@ -76,7 +77,7 @@ class EmulatorConfig:
     image_size: tuple[int, int]
     images_per_request: int
     arena_requests: int
-    fault: str | None = None  # serve_workers' fault hook ("producer:N", "hang:N"), tests only
+    hooks: FaultHooks  # tests: the pipeline's and every answer's fault hooks (NO_FAULTS)
 
     @classmethod
     def from_options(cls, opts: ServeCommandOptions) -> EmulatorConfig:
@@ -88,7 +89,7 @@ class EmulatorConfig:
             device=resolve_device(opts.device).type, runtime=opts.runtime,
             cost=StandinCost.from_options(opts.standins), start_timeout_s=opts.start_timeout,
             image_size=opts.arena_size, images_per_request=opts.image_count,
-            arena_requests=opts.arena_requests, fault=opts.fault,
+            arena_requests=opts.arena_requests, hooks=load_hooks(opts.fault_hooks),
         )  # fmt: skip
 
 
@@ -206,7 +207,7 @@ class EmulatorBackend:
             prefix=harness.prefix,
             init_file=harness.init_file,
             runtime=c.runtime,
-            fault=c.fault,
+            hooks=c.hooks,
             source="queue",
             arena_requests=c.arena_requests,
             # no load generator: the server times its requests, the ranks run until stopped
@@ -338,6 +339,7 @@ def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> Fir
         stages_s=stages,
         image_tokens=int(rec.get("image_tokens", 0)),
         report=report,
+        hooks=conf.hooks,
     )
 
 

@@ -317,7 +317,7 @@ class _Handler:
             decode_interval_s=self.opts.decode_interval_s,
             stop=self.stop,
             include_usage=chat.include_usage,
-            fault=first.stream_fault,
+            hooks=first.hooks,
         )
         headers = {
             "X-Request-Id": rid,

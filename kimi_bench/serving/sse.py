@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
 from kimi_bench.serving.intake import error_body
 from kimi_bench.serving.usage import PromptCount
 
@@ -42,7 +43,7 @@ class ServerStopping(Exception):
 class ChatStream:
     """The tokens and chunks of one response. ``outcome`` says how a stream ended (None
     while it runs, or when the client left): ``ok``, ``error`` (it ended without a
-    token, or an injected fault broke it) or ``cancelled`` (the server stopped it)."""
+    token, or its fault hooks broke it) or ``cancelled`` (the server stopped it)."""
 
     def __init__(
         self,
@@ -54,11 +55,11 @@ class ChatStream:
         decode_interval_s: float,
         stop: asyncio.Event,
         include_usage: bool = False,
-        fault: str | None = None,
+        hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         self.rid, self.model, self.max_tokens, self.prompt = rid, model, max_tokens, prompt
         self.interval, self.stop, self.include_usage = decode_interval_s, stop, include_usage
-        self.fault = fault
+        self.hooks = hooks
         self.created = int(time.time())
         self.sent = 0
         self.outcome: str | None = None
@@ -91,23 +92,25 @@ class ChatStream:
     def usage(self, completion: int) -> dict[str, Any]:
         return self.prompt.usage(completion)
 
+    async def _token_events(self) -> AsyncGenerator[str, None]:
+        """One chunk per token; ``sent`` counts those taken."""
+        async for tok in self.tokens():
+            yield self._chunk({"content": tok})
+            self.sent += 1
+
     async def events(self) -> AsyncGenerator[str, None]:
         """The SSE events; ``outcome`` is set once the last one was taken."""
         yield self._chunk({"role": "assistant", "content": ""})
-        if self.fault == "malformed":
-            yield 'data: {"id": "' + self.rid + '", "choices": [{"delta": {"content": \n\n'
-        elif self.fault == "reset":
+        try:
+            async for event in self.hooks.stream(self._token_events()):
+                yield event
+        except ServerStopping:
+            self.outcome = "cancelled"
+            yield f"data: {json.dumps(error_body(503, STOPPING, 'server_error'))}\n\n"
+            return
+        except ConnectionError:  # the hooks dropped the connection
             self.outcome = "error"
-            raise ConnectionResetError("injected fault: connection reset before a token")
-        elif self.fault != "no_token":
-            try:
-                async for tok in self.tokens():
-                    yield self._chunk({"content": tok})
-                    self.sent += 1
-            except ServerStopping:
-                self.outcome = "cancelled"
-                yield f"data: {json.dumps(error_body(503, STOPPING, 'server_error'))}\n\n"
-                return
+            raise
         yield self._chunk({}, "length" if self.sent else "stop")
         if self.include_usage:
             yield self._event({"choices": [], "usage": self.usage(self.sent)})

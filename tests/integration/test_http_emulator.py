@@ -34,6 +34,7 @@ from kimi_bench.serving.trace import make_trace
 from kimi_bench.serving.usage import count_text_tokens
 from kimi_bench.transport import list_segments
 from tests.backends import serve_in_thread
+from tests.faults import DieAtRequest, HangAtRequest, importable_env, spec
 from tests.serve_helpers import MARK, adopting_orphans, marked_processes
 from tests.server_options import emulator_config, server_options
 
@@ -138,9 +139,13 @@ def test_an_image_that_does_not_decode_fails_alone_with_400_from_the_producer() 
 
 @pytest.mark.slow
 def test_a_wedged_producer_times_out_its_request_and_the_others_complete() -> None:
-    # request ids count from 0, the start-up request: "hang:2" wedges the second one sent
+    # request ids count from 0, the start-up request: rid 2 wedges the second one sent
     trace = make_trace([0.0, 0.3, 0.6, 0.9], [jpeg(3)])
-    with emulator("deferred", ranks=1, workers=2, fault="hang:2") as (url, _b, dead):
+    with emulator("deferred", ranks=1, workers=2, fault_hooks=spec(HangAtRequest, rid=2)) as (
+        url,
+        _b,
+        dead,
+    ):
         res = drive(url, trace, client(request_timeout_s=8))
     kinds = [r.error_kind for r in res.records]
     assert kinds == [None, "timeout", None, None], [r.error for r in res.records]
@@ -151,7 +156,11 @@ def test_a_wedged_producer_times_out_its_request_and_the_others_complete() -> No
 @pytest.mark.slow
 def test_a_crashed_pipeline_fails_its_requests_with_503_naming_the_cause() -> None:
     trace = make_trace([0.0, 0.5, 1.0], [jpeg(4)])
-    with emulator("eager", ranks=2, workers=1, fault="producer:2") as (url, backend, dead):
+    with emulator("eager", ranks=2, workers=1, fault_hooks=spec(DieAtRequest, rid=2)) as (
+        url,
+        backend,
+        dead,
+    ):
         res = drive(url, trace, client(request_timeout_s=60))
         later = _post(url, [jpeg(5)])
     assert [r.ok for r in res.records] == [True, False, False]
@@ -170,7 +179,7 @@ def _serve(tmp_path: Path, mark: str, *extra: str) -> tuple[ServerProcess, str]:
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "kimi_bench.cli.main", "serve", "--port", str(port)]
     argv += ["--ranks", "2", "--processor-workers", "1", "--device", "cpu", "--model", MODEL]
-    env = {**os.environ, MARK: mark}
+    env = importable_env({**os.environ, MARK: mark})  # --fault-hooks names tests.faults
     log = tmp_path / "serve.log"
     return ServerProcess([*argv, *extra], url, log, start_timeout_s=300, env=env), url
 
@@ -206,7 +215,8 @@ def test_kimi_bench_serve_serves_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
-    server, url = _serve(tmp_path, mark, "--arm", "eager", "--fault", "producer:1")
+    fault = spec(DieAtRequest, rid=1)
+    server, url = _serve(tmp_path, mark, "--arm", "eager", "--fault-hooks", fault)
     with adopting_orphans() as orphans, server:
         assert server.proc is not None
         pid = server.proc.pid

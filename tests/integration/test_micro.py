@@ -13,6 +13,7 @@ from kimi_bench.options import MicroOptions, parse_image_spec
 from kimi_bench.pipeline import STAGES
 from kimi_bench.transport import list_segments
 from tests.conftest import kimibench_segments, leftover_segments
+from tests.faults import CrashAtRepeat, spec
 
 K3 = get_preset("kimi-k3")
 
@@ -94,7 +95,7 @@ def test_rank_failure_cleans_up_and_keeps_partial_results():
                 repeats=3,
                 warmup=0,
                 device="cpu",
-                fault="rank:1:repeat:1",
+                fault_hooks=spec(CrashAtRepeat, repeat=1, rank=1),
                 timeout_s=60,
             )
         )

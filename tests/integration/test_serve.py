@@ -13,8 +13,10 @@ from kimi_bench.config import resolve_config
 from kimi_bench.engine.launch import World
 from kimi_bench.engine.serve_job import ServeJob, make_payloads
 from kimi_bench.engine.standins import StandinCost
+from kimi_bench.fault_hooks import NO_FAULTS
 from kimi_bench.options import ServeOptions
 from tests.conftest import kimibench_segments, leftover_segments
+from tests.faults import DieAtRequest, HangAtRequest, spec
 
 pytestmark = pytest.mark.slow
 
@@ -116,6 +118,7 @@ def _job(opts: ServeOptions, arm: str, seed: int) -> ServeJob:
         ranks_per_node=0,
         source="loadgen",
         arena_requests=0,
+        hooks=NO_FAULTS,
     )
 
 
@@ -129,7 +132,7 @@ def test_worker_crash_ends_the_run_cleanly():
         resolution=(96, 64),
         warmup_requests=0,
         device="cpu",
-        fault="producer:3",
+        fault_hooks=spec(DieAtRequest, rid=3),
     )
     with pytest.raises(ServeFailed) as info:
         run_serve_on(World(), opts)  # the in-process load generator (torchrun's path)
@@ -151,7 +154,7 @@ def test_wedged_request_times_out_and_counts_as_failed():
         resolution=(96, 64),
         warmup_requests=0,
         device="cpu",
-        fault="hang:2",
+        fault_hooks=spec(HangAtRequest, rid=2),
         request_timeout_s=3.0,
     )
     runs = run_serve_on(World(), opts)  # a timeout is a result, not a crash: both arms run

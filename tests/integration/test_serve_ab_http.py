@@ -27,6 +27,7 @@ from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.stats import Measurement
 from kimi_bench.stats_compare import SIGNIFICANT, compare
 from kimi_bench.transport import list_segments
+from tests.faults import DieAtRequest, importable_env, spec
 from tests.integration.test_http_emulator import MARK, marked_processes
 
 OK = 'kimi_bench_requests_total{outcome="ok"}'
@@ -66,7 +67,7 @@ def serve_process(tmp_path: Path, name: str, mark: str, *extra: str) -> ServerPr
     port = free_port()
     argv = [sys.executable, "-m", "kimi_bench.cli.main", "serve", "--port", str(port)]
     argv += ["--ranks", "2", "--processor-workers", "1", "--device", "cpu", *extra]
-    env = {**os.environ, MARK: mark}
+    env = importable_env({**os.environ, MARK: mark})  # --fault-hooks names tests.faults
     return ServerProcess(
         argv, f"http://127.0.0.1:{port}", tmp_path / f"{name}.log", start_timeout_s=300, env=env
     )
@@ -171,7 +172,8 @@ def test_a_dead_endpoint_ends_its_arm_with_a_message_and_the_partial_runs(
     good = serve_process(tmp_path, "good", mark, "--arm", "deferred")
     # request ids count from the server's start-up request: 1 is the warm-up, 2 and 3 the
     # first two of the trace; the producer crashes on 4 and the server stops by itself
-    bad = serve_process(tmp_path, "bad", mark, "--arm", "deferred", "--fault", "producer:4")
+    fault = spec(DieAtRequest, rid=4)
+    bad = serve_process(tmp_path, "bad", mark, "--arm", "deferred", "--fault-hooks", fault)
     with contextlib.ExitStack() as stack:
         for s in (good, bad):  # both start side by side
             stack.callback(s.stop)

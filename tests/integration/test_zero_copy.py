@@ -25,6 +25,7 @@ from kimi_bench.config import get_preset
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.micro_worker import producer_main, rank_main
 from kimi_bench.engine.procs import Harness, WorkerFailed
+from kimi_bench.fault_hooks import NO_FAULTS
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
@@ -44,6 +45,7 @@ from kimi_bench.pipeline import (
 from kimi_bench.pixels import stage_input
 from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.transport import list_segments, new_prefix
+from tests.faults import CrashAtRepeat, CrashBeforeAttach
 
 K3 = get_preset("kimi-k3")
 K25 = get_preset("kimi-k2.5")
@@ -287,6 +289,7 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         image_paths=(),
         ranks_per_node=0,
         control_repeats=0,
+        hooks=NO_FAULTS,
     )
     return MicroJob(**(base | kw))
 
@@ -334,10 +337,14 @@ def test_micro_three_arms_two_ranks_bit_exact_and_clean():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["rank:1:repeat:0", "rank:1:attach", "producer:repeat:0"])
-def test_a_failing_worker_leaves_no_segment(fault):
+@pytest.mark.parametrize(
+    "hooks",
+    [CrashAtRepeat(0, rank=1), CrashBeforeAttach(1), CrashAtRepeat(0)],
+    ids=["rank1-repeat0", "rank1-attach", "producer-repeat0"],
+)
+def test_a_failing_worker_leaves_no_segment(hooks):
     harness = Harness()
-    job = _job(harness, ((1, 64, 48),), ("zero-copy",), fault=fault)
+    job = _job(harness, ((1, 64, 48),), ("zero-copy",), hooks=hooks)
     try:
         with pytest.raises(WorkerFailed, match="injected fault"):
             drive_micro(harness, job)

@@ -35,6 +35,7 @@ from kimi_bench.runtime import get_profile
 from kimi_bench.sglang_ref import Runtime, SglangMissingError
 from kimi_bench.sglang_ref import carriers as C
 from kimi_bench.transport import cleanup_segments, list_segments, new_prefix
+from tests.faults import CrashAtRepeat, spec
 
 pytestmark = pytest.mark.sglang
 
@@ -252,7 +253,7 @@ def test_runtime_carrier_ledger_equals_the_own_carrier(runs: dict[str, Any], own
 @pytest.mark.slow
 def test_failed_run_leaves_no_runtime_segment(rt: Runtime):
     with pytest.raises(MicroFailed) as info:
-        _micro("sglang-shm", fault="producer:repeat:0")
+        _micro("sglang-shm", fault_hooks=spec(CrashAtRepeat, repeat=0))
     report = info.value.report
     assert "injected fault" in (report.summary["error"] or "")
     _assert_no_segments(report)

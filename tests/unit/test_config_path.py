@@ -157,8 +157,8 @@ def test_defaults_are_not_repeated_in_the_cli():
 
 # Job and config objects are built from the options (``from_options``) and hold no defaults
 # of their own: a default written there would be a second one, free to drift from the
-# option's (serve-ab's emulator start-up already had). The test-only ``fault`` hooks are
-# left out: they are being replaced by test seams (issue 20), not given a default here.
+# option's (serve-ab's emulator start-up already had). Their fault hooks too are given
+# where they are built (NO_FAULTS for a real run).
 BUILT_FROM_OPTIONS = (EmulatorConfig, ServerOptions, StandinCost, HttpServeOptions)
 # the jobs every process of a run is given: built in one place each from the options and
 # the run's world (bench.micro_build.micro_job, bench.launch_runs, serving.emulator)
@@ -170,8 +170,7 @@ def _defaults(cls: type) -> list[str]:
     return [
         f.name
         for f in dataclasses.fields(cls)
-        if f.name != "fault"
-        and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
     ]
 
 

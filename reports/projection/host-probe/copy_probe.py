@@ -10,9 +10,9 @@ runs it at 2, 4 and 8 ranks on this host:
 - ``together``: ``ranks`` processes at once, each with that many threads, started on a
   barrier; the stage ends with the slowest (the ranks' copies).
 
-Sizes are micro's PR shape: 4 x 1536x1024 (uint8 HWC 18.9 MB for hwc_to_chw, one
-image at a time as the producer stages them, K3 FP32
-76.6 MB and raw 18.9 MB for shm_copy_in and clone). Median of 7 after 2 warm-ups. Output: JSON on stdout
+Sizes are micro's PR shape, 4 x 1536x1024: uint8 HWC 18.9 MB for hwc_to_chw (one image
+at a time, as the producer stages them); K3 FP32 76.6 MB and raw 18.9 MB for shm_copy_in
+and clone. Median of 7 after 2 warm-ups. Output: JSON on stdout
 (``{"cores": C, "ops": {op: {bytes: {"alone": {ranks: ms}, "together": {ranks: ms}}}}}``).
 """
 
@@ -85,9 +85,8 @@ def worker(op, size, threads, barrier, rounds, out):
 def together(op, size, procs, threads, rounds=9):
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs), ctx.Queue()
-    ps = [
-        ctx.Process(target=worker, args=(op, threads, barrier, rounds, out)) for _ in range(procs)
-    ]
+    args = (op, size, threads, barrier, rounds, out)
+    ps = [ctx.Process(target=worker, args=args) for _ in range(procs)]
     for p in ps:
         p.start()
     per_proc = [out.get() for _ in ps]
