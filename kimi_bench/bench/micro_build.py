@@ -274,7 +274,7 @@ def build_report(
         )
     decode = decode_block(samples)  # the proposed deferred-decode arm, when it ran
     notes += decode_notes(decode)
-    config = opts.model_dump(mode="json") | {
+    config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
         "input": str(opts.images) if opts.images else describe_spec(opts.groups),
         "groups": [list(g) for g in opts.groups],
         "defaults_profile": profile,

@@ -221,7 +221,7 @@ def build_serve_report(
         summary["failures"] = failures(runs)
     if warnings:
         summary["client_warnings"] = warnings
-    config = opts.model_dump(mode="json") | {
+    config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
         "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
         "rate_labels": [rate_label(r) for r in opts.rates],
         "width": opts.width_height[0],

@@ -38,7 +38,7 @@ def mann_whitney_greater(new: list[float], base: list[float]) -> float:
 
 
 def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> RuleResult:
-    name, threshold, alpha = f"baseline.{metric}", rules.max_regression, rules.alpha
+    name, threshold, alpha = f"baseline.{metric}", rules.threshold(metric), rules.alpha
     xs = metric_samples(new, metric)
     try:
         bs = metric_samples(base, metric)
@@ -73,11 +73,11 @@ def relative_rules(
             metric_samples(new, metric)
         except KeyError:
             why = f"this report has no metric {metric}"
-            out.append(RuleResult(name, None, rules.max_regression, FAIL, why))
+            out.append(RuleResult(name, None, rules.threshold(metric), FAIL, why))
             continue
         if base is None:
             verdict = FAIL if required else SKIP
-            out.append(RuleResult(name, None, rules.max_regression, verdict, "no baseline"))
+            out.append(RuleResult(name, None, rules.threshold(metric), verdict, "no baseline"))
             continue
         out.append(_compare(metric, new, base, rules))
     return out

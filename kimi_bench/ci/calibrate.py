@@ -134,25 +134,34 @@ class Calibration:
     failed_runs: set[int] = field(default_factory=set)  # runs an absolute rule failed
 
     def gate_level(self) -> tuple[int, int]:
-        """(A/A pairs the whole gate fails, injected pairs it catches) at the common
-        threshold: a pair fails when any baseline metric fails, or (A/A) an absolute rule
-        fails the candidate run."""
-        threshold = self.max_regression()
-        if threshold is None:
+        """(A/A pairs the whole gate fails, injected pairs it catches) with each metric at
+        its calibrated threshold: a pair fails when any baseline metric fails, or (A/A) an
+        absolute rule fails the candidate run."""
+        gated = [m for m in self.metrics if m.max_regression is not None]
+        if not gated:
             return 0, 0
         false = detected = 0
         for i in range(self.pairs):
-            aa = [m.aa[i] for m in self.metrics if i < len(m.aa)]
-            inj = [m.injected[i] for m in self.metrics if i < len(m.injected)]
             abs_fail = 2 * i + 1 in self.failed_runs
-            false += abs_fail or any(_fails(o, threshold, self.alpha) for o in aa)
-            detected += any(_fails(o, threshold, self.alpha) for o in inj)
+            false += abs_fail or any(
+                _fails(m.aa[i], m.max_regression, self.alpha)  # type: ignore[arg-type]
+                for m in gated
+                if i < len(m.aa)
+            )
+            detected += any(
+                _fails(m.injected[i], m.max_regression, self.alpha)  # type: ignore[arg-type]
+                for m in gated
+                if i < len(m.injected)
+            )
         return false, detected
 
     def max_regression(self) -> float | None:
-        """One threshold for every metric: the largest each needs."""
+        """The default threshold of the written rules: the largest any metric needs."""
         values = [m.max_regression for m in self.metrics if m.max_regression is not None]
         return max(values) if values else None
+
+    def thresholds(self) -> dict[str, float]:
+        return {m.metric: m.max_regression for m in self.metrics if m.max_regression is not None}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +170,7 @@ class Calibration:
             "target_false_failure_rate": self.target,
             "alpha": self.alpha,
             "max_regression": self.max_regression(),
+            "thresholds": self.thresholds(),
             "metrics": [m.as_dict() for m in self.metrics],
             "absolute_rules": self.absolute,
             "gate": dict(zip(("aa_failures", "injected_detected"), self.gate_level(), strict=True))
@@ -244,6 +254,9 @@ def rules_toml(rules: GateRules, cal: Calibration, header: str) -> str:
         f"alpha = {base.alpha!r}",
         f"metrics = {_toml_value(list(base.metrics))}",
     ]
+    if cal.thresholds():
+        lines += ["", "[baseline.thresholds]   # each metric's calibrated max_regression"]
+        lines += [f'"{m}" = {v!r}' for m, v in cal.thresholds().items()]
     return "\n".join(lines) + "\n"
 
 
@@ -277,7 +290,7 @@ def calibration_markdown(cal: Calibration) -> str:
             f"{cal.pairs} A/A pairs; injected slowdown of the deferred arm: "
             f"{cal.slowdown:+.0%}; target false-failure rate {cal.target:.0%}; alpha {cal.alpha}.",
             "",
-            f"**The whole gate** (at max_regression {cal.max_regression()}): failed {aa_fail} "
+            f"**The whole gate** (each metric at its max_regression below): failed {aa_fail} "
             f"of {cal.pairs} A/A pairs; caught the injected slowdown in {caught} of "
             f"{cal.pairs} pairs.",
             "",

@@ -94,19 +94,40 @@ class ServeRules(_Rules):
         return {**data, "rates": rates}
 
 
+Regression = Annotated[float, Field(ge=0, le=10)]
+
+
 class BaselineRules(_Rules):
-    max_regression: Annotated[float, Field(ge=0, le=10)] = 0.10
+    max_regression: Regression = 0.10
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     metrics: tuple[str, ...] = ()
+    # a metric's own max_regression (what `kimi-bench calibrate` measured it needs);
+    # metrics not listed use max_regression
+    thresholds: dict[str, Regression] = Field(default_factory=dict)
+
+    def threshold(self, metric: str) -> float:
+        return self.thresholds.get(metric, self.max_regression)
 
     @model_validator(mode="before")
     @classmethod
     def _coerce(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = {k: _as_float(v) if k != "metrics" else v for k, v in data.items()}
+            data = {k: _as_float(v) if k not in ("metrics", "thresholds") else v
+                    for k, v in data.items()}  # fmt: skip
             if isinstance(data.get("metrics"), list):
                 data["metrics"] = tuple(data["metrics"])
+            if isinstance(data.get("thresholds"), dict):
+                data["thresholds"] = {k: _as_float(v) for k, v in data["thresholds"].items()}
         return data
+
+    @model_validator(mode="after")
+    def _thresholds_of_gated_metrics(self) -> BaselineRules:
+        for metric in self.thresholds:
+            if metric not in self.metrics:
+                raise ValueError(
+                    f"thresholds names {metric!r}, which is not in metrics {list(self.metrics)}"
+                )
+        return self
 
     @field_validator("metrics")
     @classmethod
