@@ -41,8 +41,13 @@ def fmt_speedup_range(low: float, high: float, digits: int = 2) -> str:
     return f"{1 / low:.{digits}f}x slower to {high:.{digits}f}x faster"
 
 
-def fmt_ms(x: float | None) -> str:
-    """Milliseconds with a precision that fits the size: ``123 ms``, ``12.3 ms``, ``1.23 ms``."""
+def fmt_ms(x: float | None, significant: bool = False) -> str:
+    """Milliseconds with a precision that fits the size. Tables: fixed decimals, ``123 ms``,
+    ``12.3 ms``, ``1.23 ms``, ``0.0012 ms``. ``significant`` (figure labels, where space is
+    short): three significant digits without trailing zeros, ``5 ms``, ``0.0123 ms``,
+    ``212 ms``; a non-finite value is drawn as it is (``nan ms``), as figures always did."""
+    if significant and x is not None:
+        return f"{x:.3g} ms" if x < 100 else f"{x:.0f} ms"
     if x is None or not math.isfinite(x):
         return "n/a"
     digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2 if abs(x) >= 0.01 else 4

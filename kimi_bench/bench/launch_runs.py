@@ -12,7 +12,6 @@ machine profile.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -129,13 +128,8 @@ def run_micro_on(
     harness = _harness(world) if todo.hosts_producers else None
     paths = folder_images(opts.images) if opts.images and harness else ()
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
-    job = micro_job(opts, cfg, dev.type, where, paths)  # type: ignore[arg-type]
-    job = dataclasses.replace(
-        job,
-        init_file=rendezvous(world, "micro", job.init_file),
-        ranks_per_node=world.ranks_per_node,
-        hooks=hooks,
-    )
+    init = rendezvous(world, "micro", where.init_file)
+    job = micro_job(opts, cfg, dev.type, where.prefix, init, paths, world.ranks_per_node, hooks)
     if harness is None:
         rank = todo.in_process
         assert rank is not None
@@ -260,8 +254,9 @@ def _serve_job(
         device=resolve_device(opts.device).type, resolution=opts.width_height,
         images_per_request=opts.images_per_request, image_format=opts.image_format,
         image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
-        arrivals=arrivals, warmup_requests=opts.warmup_requests,
-        cost=StandinCost(**opts.standins.model_dump()), prefix=prefix, init_file=init,
+        arrivals=arrivals, warmup_requests=opts.warmup_requests, source="loadgen",
+        arena_requests=0,  # a zero-copy slot per request of the trace
+        cost=StandinCost.from_options(opts.standins), prefix=prefix, init_file=init,
         request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, hooks=hooks,
         ranks_per_node=world.ranks_per_node,
     )  # fmt: skip

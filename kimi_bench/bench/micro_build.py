@@ -14,8 +14,8 @@ from kimi_bench.config import PreprocessConfig
 from kimi_bench.corpus_files import InputError, open_header
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_job import MicroJob
-from kimi_bench.engine.procs import Harness
 from kimi_bench.environment import HostLoad, environment
+from kimi_bench.fault_hooks import FaultHooks
 from kimi_bench.ledger import Ledger
 from kimi_bench.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
@@ -89,8 +89,11 @@ def micro_job(
     opts: MicroOptions,
     cfg: PreprocessConfig,
     device: str,
-    harness: Harness,
+    prefix: str,
+    init_file: str,
     image_paths: tuple[str, ...],
+    ranks_per_node: int,
+    hooks: FaultHooks,
 ) -> MicroJob:
     return MicroJob(
         cfg=cfg,
@@ -100,13 +103,15 @@ def micro_job(
         ranks=opts.ranks or 1,
         transport=opts.transport,
         device=device,
+        ranks_per_node=ranks_per_node,
         repeats=opts.repeats or 1,
         warmup=opts.warmup or 0,
-        prefix=harness.prefix,
-        init_file=harness.init_file,
+        prefix=prefix,
+        init_file=init_file,
         arms=opts.arms,
         runtime=opts.runtime,
         image_paths=image_paths,
+        hooks=hooks,
         control_repeats=opts.control_repeats,
     )
 

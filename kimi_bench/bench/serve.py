@@ -9,10 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve_http import HttpServeOptions, ServeFailed, run_serve_ab_http
-from kimi_bench.config import resolve_config
-from kimi_bench.engine.standins import StandinCost
 from kimi_bench.options import ServeOptions, rate_label
-from kimi_bench.serving.client import parse_endpoint
 from kimi_bench.serving.trace import arrival_offsets
 
 __all__ = ["ServeFailed", "arrival_offsets", "rate_label", "run_serve_ab"]
@@ -30,14 +27,5 @@ def run_serve_ab(
     ServeFailed with the partial runs on a failure. Under torchrun the load generator runs
     in process instead (``launch_runs.run_serve_on``). ``opts`` must have its machine
     defaults resolved (``options.resolve_defaults``)."""
-    http = HttpServeOptions.from_options(
-        opts,
-        cfg=resolve_config(opts.preset, opts.config),
-        cost=StandinCost(**opts.standins.model_dump()),
-        resolution=opts.width_height,
-        requests=opts.requests or 1,
-        ranks=opts.ranks or 1,
-        endpoints=tuple(parse_endpoint(e) for e in opts.endpoints),
-        log_dir=log_dir,
-    )
+    http = HttpServeOptions.from_options(opts, log_dir=log_dir, before_send=None)
     return run_serve_ab_http(http, on_run)

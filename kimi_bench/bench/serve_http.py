@@ -21,18 +21,23 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve_records import http_record
-from kimi_bench.config import PRESETS, PreprocessConfig
+from kimi_bench.config import PRESETS, PreprocessConfig, resolve_config
 from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.limits import interrupt_reason, is_interrupt
-from kimi_bench.options import MACHINE_DEFAULTS, ServeOptions, rate_label
-from kimi_bench.runtime import DEFAULT_RUNTIME
+from kimi_bench.options import (
+    EMULATOR_MODEL,
+    SERVE_AB_START_TIMEOUT_S,
+    ServeOptions,
+    parse_endpoint,
+    rate_label,
+)
 from kimi_bench.serving.client import (
     BeforeSend,
     ClientOptions,
@@ -53,79 +58,66 @@ class ServeFailed(RuntimeError):
         self.runs = runs
 
 
-EMULATOR_MODEL = "kimi-bench-emulator"
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
 
 
-def _default(name: str) -> Any:
-    """serve-ab's default for ``name``, from its options model (the one place defaults live)."""
-    return ServeOptions.model_fields[name].get_default(call_default_factory=True)
-
-
-_GPU = MACHINE_DEFAULTS["cuda"]["serve_ab"]  # the PR shape, for callers that give no size
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HttpServeOptions:
-    """What serve-ab through HTTP needs. Field names match serve-ab's options, so
-    :meth:`from_options` copies them from that object."""
+    """What serve-ab through HTTP needs, built from serve-ab's options (``from_options``;
+    the field names are theirs). No defaults here: they are the options' only."""
 
     cfg: PreprocessConfig
-    rates: tuple[float, ...] = _default("rates")
-    requests: int = _GPU["requests"]
-    arms: tuple[str, ...] = _default("arms")  # emulated arms, when no endpoints
-    endpoints: tuple[tuple[str, str], ...] = ()  # (name, base URL); replaces ``arms``
-    images_per_request: int = _default("images_per_request")
-    resolution: tuple[int, int] = _GPU["resolution"]
-    image_format: str = _default("image_format")
-    image_content: str = _default("image_content")
-    unique_images: int = _default("unique_images")
-    burstiness: float = _default("burstiness")
-    warmup_requests: int = _default("warmup_requests")
-    repeats: int = _default("repeats")
-    seed: int = _default("seed")
-    request_timeout_s: float = _default("request_timeout_s")
-    counterbalance: bool = True  # odd repeats run the arms in reverse order (A B, B A, ...)
+    rates: tuple[float, ...]
+    requests: int
+    arms: tuple[str, ...]  # emulated arms, when no endpoints
+    endpoints: tuple[tuple[str, str], ...]  # (name, base URL); replaces ``arms``
+    images_per_request: int
+    resolution: tuple[int, int]
+    image_format: str
+    image_content: str
+    unique_images: int
+    burstiness: float
+    warmup_requests: int
+    repeats: int
+    seed: int
+    request_timeout_s: float
     # emulator servers
-    ranks: int = _GPU["ranks"]
-    processor_workers: int = _default("processor_workers")
-    transport: str = _default("transport")
-    runtime: str = DEFAULT_RUNTIME
-    device: str = _default("device")
-    cost: StandinCost = field(default_factory=StandinCost)
-    server_start_timeout_s: float = 300.0
-    log_dir: Path | None = None  # server logs (default: a temporary folder)
-    fault_hooks: str | None = None  # tests: passed on to the emulator servers as it is
+    ranks: int
+    processor_workers: int
+    transport: str
+    runtime: str
+    device: str
+    cost: StandinCost
+    server_start_timeout_s: float
+    log_dir: Path | None  # server logs (None: a temporary folder)
+    fault_hooks: str | None  # tests: passed on to the emulator servers as it is
     # client
-    model: str | None = None  # None: the first model each endpoint lists
-    max_tokens: int = _default("max_tokens")
-    max_concurrency: int | None = None
-    api_key_env: str = _default("api_key_env")
-    retry_429: int = _default("retry_429")
-    before_send: BeforeSend | None = None  # awaited before each send (tests force late sends)
+    model: str | None  # None: the first model each endpoint lists
+    max_tokens: int
+    max_concurrency: int | None
+    api_key_env: str
+    retry_429: int
+    before_send: BeforeSend | None  # awaited before each send (tests force late sends)
 
     @classmethod
-    def from_options(cls, opts: Any, **overrides: Any) -> HttpServeOptions:
-        """The fields of the same name from ``opts`` (serve-ab's options), then
-        ``overrides``; ``endpoints`` may be a mapping name -> URL."""
-        values = {f.name: getattr(opts, f.name) for f in fields(cls) if hasattr(opts, f.name)}
-        values.update(overrides)
-        eps = values.get("endpoints") or ()
-        values["endpoints"] = tuple(eps.items() if isinstance(eps, Mapping) else eps)
-        for key in ("rates", "arms"):
-            if key in values:
-                values[key] = tuple(values[key])
-        return cls(**values)
-
-    def validate(self) -> None:
-        if not self.rates or self.requests < 1 or self.repeats < 1:
-            raise ValueError("need at least one rate, --requests >= 1 and --repeats >= 1")
-        names = [n for n, _ in self.endpoints] or list(self.arms)
-        if not names or len(set(names)) != len(names):
-            raise ValueError(f"arm names must be given and distinct, got {', '.join(names)}")
-        if self.image_format not in ("jpeg", "png"):
-            raise ValueError(f"--image-format must be jpeg or png, got {self.image_format!r}")
-        self.client_options("x").validate()
+    def from_options(
+        cls, opts: ServeOptions, log_dir: Path | None, before_send: BeforeSend | None
+    ) -> HttpServeOptions:
+        """``opts`` (validated, machine defaults resolved: ``options.resolve_defaults``):
+        the fields of the same name, and the rest made from them."""
+        made: dict[str, Any] = {
+            "cfg": resolve_config(opts.preset, opts.config),
+            "requests": opts.requests or 1,
+            "ranks": opts.ranks or 1,
+            "resolution": opts.width_height,
+            "endpoints": tuple(parse_endpoint(e) for e in opts.endpoints),
+            "cost": StandinCost.from_options(opts.standins),
+            "server_start_timeout_s": SERVE_AB_START_TIMEOUT_S,
+            "log_dir": log_dir,
+            "before_send": before_send,
+        }
+        same = {f.name: getattr(opts, f.name) for f in fields(cls) if f.name not in made}
+        return cls(**same, **made)  # a field ServeOptions lacks: AttributeError
 
     def client_options(self, model: str) -> ClientOptions:
         return ClientOptions(
@@ -157,7 +149,6 @@ def run_serve_ab_http(
     endpoint ends its arm (the others go on); at the end, ServeFailed with the runs names
     every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the runs so far.
     Emulator servers are stopped in every case."""
-    opts.validate()
     mime = "image/png" if opts.image_format == "png" else "image/jpeg"
     pool = encode_images(
         opts.resolution, opts.unique_images, opts.image_content, opts.image_format, opts.seed
@@ -173,7 +164,7 @@ def run_serve_ab_http(
                         rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep
                     )
                     trace = make_trace(offsets, pool, opts.images_per_request, mime=mime)
-                    order = arms[::-1] if opts.counterbalance and rep % 2 else arms
+                    order = arms[::-1] if rep % 2 else arms  # A B, B A, A B, ...
                     for arm in (a for a in order if not a.dead):
                         res = _run_arm(arm, trace, opts)
                         res.update(

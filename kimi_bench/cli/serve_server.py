@@ -39,10 +39,6 @@ Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
 
 
 def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
-    from kimi_bench.config import ConfigError, resolve_config
-    from kimi_bench.engine.standins import StandinCost
-    from kimi_bench.environment import resolve_device
-    from kimi_bench.fault_hooks import load_hooks
     from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
     from kimi_bench.serving.launch import ServerStartError
     from kimi_bench.serving.server import ServerOptions
@@ -51,38 +47,15 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     model, *aliases = opts.served_model_name
     processor_workers, host, port = opts.processor_workers, opts.host, opts.port
     try:
-        conf = EmulatorConfig(
-            arm=arm,
-            cfg=resolve_config(opts.preset, opts.config),
-            ranks=ranks,
-            workers=processor_workers,
-            transport=transport,
-            device=resolve_device(opts.device).type,
-            runtime=runtime,
-            cost=StandinCost(**opts.standins.model_dump()),
-            start_timeout_s=opts.start_timeout,
-            image_size=opts.arena_size,
-            images_per_request=opts.image_count,
-            arena_requests=opts.arena_requests,
-            hooks=load_hooks(opts.fault_hooks),
-        )
-        conf.validate()
-    except (ConfigError, ValueError) as exc:
+        conf = EmulatorConfig.from_options(opts)
+    except ValueError as exc:  # --config unreadable (ConfigError), --device cuda without CUDA,
+        # a bad --fault-hooks
         raise usage_error(str(exc)) from None
     api_key_env = opts.api_key_env
     key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and not key:
         raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
-    server_opts = ServerOptions(
-        model=model,
-        aliases=tuple(aliases),
-        accept_any_model=opts.accept_any_model,
-        api_key=key,
-        decode_interval_s=opts.decode_interval_ms / 1e3,
-        max_pixels=opts.max_pixels,
-        max_request_pixels=opts.max_request_pixels,
-        max_body_bytes=round(opts.max_body_mb * 2**20),
-    )
+    server_opts = ServerOptions.from_options(opts, api_key=key)
     err_console.print(
         escape(
             f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "

@@ -12,13 +12,14 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
-from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
+from kimi_bench.fault_hooks import FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
-from kimi_bench.runtime import DEFAULT_RUNTIME
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MicroJob:
+    """Built from micro's options (``bench.micro_build.micro_job``): no defaults here."""
+
     cfg: PreprocessConfig
     groups: tuple[tuple[int, int, int], ...]  # (count, width, height)
     content: str
@@ -30,12 +31,12 @@ class MicroJob:
     warmup: int
     prefix: str
     init_file: str
-    arms: tuple[str, ...] = ("eager", "deferred")
-    runtime: str = DEFAULT_RUNTIME
-    image_paths: tuple[str, ...] = ()  # the user's images instead of generated ones
-    hooks: FaultHooks = NO_FAULTS  # tests: on_repeat / before_attach fail a process there
-    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
-    control_repeats: int = 0  # rounds of every arm on the minimal payload (control plane)
+    arms: tuple[str, ...]
+    runtime: str
+    image_paths: tuple[str, ...]  # the user's images instead of generated ones (or none)
+    hooks: FaultHooks  # tests: on_repeat / before_attach fail a process there (NO_FAULTS)
+    ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    control_repeats: int  # rounds of every arm on the minimal payload (control plane)
 
     @property
     def iterations(self) -> int:

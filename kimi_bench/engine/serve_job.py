@@ -11,13 +11,15 @@ from kimi_bench.arena_layout import ArenaSpec, spec_for
 from kimi_bench.config import PreprocessConfig
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
+from kimi_bench.fault_hooks import FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
-from kimi_bench.runtime import DEFAULT_RUNTIME
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeJob:
+    """Built from serve-ab's options (``bench.launch_runs``) or the emulator's
+    (``serving.emulator``): no defaults here."""
+
     cfg: PreprocessConfig
     arm: str
     ranks: int
@@ -35,15 +37,15 @@ class ServeJob:
     cost: StandinCost
     prefix: str
     init_file: str
-    request_timeout_s: float = 60.0
-    runtime: str = DEFAULT_RUNTIME
-    hooks: FaultHooks = NO_FAULTS  # tests: on_request kills or wedges a producer there
-    ranks_per_node: int = 0  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    request_timeout_s: float  # the load generator's: a rank with no progress for this long stops
+    runtime: str
+    hooks: FaultHooks  # tests: on_request kills or wedges a producer there (NO_FAULTS)
+    ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
     # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the
     # queue and the pipeline runs until it sets the stop event (``serve_rank_main``)
-    source: str = "loadgen"
-    arena_requests: int = 0  # zero-copy slots (0: one per request of the trace)
+    source: str
+    arena_requests: int  # zero-copy slots (0: one per request of the trace)
 
     @property
     def total(self) -> int:

@@ -2,10 +2,11 @@
 
 They are *not* the model: each runs a chain of square matmuls whose FLOP count is set by
 the scenario (``encoder_gflop_per_patch``, ``prefill_gflop_per_token``), so GPU (or CPU)
-time grows with the patch and token counts the way a real tower and prefill do. Defaults
-are sized from public figures: MoonViT (~0.4 B parameters) costs ~0.8 GFLOP per patch;
-the prefill default (6 GFLOP per token, split over the TP ranks) is a ~3 B-active model,
-far smaller than Kimi-K3, so that eight ranks sharing one GPU finish in reasonable time.
+time grows with the patch and token counts the way a real tower and prefill do. The
+defaults (``options.StandinOptions``) are sized from public figures: MoonViT (~0.4 B
+parameters) costs ~0.8 GFLOP per patch; the prefill default (6 GFLOP per token, split over
+the TP ranks) is a ~3 B-active model, far smaller than Kimi-K3, so that eight ranks sharing
+one GPU finish in reasonable time.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ from dataclasses import dataclass
 
 import torch
 
+from kimi_bench.options import StandinOptions
+
 
 @dataclass(frozen=True)
 class StandinCost:
-    encoder_gflop_per_patch: float = 0.8
-    prefill_gflop_per_token: float = 6.0
-    text_tokens_per_request: int = 128
-    cpu_flops_scale: float = 0.002  # on CPU-only runs, FLOPs are scaled down by this
+    """The stand-ins' sizes, from the options (their defaults are written there only)."""
+
+    encoder_gflop_per_patch: float
+    prefill_gflop_per_token: float
+    text_tokens_per_request: int
+    cpu_flops_scale: float  # on CPU-only runs, FLOPs are scaled down by this
+
+    @classmethod
+    def from_options(cls, opts: StandinOptions) -> StandinCost:
+        return cls(**opts.model_dump())
 
     def scaled(self, device: torch.device, ranks: int = 1) -> float:
         """FLOP multiplier for one rank. On CPU: ``cpu_flops_scale``. When R ranks share

@@ -46,7 +46,13 @@ from kimi_bench.options.parse import (
     rate_label,
 )
 from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions, StandinOptions
-from kimi_bench.options.server import EMULATOR_MODEL, ServeCommandOptions
+from kimi_bench.options.server import (
+    EMULATOR_MODEL,
+    MAX_TOKENS_LIMIT,
+    REQUEST_MAX_TOKENS,
+    SERVE_AB_START_TIMEOUT_S,
+    ServeCommandOptions,
+)
 
 __all__ = [
     "CARRIER_MODULES",
@@ -55,7 +61,10 @@ __all__ = [
     "MAX_RANKS",
     "MAX_RATE",
     "MAX_TIMEOUT_S",
+    "MAX_TOKENS_LIMIT",
+    "REQUEST_MAX_TOKENS",
     "RESOLUTION_PRESETS",
+    "SERVE_AB_START_TIMEOUT_S",
     "Arm",
     "CalibrateOptions",
     "Carrier",

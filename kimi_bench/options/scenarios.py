@@ -274,6 +274,14 @@ class ServeOptions(_Common):
 
     _arms = field_validator("arms", mode="before")(_split_list)
 
+    @field_validator("arms")
+    @classmethod
+    def _distinct_arms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        """Each arm is a server and a name in the report: one of each."""
+        if not v or len(set(v)) != len(v):
+            raise ValueError(f"arm names must be given and distinct, got {', '.join(v)}")
+        return v
+
     @field_validator("rates", mode="before")
     @classmethod
     def _rates(cls, v: Any) -> Any:

@@ -1,7 +1,8 @@
 """The options of ``kimi-bench serve``: one arm's emulated pipeline behind an
 OpenAI-compatible HTTP API (``kimi_bench.serving``). Written once, here: the command is
 generated from this model, and the emulator's and the HTTP server's settings are built from
-it (``serving.emulator.EmulatorConfig.from_options``, ``serving.server.ServerOptions``)."""
+it (``serving.emulator.EmulatorConfig.from_options``,
+``serving.server.ServerOptions.from_options``), which hold no defaults of their own."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from kimi_bench.options.parse import parse_resolution
 from kimi_bench.options.scenarios import StandinOptions, _Pipeline
 
 EMULATOR_MODEL = "kimi-bench-emulator"  # the model name the emulator serves by default
+# what the API grants a request (not options: the OpenAI-compatible servers' behaviour):
+# the tokens a request that names no max_tokens gets, and the most one may ask for
+REQUEST_MAX_TOKENS = 1
+MAX_TOKENS_LIMIT = 4096
+# serve-ab starts one emulator server per arm, side by side, and gives each this long to
+# come up (its own setting, not --start-timeout's default: it was always the longer one)
+SERVE_AB_START_TIMEOUT_S = 300.0
 
 
 def _standin_pairs(value: Any) -> Any:

@@ -74,11 +74,6 @@ def human_bytes(n: float) -> str:
     return f"{v:.3g} {units[k]}"
 
 
-def fmt_ms(v: float) -> str:
-    """Milliseconds with sensible digits: 0.0123 -> '0.012 ms', 212.4 -> '212 ms'."""
-    return f"{v:.3g} ms" if v < 100 else f"{v:.0f} ms"
-
-
 def png_bytes(fig: Any) -> bytes:
     plt = pyplot()
     buf = io.BytesIO()

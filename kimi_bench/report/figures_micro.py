@@ -10,11 +10,11 @@ from kimi_bench.report.figbase import (
     arm_color,
     decorate,
     empty_figure,
-    fmt_ms,
     human_bytes,
     pyplot,
     stage_colors,
 )
+from kimi_bench.stats_format import fmt_ms
 
 Dict = dict[str, Any]
 
@@ -45,7 +45,8 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
                 lw=1.2,
             )
             ax.annotate(
-                f"total {fmt_ms(total.median)}\n(p10 {total.p10:.3g}, p90 {total.p90:.3g})",
+                f"total {fmt_ms(total.median, significant=True)}\n"
+                f"(p10 {total.p10:.3g}, p90 {total.p90:.3g})",
                 (x, max(total.p90, bottom)),
                 xytext=(0, 4),
                 textcoords="offset points",
@@ -54,7 +55,13 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
             )
     floor = access.floor_ms(report)
     if floor is not None:
-        ax.axhline(floor, color="crimson", ls="--", lw=1.2, label=f"floor {fmt_ms(floor)}")
+        ax.axhline(
+            floor,
+            color="crimson",
+            ls="--",
+            lw=1.2,
+            label=f"floor {fmt_ms(floor, significant=True)}",
+        )
         ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
     ax.set_xticks(range(len(arms)), arms)
     ax.set_xlim(-0.6, len(arms) - 0.4)
@@ -91,7 +98,7 @@ def _per_stage(
                 assert s.spread is not None
                 v = s.spread.median
                 err = [[max(v - s.spread.p10, 0)], [max(s.spread.p90 - v, 0)]]
-                label = fmt_ms(v)
+                label = fmt_ms(v, significant=True)
             else:
                 v, err, label = float(s.bytes), None, human_bytes(s.bytes)
             if v <= 0:
@@ -191,7 +198,7 @@ def timeline_figure(report: Dict) -> Any:
             ax.get_yticklabels()[names.index(critical)].set_color("crimson")
             ax.get_yticklabels()[names.index(critical)].set_fontweight("bold")
         ax.invert_yaxis()
-        head = f"{arm}: ends at {fmt_ms(ends[critical])}"
+        head = f"{arm}: ends at {fmt_ms(ends[critical], significant=True)}"
         if pr:
             head += f"; critical path: {critical}"
         ax.set_title(head, fontsize=9, loc="left")
@@ -234,12 +241,15 @@ def payload_figure(report: Dict) -> Any:
         if iv.get("low") is not None and iv.get("high") is not None:
             err = [[max(pay - iv["low"], 0)], [max(iv["high"] - pay, 0)]]
             ax.errorbar(start + pay, y, xerr=err, color="black", capsize=4, lw=1)
-        ax.text(max(start + pay, start) * 1.02, y - 0.32, f"payload {fmt_ms(pay)} (control "
-                f"{fmt_ms(p['total']['control_ms'])})", fontsize=7.5)  # fmt: skip
+        ctl_ms = p["total"]["control_ms"]
+        text = (
+            f"payload {fmt_ms(pay, significant=True)} (control {fmt_ms(ctl_ms, significant=True)})"
+        )
+        ax.text(max(start + pay, start) * 1.02, y - 0.32, text, fontsize=7.5)
     floor = (ctl.get("floor") or {}).get("floor_ms")
     if floor:
         ax.axvline(floor, color="crimson", ls="--", lw=1.2,
-                   label=f"control + data floor {fmt_ms(floor)}")  # fmt: skip
+                   label=f"control + data floor {fmt_ms(floor, significant=True)}")  # fmt: skip
     ax.set_yticks(range(len(arms)), arms)
     ax.invert_yaxis()
     ax.set_xlabel("ms per repeat: control median + payload cost (arm median minus control)")

@@ -13,10 +13,10 @@ from kimi_bench.report.figbase import (
     arm_color,
     decorate,
     empty_figure,
-    fmt_ms,
     pyplot,
     stage_colors,
 )
+from kimi_bench.stats_format import fmt_ms
 
 Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))
@@ -224,7 +224,7 @@ def waterfall_figure(report: Dict) -> Any:
                 m = float(np.median(ttft))
                 ax.plot([m, m], [y - 0.35, y + 0.35], color="black", lw=1.5)
                 ax.annotate(
-                    f"median TTFT {fmt_ms(m)}",
+                    f"median TTFT {fmt_ms(m, significant=True)}",
                     (max(m, t), y),
                     xytext=(6, 0),
                     textcoords="offset points",

@@ -22,21 +22,19 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, get_args
+from dataclasses import dataclass
+from typing import Any
 
 from PIL import Image
 
-from kimi_bench.config import PreprocessConfig
+from kimi_bench.config import PreprocessConfig, resolve_config
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.environment import resolve_device
-from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
-from kimi_bench.options import Carrier
-from kimi_bench.pipeline import ARMS
-from kimi_bench.runtime import DEFAULT_RUNTIME, get_profile
+from kimi_bench.fault_hooks import FaultHooks, load_hooks
+from kimi_bench.options import ServeCommandOptions
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
@@ -63,34 +61,36 @@ _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError",
 
 @dataclass(frozen=True)
 class EmulatorConfig:
-    """One arm's pipeline: the same knobs as ``serve-ab``."""
+    """One arm's pipeline: the same knobs as ``serve-ab``, built from ``kimi-bench serve``'s
+    options (``from_options``, which validated them; their defaults are written there)."""
 
     arm: str
     cfg: PreprocessConfig
-    ranks: int = 2
-    workers: int = 2
-    transport: str = "shm"
-    device: str = "auto"
-    runtime: str = DEFAULT_RUNTIME
-    cost: StandinCost = field(default_factory=StandinCost)
-    start_timeout_s: float = 180.0
+    ranks: int
+    workers: int
+    transport: str
+    device: str  # resolved: cpu or cuda
+    runtime: str
+    cost: StandinCost
+    start_timeout_s: float
     # zero-copy arm: arena slots sized for requests of this many images of this size
-    image_size: tuple[int, int] = (1536, 1024)
-    images_per_request: int = 1
-    arena_requests: int = 64
-    hooks: FaultHooks = NO_FAULTS  # tests: the pipeline's and every answer's fault hooks
+    image_size: tuple[int, int]
+    images_per_request: int
+    arena_requests: int
+    hooks: FaultHooks  # tests: the pipeline's and every answer's fault hooks (NO_FAULTS)
 
-    def validate(self) -> None:
-        if self.arm not in ARMS:
-            raise ValueError(f"--arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
-        if self.ranks < 1 or self.workers < 1:
-            raise ValueError("--ranks and --processor-workers must be >= 1")
-        if self.transport not in get_args(Carrier):
-            choices = " or ".join(get_args(Carrier))
-            raise ValueError(f"--transport must be {choices}, got {self.transport!r}")
-        if self.start_timeout_s <= 0:
-            raise ValueError("the start-up timeout must be > 0")
-        get_profile(self.runtime)
+    @classmethod
+    def from_options(cls, opts: ServeCommandOptions) -> EmulatorConfig:
+        """ValueError when ``--config`` cannot be read (ConfigError) or ``--device cuda``
+        finds no CUDA device."""
+        return cls(
+            arm=opts.arm, cfg=resolve_config(opts.preset, opts.config), ranks=opts.ranks,
+            workers=opts.processor_workers, transport=opts.transport,
+            device=resolve_device(opts.device).type, runtime=opts.runtime,
+            cost=StandinCost.from_options(opts.standins), start_timeout_s=opts.start_timeout,
+            image_size=opts.arena_size, images_per_request=opts.image_count,
+            arena_requests=opts.arena_requests, hooks=load_hooks(opts.fault_hooks),
+        )  # fmt: skip
 
 
 def _probe_image() -> bytes:
@@ -122,7 +122,6 @@ class EmulatorBackend:
         metrics: ServerMetrics | None = None,
         on_dead: Callable[[str], None] | None = None,
     ) -> None:
-        conf.validate()
         self.conf, self.metrics, self.on_dead = conf, metrics, on_dead
         self.prefix = new_prefix()  # this server's shared-memory segments start with it
         self.dead: str | None = None
@@ -195,7 +194,7 @@ class EmulatorBackend:
             ranks=c.ranks,
             workers=c.workers,
             transport=c.transport,
-            device=resolve_device(c.device).type,
+            device=c.device,
             resolution=c.image_size,  # images come with the requests; this sizes the arena
             images_per_request=c.images_per_request,
             image_format="jpeg",
@@ -211,6 +210,9 @@ class EmulatorBackend:
             hooks=c.hooks,
             source="queue",
             arena_requests=c.arena_requests,
+            # no load generator: the server times its requests, the ranks run until stopped
+            request_timeout_s=math.inf,
+            ranks_per_node=0,  # one host
         )
         self._req_q, self._stop_evt = harness.ctx.Queue(), harness.ctx.Event()
         pipes = [harness.pipe() for _ in range(c.workers)]
@@ -359,8 +361,8 @@ class Served:
 def serve_emulator(
     conf: EmulatorConfig,
     server_opts: ServerOptions,
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    host: str,
+    port: int,
     graceful_timeout_s: float = 5.0,
 ) -> Served:
     """``kimi-bench serve``: the emulator behind the OpenAI-compatible server until SIGTERM

@@ -36,12 +36,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kimi_bench import __version__
-from kimi_bench.limits import (
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_PIXELS,
-    REQUEST_PIXELS_PER_IMAGE_LIMIT,
-)
-from kimi_bench.options.server import EMULATOR_MODEL
+from kimi_bench.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT
+from kimi_bench.options import MAX_TOKENS_LIMIT, REQUEST_MAX_TOKENS, ServeCommandOptions
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
 from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body
 from kimi_bench.serving.models import ServedModels
@@ -61,27 +57,39 @@ LOG = logging.getLogger("uvicorn.error.kimi_bench")
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """The server's settings; ``kimi-bench serve`` builds them from ``ServeCommandOptions``
-    (``kimi_bench.options.server``, where the command's defaults are)."""
+    """The server's settings, built from ``kimi-bench serve``'s options (``from_options``);
+    their defaults are written there only (``kimi_bench.options.server``)."""
 
-    model: str = EMULATOR_MODEL  # the model's name: listed first, named in every response
-    aliases: tuple[str, ...] = ()  # other names it answers to (--served-model-name A B ...)
-    accept_any_model: bool = False  # serve unknown names too, one warning per name
-    decode_interval_s: float = 0.0  # between streamed tokens after the first
-    api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <key>"
-    default_max_tokens: int = 1
-    max_tokens_limit: int = 4096
-    version: str = __version__
-    max_pixels: int = DEFAULT_MAX_PIXELS  # per image, read from its header
-    max_request_pixels: int | None = None  # all images of a request; None: 4x max_pixels
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    model: str  # the model's name: listed first, named in every response
+    aliases: tuple[str, ...]  # other names it answers to (--served-model-name A B ...)
+    accept_any_model: bool  # serve unknown names too, one warning per name
+    decode_interval_s: float  # between streamed tokens after the first
+    api_key: str | None  # when set, /v1/* needs "Authorization: Bearer <key>"
+    default_max_tokens: int  # for a request that names no max_tokens
+    max_tokens_limit: int
+    version: str
+    max_pixels: int  # per image, read from its header
+    max_request_pixels: int  # all images of a request
+    max_body_bytes: int
+
+    @classmethod
+    def from_options(cls, opts: ServeCommandOptions, api_key: str | None) -> ServerOptions:
+        """``api_key``: the value of ``opts.api_key_env`` (read, and checked, by the CLI)."""
+        model, *aliases = opts.served_model_name
+        total = opts.max_request_pixels
+        if total is None:
+            total = REQUEST_PIXELS_PER_IMAGE_LIMIT * opts.max_pixels
+        return cls(
+            model=model, aliases=tuple(aliases), accept_any_model=opts.accept_any_model,
+            decode_interval_s=opts.decode_interval_ms / 1e3, api_key=api_key,
+            default_max_tokens=REQUEST_MAX_TOKENS, max_tokens_limit=MAX_TOKENS_LIMIT,
+            version=__version__, max_pixels=opts.max_pixels, max_request_pixels=total,
+            max_body_bytes=round(opts.max_body_mb * 2**20),
+        )  # fmt: skip
 
     @property
     def pixel_limits(self) -> PixelLimits:
-        total = self.max_request_pixels
-        if total is None:
-            total = REQUEST_PIXELS_PER_IMAGE_LIMIT * self.max_pixels
-        return PixelLimits(per_image=self.max_pixels, per_request=total)
+        return PixelLimits(per_image=self.max_pixels, per_request=self.max_request_pixels)
 
     @property
     def served_names(self) -> tuple[str, ...]:
@@ -360,12 +368,12 @@ class _QuietWhenStopping:
 
 
 def create_app(
-    backend: Backend, opts: ServerOptions | None = None, metrics: ServerMetrics | None = None
+    backend: Backend, opts: ServerOptions, metrics: ServerMetrics | None = None
 ) -> Starlette:
     """The app; ``backend.start()``/``close()`` run at server start-up/shutdown.
     ``app.state.begin_shutdown()`` (on the event loop) starts the stop: ``launch`` calls
     it when uvicorn begins to shut down, before it waits for open connections."""
-    handler = _Handler(backend, opts or ServerOptions(), metrics or ServerMetrics())
+    handler = _Handler(backend, opts, metrics or ServerMetrics())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

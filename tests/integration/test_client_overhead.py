@@ -23,16 +23,16 @@ from starlette.routing import Route
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
 from kimi_bench.bench.serve_overhead import TTFT_HISTOGRAMS, server_ttft
-from kimi_bench.config import get_preset
 from kimi_bench.options import ServeOptions
 from kimi_bench.report.model import Report
 from kimi_bench.schemas import validate_report
 from kimi_bench.serving.client import ClientOptions, drive
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
 from kimi_bench.serving.trace import arrival_offsets
 from kimi_bench.serving.wire import sse_events
 from tests.backends import SleepBackend, serve_in_thread
 from tests.integration.test_http_client import trace_of
+from tests.server_options import server_options
 
 MODEL = "test-model"
 
@@ -40,7 +40,7 @@ MODEL = "test-model"
 @contextlib.contextmanager
 def kimi_bench_serve() -> Iterator[str]:
     """kimi-bench serve's app (its /metrics has the TTFT histogram) in a thread."""
-    app = create_app(SleepBackend(first_token_s=0.01), ServerOptions(model=MODEL))
+    app = create_app(SleepBackend(first_token_s=0.01), server_options(MODEL))
     with serve_in_thread(app) as url:
         yield url
 
@@ -57,14 +57,12 @@ def metrics_less_app() -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
-def serve_ab(url: str, **kw: Any) -> Any:
+def serve_ab(url: str, before_send: Any = None) -> Any:
     """serve-ab against one endpoint: (report, runs)."""
-    http = HttpServeOptions(cfg=get_preset("kimi-k3"), rates=(math.inf,), requests=6,
-                            resolution=(32, 24), warmup_requests=1, repeats=1,
-                            endpoints=(("a", url),), model=MODEL, **kw)  # fmt: skip
-    runs = run_serve_ab_http(http)
     opts = ServeOptions(endpoints=[f"a={url}"], rates=(math.inf,), requests=6, repeats=1,
-                        resolution=(32, 24), warmup_requests=1, device="cpu")  # fmt: skip
+                        resolution=(32, 24), warmup_requests=1, device="cpu",
+                        model=MODEL)  # fmt: skip
+    runs = run_serve_ab_http(HttpServeOptions.from_options(opts, None, before_send))
     return build_serve_report(opts, runs, torch.device("cpu"), None), runs
 
 

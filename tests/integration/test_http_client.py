@@ -35,9 +35,10 @@ from kimi_bench.serving.metrics import (
     scrape_metrics,
 )
 from kimi_bench.serving.records import ERROR_KINDS, RequestRecord
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
 from kimi_bench.serving.trace import chat_body, make_trace, parse_data_url
 from tests.backends import FaultyBackend, SleepBackend, serve_in_thread
+from tests.server_options import server_options
 
 MODEL = "test-model"
 KEY_ENV = "KIMI_BENCH_TEST_API_KEY"
@@ -60,7 +61,7 @@ def opts(**kw: Any) -> ClientOptions:
 
 @contextlib.contextmanager
 def server(backend: Any, **server_opts: Any) -> Iterator[str]:
-    app = create_app(backend, ServerOptions(**{"model": MODEL, **server_opts}))
+    app = create_app(backend, server_options(MODEL, **server_opts))
     with serve_in_thread(app) as url:
         yield url
 
@@ -131,7 +132,7 @@ def test_parse_endpoint_keeps_name_and_base_url() -> None:
 def test_happy_path_records_ttft_e2e_itl_tokens_and_progress() -> None:
     seen: list[tuple[int, int, int]] = []
     backend = SleepBackend(first_token_s=0.01)
-    with server(backend, decode_interval_s=0.002) as url:
+    with server(backend, decode_interval_ms=2.0) as url:
         res = drive(
             url,
             trace_of(6, 0.01),
@@ -376,9 +377,10 @@ SERVER_SCRIPT = """
 import sys
 from tests.backends import SleepBackend
 from kimi_bench.serving.launch import serve
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
+from tests.server_options import server_options
 
-app = create_app(SleepBackend(first_token_s=0.03), ServerOptions(model=sys.argv[2]))
+app = create_app(SleepBackend(first_token_s=0.03), server_options(sys.argv[2]))
 serve(app, "127.0.0.1", int(sys.argv[1]))
 """
 

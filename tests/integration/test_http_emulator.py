@@ -23,13 +23,12 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
 from kimi_bench.serving.client import ClientOptions, drive, probe_server
-from kimi_bench.serving.emulator import STAGES, EmulatorBackend, EmulatorConfig
+from kimi_bench.serving.emulator import STAGES, EmulatorBackend
 from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import metrics_delta, scrape_metrics, series_name
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import make_trace
 from kimi_bench.serving.usage import count_text_tokens
@@ -37,6 +36,7 @@ from kimi_bench.transport import list_segments
 from tests.backends import serve_in_thread
 from tests.faults import DieAtRequest, HangAtRequest, importable_env, spec
 from tests.serve_helpers import MARK, adopting_orphans, marked_processes
+from tests.server_options import emulator_config, server_options
 
 MODEL = "emulator-test"
 W, H = 160, 120
@@ -55,10 +55,9 @@ def emulator(arm: str = "deferred", **conf: Any) -> Iterator[tuple[str, Emulator
     metrics = ServerMetrics()
     dead: list[str] = []
     settings = {"ranks": 2, "workers": 2, "device": "cpu", **conf}
-    backend = EmulatorBackend(
-        EmulatorConfig(arm=arm, cfg=get_preset("kimi-k3"), **settings), metrics, dead.append
-    )
-    appl = create_app(backend, ServerOptions(model=MODEL), metrics)
+    settings["processor_workers"] = settings.pop("workers")
+    backend = EmulatorBackend(emulator_config(arm, **settings), metrics, dead.append)
+    appl = create_app(backend, server_options(MODEL), metrics)
     with serve_in_thread(appl, start_timeout_s=300) as url:
         yield url, backend, dead
     assert list_segments(backend.prefix) == []
@@ -142,7 +141,11 @@ def test_an_image_that_does_not_decode_fails_alone_with_400_from_the_producer() 
 def test_a_wedged_producer_times_out_its_request_and_the_others_complete() -> None:
     # request ids count from 0, the start-up request: rid 2 wedges the second one sent
     trace = make_trace([0.0, 0.3, 0.6, 0.9], [jpeg(3)])
-    with emulator("deferred", ranks=1, workers=2, hooks=HangAtRequest(2)) as (url, _b, dead):
+    with emulator("deferred", ranks=1, workers=2, fault_hooks=spec(HangAtRequest, rid=2)) as (
+        url,
+        _b,
+        dead,
+    ):
         res = drive(url, trace, client(request_timeout_s=8))
     kinds = [r.error_kind for r in res.records]
     assert kinds == [None, "timeout", None, None], [r.error for r in res.records]
@@ -153,7 +156,11 @@ def test_a_wedged_producer_times_out_its_request_and_the_others_complete() -> No
 @pytest.mark.slow
 def test_a_crashed_pipeline_fails_its_requests_with_503_naming_the_cause() -> None:
     trace = make_trace([0.0, 0.5, 1.0], [jpeg(4)])
-    with emulator("eager", ranks=2, workers=1, hooks=DieAtRequest(2)) as (url, backend, dead):
+    with emulator("eager", ranks=2, workers=1, fault_hooks=spec(DieAtRequest, rid=2)) as (
+        url,
+        backend,
+        dead,
+    ):
         res = drive(url, trace, client(request_timeout_s=60))
         later = _post(url, [jpeg(5)])
     assert [r.ok for r in res.records] == [True, False, False]

@@ -31,9 +31,10 @@ from kimi_bench.serving.launch import (
     free_port,
 )
 from kimi_bench.serving.metrics import parse_metrics, series_name
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
 from tests.backends import FaultyBackend, SleepBackend, serve_in_thread
 from tests.serve_helpers import png_bomb, requests_by_outcome
+from tests.server_options import server_options
 
 MODEL = "test-model"
 CHAT = "/v1/chat/completions"
@@ -75,7 +76,7 @@ class Recorder:
 @contextlib.contextmanager
 def live(backend: Any, **opts: Any) -> Iterator[httpx.Client]:
     """The app with ``backend`` served on a free loopback port, and a client for it."""
-    app = create_app(backend, ServerOptions(**{"model": MODEL, **opts}))
+    app = create_app(backend, server_options(MODEL, **opts))
     with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30, trust_env=False) as c:
         yield c
 
@@ -100,7 +101,7 @@ def test_health_models_version_and_lifespan() -> None:
 def test_health_is_503_until_the_backend_started() -> None:
     async def ask() -> httpx.Response:
         # ASGITransport does not run the lifespan: the backend was never started
-        transport = httpx.ASGITransport(app=create_app(Recorder()))
+        transport = httpx.ASGITransport(app=create_app(Recorder(), server_options(MODEL)))
         async with httpx.AsyncClient(transport=transport, base_url="http://kb") as c:
             return await c.get("/health")
 
@@ -296,7 +297,7 @@ def test_faults_hit_only_the_chosen_requests_and_shape_the_stream() -> None:
 
 def test_a_client_that_goes_away_cancels_its_stalled_request_as_disconnected() -> None:
     backend = FaultyBackend(SleepBackend(), "stall", stall_s=600)
-    app = create_app(backend, ServerOptions(model=MODEL))
+    app = create_app(backend, server_options(MODEL))
     with serve_in_thread(app) as url:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url + CHAT, json=body([encoded()], stream=True), timeout=0.3)
@@ -324,13 +325,14 @@ SERVER_SCRIPT = """
 import sys
 from tests.backends import SleepBackend
 from kimi_bench.serving.launch import serve
-from kimi_bench.serving.server import ServerOptions, create_app
+from kimi_bench.serving.server import create_app
+from tests.server_options import server_options
 
 class Noisy(SleepBackend):
     async def close(self):
         print("backend closed", flush=True)
 
-sig = serve(create_app(Noisy(), ServerOptions(model="m")), "127.0.0.1", int(sys.argv[1]))
+sig = serve(create_app(Noisy(), server_options("m")), "127.0.0.1", int(sys.argv[1]))
 print("stopped by signal", sig, flush=True)
 """
 
@@ -425,7 +427,7 @@ def test_pixel_limits_per_image_per_request_and_pils_own() -> None:
     )
     assert wide.status_code == 400 and "is 101x100 = 10,100 pixels" in wide.text
     # the default request limit is 4x the image limit
-    assert ServerOptions(max_pixels=7).pixel_limits.per_request == 28
+    assert server_options(max_pixels=7).pixel_limits.per_request == 28
     # over PIL's own guard (2x Image.MAX_IMAGE_PIXELS): refused even with a higher limit
     with live(Recorder(), max_pixels=2**31) as c:
         r = c.post(CHAT, json=body([png_bomb(20000, 10000)]))
@@ -444,7 +446,7 @@ def test_a_body_over_the_limit_is_a_413_declared_or_chunked() -> None:
             yield b"x" * 10_000
 
     backend = Recorder()
-    with live(backend, max_body_bytes=limit) as c:
+    with live(backend, max_body_mb=limit / 2**20) as c:
         declared = c.post(CHAT, content=b"x" * 50_000_000)
         chunked = c.post(CHAT, content=chunks())  # no Content-Length: counted as it comes
         ok = c.post(CHAT, json=body([encoded()]))
@@ -465,7 +467,7 @@ def test_a_body_over_the_limit_is_a_413_declared_or_chunked() -> None:
 
 def test_a_client_that_leaves_mid_stream_is_counted_as_disconnected() -> None:
     backend = SleepBackend()
-    app = create_app(backend, ServerOptions(model=MODEL, decode_interval_s=0.02))
+    app = create_app(backend, server_options(MODEL, decode_interval_ms=20.0))
     with serve_in_thread(app) as url, httpx.Client(base_url=url, trust_env=False) as c:
         payload = body([encoded()], 4000, stream=True)
         with c.stream("POST", CHAT, json=payload) as r:
@@ -494,7 +496,7 @@ def test_a_client_that_leaves_mid_stream_is_counted_as_disconnected() -> None:
 def test_stopping_the_server_ends_open_streams_and_waiting_requests() -> None:
     # request 0 streams for minutes; request 1 never gets its first token
     backend = FaultyBackend(SleepBackend(), "stall", requests={1})
-    app = create_app(backend, ServerOptions(model=MODEL, decode_interval_s=0.05))
+    app = create_app(backend, server_options(MODEL, decode_interval_ms=50.0))
     server = serve_in_thread(app)
     url = server.__enter__()
     events: list[str] = []

@@ -109,7 +109,8 @@ def test_accept_any_model_serves_any_name_with_one_warning_per_name() -> None:
 
 
 def test_the_default_name_still_works() -> None:
-    assert ServerOptions().served_names == (EMULATOR_MODEL,) == ("kimi-bench-emulator",)
+    opts = ServerOptions.from_options(ServeCommandOptions(arm="eager"), api_key=None)
+    assert opts.served_names == (EMULATOR_MODEL,) == ("kimi-bench-emulator",)
     assert ServeCommandOptions(arm="eager").served_model_name == (EMULATOR_MODEL,)
 
 

@@ -17,8 +17,10 @@ from kimi_bench.ci.evidence import EvidenceError, micro_evidence
 from kimi_bench.cli.main import app
 from kimi_bench.config import get_preset
 from kimi_bench.engine.micro_job import MicroJob, control_images, rounds
+from kimi_bench.fault_hooks import NO_FAULTS
 from kimi_bench.options import MicroOptions
 from kimi_bench.report.model import Report
+from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.schemas import validate_report
 from kimi_bench.stats import Measurement
 from kimi_bench.stats_difference import difference, ratio_of_differences
@@ -30,7 +32,8 @@ def _job(repeats: int, warmup: int, control: int) -> MicroJob:
     return MicroJob(
         cfg=get_preset("kimi-k3"), groups=((3, 64, 48),), content="random", seed=0, ranks=2,
         transport="shm", device="cpu", repeats=repeats, warmup=warmup, prefix="", init_file="",
-        arms=ARMS, control_repeats=control,
+        arms=ARMS, control_repeats=control, runtime=DEFAULT_RUNTIME, image_paths=(),
+        ranks_per_node=0, hooks=NO_FAULTS,
     )  # fmt: skip
 
 

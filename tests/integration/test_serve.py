@@ -13,6 +13,7 @@ from kimi_bench.config import resolve_config
 from kimi_bench.engine.launch import World
 from kimi_bench.engine.serve_job import ServeJob, make_payloads
 from kimi_bench.engine.standins import StandinCost
+from kimi_bench.fault_hooks import NO_FAULTS
 from kimi_bench.options import ServeOptions
 from tests.conftest import kimibench_segments, leftover_segments
 from tests.faults import DieAtRequest, HangAtRequest, spec
@@ -109,9 +110,15 @@ def _job(opts: ServeOptions, arm: str, seed: int) -> ServeJob:
         seed=seed,
         arrivals=(),
         warmup_requests=0,
-        cost=StandinCost(**opts.standins.model_dump()),
+        cost=StandinCost.from_options(opts.standins),
         prefix="unused_",
         init_file="unused",
+        request_timeout_s=opts.request_timeout_s,
+        runtime=opts.runtime,
+        ranks_per_node=0,
+        source="loadgen",
+        arena_requests=0,
+        hooks=NO_FAULTS,
     )
 
 

@@ -21,7 +21,7 @@ from kimi_bench import __version__
 from kimi_bench.bench import serve_http
 from kimi_bench.bench.serve import ServeFailed
 from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
-from kimi_bench.config import get_preset
+from kimi_bench.options import ServeOptions
 from kimi_bench.serving.client import INTERRUPTED
 from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.stats import Measurement
@@ -44,9 +44,12 @@ def gone(mark: str, limit_s: float = 15.0) -> list[int]:
     return left
 
 
-def options(**kw: Any) -> HttpServeOptions:
+def options(log_dir: Path | None = None, **kw: Any) -> HttpServeOptions:
+    """serve-ab's options (``kw``; ``endpoints`` as (name, URL) pairs) as the command makes
+    them into the HTTP run's settings."""
+    if "endpoints" in kw:
+        kw["endpoints"] = [f"{name}={url}" for name, url in kw["endpoints"]]
     base: dict[str, Any] = {
-        "cfg": get_preset("kimi-k3"),
         "rates": (math.inf,),
         "requests": 6,
         "resolution": (160, 120),
@@ -56,7 +59,8 @@ def options(**kw: Any) -> HttpServeOptions:
         "device": "cpu",
         "request_timeout_s": 60.0,
     }
-    return HttpServeOptions(**{**base, **kw})
+    opts = ServeOptions(**{**base, **kw})
+    return HttpServeOptions.from_options(opts, log_dir=log_dir, before_send=None)
 
 
 def serve_process(tmp_path: Path, name: str, mark: str, *extra: str) -> ServerProcess:

@@ -25,6 +25,7 @@ from kimi_bench.config import get_preset
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.micro_worker import producer_main, rank_main
 from kimi_bench.engine.procs import Harness, WorkerFailed
+from kimi_bench.fault_hooks import NO_FAULTS
 from kimi_bench.ledger import Ledger
 from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
@@ -42,6 +43,7 @@ from kimi_bench.pipeline import (
     wrap_zero_copy,
 )
 from kimi_bench.pixels import stage_input
+from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.transport import list_segments, new_prefix
 from tests.faults import CrashAtRepeat, CrashBeforeAttach
 
@@ -283,6 +285,11 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         prefix=harness.prefix,
         init_file=harness.init_file,
         arms=tuple(arms),
+        runtime=DEFAULT_RUNTIME,
+        image_paths=(),
+        ranks_per_node=0,
+        control_repeats=0,
+        hooks=NO_FAULTS,
     )
     return MicroJob(**(base | kw))
 

@@ -5,6 +5,9 @@ text, default and choice name is written once in the source."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
+import math
 import re
 import typing
 from pathlib import Path
@@ -16,7 +19,13 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from kimi_bench import options as O
+from kimi_bench.bench.serve_http import HttpServeOptions
 from kimi_bench.cli.main import app
+from kimi_bench.engine.micro_job import MicroJob
+from kimi_bench.engine.serve_job import ServeJob
+from kimi_bench.engine.standins import StandinCost
+from kimi_bench.serving.emulator import EmulatorConfig
+from kimi_bench.serving.server import ServerOptions
 
 ROOT = Path(__file__).resolve().parents[2] / "kimi_bench"
 
@@ -144,3 +153,92 @@ def test_defaults_are_not_repeated_in_the_cli():
             continue
         text = path.read_text()
         assert not re.search(r"typer\.Option\(\s*\"--", text), f"{path.name} defines an option"
+
+
+# Job and config objects are built from the options (``from_options``) and hold no defaults
+# of their own: a default written there would be a second one, free to drift from the
+# option's (serve-ab's emulator start-up already had). Their fault hooks too are given
+# where they are built (NO_FAULTS for a real run).
+BUILT_FROM_OPTIONS = (EmulatorConfig, ServerOptions, StandinCost, HttpServeOptions)
+# the jobs every process of a run is given: built in one place each from the options and
+# the run's world (bench.micro_build.micro_job, bench.launch_runs, serving.emulator)
+JOBS = (MicroJob, ServeJob)
+PACKAGES = ("serving", "engine", "bench")
+
+
+def _defaults(cls: type) -> list[str]:
+    return [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    ]
+
+
+@pytest.mark.parametrize("cls", BUILT_FROM_OPTIONS, ids=lambda c: c.__name__)
+def test_objects_built_from_the_options_hold_no_defaults(cls: type):
+    assert isinstance(cls.__dict__.get("from_options"), classmethod), cls
+    assert _defaults(cls) == [], f"{cls.__name__} writes defaults of its own"
+
+
+@pytest.mark.parametrize("cls", JOBS, ids=lambda c: c.__name__)
+def test_jobs_hold_no_defaults(cls: type):
+    assert _defaults(cls) == [], f"{cls.__name__} writes defaults of its own"
+
+
+def test_every_class_with_from_options_holds_no_defaults():
+    """Also one added later: any dataclass of the packages that run things which is built
+    by ``from_options``."""
+    found = []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).glob("*.py")):
+            module = importlib.import_module(f"kimi_bench.{pkg}.{path.stem}")
+            for obj in vars(module).values():
+                if (
+                    isinstance(obj, type)
+                    and obj.__module__ == module.__name__
+                    and dataclasses.is_dataclass(obj)
+                    and "from_options" in obj.__dict__
+                ):
+                    found.append(obj)
+                    assert _defaults(obj) == [], f"{obj.__name__} writes defaults of its own"
+    assert set(BUILT_FROM_OPTIONS) <= set(found)
+
+
+def test_from_options_keeps_every_value():
+    """The objects carry the options' values: nothing is dropped on the way."""
+    serve = O.ServeCommandOptions(arm="zero-copy", ranks=3, processor_workers=4,
+                                  transport="pickle", device="cpu", start_timeout=42,
+                                  arena_image="320x200", image_count=2, arena_requests=9,
+                                  standins=["text_tokens_per_request=7"], max_pixels=100,
+                                  decode_interval_ms=5, max_body_mb=2,
+                                  served_model_name=("a", "b"))  # fmt: skip
+    conf = EmulatorConfig.from_options(serve)
+    assert (conf.arm, conf.ranks, conf.workers, conf.transport, conf.device) == (
+        "zero-copy", 3, 4, "pickle", "cpu"
+    )  # fmt: skip
+    assert (conf.start_timeout_s, conf.image_size, conf.images_per_request) == (42, (320, 200), 2)
+    assert conf.arena_requests == 9 and conf.cost.text_tokens_per_request == 7
+    server = ServerOptions.from_options(serve, api_key="k")
+    assert (server.served_names, server.api_key, server.decode_interval_s) == (
+        ("a", "b"),
+        "k",
+        0.005,
+    )
+    assert (server.max_pixels, server.max_request_pixels, server.max_body_bytes) == (
+        100, 400, 2 * 2**20
+    )  # fmt: skip
+    opts = O.ServeOptions(rates="4,inf", requests=3, ranks=2, resolution=(64, 48), seed=5,
+                          endpoints=["a=http://x:1/v1"], model="m")  # fmt: skip
+    http = HttpServeOptions.from_options(opts, log_dir=None, before_send=None)
+    assert (http.rates, http.requests, http.ranks, http.resolution, http.seed) == (
+        (4.0, math.inf), 3, 2, (64, 48), 5
+    )  # fmt: skip
+    assert http.endpoints == (("a", "http://x:1"),) and http.model == "m"
+    assert http.cost == StandinCost.from_options(opts.standins)
+    assert http.server_start_timeout_s == O.SERVE_AB_START_TIMEOUT_S
+
+
+@pytest.mark.parametrize("arms", ["eager,eager", ""])
+def test_serve_ab_arms_must_be_given_and_distinct(arms: str):
+    with pytest.raises(ValueError, match="arm names must be given and distinct"):
+        O.ServeOptions(arms=arms)

@@ -9,6 +9,7 @@ import asyncio
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -16,7 +17,6 @@ from typer.testing import CliRunner
 
 from kimi_bench.bench.serve_http import HttpServeOptions, emulator_argv
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
 from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks, load_hooks
 from kimi_bench.options import MicroOptions, ServeOptions
 from kimi_bench.serving.sse import FIRST_TOKEN_TEXT, ChatStream
@@ -100,11 +100,12 @@ def test_the_option_is_hidden_from_help(name: str):
 
 def test_serve_ab_hands_the_spec_on_to_its_emulator_servers(tmp_path: Path):
     fault = spec(DieAtRequest, rid=4)
-    shape = {"cfg": get_preset("kimi-k3"), "resolution": (64, 48), "requests": 4}
-    opts = HttpServeOptions.from_options(ServeOptions(fault_hooks=fault), **shape)
+    shape: dict[str, Any] = {"resolution": (64, 48), "requests": 4}
+    made = ServeOptions(fault_hooks=fault, **shape)
+    opts = HttpServeOptions.from_options(made, log_dir=None, before_send=None)
     argv = emulator_argv("deferred", 8000, opts, tmp_path / "cfg.json")
     assert argv[argv.index("--fault-hooks") + 1] == fault
-    plain = HttpServeOptions.from_options(ServeOptions(), **shape)
+    plain = HttpServeOptions.from_options(ServeOptions(**shape), log_dir=None, before_send=None)
     assert "--fault-hooks" not in emulator_argv("deferred", 8000, plain, tmp_path / "c.json")
 
 

@@ -20,13 +20,14 @@ from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
 from kimi_bench.report import access, figbase, figures
-from kimi_bench.report.figbase import fmt_ms, human_bytes
+from kimi_bench.report.figbase import human_bytes
 from kimi_bench.report.figures_micro import stages_figure, timeline_figure
 from kimi_bench.report.figures_parity import parity_grid_figure
 from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
+from kimi_bench.stats_format import fmt_ms
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-run"
@@ -156,7 +157,7 @@ def test_micro_stages_figure_log_axis_floor_and_bytes() -> None:
     biggest = max(s["bytes"] for a in rep["arms"].values() for s in a["stages"].values())
     text = all_text(fig)
     assert "NVIDIA H200" in text and "8 ranks" in text and "carrier shm" in text
-    assert fmt_ms(small) in text and human_bytes(biggest) in text
+    assert fmt_ms(small, significant=True) in text and human_bytes(biggest) in text
 
 
 def test_timeline_marks_the_critical_rank_when_per_rank_spans_exist() -> None:
