@@ -144,11 +144,13 @@ def _warm(url: str, model: str, image_url: str) -> None:
 
 def _kimi_bench(url: str, model: str, rate: float, seed: int, a: argparse.Namespace,
                 pool: list[bytes]) -> dict[str, Any]:  # fmt: skip
+    from kimi_bench.options import ServeOptions
     from kimi_bench.serving.client import ClientOptions, drive
     from kimi_bench.serving.trace import arrival_offsets, make_trace
 
     trace = make_trace(arrival_offsets(rate, a.requests, 1.0, seed), pool, 1, prompt=PROMPT)
-    res = drive(url, trace, ClientOptions(model=model, max_tokens=a.max_tokens))
+    client = ClientOptions.from_options(ServeOptions(max_tokens=a.max_tokens), model)
+    res = drive(url, trace, client)
     ttfts = [r.ttft_ms for r in res.records if r.ok and r.ttft_ms is not None]
     late = sorted(r.lateness_ms for r in res.records if r.lateness_ms is not None)
     return {

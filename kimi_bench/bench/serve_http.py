@@ -120,15 +120,7 @@ class HttpServeOptions:
         return cls(**same, **made)  # a field ServeOptions lacks: AttributeError
 
     def client_options(self, model: str) -> ClientOptions:
-        return ClientOptions(
-            model=model,
-            max_tokens=self.max_tokens,
-            api_key_env=self.api_key_env,
-            max_concurrency=self.max_concurrency,
-            request_timeout_s=self.request_timeout_s,
-            warmup_requests=self.warmup_requests,
-            retry_429=self.retry_429,
-        )
+        return ClientOptions.from_options(self, model)
 
 
 @dataclass

@@ -47,6 +47,8 @@ from kimi_bench.options.parse import (
 )
 from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions, StandinOptions
 from kimi_bench.options.server import (
+    CLIENT_CONNECT_TIMEOUT_S,
+    CLIENT_DEAD_AFTER,
     EMULATOR_MODEL,
     MAX_TOKENS_LIMIT,
     REQUEST_MAX_TOKENS,
@@ -56,6 +58,8 @@ from kimi_bench.options.server import (
 
 __all__ = [
     "CARRIER_MODULES",
+    "CLIENT_CONNECT_TIMEOUT_S",
+    "CLIENT_DEAD_AFTER",
     "EMULATOR_MODEL",
     "MACHINE_DEFAULTS",
     "MAX_RANKS",

@@ -27,6 +27,10 @@ MAX_TOKENS_LIMIT = 4096
 # serve-ab starts one emulator server per arm, side by side, and gives each this long to
 # come up (its own setting, not --start-timeout's default: it was always the longer one)
 SERVE_AB_START_TIMEOUT_S = 300.0
+# The load generator's settings that no command exposes: how long one connection attempt
+# may take, and how many consecutive connection failures end an arm (a dead server).
+CLIENT_CONNECT_TIMEOUT_S = 10.0
+CLIENT_DEAD_AFTER = 5
 
 
 def _standin_pairs(value: Any) -> Any:

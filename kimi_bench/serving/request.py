@@ -15,8 +15,9 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from kimi_bench.options import CLIENT_CONNECT_TIMEOUT_S, CLIENT_DEAD_AFTER
 from kimi_bench.serving.backend import REQUEST_HEADER
 from kimi_bench.serving.endpoints import CHAT_PATH, _excerpt, _redact, auth_headers
 from kimi_bench.serving.records import RequestRecord
@@ -36,21 +37,62 @@ _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream",
             "Cache-Control": "no-store"}  # fmt: skip
 
 
-@dataclass(frozen=True)
+class ClientSettings(Protocol):
+    """What the client takes from a command's options (``ServeOptions`` and serve-ab's
+    ``HttpServeOptions`` both have it)."""
+
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def max_concurrency(self) -> int | None: ...
+    @property
+    def request_timeout_s(self) -> float: ...
+    @property
+    def warmup_requests(self) -> int: ...
+    @property
+    def retry_429(self) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClientOptions:
+    """How the client sends one arm's requests. Built from the command's options
+    (:meth:`from_options`); it holds no defaults of its own (issue 20: one configuration
+    path). Library users start from ``from_options(ServeOptions(), model)`` and
+    ``dataclasses.replace`` what they need."""
+
     model: str
-    max_tokens: int = 1
-    api_key_env: str = "OPENAI_API_KEY"  # the variable's *name*; its value is never stored
-    max_concurrency: int | None = None  # in-flight cap; None = no cap
-    request_timeout_s: float = 60.0  # whole request, send to end of stream
-    connect_timeout_s: float = 10.0
-    dead_after: int = 5  # consecutive connection failures that end the arm
-    warmup_requests: int = 0  # sent one at a time before the trace, kept apart
-    include_usage: bool = True  # ask for stream_options.include_usage
-    retry_429: int = 0  # resend a request answered 429 up to this many times
-    extra_body: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"ignore_eos": True}
+    max_tokens: int
+    api_key_env: str  # the variable's *name*; its value is never stored
+    max_concurrency: int | None  # in-flight cap; None = no cap
+    request_timeout_s: float  # whole request, send to end of stream
+    connect_timeout_s: float
+    dead_after: int  # consecutive connection failures that end the arm
+    warmup_requests: int  # sent one at a time before the trace, kept apart
+    include_usage: bool  # ask for stream_options.include_usage
+    retry_429: int  # resend a request answered 429 up to this many times
+    extra_body: Mapping[str, Any]  # e.g. {"ignore_eos": True}
+
+    @classmethod
+    def from_options(cls, opts: ClientSettings, model: str) -> ClientOptions:
+        return cls(
+            model=model,
+            max_tokens=opts.max_tokens,
+            api_key_env=opts.api_key_env,
+            max_concurrency=opts.max_concurrency,
+            request_timeout_s=opts.request_timeout_s,
+            connect_timeout_s=CLIENT_CONNECT_TIMEOUT_S,
+            dead_after=CLIENT_DEAD_AFTER,
+            warmup_requests=opts.warmup_requests,
+            include_usage=True,
+            retry_429=opts.retry_429,
+            extra_body={},
+        )
 
     def validate(self) -> None:
+        """The checks a library caller's ``replace`` can break (the options model makes
+        them for the CLI)."""
         if not self.model:
             raise ValueError("a model name is needed (--model)")
         if self.max_tokens < 1:

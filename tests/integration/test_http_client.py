@@ -5,6 +5,7 @@ Prometheus deltas, and the same server measured twice as two arms."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -25,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kimi_bench.options import ServeOptions
 from kimi_bench.serving.client import ClientOptions, drive, parse_endpoint, probe_server
 from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.serving.metrics import (
@@ -56,7 +58,8 @@ def trace_of(n: int, gap_s: float = 0.0, images_per_request: int = 1) -> Any:
 
 
 def opts(**kw: Any) -> ClientOptions:
-    return ClientOptions(**{"model": MODEL, "api_key_env": KEY_ENV, **kw})
+    base = ClientOptions.from_options(ServeOptions(), MODEL)
+    return dataclasses.replace(base, **{"api_key_env": KEY_ENV, **kw})
 
 
 @contextlib.contextmanager

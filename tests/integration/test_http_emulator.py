@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import io
 import os
 import signal
@@ -23,6 +24,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
+from kimi_bench.options import ServeOptions
 from kimi_bench.serving.client import ClientOptions, drive, probe_server
 from kimi_bench.serving.emulator import STAGES, EmulatorBackend
 from kimi_bench.serving.launch import ServerProcess, free_port
@@ -64,7 +66,8 @@ def emulator(arm: str = "deferred", **conf: Any) -> Iterator[tuple[str, Emulator
 
 
 def client(**kw: Any) -> ClientOptions:
-    return ClientOptions(**{"model": MODEL, "api_key_env": "KIMI_BENCH_TEST_NO_KEY", **kw})
+    base = ClientOptions.from_options(ServeOptions(), MODEL)
+    return dataclasses.replace(base, **{"api_key_env": "KIMI_BENCH_TEST_NO_KEY", **kw})
 
 
 def copied(rows: list[dict[str, Any]]) -> int:
