@@ -12,11 +12,12 @@ from typing import Any
 
 import kimi_bench
 from kimi_bench.environment import git_commit
-from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration, ProjectionError
+from kimi_bench.project.calibration import Calibration, ProjectionError
 from kimi_bench.project.figure import projection_figure
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
-from kimi_bench.project.validate import TARGET_PCT, biggest_misses, total_errors, validate
+from kimi_bench.project.validate import TARGET_PCT, total_errors, validate
+from kimi_bench.project.validation_notes import validation_notes, widen
 from kimi_bench.report import Report, View
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.html import write_html
@@ -49,26 +50,6 @@ MODEL = [
     "bytes; between nodes at link_gbps.",
     "total = the calibration's measured median total + the sum of the stage changes.",
 ]
-
-_WHY = {
-    ("tree", -1): "the broadcast grew by more than gloo's extra rounds account for. In "
-    "the 2-rank calibration one receiver copies and unpickles the message alone; from 4 "
-    "ranks on several receivers do it at the same time on the same host, sharing its cores "
-    "and memory, and the slowest ends the stage. How much that costs cannot be seen at 2 "
-    "ranks, so the model keeps the receive side at its 2-rank cost",
-    ("fixed", -1): "single-process work ran slower with more rank processes on the host "
-    "(shared cores and memory bandwidth); the model keeps it at its calibration cost",
-    ("fixed", 1): "a stage hidden behind a slower rank on the critical path measures ~0 ms "
-    "at more ranks; the model keeps its calibration cost",
-    ("threaded", 1): "the stage grew less than its copies did in the host probe (or than "
-    "thread_exponent says): work beside the copies got faster, or the copies overlapped",
-    ("threaded", -1): "the stage grew more than its copies did in the host probe (or than "
-    "thread_exponent says): the rest of the stage (segment creation, page faults, pickling) "
-    "also slows with fewer threads or more processes",
-    ("link", 1): "pageable copies of several processes overlap on the link better than the "
-    "additive model assumes",
-    ("link", -1): "pageable copies of several processes contend for host memory as well",
-}
 
 
 def _environment(cals: list[Calibration]) -> dict[str, Any]:
@@ -121,85 +102,6 @@ def _fitted_rows(projs: list[Projection], host: Host) -> list[dict[str, Any]]:
             if v > 0
         ]
     return rows
-
-
-def _miss_notes(errors: list[dict[str, Any]]) -> list[str]:
-    notes = []
-    for t in total_errors(errors):
-        if t["within_target"]:
-            continue
-        worst = biggest_misses(errors, t["transport"], t["ranks"], t["arm"])
-        parts = ", ".join(f"{r['stage']} ({r['kind']}) {r['error_ms']:+.1f} ms" for r in worst)
-        top = worst[0] if worst else None
-        why = _WHY.get((top["kind"], 1 if top["error_ms"] > 0 else -1)) if top else None
-        notes.append(
-            f"MISSED: {t['transport']} {t['arm']} at {t['ranks']} ranks: predicted "
-            f"{t['predicted_ms']:.1f} ms vs measured {t['measured_ms']:.1f} ms "
-            f"({t['error_pct']:+.1f}%, target +-{TARGET_PCT:.0f}%); largest stage misses: "
-            f"{parts}" + (f". Why: {why}." if why else ".")
-        )
-    return notes
-
-
-def _fixed_drift(errors: list[dict[str, Any]]) -> str | None:
-    """How far single-process (fixed) stages drifted from their calibration cost."""
-    errs = sorted(
-        r["error_pct"]
-        for r in errors
-        if r["kind"] == "fixed" and not r["note"] and r["error_pct"] is not None
-    )
-    if not errs:
-        return None
-    mid = errs[len(errs) // 2]
-    return (
-        f"fixed stages (not small) of the measured reports: median prediction error "
-        f"{mid:+.1f}% (range {errs[0]:+.1f}% to {errs[-1]:+.1f}%); a negative error means the "
-        "same single-process work took longer with more rank processes on the host, which "
-        "the model does not include."
-    )
-
-
-def _validation_notes(errors: list[dict[str, Any]]) -> list[str]:
-    tots = total_errors(errors)
-    if not tots:
-        return []
-    ok = sum(1 for t in tots if t["within_target"])
-    worst = max(tots, key=lambda t: abs(t["error_pct"]))
-    lines = [
-        f"validation: total error within +-{TARGET_PCT:.0f}% for {ok} of {len(tots)} "
-        f"(carrier, ranks, arm) cases; worst {worst['error_pct']:+.1f}% "
-        f"({worst['transport']} {worst['arm']} at {worst['ranks']} ranks). Per-stage errors "
-        "of stages under 2% of the measured total are noted as small: their relative error "
-        "says little (a stage hidden behind a slower rank measures ~0 ms)."
-    ]
-    drift = _fixed_drift(errors)
-    return lines + ([drift] if drift else []) + _miss_notes(errors) + _control_note(errors)
-
-
-def _control_note(errors: list[dict[str, Any]]) -> list[str]:
-    """The control plane's prediction error, apart from the arms' target: it moves a few
-    KB, so only its gloo rounds and gather scale in the model."""
-    rows = [
-        r
-        for r in errors
-        if r["stage"] == "TOTAL"
-        and r["arm"].endswith(CONTROL_SUFFIX)
-        and r["error_pct"] is not None
-    ]
-    if not rows:
-        return []
-    cases = ", ".join(
-        f"{r['transport']} {r['arm'].removesuffix(CONTROL_SUFFIX)} at {r['ranks']}: "
-        f"{r['predicted_ms']:.1f} vs {r['measured_ms']:.1f} ms ({r['error_pct']:+.0f}%)"
-        for r in rows
-    )
-    return [
-        "control plane (each arm on a minimal payload; projected rows ARM:control, payload "
-        "= ARM minus ARM:control): it moves a few KB, so in the model only its broadcast rounds "
-        "and gather change with ranks; its latencies (process wake-ups, barriers) grow with "
-        f"the processes on the host, which the model does not include. Predicted vs measured: "
-        f"{cases}."
-    ]
 
 
 def _stage_pivot(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -356,17 +258,18 @@ def build_projection(
         host = replace(host, cores=next((c.cores for c in cals if c.cores), None))
     projs = [project(c, host, scale) for c in cals]
     rows = [r for p in projs for r in p.rows]
-    tots = totals(rows)
     errors: list[dict[str, Any]] = []
     for m in measured:
         cal = _calibration_for(cals, m)
         proj = next(p for p in projs if p.calibration is cal)
         errors += validate(cal, proj.fitted, host, [m])
     errors = [e for e in errors if e["predicted_ms"] is not None or e["measured_ms"] is not None]
+    widen(rows, errors)
+    tots = totals(rows)
     tot_err = total_errors(errors)
     notes = [*MODEL, *_host_notes(host, scale)]
     notes += [s for p in projs for s in p.skipped]
-    notes += _validation_notes(errors)
+    notes += validation_notes(errors)
     config = {
         "calibration": [c.source for c in cals],
         "validate": [m.source for m in measured],

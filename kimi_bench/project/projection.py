@@ -112,6 +112,8 @@ def totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             },
         )
         row[f"{r['arm']}_ms"] = r["predicted_ms"]
+        if "low_ms" in r and not r["arm"].endswith(CONTROL_SUFFIX):
+            row[f"{r['arm']}_interval_ms"] = f"{r['low_ms']:.4g}..{r['high_ms']:.4g}"
     for row in out.values():
         e, d = row.get("eager_ms"), row.get("deferred_ms")
         row["speedup"] = e / d if e and d else None

@@ -79,3 +79,26 @@ def test_control_plane_rows_payload_cost_and_their_own_validation_note() -> None
     # the arms' target counts arms only; the control plane gets a note of its own
     assert {t["arm"] for t in rep.data["validation"]["totals"]} == {"eager", "deferred"}
     assert any(n.startswith("control plane") and "vs 9.0 ms" in n for n in rep.notes)
+
+
+def test_a_stage_the_validation_missed_widens_every_projected_total_of_its_arm() -> None:
+    cal = cal_of(shm_report())
+    measured_raw = shm_report(ranks=4)
+    # at 4 ranks the deferred producer took 2x what the model keeps fixed (8 -> 16 ms)
+    measured_raw["arms"]["deferred"]["stages"]["producer"]["summary_ms"]["median"] = 16.0
+    measured_raw["arms"]["deferred"]["stages"]["producer"]["samples_ms"] = [16.0]
+    rep = build_projection([cal], Host(cores=16), Scale(ranks=(8,)), [cal_of(measured_raw)])
+    total = next(
+        r for r in rep.results
+        if r["arm"] == "deferred" and r["ranks"] == 8 and r["stage"] == "TOTAL"
+    )  # fmt: skip
+    producer = next(
+        r for r in rep.results
+        if r["arm"] == "deferred" and r["ranks"] == 8 and r["stage"] == "producer"
+    )  # fmt: skip
+    width = total["high_ms"] - total["predicted_ms"]
+    assert width >= producer["predicted_ms"] * 0.5  # the producer's -50% error, at least
+    assert total["low_ms"] == pytest.approx(total["predicted_ms"] - width)
+    row = next(t for t in rep.data["totals"] if t["ranks"] == 8)
+    assert "deferred_interval_ms" in row
+    assert any(n.startswith("intervals:") for n in rep.notes)
