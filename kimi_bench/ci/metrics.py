@@ -2,7 +2,13 @@
 report keeps their raw samples.
 
     micro.speedup | micro.<arm>.total_ms | micro.<arm>.<stage>_ms |
-    serve_ab.<rate>.<arm>.ttft_ms
+    micro.<arm>.over_control | serve_ab.<rate>.<arm>.ttft_ms
+
+``micro.<arm>.over_control`` is each repeat's total over the median of the same arm's
+control rounds in the same run (the pipeline with no pixels to speak of): how many control
+planes one request's images cost. A host that is slower or faster as a whole moves both,
+so the ratio drifts less between machines than a time does; a slower payload path raises
+it. Lower is better.
 
 Names are checked when the rules are loaded, so a typo is an error, never a silent skip.
 """
@@ -15,6 +21,7 @@ import typing
 from kimi_bench.ci.evidence_rows import request_ok
 from kimi_bench.options import Arm
 from kimi_bench.report.model import Report
+from kimi_bench.stats import median
 from kimi_bench.stages import STAGES
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
@@ -22,7 +29,7 @@ KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
 GATED_KINDS = tuple(KIND_TABLE)
 _METRIC = re.compile(
     r"^(micro\.speedup"
-    r"|micro\.(?P<arm>[a-z][a-z0-9_-]*)\.(?P<stage>[a-z0-9_]+)_ms"
+    r"|micro\.(?P<arm>[a-z][a-z0-9_-]*)\.((?P<stage>[a-z0-9_]+)_ms|over_control)"
     r"|serve_ab\.(?P<rate>inf|[0-9]+(\.[0-9]+)?)\.(?P<sarm>[a-z][a-z0-9_-]*)\.ttft_ms)$"
 )
 
@@ -35,7 +42,7 @@ def metric_problem(metric: object) -> str | None:
     if m is None:
         return (
             f"unknown metric {metric!r}; expected micro.speedup, micro.<arm>.total_ms, "
-            "micro.<arm>.<stage>_ms or serve_ab.<rate>.<arm>.ttft_ms"
+            "micro.<arm>.<stage>_ms, micro.<arm>.over_control or serve_ab.<rate>.<arm>.ttft_ms"
         )
     arm = m.group("arm")
     if arm is not None and arm not in ARMS:
@@ -65,6 +72,10 @@ def metric_samples(report: Report, metric: str) -> list[float]:
             return [e["total_ms"] / d["total_ms"] for e, d in zip(eager, deferred, strict=True)]
         if len(parts) == 3:
             recs = reps[parts[1]]
+            if parts[2] == "over_control":
+                rounds = (report.data.get("control_repeats") or {})[parts[1]]
+                control = median([float(r["total_ms"]) for r in rounds])
+                return [float(r["total_ms"]) / control for r in recs]
             if parts[2] == "total_ms":
                 return [float(r["total_ms"]) for r in recs]
             stage = parts[2].removesuffix("_ms")
