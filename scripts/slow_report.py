@@ -6,7 +6,8 @@ regression of that size:
     python scripts/slow_report.py RUN/micro/report.json 0.2 OUT/slow-micro
     kimi-bench gate OUT/slow-micro --rules gate-h200 --baseline reports/baselines/h200
 
-Run it on the machine kind that made the report (the builder reads the device).
+It runs anywhere: the copy keeps the original's environment (device, versions, commit) and
+its control rounds.
 
 Every deferred stage sample of every repeat is multiplied by 1 + FRACTION; eager and
 zero-copy are left as measured. The report's notes say it is synthetic.
@@ -36,9 +37,14 @@ def slowed(path: Path, fraction: float) -> object:
     for rec in samples["deferred"]:
         rec["stage_ms"] = {s: v * k for s, v in rec["stage_ms"].items()}
         rec["total_ms"] = sum(rec["stage_ms"].values())
-    dev = torch.device(rep.environment.get("device") or "cpu")
+    # built on this machine's CPU, then given the original's environment (device, versions,
+    # commit, host load): the copy stands for a run on the machine that made the original
     profile = rep.config.get("defaults_profile", "cpu")
-    new = build_report(opts, cfg, dev, samples, rep.data.get("floor") or {}, None, [], profile)
+    floor = rep.data.get("floor") or {}
+    control = rep.data.get("control_repeats") or {}  # the control rounds stay as measured
+    new = build_report(opts, cfg, torch.device("cpu"), samples, floor, None, [], profile,
+                       control=control)  # fmt: skip
+    new.environment = rep.environment
     new.notes.insert(
         0,
         f"SYNTHETIC: the deferred arm of {path} with every stage sample x{k:g} "
