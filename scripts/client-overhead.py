@@ -149,7 +149,9 @@ def _kimi_bench(url: str, model: str, rate: float, seed: int, a: argparse.Namesp
     from kimi_bench.serving.trace import arrival_offsets, make_trace
 
     trace = make_trace(arrival_offsets(rate, a.requests, 1.0, seed), pool, 1, prompt=PROMPT)
-    client = ClientOptions.from_options(ServeOptions(max_tokens=a.max_tokens), model)
+    client = ClientOptions.from_options(
+        ServeOptions(max_tokens=a.max_tokens, warmup_requests=0), model
+    )
     res = drive(url, trace, client)
     ttfts = [r.ttft_ms for r in res.records if r.ok and r.ttft_ms is not None]
     late = sorted(r.lateness_ms for r in res.records if r.lateness_ms is not None)

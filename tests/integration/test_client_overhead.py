@@ -69,7 +69,7 @@ def serve_ab(url: str, before_send: Any = None) -> Any:
 def test_a_burst_records_scheduled_sent_and_lateness_per_request() -> None:
     trace = trace_of(8)  # a burst: every offset is 0
     with kimi_bench_serve() as url:
-        res = drive(url, trace, ClientOptions.from_options(ServeOptions(), MODEL))
+        res = drive(url, trace, ClientOptions.from_options(ServeOptions(warmup_requests=0), MODEL))
     assert res.completed == 8
     for rec in res.records:
         assert rec.scheduled_s == 0.0 and rec.sent_s is not None and rec.wire_sent_s is not None
@@ -84,7 +84,7 @@ def test_paced_arrivals_are_sent_at_their_offsets_not_before() -> None:
     trace = trace_of(6)
     trace = type(trace)(offsets, trace.images, trace.image_keys)
     with kimi_bench_serve() as url:
-        res = drive(url, trace, ClientOptions.from_options(ServeOptions(), MODEL))
+        res = drive(url, trace, ClientOptions.from_options(ServeOptions(warmup_requests=0), MODEL))
     for rec, offset in zip(res.records, offsets, strict=True):
         assert rec.scheduled_s == offset and rec.sent_s is not None and rec.sent_s >= offset
 

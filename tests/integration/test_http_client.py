@@ -59,7 +59,7 @@ def trace_of(n: int, gap_s: float = 0.0, images_per_request: int = 1) -> Any:
 
 def opts(**kw: Any) -> ClientOptions:
     base = ClientOptions.from_options(ServeOptions(), MODEL)
-    return dataclasses.replace(base, **{"api_key_env": KEY_ENV, **kw})
+    return dataclasses.replace(base, **{"api_key_env": KEY_ENV, "warmup_requests": 0, **kw})
 
 
 @contextlib.contextmanager

@@ -67,7 +67,9 @@ def emulator(arm: str = "deferred", **conf: Any) -> Iterator[tuple[str, Emulator
 
 def client(**kw: Any) -> ClientOptions:
     base = ClientOptions.from_options(ServeOptions(), MODEL)
-    return dataclasses.replace(base, **{"api_key_env": "KIMI_BENCH_TEST_NO_KEY", **kw})
+    return dataclasses.replace(
+        base, **{"api_key_env": "KIMI_BENCH_TEST_NO_KEY", "warmup_requests": 0, **kw}
+    )
 
 
 def copied(rows: list[dict[str, Any]]) -> int:
