@@ -85,7 +85,7 @@ def parse_probe(raw: dict[str, Any], source: str) -> CopyProbe:
 def load_probe(path: Path | None) -> CopyProbe:
     """A probe file, or the packaged H200 probe when ``path`` is None."""
     if path is None:
-        text = resources.files("kimi_bench.project").joinpath("data/h200_copy_probe.json")
+        text = resources.files("kimi_bench.project").joinpath("h200_copy_probe.json")
         return parse_probe(json.loads(text.read_text()), "packaged H200 probe (16 cores)")
     try:
         return parse_probe(json.loads(path.read_text()), str(path))
