@@ -137,31 +137,31 @@ class Calibration:
         """(A/A pairs the whole gate fails, injected pairs it catches) with each metric at
         its calibrated threshold: a pair fails when any baseline metric fails, or (A/A) an
         absolute rule fails the candidate run."""
-        gated = [m for m in self.metrics if m.max_regression is not None]
-        if not gated:
+        limits = self.thresholds()
+        if not limits:
             return 0, 0
         false = detected = 0
         for i in range(self.pairs):
             abs_fail = 2 * i + 1 in self.failed_runs
             false += abs_fail or any(
-                _fails(m.aa[i], m.max_regression, self.alpha)  # type: ignore[arg-type]
-                for m in gated
-                if i < len(m.aa)
+                _fails(m.aa[i], limits[m.metric], self.alpha)
+                for m in self.metrics
+                if m.metric in limits and i < len(m.aa)
             )
             detected += any(
-                _fails(m.injected[i], m.max_regression, self.alpha)  # type: ignore[arg-type]
-                for m in gated
-                if i < len(m.injected)
+                _fails(m.injected[i], limits[m.metric], self.alpha)
+                for m in self.metrics
+                if m.metric in limits and i < len(m.injected)
             )
         return false, detected
 
+    def thresholds(self) -> dict[str, float]:
+        """Each metric's calibrated threshold (metrics no grid value held are left out)."""
+        return {m.metric: m.max_regression for m in self.metrics if m.max_regression is not None}
+
     def max_regression(self) -> float | None:
         """The default threshold of the written rules: the largest any metric needs."""
-        values = [m.max_regression for m in self.metrics if m.max_regression is not None]
-        return max(values) if values else None
-
-    def thresholds(self) -> dict[str, float]:
-        return {m.metric: m.max_regression for m in self.metrics if m.max_regression is not None}
+        return max(self.thresholds().values(), default=None)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -254,9 +254,9 @@ def rules_toml(rules: GateRules, cal: Calibration, header: str) -> str:
         f"alpha = {base.alpha!r}",
         f"metrics = {_toml_value(list(base.metrics))}",
     ]
-    if cal.thresholds():
+    if limits := cal.thresholds():
         lines += ["", "[baseline.thresholds]   # each metric's calibrated max_regression"]
-        lines += [f'"{m}" = {v!r}' for m, v in cal.thresholds().items()]
+        lines += [f'"{m}" = {v!r}' for m, v in limits.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -34,8 +34,14 @@ class CopyProbe:
     ops: dict[str, dict[int, dict[str, dict[int, float]]]]
 
     def covers(self, cores: int | None, *ranks: int) -> bool:
+        """Measured on a host with ``cores`` cores, for every op, size and side at each of
+        ``ranks`` (else the model falls back to the exponent, never to a partial probe)."""
         return cores == self.cores and all(
-            r in sides["alone"] for by in self.ops.values() for sides in by.values() for r in ranks
+            r in by_rank
+            for by in self.ops.values()
+            for sides in by.values()
+            for by_rank in sides.values()
+            for r in ranks
         )
 
     def ms(self, op: str, nbytes: int, side: str, ranks: int) -> float | None:

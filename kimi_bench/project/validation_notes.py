@@ -58,7 +58,10 @@ def _fixed_drift(errors: list[dict[str, Any]]) -> str | None:
     errs = sorted(
         r["error_pct"]
         for r in errors
-        if r["kind"] == "fixed" and not r["note"] and r["error_pct"] is not None
+        if r["kind"] == "fixed"
+        and not r["note"]
+        and r["error_pct"] is not None
+        and not r["arm"].endswith(CONTROL_SUFFIX)  # the control plane has its own note
     )
     if not errs:
         return None

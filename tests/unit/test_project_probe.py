@@ -47,6 +47,9 @@ def test_a_probe_of_another_host_falls_back_to_the_exponent() -> None:
     pred = predict_arm(cal.arm("eager"), cal, Topology(8, 8, 1), host, fit(cal, host))
     assert pred.stages["serialize"].ms == pytest.approx(20.0 * (32 // 3) / (32 // 9))
     assert not probe.covers(16, 2, 4)  # no 4-rank column: not covered either
+    partial = dict(PROBE, ops={"clone": {str(100 * MB): {"alone": {"2": 4.0, "8": 9.0},
+                                                       "together": {"2": 5.0}}}})  # fmt: skip
+    assert not parse_probe(partial, "test").covers(16, 2, 8)  # one side lacks 8 ranks
 
 
 def test_packaged_probe_and_bad_files(tmp_path: Path) -> None:
