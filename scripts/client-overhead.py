@@ -365,7 +365,7 @@ def main() -> None:
         return
     import torch
 
-    from kimi_bench.environment import environment, host_load
+    from kimi_bench.infra.environment import environment, host_load
     from kimi_bench.serving.launch import ServerProcess, free_port
 
     rates = [float(x) for x in a.rates.split(",")]

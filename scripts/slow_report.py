@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from kimi_bench.bench.micro import build_report
-from kimi_bench.config import resolve_config
+from kimi_bench.domain.config import resolve_config
 from kimi_bench.options import MicroOptions
 from kimi_bench.report.emit import emit_micro
 from kimi_bench.report.model import load_report

@@ -12,10 +12,10 @@ import torch
 
 from kimi_bench.bench.micro import build_report
 from kimi_bench.bench.serve_build import build_serve_report
-from kimi_bench.config import resolve_config
+from kimi_bench.domain.config import resolve_config
+from kimi_bench.domain.stages import STAGES
 from kimi_bench.options import MicroOptions, ServeOptions
 from kimi_bench.report.model import Report
-from kimi_bench.stages import STAGES
 
 CPU = torch.device("cpu")
 
@@ -135,7 +135,7 @@ def put(report: Report | dict[str, Any], folder: Path) -> Path:
 def parity(names: tuple[str, ...] = ("a.png", "b.jpg"), bad: str | None = None) -> Report:
     """A parity report over ``names``; ``bad`` differs in FP32."""
     from kimi_bench.bench.parity import _build_report
-    from kimi_bench.environment import host_load
+    from kimi_bench.infra.environment import host_load
     from kimi_bench.options import ParityOptions
 
     rows = [

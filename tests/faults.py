@@ -1,4 +1,4 @@
-"""The faults tests inject, as :class:`kimi_bench.fault_hooks.FaultHooks`: a process that
+"""The faults tests inject, as :class:`kimi_bench.infra.fault_hooks.FaultHooks`: a process that
 raises at a repeat or before it maps the arena, a producer that dies or wedges on a
 request, an answer whose stream breaks. Pass one to a job or backend, or name it to a
 command as ``--fault-hooks tests.faults:Class:key=value,...`` (:func:`spec`); the command's
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.fault_hooks import FaultHooks
+from kimi_bench.infra.fault_hooks import FaultHooks
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from kimi_bench.transport import list_segments
+from kimi_bench.pipeline.transport import list_segments
 from tests.serve_helpers import CHAT, chat_body, jpeg, png_bomb, requests_by_outcome
 
 MAX_BODY_MB = 1  # the soak's server runs with --max-body-mb 1

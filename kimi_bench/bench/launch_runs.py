@@ -26,7 +26,7 @@ from kimi_bench.bench.micro_build import (
     stage_record,
 )
 from kimi_bench.bench.serve_http import ServeFailed
-from kimi_bench.config import resolve_config
+from kimi_bench.domain.config import resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
 from kimi_bench.engine.launch import (
     World,
@@ -42,9 +42,9 @@ from kimi_bench.engine.micro_job import MicroJob, rounds
 from kimi_bench.engine.procs import Harness
 from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.environment import host_load, resolve_device
-from kimi_bench.fault_hooks import FaultHooks, load_hooks
-from kimi_bench.limits import interrupt_reason
+from kimi_bench.infra.environment import host_load, resolve_device
+from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
+from kimi_bench.infra.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.report import Report
 from kimi_bench.serving.trace import arrival_offsets

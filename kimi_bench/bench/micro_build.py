@@ -10,18 +10,18 @@ from typing import Any
 from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_block, decode_notes
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.corpus_files import InputError, open_header
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.corpus_files import InputError, open_header
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_job import MicroJob
-from kimi_bench.environment import HostLoad, environment
-from kimi_bench.fault_hooks import FaultHooks
-from kimi_bench.ledger import Ledger
-from kimi_bench.limits import DEFAULT_MAX_PIXELS
+from kimi_bench.infra.environment import HostLoad, environment
+from kimi_bench.infra.fault_hooks import FaultHooks
+from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES
 from kimi_bench.report import Report, View
-from kimi_bench.runtime import get_profile
 
 CONTROL_VIEW = (
     "Control plane and payload cost (ms; payload = arm minus its control, interval over "

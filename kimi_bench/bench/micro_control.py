@@ -20,10 +20,10 @@ import math
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
+from kimi_bench.infra.stats import Measurement
+from kimi_bench.infra.stats.difference import difference, ratio_of_differences
+from kimi_bench.infra.stats.format import fmt_ms, fmt_speedup, fmt_speedup_range
 from kimi_bench.pipeline import CPU_STAND_IN, STAGES
-from kimi_bench.stats import Measurement
-from kimi_bench.stats_difference import difference, ratio_of_differences
-from kimi_bench.stats_format import fmt_ms, fmt_speedup, fmt_speedup_range
 
 Recs = list[dict[str, Any]]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
-from kimi_bench.encoded import DEFERRED_DECODE, DEFERRED_DECODE_LABEL
-from kimi_bench.stats import Measurement
-from kimi_bench.stats_compare import ratio
-from kimi_bench.stats_format import fmt_ms
+from kimi_bench.domain.encoded import DEFERRED_DECODE, DEFERRED_DECODE_LABEL
+from kimi_bench.infra.stats import Measurement
+from kimi_bench.infra.stats.compare import ratio
+from kimi_bench.infra.stats.format import fmt_ms
 
 BASES = ("deferred", "zero-copy")
 # the stages that carry the payload from the producer to the ranks

@@ -2,7 +2,7 @@
 
 Raw samples stay in the report (``arms.<arm>.stages.<stage>.samples_ms``,
 ``arms.<arm>.total_ms.samples``, ``speedups``); every summary is derived from them by
-``kimi_bench.stats``. Speedups are paired per repeat (the arms of one repeat run back to
+``kimi_bench.infra.stats``. Speedups are paired per repeat (the arms of one repeat run back to
 back), so each repeat is one independent unit.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kimi_bench.ledger import Ledger, sort_copies
+from kimi_bench.domain.ledger import Ledger, sort_copies
+from kimi_bench.infra.stats import Measurement
+from kimi_bench.infra.stats.compare import ratio
+from kimi_bench.infra.stats.format import fmt_ms, fmt_speedup, fmt_speedup_range
 from kimi_bench.pipeline import STAGES
-from kimi_bench.stats import Measurement
-from kimi_bench.stats_compare import ratio
-from kimi_bench.stats_format import fmt_ms, fmt_speedup, fmt_speedup_range
 
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 

@@ -17,9 +17,10 @@ from kimi_bench.bench.parity_decode import (
     run_decode_arm,
 )
 from kimi_bench.bench.parity_reference import merge_reference
-from kimi_bench.config import PreprocessConfig, resolve_config
-from kimi_bench.contract import audit_contract
-from kimi_bench.corpus import (
+from kimi_bench.bench.reference import max_abs_diff, pil_reference
+from kimi_bench.domain.config import PreprocessConfig, resolve_config
+from kimi_bench.domain.contract import audit_contract
+from kimi_bench.domain.corpus import (
     CorpusEntry,
     builtin_corpus,
     describe_input,
@@ -27,17 +28,16 @@ from kimi_bench.corpus import (
     folder_corpus,
     missing_photos_note,
 )
-from kimi_bench.corpus_files import InputError
-from kimi_bench.encoded import EncodedImage
-from kimi_bench.environment import HostLoad, environment, host_load, resolve_device
-from kimi_bench.limits import interrupt_reason, sigterm_as_interrupt
-from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.domain.corpus_files import InputError
+from kimi_bench.domain.encoded import EncodedImage
+from kimi_bench.domain.navit import ResizePlan, plan_resize
+from kimi_bench.domain.pixels import StagingError, input_size, stage_input
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.infra.environment import HostLoad, environment, host_load, resolve_device
+from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import run_deferred, run_eager
-from kimi_bench.pixels import StagingError, input_size, stage_input
-from kimi_bench.reference import max_abs_diff, pil_reference
 from kimi_bench.report import Report, View
-from kimi_bench.runtime import get_profile
 
 RESULT_KEYS = (
     "name",

@@ -19,18 +19,18 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.corpus import CorpusEntry
-from kimi_bench.encoded import (
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.corpus import CorpusEntry
+from kimi_bench.domain.encoded import (
     DEFERRED_DECODE,
     DEFERRED_DECODE_LABEL,
     EncodedImage,
     decode_image,
     encode_for_request,
 )
-from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.domain.navit import ResizePlan, plan_resize
+from kimi_bench.domain.pixels import stage_input
 from kimi_bench.pipeline import OwnerOutput, run_arm, run_eager
-from kimi_bench.pixels import stage_input
 
 DECODE_KEYS = (
     "decode_path",  # encoded (the owner decodes), raw (routed to raw uint8) or eager

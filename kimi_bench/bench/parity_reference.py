@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.corpus import CorpusEntry
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.corpus import CorpusEntry
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ParityOptions
-from kimi_bench.runtime import get_profile
 
 
 def runtime_refused(row: dict[str, Any]) -> bool:

@@ -17,11 +17,11 @@ from kimi_bench.bench.serve_report import (
     request_rows,
     stage_notes,
 )
-from kimi_bench.environment import HostLoad, environment
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.infra.environment import HostLoad, environment
+from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.report import Report, View
-from kimi_bench.runtime import get_profile
-from kimi_bench.stats_format import fmt_pct
 
 COLUMNS = ["rate", "arm", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms", "req_per_s",
            "completed", "failed", "forward_batches", "bytes_moved", "dominant_stage"]  # fmt: skip

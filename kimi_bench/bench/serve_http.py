@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve_records import http_record
-from kimi_bench.config import PRESETS, PreprocessConfig, resolve_config
+from kimi_bench.domain.config import PRESETS, PreprocessConfig, resolve_config
 from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.limits import interrupt_reason, is_interrupt
+from kimi_bench.infra.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import (
     EMULATOR_MODEL,
     SERVE_AB_START_TIMEOUT_S,
@@ -38,6 +38,7 @@ from kimi_bench.options import (
     parse_endpoint,
     rate_label,
 )
+from kimi_bench.pipeline.transport import cleanup_segments
 from kimi_bench.serving.client import (
     BeforeSend,
     ClientOptions,
@@ -49,7 +50,6 @@ from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
 from kimi_bench.serving.trace import arrival_offsets, make_trace
-from kimi_bench.transport import cleanup_segments
 
 
 class ServeFailed(RuntimeError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimi_bench.stats import percentile
+from kimi_bench.infra.stats import percentile
 
 # kimi-bench serve, SGLang (--enable-metrics), vLLM
 TTFT_HISTOGRAMS = (

@@ -5,7 +5,7 @@ Independent units: requests served in one forward batch share one step, so TTFT
 intervals resample forward batches (``unit_ids`` = repeat:batch); a server that does not
 report batches (any third-party server) makes each request its own unit (repeat:rid).
 Throughput intervals resample repeats. A difference is called significant only with at least three
-units per side and an interval that excludes zero (``kimi_bench.stats_compare.compare``).
+units per side and an interval that excludes zero (``kimi_bench.infra.stats.compare.compare``).
 Deltas are signed percentages, B minus A (each arm vs eager).
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kimi_bench.ledger import Ledger, sort_copies
+from kimi_bench.domain.ledger import Ledger, sort_copies
+from kimi_bench.infra.stats import Measurement, percentile
+from kimi_bench.infra.stats.compare import compare
+from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
-from kimi_bench.stats import Measurement, percentile
-from kimi_bench.stats_compare import compare
-from kimi_bench.stats_format import fmt_pct
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")

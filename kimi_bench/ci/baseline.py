@@ -23,9 +23,9 @@ from kimi_bench.ci.comparable import comparable, describe
 from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE, higher_is_better, metric_samples
 from kimi_bench.ci.rules import BaselineRules
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
+from kimi_bench.infra.stats import median
+from kimi_bench.infra.stats.rank_test import mann_whitney
 from kimi_bench.report.model import Report, ReportError, find_report_files, load_report
-from kimi_bench.stats import median
-from kimi_bench.stats_rank_test import mann_whitney
 
 
 class BaselineError(ReportError):

@@ -24,9 +24,9 @@ from kimi_bench.ci.gate import evaluate
 from kimi_bench.ci.metrics import higher_is_better, metric_samples
 from kimi_bench.ci.rules import BaselineRules, GateRules
 from kimi_bench.ci.verdicts import FAIL, INCONCLUSIVE
+from kimi_bench.infra.stats import median
+from kimi_bench.infra.stats.rank_test import mann_whitney
 from kimi_bench.report.model import Report
-from kimi_bench.stats import median
-from kimi_bench.stats_rank_test import mann_whitney
 
 GRID = (0.02, 0.03, 0.05, 0.075, 0.10, 0.125, 0.15, 0.175, 0.20, 0.25, 0.30, 0.40, 0.50)
 POWER_TARGET = 0.95

@@ -1,9 +1,9 @@
-"""``compare``: two reports of the same kind side by side. Where raw samples exist
-(micro stages and totals, serve-ab TTFTs) each row is ``kimi_bench.stats_compare.compare`` of B
-versus A: medians, the signed delta in percent, its bootstrap interval, the verdict
-(significant only with enough independent samples and an interval that excludes zero)
-and a two-sided Mann-Whitney p-value. serve-ab TTFTs count the requests of one forward batch
-as one independent unit, as the serve-ab report itself does."""
+"""``compare``: two reports of the same kind side by side. Where raw samples exist (micro
+stages and totals, serve-ab TTFTs) each row is ``kimi_bench.infra.stats.compare.compare`` of
+B versus A: medians, the signed delta in percent, its bootstrap interval, the verdict
+(significant only with enough independent samples and an interval that excludes zero) and a
+two-sided Mann-Whitney p-value. serve-ab TTFTs count the requests of one forward batch as
+one independent unit, as the serve-ab report itself does."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from kimi_bench.ci.comparable import Difference, comparable
 from kimi_bench.ci.evidence_rows import evidence, request_ok
+from kimi_bench.infra.stats import Measurement, median, percentile
+from kimi_bench.infra.stats.compare import compare
 from kimi_bench.report.kinds import MicroReport, ParityReport, ParityRow
 from kimi_bench.report.model import Report, ReportError
-from kimi_bench.stats import Measurement, median, percentile
-from kimi_bench.stats_compare import compare
 
 Units = list[Hashable] | None
 

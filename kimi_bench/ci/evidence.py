@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimi_bench.infra.stats import Measurement, median
+from kimi_bench.infra.stats.compare import Comparison, compare, ratio
 from kimi_bench.report.model import Report, ReportError
-from kimi_bench.stats import Measurement, median
-from kimi_bench.stats_compare import Comparison, compare, ratio
 
 REL_TOL = 1e-6  # summaries are computed from the same floats: only rounding may differ
 

@@ -21,9 +21,9 @@ from kimi_bench.ci.evidence import (
     where_of,
 )
 from kimi_bench.ci.evidence_summary import summary_only_evidence
+from kimi_bench.infra.stats import Measurement
+from kimi_bench.infra.stats.compare import Comparison, compare
 from kimi_bench.report.model import Report
-from kimi_bench.stats import Measurement
-from kimi_bench.stats_compare import Comparison, compare
 
 # ------------------------------------------------------------------------------ serve-ab
 

@@ -20,8 +20,8 @@ from kimi_bench.ci.evidence import (
     throughput_comparison,
     where_of,
 )
+from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.model import Report
-from kimi_bench.stats_compare import Comparison
 
 
 def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) -> Evidence:

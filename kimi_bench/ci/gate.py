@@ -40,9 +40,9 @@ from kimi_bench.ci.verdicts import (
     interval_text,
     with_policy,
 )
+from kimi_bench.infra.stats.compare import Comparison
+from kimi_bench.infra.stats.format import fmt_speedup
 from kimi_bench.report.model import Report, ReportError, validate_report
-from kimi_bench.stats_compare import Comparison
-from kimi_bench.stats_format import fmt_speedup
 
 __all__ = [
     "GATED_KINDS",

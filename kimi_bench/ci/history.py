@@ -27,9 +27,9 @@ import ruptures
 
 from kimi_bench.ci.metrics import higher_is_better
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
-from kimi_bench.limits import read_text_or
-from kimi_bench.stats import median
-from kimi_bench.stats_rank_test import mann_whitney
+from kimi_bench.infra.limits import read_text_or
+from kimi_bench.infra.stats import median
+from kimi_bench.infra.stats.rank_test import mann_whitney
 
 PENALTY = 4.0
 MAX_HISTORY_BYTES = 64 * 1024 * 1024

@@ -19,10 +19,10 @@ import re
 import typing
 
 from kimi_bench.ci.evidence_rows import request_ok
+from kimi_bench.domain.stages import STAGES
+from kimi_bench.infra.stats import median
 from kimi_bench.options import Arm
 from kimi_bench.report.model import Report
-from kimi_bench.stages import STAGES
-from kimi_bench.stats import median
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}

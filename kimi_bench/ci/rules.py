@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kimi_bench.ci.metrics import metric_problem
-from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 
 RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
 Delta = Annotated[float, Field(ge=-1.0, le=10.0)]  # a fraction: -0.4 = -40%

@@ -23,8 +23,8 @@ def _run_folders(folders: list[Path]) -> list[list[Any]]:
 
 
 def _run_scenario_times(scenario: str, n: int, out: Path, device: str | None) -> list[list[Any]]:
-    from kimi_bench.runner import run_scenario
-    from kimi_bench.scenario import load_scenario, with_overrides
+    from kimi_bench.bench.runner import run_scenario
+    from kimi_bench.bench.scenario import load_scenario, with_overrides
 
     sc = with_overrides(load_scenario(scenario), {"device": device} if device else {})
     reports: list[list[Any]] = []
@@ -52,12 +52,12 @@ Example: kimi-bench calibrate --pairs 20 --output-dir cal
 
 
 def _calibrate(opts: CalibrateOptions, _: dict[str, Any]) -> None:
+    from kimi_bench.bench.scenario import ScenarioError, resolve_path
     from kimi_bench.ci.calibrate import calibrate as run_calibration
     from kimi_bench.ci.calibrate import calibration_markdown, rules_toml
     from kimi_bench.ci.rules import RulesError, load_rules
     from kimi_bench.report.model import ReportError
     from kimi_bench.report.writers import atomic_write_text
-    from kimi_bench.scenario import ScenarioError, resolve_path
 
     scenario, pairs, slowdown, target = opts.scenario, opts.pairs, opts.slowdown, opts.target
     rules, runs, device = opts.rules, list(opts.runs), opts.device

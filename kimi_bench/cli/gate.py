@@ -63,13 +63,13 @@ Example: kimi-bench gate out/parity out/micro --rules gate --junit gate.xml
 
 
 def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
+    from kimi_bench.bench.scenario import ScenarioError, resolve_path
     from kimi_bench.ci.gate import RulesError, load_rules, run_gate
     from kimi_bench.ci.history import HistoryError, load_history
     from kimi_bench.report.junit import junit_xml
     from kimi_bench.report.model import ReportError
     from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
     from kimi_bench.report.writers import atomic_write_text, markdown_table
-    from kimi_bench.scenario import ScenarioError, resolve_path
 
     reports, rules, history = list(opts.reports), opts.rules, opts.history
     baseline = Path(opts.baseline) if opts.baseline is not None else None

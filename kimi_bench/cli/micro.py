@@ -48,7 +48,7 @@ CONTROL_COLS = ["arm", "stage", "arm_ms", "control_ms", "payload_ms", "payload_l
 
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
-    from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.domain.config import ConfigError, resolve_config
     from kimi_bench.engine.launch import LaunchError, detect_world
     from kimi_bench.options import OptionsError, resolve_defaults
 
@@ -56,16 +56,16 @@ def _body(values: dict[str, Any]) -> None:
         opts = build(MicroOptions, given(values, MicroOptions))
         resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
-        from kimi_bench.environment import resolve_device  # imports torch
+        from kimi_bench.infra.environment import resolve_device  # imports torch
 
         dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
         out_dir, fmt = resolve_output(values, "micro") if world.writes_report else (None, None)
     except (OptionsError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.bench.estimate import CPU, busy_note, micro_s
     from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
     from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.cli.progress import JobProgress, fmt_duration
-    from kimi_bench.estimate import CPU, busy_note, micro_s
     from kimi_bench.report.emit import emit_micro
 
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit

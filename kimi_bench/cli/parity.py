@@ -56,20 +56,20 @@ def _ref_cell(r: dict[str, Any]) -> str:
 
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
-    from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.domain.config import ConfigError, resolve_config
     from kimi_bench.options import OptionsError
 
     try:
         opts = build(ParityOptions, given(values, ParityOptions))
         cfg = resolve_config(opts.preset, opts.config)
-        from kimi_bench.environment import resolve_device  # imports torch
+        from kimi_bench.infra.environment import resolve_device  # imports torch
 
         resolve_device(opts.device)  # a missing CUDA device is a usage error, before any work
         out_dir, fmt = resolve_output(values, "parity")  # claimed only for a usable run
     except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.parity import exit_code, run_parity
-    from kimi_bench.corpus_files import InputError
+    from kimi_bench.domain.corpus_files import InputError
     from kimi_bench.report.emit import emit_parity
 
     runtime = None

@@ -26,21 +26,21 @@ Example: kimi-bench run --device cpu --output-dir kb-run
 
 def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
     # the scenario first, with no torch import: a usage error comes back at once
-    from kimi_bench.config import ConfigError
+    from kimi_bench.bench.scenario import ScenarioError, load_scenario, with_overrides
+    from kimi_bench.domain.config import ConfigError
     from kimi_bench.options import OptionsError
-    from kimi_bench.scenario import ScenarioError, load_scenario, with_overrides
 
     try:
         sc = with_overrides(load_scenario(opts.scenario), opts.model_dump(exclude_none=True))
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.bench.estimate import CPU, busy_note, run_parts
+    from kimi_bench.bench.runner import FOLDER, run_scenario
+    from kimi_bench.bench.scenario import resolve_path
     from kimi_bench.ci.gate import RulesError, load_rules
     from kimi_bench.cli.progress import JobProgress, fmt_duration
-    from kimi_bench.environment import resolve_device
-    from kimi_bench.estimate import CPU, busy_note, run_parts
-    from kimi_bench.runner import FOLDER, run_scenario
-    from kimi_bench.scenario import resolve_path
+    from kimi_bench.infra.environment import resolve_device
 
     try:
         load_rules(resolve_path(sc.gate.rules))  # a bad rule set is found before the parts run

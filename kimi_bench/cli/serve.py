@@ -52,7 +52,7 @@ Example: kimi-bench serve-ab --request-rate 2,8,inf --num-prompts 120 --ranks 8
 
 
 def _options(values: dict[str, Any]) -> ServeOptions:
-    from kimi_bench.scenario import scenario_table
+    from kimi_bench.bench.scenario import scenario_table
 
     table = scenario_table(values["scenario"], "serve_ab") if values.get("scenario") else {}
     opts = build(ServeOptions, {**table, **given(values, ServeOptions)})
@@ -63,27 +63,27 @@ def _options(values: dict[str, Any]) -> ServeOptions:
 
 
 def _estimate_s(opts: ServeOptions) -> float:
-    """Wall time of the whole command (``kimi_bench.estimate.serve_s``, calibrated on the
+    """Wall time of the whole command (``kimi_bench.bench.estimate.serve_s``, calibrated on the
     2-core CPU machine)."""
-    from kimi_bench.environment import resolve_device
-    from kimi_bench.estimate import serve_s
+    from kimi_bench.bench.estimate import serve_s
+    from kimi_bench.infra.environment import resolve_device
 
     return serve_s(opts, resolve_device(opts.device).type)
 
 
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
-    from kimi_bench.config import ConfigError, resolve_config
+    from kimi_bench.bench.scenario import ScenarioError
+    from kimi_bench.domain.config import ConfigError, resolve_config
     from kimi_bench.engine.launch import LaunchError, detect_world
     from kimi_bench.options import OptionsError, rate_label, resolve_defaults
-    from kimi_bench.scenario import ScenarioError
 
     try:
         opts = _options(values)
         resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
         from kimi_bench.bench.launch_runs import for_world  # imports torch
-        from kimi_bench.environment import resolve_device
+        from kimi_bench.infra.environment import resolve_device
 
         dev = resolve_device(opts.device)
         opts = for_world(opts, world)
@@ -93,8 +93,8 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.launch_runs import run_serve_on
     from kimi_bench.bench.serve import ServeFailed, run_serve_ab
     from kimi_bench.bench.serve_build import build_serve_report
-    from kimi_bench.environment import host_load
-    from kimi_bench.limits import interrupt_reason
+    from kimi_bench.infra.environment import host_load
+    from kimi_bench.infra.limits import interrupt_reason
     from kimi_bench.report.emit import emit_serve
 
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)

@@ -8,7 +8,7 @@ from typing import get_args
 import numpy as np
 from PIL import Image
 
-from kimi_bench.corpus import package_photos
+from kimi_bench.domain.corpus import package_photos
 from kimi_bench.options import Content
 
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.arena_layout import ArenaSpec, spec_for
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
-from kimi_bench.fault_hooks import FaultHooks
+from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
+from kimi_bench.pipeline.arena_layout import ArenaSpec, spec_for
 
 
 @dataclass(frozen=True, kw_only=True)

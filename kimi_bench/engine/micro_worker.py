@@ -12,7 +12,12 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arena import Arena, attach_run_arena
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.materialize import materialize, to_tower_buffer
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.pixels import stage_input
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.domain.scheduler import assign_owners, images_of_rank
 from kimi_bench.engine.launch import clock_offset
 from kimi_bench.engine.micro_job import (
     MicroJob,
@@ -23,9 +28,7 @@ from kimi_bench.engine.micro_job import (
     rounds,
 )
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
-from kimi_bench.ledger import Ledger
-from kimi_bench.materialize import materialize, to_tower_buffer
-from kimi_bench.navit import plan_resize
+from kimi_bench.infra.stats import median
 from kimi_bench.pipeline import (
     ZERO_COPY,
     ClockHook,
@@ -43,11 +46,8 @@ from kimi_bench.pipeline import (
     serialize,
     wrap_zero_copy,
 )
-from kimi_bench.pixels import stage_input
-from kimi_bench.runtime import get_profile
-from kimi_bench.scheduler import assign_owners, images_of_rank
-from kimi_bench.stats import median
-from kimi_bench.transport import unlink
+from kimi_bench.pipeline.arena import Arena, attach_run_arena
+from kimi_bench.pipeline.transport import unlink
 
 
 def _step(job: MicroJob, arm: str, dev: torch.device) -> Step:

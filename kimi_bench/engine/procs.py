@@ -33,7 +33,7 @@ from typing import Any
 
 from kimi_bench.engine.child import _child
 from kimi_bench.engine.launch import device_group, join_gloo, rank_gpu
-from kimi_bench.transport import SHM_DIR, cleanup_segments, new_prefix
+from kimi_bench.pipeline.transport import SHM_DIR, cleanup_segments, new_prefix
 
 _RUN_NAME = re.compile(r"^kimibench_(\d+)_")
 

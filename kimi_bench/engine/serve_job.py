@@ -7,12 +7,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from kimi_bench.arena_layout import ArenaSpec, spec_for
-from kimi_bench.config import PreprocessConfig
+from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.fault_hooks import FaultHooks
+from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.pipeline import ZERO_COPY
+from kimi_bench.pipeline.arena_layout import ArenaSpec, spec_for
 
 
 @dataclass(frozen=True, kw_only=True)

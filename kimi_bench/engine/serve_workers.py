@@ -20,14 +20,14 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena, attach_run_arena
-from kimi_bench.contract import MMItem
-from kimi_bench.encoded import DEFERRED_DECODE, EncodedImage
+from kimi_bench.domain.contract import MMItem
+from kimi_bench.domain.encoded import DEFERRED_DECODE, EncodedImage
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.serve_job import ServeJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
     ZERO_COPY,
     Step,
@@ -45,8 +45,8 @@ from kimi_bench.pipeline import (
     wrap,
     wrap_zero_copy,
 )
-from kimi_bench.runtime import get_profile
-from kimi_bench.transport import ShmRef, dumps, unlink
+from kimi_bench.pipeline.arena import Arena, attach_run_arena
+from kimi_bench.pipeline.transport import ShmRef, dumps, unlink
 
 
 def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:

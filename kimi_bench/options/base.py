@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kimi_bench.runtime import DEFAULT_RUNTIME
+from kimi_bench.domain.runtime import DEFAULT_RUNTIME
 
 __all__ = ["DEFAULT_RUNTIME"]
 
@@ -55,7 +55,7 @@ MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 
 # the carrier between processes for serve-ab and kimi-bench serve
 CarrierField = Annotated[Carrier, Field(description="shm (one node) or pickle (inline bytes).")]
-# The fault hooks a test injects (kimi_bench.fault_hooks), named as module:Class[:key=value,
+# The fault hooks a test injects (kimi_bench.infra.fault_hooks), named as module:Class[:key=value,
 # ...] and loaded once when the run starts (fault_hooks.load_hooks); real runs leave it None.
 # A hidden option ("Tests only" hides it from --help) rather than an environment variable:
 # it is checked like every other option, and serve-ab hands it on explicitly to the

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from kimi_bench.limits import (
+from kimi_bench.infra.limits import (
     MAX_GPUS_PER_NODE,
     MAX_HOST_CORES,
     MAX_LINK_GBPS,

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, WithJsonSchema, field_validator, model_validator
 
+from kimi_bench.domain.runtime import DEFAULT_RUNTIME
 from kimi_bench.options.base import (
     MAX_RANKS,
     MAX_TIMEOUT_S,
@@ -41,7 +42,6 @@ from kimi_bench.options.parse import (
     parse_rates,
     parse_resolution,
 )
-from kimi_bench.runtime import DEFAULT_RUNTIME
 
 # ------------------------------------------------------------------------------ shared
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from kimi_bench.limits import (
+from kimi_bench.infra.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_PIXELS,
     REQUEST_PIXELS_PER_IMAGE_LIMIT,

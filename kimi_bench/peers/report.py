@@ -22,10 +22,10 @@ from typing import Any
 
 from kimi_bench import __version__
 from kimi_bench.ci.evidence_rows import evidence
+from kimi_bench.infra.stats import median, percentile
+from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.formats import PeerFormatError, PeerRun
 from kimi_bench.report.model import Report, View
-from kimi_bench.stats import median, percentile
-from kimi_bench.stats_format import fmt_pct
 
 COLUMNS = ["rate", "arm", "tool", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms",
            "tool_ttft_median_ms", "req_per_s", "completed", "failed"]  # fmt: skip

@@ -13,7 +13,7 @@ Arms are choices of steps, not copies of code:
   above the byte heuristic go eager inside the arm (a mixed batch, in input order). The
   model class is whitelisted: no pre-embed move; only the owner copies its raw images to its
   device and materializes them.
-- ``deferred-decode``: **proposed, not in the runtime** (``kimi_bench.encoded``). Inputs
+- ``deferred-decode``: **proposed, not in the runtime** (``kimi_bench.domain.encoded``). Inputs
   that arrive encoded (JPEG/PNG/WebP bytes) are planned from their header alone and
   travel as their encoded bytes (a 1-D uint8 feature, any carrier); only the owner
   decodes them, with the producer's decode path, and stages and materializes as in
@@ -21,10 +21,10 @@ Arms are choices of steps, not copies of code:
   to the raw-uint8 deferred path; its decision's reason says why.
 - ``zero-copy``: **proposed, not in the runtime** (section at the end of this module). The
   producer writes each deferred image's decoded pixels once, straight into a slot of a
-  shared-memory arena (``kimi_bench.arena``); only slot metadata is pickled and broadcast;
+  shared-memory arena (``kimi_bench.pipeline.arena``); only slot metadata is pickled and broadcast;
   each owner copies its images to its device straight from the (page-locked) arena.
 
-Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.ledger``) as it
+Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.domain.ledger``) as it
 runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize).
 
 After the rank step, ``gather`` (``pipeline/gather.py``) is the encoder-output gather: real

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kimi_bench.contract import MMItem
+from kimi_bench.domain.contract import MMItem
 from kimi_bench.options import CARRIER_MODULES
 from kimi_bench.pipeline.steps import broadcast, take, wrap
-from kimi_bench.transport import ShmRef
+from kimi_bench.pipeline.transport import ShmRef
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.contract import ENCODED_KEY, MMItem
-from kimi_bench.encoded import decode_image, decoded_bytes, route_reason
+from kimi_bench.domain.contract import ENCODED_KEY, MMItem
+from kimi_bench.domain.encoded import decode_image, decoded_bytes, route_reason
+from kimi_bench.domain.policy import Decision
 from kimi_bench.pipeline.step import Step
-from kimi_bench.policy import Decision
 
 
 def route(images: Sequence[Any], decisions: Sequence[Decision]) -> list[Decision]:

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from kimi_bench.ledger import tensor_bytes
+from kimi_bench.domain.ledger import tensor_bytes
+from kimi_bench.domain.scheduler import images_of_rank
 from kimi_bench.pipeline.step import RankOutput, Step
-from kimi_bench.scheduler import images_of_rank
 
 TOWER_DTYPE = torch.bfloat16
 METADATA_ONLY = "encoder gather: metadata only (ranks share a device), all_gather_object"

@@ -9,11 +9,13 @@ from typing import Any
 
 import torch
 
-from kimi_bench.arena_layout import ArenaError
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.contract import MMItem
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import ResizePlan
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.contract import MMItem
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.policy import Decision, PolicyMode, processed_bytes
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.pipeline.arena_layout import ArenaError
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.steps import (
     Step,
@@ -24,8 +26,6 @@ from kimi_bench.pipeline.steps import (
     serialize,
     wrap,
 )
-from kimi_bench.policy import Decision, PolicyMode, processed_bytes
-from kimi_bench.runtime import get_profile
 
 # ------------------------------------------------------------------ in one process (parity)
 

@@ -11,14 +11,14 @@ from typing import Protocol
 
 import torch
 
-from kimi_bench.arena import Arena
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.ledger import Ledger
-from kimi_bench.materialize import MaterializedBatch
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.materialize import MaterializedBatch
+from kimi_bench.domain.runtime import RuntimeProfile, get_profile
+from kimi_bench.domain.scheduler import PRESET_MODEL_CLASS
+from kimi_bench.domain.stages import STAGES
 from kimi_bench.options import Arm
-from kimi_bench.runtime import RuntimeProfile, get_profile
-from kimi_bench.scheduler import PRESET_MODEL_CLASS
-from kimi_bench.stages import STAGES
+from kimi_bench.pipeline.arena import Arena
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 __all__ = ["ARMS", "STAGES", "ClockHook", "Hook", "NoHook", "RankOutput", "Step"]

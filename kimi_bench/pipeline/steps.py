@@ -10,9 +10,7 @@ from typing import Any, get_args
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena
-from kimi_bench.arena_layout import ArenaError, ArenaRef
-from kimi_bench.contract import (
+from kimi_bench.domain.contract import (
     DEFERRED_KEY,
     ENCODED_KEY,
     GRID_KEY,
@@ -22,21 +20,34 @@ from kimi_bench.contract import (
     grid_tensor,
     make_deferred_record,
 )
-from kimi_bench.encoded import (
+from kimi_bench.domain.encoded import (
     DEFERRED_DECODE,
     EncodedImage,
     check_decoded,
     encoded_feature,
     encoded_record,
 )
-from kimi_bench.ledger import tensor_bytes
-from kimi_bench.materialize import (
+from kimi_bench.domain.ledger import tensor_bytes
+from kimi_bench.domain.materialize import (
     materialize,
     materialize_items,
     to_tower_buffer,
 )
-from kimi_bench.navit import ResizePlan
+from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.pixels import (
+    StagingError,
+    pil_to_hwc_array,
+    tensor_to_chw,
+)
+from kimi_bench.domain.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
+from kimi_bench.domain.scheduler import (
+    assign_owners,
+    images_of_rank,
+    needs_pre_embed_move,
+)
 from kimi_bench.options import Carrier
+from kimi_bench.pipeline.arena import Arena
+from kimi_bench.pipeline.arena_layout import ArenaError, ArenaRef
 from kimi_bench.pipeline.decode import decode_input, route, stand_in
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.step import (
@@ -44,18 +55,7 @@ from kimi_bench.pipeline.step import (
     RankOutput,
     Step,
 )
-from kimi_bench.pixels import (
-    StagingError,
-    pil_to_hwc_array,
-    tensor_to_chw,
-)
-from kimi_bench.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
-from kimi_bench.scheduler import (
-    assign_owners,
-    images_of_rank,
-    needs_pre_embed_move,
-)
-from kimi_bench.transport import (
+from kimi_bench.pipeline.transport import (
     ShmRef,
     broadcast_bytes,
     dumps,

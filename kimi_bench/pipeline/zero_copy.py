@@ -9,13 +9,25 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena
-from kimi_bench.arena_layout import ALIGN, ArenaRef
-from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
-from kimi_bench.encoded import EncodedImage
-from kimi_bench.ledger import tensor_bytes
-from kimi_bench.navit import ResizePlan
+from kimi_bench.domain.contract import (
+    DEFERRED_KEY,
+    GRID_KEY,
+    MMItem,
+    grid_tensor,
+    make_deferred_record,
+)
+from kimi_bench.domain.encoded import EncodedImage
+from kimi_bench.domain.ledger import tensor_bytes
+from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.pixels import (
+    StagingError,
+    pil_target_mode,
+    tensor_to_chw,
+)
+from kimi_bench.domain.policy import Decision
 from kimi_bench.options import Carrier
+from kimi_bench.pipeline.arena import Arena
+from kimi_bench.pipeline.arena_layout import ALIGN, ArenaRef
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.steps import (
     Step,
@@ -24,13 +36,7 @@ from kimi_bench.pipeline.steps import (
     produce,
     wrap,
 )
-from kimi_bench.pixels import (
-    StagingError,
-    pil_target_mode,
-    tensor_to_chw,
-)
-from kimi_bench.policy import Decision
-from kimi_bench.transport import (
+from kimi_bench.pipeline.transport import (
     ShmRef,
 )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import kimi_bench
-from kimi_bench.environment import git_commit
+from kimi_bench.infra.environment import git_commit
 from kimi_bench.project.calibration import Calibration, ProjectionError
 from kimi_bench.project.figure import projection_figure
 from kimi_bench.project.model import Host, calibration_topology

@@ -38,9 +38,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from kimi_bench.domain.scheduler import assign_owners
 from kimi_bench.project.calibration import ArmCal, Calibration, StageCal
 from kimi_bench.project.probe import CopyProbe
-from kimi_bench.scheduler import assign_owners
 
 # A single gloo transfer between two local ranks (SPEC section 8: 77 MB in 18.5 ms on an
 # H200 host); used only when the calibration report cannot give its own estimate.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access
 from kimi_bench.report.figbase import (
     FigureSpec,
@@ -14,7 +15,6 @@ from kimi_bench.report.figbase import (
     pyplot,
     stage_colors,
 )
-from kimi_bench.stats_format import fmt_ms
 
 Dict = dict[str, Any]
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access
 from kimi_bench.report.figbase import (
     FigureSpec,
@@ -16,7 +17,6 @@ from kimi_bench.report.figbase import (
     pyplot,
     stage_colors,
 )
-from kimi_bench.stats_format import fmt_ms
 
 Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))

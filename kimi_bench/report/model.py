@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kimi_bench import SCHEMA_VERSION
-from kimi_bench.limits import MAX_REPORT_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_REPORT_BYTES, read_text_or
 from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.schema import ReportProblem, parse_report, report_problem

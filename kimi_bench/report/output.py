@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kimi_bench.limits import describe_os_error
+from kimi_bench.infra.limits import describe_os_error
 
 EXIT_OUTPUT_INCOMPLETE = 3
 _PROBE_BYTES = 4096

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
+from kimi_bench.infra.fault_hooks import NO_FAULTS, FaultHooks
 
 REQUEST_HEADER = "X-Kimi-Bench-Request"  # JSON: {"stages_s": {...}, **FirstToken.report}
 

@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from kimi_bench.limits import SIGINT_REASON, interrupt_reason
+from kimi_bench.infra.limits import SIGINT_REASON, interrupt_reason
 from kimi_bench.serving.endpoints import (  # re-exported: callers import them from here
     auth_headers,
     parse_endpoint,

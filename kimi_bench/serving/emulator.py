@@ -27,20 +27,20 @@ from typing import Any
 
 from PIL import Image
 
-from kimi_bench.config import PreprocessConfig, resolve_config
+from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_job import ServeJob
 from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.environment import resolve_device
-from kimi_bench.fault_hooks import FaultHooks, load_hooks
+from kimi_bench.infra.environment import resolve_device
+from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.options import ServeCommandOptions
+from kimi_bench.pipeline.transport import new_prefix
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
-from kimi_bench.transport import new_prefix
 
 # per-request stages the backend reports (seconds), in pipeline order, non-overlapping
 STAGES = ("queue_wait", "decode", "producer", "to_scheduler", "sched_wait", "step", "respond")

@@ -1,4 +1,4 @@
-"""The emulated pipeline's copy ledger (``kimi_bench.ledger``) as Prometheus series, and
+"""The emulated pipeline's copy ledger (``kimi_bench.domain.ledger``) as Prometheus series, and
 back: the emulator server counts bytes and operations per ledger entry and bytes per stage;
 a client turns two ``/metrics`` scrapes into the ledger rows of what was served between."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from kimi_bench.ledger import OPS
+from kimi_bench.domain.ledger import OPS
 from kimi_bench.serving.metrics import MetricsSnapshot
 from kimi_bench.serving.server_metrics import PREFIX, ServerMetrics
 

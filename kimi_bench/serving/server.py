@@ -36,7 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kimi_bench import __version__
-from kimi_bench.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT
+from kimi_bench.infra.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT
 from kimi_bench.options import MAX_TOKENS_LIMIT, REQUEST_MAX_TOKENS, ServeCommandOptions
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
 from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body

@@ -16,7 +16,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks
+from kimi_bench.infra.fault_hooks import NO_FAULTS, FaultHooks
 from kimi_bench.serving.intake import error_body
 from kimi_bench.serving.usage import PromptCount
 

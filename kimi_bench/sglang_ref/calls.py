@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kimi_bench.config import PreprocessConfig
+from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.sglang_ref.runtime import K3, K25_CLASS, Runtime
 
 # --- configuration -------------------------------------------------------------------------

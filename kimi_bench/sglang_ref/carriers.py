@@ -40,10 +40,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from kimi_bench.contract import MMItem
-from kimi_bench.ledger import tensor_bytes
+from kimi_bench.domain.contract import MMItem
+from kimi_bench.domain.ledger import tensor_bytes
 from kimi_bench.pipeline.carriers import CarrierSteps, register_carrier
 from kimi_bench.pipeline.step import Step
+from kimi_bench.pipeline.transport import cleanup_segments
 from kimi_bench.sglang_ref.calls import IMAGE_TOKEN_ID, _patched
 from kimi_bench.sglang_ref.runtime import (
     COMMON,
@@ -54,7 +55,6 @@ from kimi_bench.sglang_ref.runtime import (
     _installed_version,
     load_runtime,
 )
-from kimi_bench.transport import cleanup_segments
 
 TRANSPORTS = ("sglang-shm", "sglang-pickle")
 # ShmPointerMMData names its segments make_shm_name("mm"): sgl_shm_mm_<pid>_<8 hex digits>

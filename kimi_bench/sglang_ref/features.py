@@ -4,11 +4,11 @@ eager features and deferred materialization (FP32 and BF16, ``torch.equal``).
 Every row carries the kimi-bench values it was built from and ``reference_*`` columns:
 
 - ``reference_resize_config`` / ``reference_plan_equal``: ``navit_resize_config`` vs
-  ``kimi_bench.navit.plan_resize``;
+  ``kimi_bench.domain.navit.plan_resize``;
 - ``reference_defer`` / ``reference_decision_equal``: the K3 processor's
-  ``_should_defer_gpu_preprocessing`` vs ``kimi_bench.policy.decide_images``;
+  ``_should_defer_gpu_preprocessing`` vs ``kimi_bench.domain.policy.decide_images``;
 - ``reference_eager_fp32_equal`` / ``..._bf16_equal``: the model's GPU processor wrapper
-  (``_gpu_call``) and the model's tower buffer vs ``kimi_bench.materialize.materialize``
+  (``_gpu_call``) and the model's tower buffer vs ``kimi_bench.domain.materialize.materialize``
   and ``to_tower_buffer``;
 - ``reference_deferred_fp32_equal`` / ``..._bf16_equal``: ``get_image_feature`` of the K3
   model driven by kimi-bench's deferred record vs ``materialize_items`` (None when the
@@ -29,14 +29,20 @@ import torch
 
 import kimi_bench.sglang_ref.calls as C
 import kimi_bench.sglang_ref.runtime as R
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.contract import DEFERRED_KEY, GRID_KEY, MMItem, grid_tensor, make_deferred_record
-from kimi_bench.corpus import CorpusEntry, describe_input
-from kimi_bench.materialize import materialize, materialize_items, to_tower_buffer
-from kimi_bench.navit import ResizePlan, plan_resize
-from kimi_bench.pixels import input_size, stage_input
-from kimi_bench.policy import PolicyMode, decide_images, is_deferrable_input
-from kimi_bench.scheduler import PRESET_MODEL_CLASS
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.contract import (
+    DEFERRED_KEY,
+    GRID_KEY,
+    MMItem,
+    grid_tensor,
+    make_deferred_record,
+)
+from kimi_bench.domain.corpus import CorpusEntry, describe_input
+from kimi_bench.domain.materialize import materialize, materialize_items, to_tower_buffer
+from kimi_bench.domain.navit import ResizePlan, plan_resize
+from kimi_bench.domain.pixels import input_size, stage_input
+from kimi_bench.domain.policy import PolicyMode, decide_images, is_deferrable_input
+from kimi_bench.domain.scheduler import PRESET_MODEL_CLASS
 
 CHECKS = (
     "reference_plan_equal",

@@ -1,7 +1,7 @@
 """Scheduler-side comparisons on generated batches: vision-DP owner assignment
-(``get_dp_encoder_lb_assignment`` vs ``kimi_bench.scheduler.assign_owners``) and the
+(``get_dp_encoder_lb_assignment`` vs ``kimi_bench.domain.scheduler.assign_owners``) and the
 pre-embed move whitelist (``_can_skip_pre_embed_feature_move`` vs
-``kimi_bench.scheduler.needs_pre_embed_move``)."""
+``kimi_bench.domain.scheduler.needs_pre_embed_move``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import kimi_bench.sglang_ref.calls as C
 import kimi_bench.sglang_ref.runtime as R
-from kimi_bench.config import PRESETS
-from kimi_bench.navit import plan_resize
-from kimi_bench.scheduler import (
+from kimi_bench.domain.config import PRESETS
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.scheduler import (
     PRE_EMBED_SKIP_MODELS,
     PRESET_MODEL_CLASS,
     assign_owners,

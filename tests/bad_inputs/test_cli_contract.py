@@ -245,7 +245,7 @@ def test_micro_images_of_only_bombs_is_a_usage_error(tmp_path: Path):
 def test_builtin_corpus_without_the_photos_extra_says_what_was_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    import kimi_bench.corpus as corpus
+    import kimi_bench.domain.corpus as corpus
 
     monkeypatch.setattr(corpus, "_photo_path", lambda pkg, rel: None)  # as on a base install
     out = tmp_path / "o"

@@ -12,9 +12,9 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from kimi_bench import limits
 from kimi_bench.cli.main import app
-from kimi_bench.config import ConfigError, load_preprocessor_config
+from kimi_bench.domain.config import ConfigError, load_preprocessor_config
+from kimi_bench.infra import limits
 from kimi_bench.options import MicroOptions, ServeOptions
 
 

@@ -15,8 +15,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
-from kimi_bench.corpus import dump_filename, folder_corpus
-from kimi_bench.corpus_files import InputError
+from kimi_bench.domain.corpus import dump_filename, folder_corpus
+from kimi_bench.domain.corpus_files import InputError
 
 
 def _npy_header_only(path: Path, shape: tuple[int, ...], payload: bytes = b"123") -> None:

@@ -179,7 +179,7 @@ def _sigterm_loader_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parity's folder corpus plus one input whose loader sends this process a real
     SIGTERM (as a CI timeout would, in the middle of the loop)."""
     from kimi_bench.bench import parity as parity_mod
-    from kimi_bench.corpus import CorpusEntry
+    from kimi_bench.domain.corpus import CorpusEntry
 
     real = parity_mod.folder_corpus
 

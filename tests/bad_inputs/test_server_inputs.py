@@ -21,8 +21,8 @@ import pytest
 from httpx_sse import connect_sse
 from PIL import Image
 
+from kimi_bench.pipeline.transport import list_segments
 from kimi_bench.serving.launch import ServerProcess
-from kimi_bench.transport import list_segments
 from tests.serve_helpers import (
     CHAT,
     adopting_orphans,

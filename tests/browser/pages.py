@@ -121,11 +121,11 @@ def write_projection(out: Path) -> Path:
 
 def write_run_index(root: Path, folders: dict[str, Path]) -> Path:
     """The page ``kimi-bench run`` writes: its three reports and the gate's verdicts."""
+    from kimi_bench.bench.scenario import resolve_path
     from kimi_bench.ci.gate import evaluate, load_rules
     from kimi_bench.report.figures import saved_figures
     from kimi_bench.report.html import write_html
     from kimi_bench.report.model import load_report
-    from kimi_bench.scenario import resolve_path
 
     run = root / "run"
     for kind in ("parity", "micro", "serve-ab"):

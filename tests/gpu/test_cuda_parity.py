@@ -6,12 +6,12 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import get_preset
-from kimi_bench.corpus import builtin_corpus
-from kimi_bench.materialize import materialize
-from kimi_bench.navit import plan_resize
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.corpus import builtin_corpus
+from kimi_bench.domain.materialize import materialize
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.pixels import input_size, stage_input
 from kimi_bench.pipeline import run_deferred, run_eager
-from kimi_bench.pixels import input_size, stage_input
 from tests.conftest import DATA, golden_images_dir
 from tests.unit.test_golden_features import digests
 

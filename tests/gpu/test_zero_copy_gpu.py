@@ -11,11 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena
-from kimi_bench.arena_layout import spec_for
-from kimi_bench.config import get_preset
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import plan_resize
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import plan_resize
 from kimi_bench.pipeline import (
     Step,
     decide,
@@ -26,7 +24,9 @@ from kimi_bench.pipeline import (
     run_eager,
     serialize,
 )
-from kimi_bench.transport import list_segments, new_prefix
+from kimi_bench.pipeline.arena import Arena
+from kimi_bench.pipeline.arena_layout import spec_for
+from kimi_bench.pipeline.transport import list_segments, new_prefix
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")

@@ -144,7 +144,7 @@ def test_lines_run_outside_the_checkout_with_their_fixtures(tmp_path: Path) -> N
 
 
 def test_the_my_toml_fixture_is_a_valid_scenario(tmp_path: Path) -> None:
-    from kimi_bench.scenario import load_scenario
+    from kimi_bench.bench.scenario import load_scenario
 
     path = tmp_path / "my.toml"
     path.write_text(rc.MY_TOML)

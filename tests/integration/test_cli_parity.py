@@ -178,9 +178,9 @@ def test_checkpoint_config_file(tmp_path: Path, mixed_folder: Path):
 def test_checkpoint_config_with_runtime_chessboard_keys(tmp_path: Path, mixed_folder: Path):
     """A checkpoint's preprocessor_config.json written with the runtime's key names loads,
     parity over it is bit-exact, and the deferred record carries the same names."""
-    from kimi_bench.config import load_preprocessor_config
-    from kimi_bench.contract import make_deferred_record
-    from kimi_bench.navit import plan_resize
+    from kimi_bench.domain.config import load_preprocessor_config
+    from kimi_bench.domain.contract import make_deferred_record
+    from kimi_bench.domain.navit import plan_resize
 
     bg = {
         "pattern": "chessboard",
@@ -213,7 +213,7 @@ def test_checkpoint_config_with_runtime_chessboard_keys(tmp_path: Path, mixed_fo
 
 
 def test_old_chessboard_key_names_warn_and_unknown_keys_fail():
-    from kimi_bench.config import BackgroundConfig, ConfigError
+    from kimi_bench.domain.config import BackgroundConfig, ConfigError
 
     with pytest.warns(DeprecationWarning, match="chessboard_square_size"):
         old = BackgroundConfig.from_mapping({"pattern": "chessboard", "square_size": 4})

@@ -1,6 +1,6 @@
 """`parity --dump` on real photos, alpha PNGs and palette images: each dumped FP32 tensor
 equals, bit for bit, a step-by-step transcription of SPEC section 5 written here
-independently of kimi_bench.materialize (same operations, same order)."""
+independently of kimi_bench.domain.materialize (same operations, same order)."""
 
 import io
 import math
@@ -15,7 +15,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
-from kimi_bench.corpus import package_photos
+from kimi_bench.domain.corpus import package_photos
 
 
 def spec_plan(w: int, h: int, p=14, m=2, limit=65536, side=512):

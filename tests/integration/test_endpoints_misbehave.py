@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from kimi_bench.infra.stats.compare import SIGNIFICANT, STRADDLES_ZERO
 from kimi_bench.serving.launch import free_port
-from kimi_bench.stats_compare import SIGNIFICANT, STRADDLES_ZERO
 from tests.peers import bad_server
 
 FIGURES = ("ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png")

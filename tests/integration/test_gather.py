@@ -14,11 +14,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from kimi_bench.config import get_preset
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import plan_resize
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.launch import clock_offset
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import Step, deferred_item, gather, rank_step
 
 K3 = get_preset("kimi-k3")

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
 from kimi_bench.options import ServeOptions
+from kimi_bench.pipeline.transport import list_segments
 from kimi_bench.serving.client import ClientOptions, drive, probe_server
 from kimi_bench.serving.emulator import STAGES, EmulatorBackend
 from kimi_bench.serving.launch import ServerProcess, free_port
@@ -34,7 +35,6 @@ from kimi_bench.serving.server import create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.trace import make_trace
 from kimi_bench.serving.usage import count_text_tokens
-from kimi_bench.transport import list_segments
 from tests.backends import serve_in_thread
 from tests.faults import DieAtRequest, HangAtRequest, importable_env, spec
 from tests.serve_helpers import MARK, adopting_orphans, marked_processes

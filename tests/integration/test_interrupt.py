@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kimi_bench.transport import SHM_DIR, list_segments
+from kimi_bench.pipeline.transport import SHM_DIR, list_segments
 
 pytestmark = pytest.mark.slow
 

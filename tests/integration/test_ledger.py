@@ -10,13 +10,13 @@ import torch
 from PIL import Image
 
 from kimi_bench.bench.micro import run_micro
-from kimi_bench.config import get_preset
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import plan_resize
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import Step, decide, produce, take, wrap
-from kimi_bench.runtime import get_profile
-from kimi_bench.transport import cleanup_segments, new_prefix
+from kimi_bench.pipeline.transport import cleanup_segments, new_prefix
 
 K3 = get_preset("kimi-k3")
 RAW = 64 * 48 * 3  # one image's uint8 bytes

@@ -6,12 +6,12 @@ from typer.testing import CliRunner
 
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.navit import plan_resize
 from kimi_bench.engine.images import describe_spec
-from kimi_bench.navit import plan_resize
 from kimi_bench.options import MicroOptions, parse_image_spec
 from kimi_bench.pipeline import STAGES
-from kimi_bench.transport import list_segments
+from kimi_bench.pipeline.transport import list_segments
 from tests.conftest import kimibench_segments, leftover_segments
 from tests.faults import CrashAtRepeat, spec
 

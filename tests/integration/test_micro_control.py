@@ -15,15 +15,15 @@ from typer.testing import CliRunner
 from kimi_bench.bench.micro_control import emulation_stages
 from kimi_bench.ci.evidence import EvidenceError, micro_evidence
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.runtime import DEFAULT_RUNTIME
 from kimi_bench.engine.micro_job import MicroJob, control_images, rounds
-from kimi_bench.fault_hooks import NO_FAULTS
+from kimi_bench.infra.fault_hooks import NO_FAULTS
+from kimi_bench.infra.stats import Measurement
+from kimi_bench.infra.stats.difference import difference, ratio_of_differences
 from kimi_bench.options import MicroOptions
 from kimi_bench.report.model import Report
-from kimi_bench.runtime import DEFAULT_RUNTIME
 from kimi_bench.schemas import validate_report
-from kimi_bench.stats import Measurement
-from kimi_bench.stats_difference import difference, ratio_of_differences
 
 ARMS = ("eager", "deferred", "zero-copy")
 

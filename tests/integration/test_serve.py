@@ -9,11 +9,11 @@ from kimi_bench.bench.launch_runs import run_serve_on
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.cli.main import app
-from kimi_bench.config import resolve_config
+from kimi_bench.domain.config import resolve_config
 from kimi_bench.engine.launch import World
 from kimi_bench.engine.serve_job import ServeJob, make_payloads
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.fault_hooks import NO_FAULTS
+from kimi_bench.infra.fault_hooks import NO_FAULTS
 from kimi_bench.options import ServeOptions
 from tests.conftest import kimibench_segments, leftover_segments
 from tests.faults import DieAtRequest, HangAtRequest, spec

@@ -21,12 +21,12 @@ from kimi_bench import __version__
 from kimi_bench.bench import serve_http
 from kimi_bench.bench.serve import ServeFailed
 from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
+from kimi_bench.infra.stats import Measurement
+from kimi_bench.infra.stats.compare import compare
 from kimi_bench.options import ServeOptions
+from kimi_bench.pipeline.transport import list_segments
 from kimi_bench.serving.client import INTERRUPTED
 from kimi_bench.serving.launch import ServerProcess, free_port
-from kimi_bench.stats import Measurement
-from kimi_bench.stats_compare import compare
-from kimi_bench.transport import list_segments
 from tests.faults import DieAtRequest, importable_env, spec
 from tests.integration.test_http_emulator import MARK, marked_processes
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kimi_bench.transport import list_segments
+from kimi_bench.pipeline.transport import list_segments
 from tests.serve_helpers import adopting_orphans, marked_processes, serve_process
 from tests.soak_driver import MAX_BODY_MB, host, log_problems, rss_trend, run_soak
 

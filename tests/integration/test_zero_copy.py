@@ -18,16 +18,16 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.arena import Arena
-from kimi_bench.arena_layout import ArenaError, ArenaFull, ArenaSpec, spec_for
 from kimi_bench.bench.micro_build import stage_record as _stage_record
-from kimi_bench.config import get_preset
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.pixels import stage_input
+from kimi_bench.domain.runtime import DEFAULT_RUNTIME
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.micro_worker import producer_main, rank_main
 from kimi_bench.engine.procs import Harness, WorkerFailed
-from kimi_bench.fault_hooks import NO_FAULTS
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import plan_resize
+from kimi_bench.infra.fault_hooks import NO_FAULTS
 from kimi_bench.pipeline import (
     ARMS,
     Step,
@@ -42,9 +42,9 @@ from kimi_bench.pipeline import (
     stage_into_arena,
     wrap_zero_copy,
 )
-from kimi_bench.pixels import stage_input
-from kimi_bench.runtime import DEFAULT_RUNTIME
-from kimi_bench.transport import list_segments, new_prefix
+from kimi_bench.pipeline.arena import Arena
+from kimi_bench.pipeline.arena_layout import ArenaError, ArenaFull, ArenaSpec, spec_for
+from kimi_bench.pipeline.transport import list_segments, new_prefix
 from tests.faults import CrashAtRepeat, CrashBeforeAttach
 
 K3 = get_preset("kimi-k3")

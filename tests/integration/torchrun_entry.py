@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     from kimi_bench.bench.serve import ServeFailed
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.engine.launch import detect_world
-    from kimi_bench.environment import resolve_device
+    from kimi_bench.infra.environment import resolve_device
     from kimi_bench.options import MicroOptions, ServeOptions, resolve_defaults
     from kimi_bench.report.emit import emit_micro, emit_serve
 

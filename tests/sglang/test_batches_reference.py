@@ -12,8 +12,8 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import get_preset
-from kimi_bench.corpus import CorpusEntry
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.corpus import CorpusEntry
 from kimi_bench.sglang_ref import Runtime, first_difference, reference_rows
 
 pytestmark = pytest.mark.sglang

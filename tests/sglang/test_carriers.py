@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import make_images
-from kimi_bench.ledger import Ledger
-from kimi_bench.navit import plan_resize
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import (
     Step,
@@ -31,10 +32,9 @@ from kimi_bench.pipeline import (
     take,
     wrap,
 )
-from kimi_bench.runtime import get_profile
+from kimi_bench.pipeline.transport import cleanup_segments, list_segments, new_prefix
 from kimi_bench.sglang_ref import Runtime, SglangMissingError
 from kimi_bench.sglang_ref import carriers as C
-from kimi_bench.transport import cleanup_segments, list_segments, new_prefix
 from tests.faults import CrashAtRepeat, spec
 
 pytestmark = pytest.mark.sglang

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kimi_bench.config import get_preset
-from kimi_bench.corpus import builtin_corpus
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.corpus import builtin_corpus
 from kimi_bench.sglang_ref import Runtime, first_difference, reference_rows
 from kimi_bench.sglang_ref.features import CHECKS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kimi_bench.scheduler import PRE_EMBED_SKIP_MODELS, PRESET_MODEL_CLASS
+from kimi_bench.domain.scheduler import PRE_EMBED_SKIP_MODELS, PRESET_MODEL_CLASS
 from kimi_bench.sglang_ref import (
     Runtime,
     assignment_cases,

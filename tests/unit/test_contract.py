@@ -4,8 +4,8 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import get_preset
-from kimi_bench.contract import (
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.contract import (
     DEFERRED_KEY,
     GRID_KEY,
     ContractError,
@@ -14,10 +14,10 @@ from kimi_bench.contract import (
     audit_contract,
     make_deferred_record,
 )
-from kimi_bench.materialize import materialize, materialize_items
-from kimi_bench.navit import plan_resize
+from kimi_bench.domain.materialize import materialize, materialize_items
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.pixels import stage_input
 from kimi_bench.pipeline import deferred_item, eager_item
-from kimi_bench.pixels import stage_input
 
 K3 = get_preset("kimi-k3")
 CPU = torch.device("cpu")

@@ -11,17 +11,18 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import get_preset
-from kimi_bench.contract import ENCODED_KEY, ContractError, MMItem
-from kimi_bench.encoded import (
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.contract import ENCODED_KEY, ContractError, MMItem
+from kimi_bench.domain.encoded import (
     EncodedImage,
     decode_image,
     encode_for_request,
     read_header,
     route_reason,
 )
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.policy import raw_bytes
 from kimi_bench.engine.serve_workers import _fail_undecoded
-from kimi_bench.navit import plan_resize
 from kimi_bench.pipeline import (
     Step,
     decide,
@@ -32,8 +33,7 @@ from kimi_bench.pipeline import (
     take,
     wrap,
 )
-from kimi_bench.policy import raw_bytes
-from kimi_bench.transport import unlink
+from kimi_bench.pipeline.transport import unlink
 
 CPU = torch.device("cpu")
 

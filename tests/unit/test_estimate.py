@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from kimi_bench import estimate
+from kimi_bench.bench import estimate
+from kimi_bench.bench.scenario import load_scenario
 from kimi_bench.options import MicroOptions, ServeOptions, resolve_defaults
-from kimi_bench.scenario import load_scenario
 
 
 @pytest.fixture

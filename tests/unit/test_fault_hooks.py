@@ -1,4 +1,4 @@
-"""The fault seams (``kimi_bench.fault_hooks``): a ``--fault-hooks`` spec loads a class
+"""The fault seams (``kimi_bench.infra.fault_hooks``): a ``--fault-hooks`` spec loads a class
 from ``tests/faults.py`` with its arguments, a bad one is refused, the hooks pickle (they
 travel to worker processes), the option stays hidden, serve-ab hands it on to its emulator
 servers, and the SSE stream ends as each broken-stream hook says."""
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from kimi_bench.bench.serve_http import HttpServeOptions, emulator_argv
 from kimi_bench.cli.main import app
-from kimi_bench.fault_hooks import NO_FAULTS, FaultHooks, load_hooks
+from kimi_bench.infra.fault_hooks import NO_FAULTS, FaultHooks, load_hooks
 from kimi_bench.options import MicroOptions, ServeOptions
 from kimi_bench.serving.sse import FIRST_TOKEN_TEXT, ChatStream
 from kimi_bench.serving.usage import PromptCount

@@ -19,6 +19,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
+from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access, figbase, figures
 from kimi_bench.report.figbase import human_bytes
 from kimi_bench.report.figures_micro import stages_figure, timeline_figure
@@ -27,7 +28,6 @@ from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
-from kimi_bench.stats_format import fmt_ms
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-run"

@@ -9,10 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import get_preset
-from kimi_bench.materialize import materialize
-from kimi_bench.navit import plan_resize
-from kimi_bench.pixels import stage_input
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.materialize import materialize
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.pixels import stage_input
 from tests.conftest import DATA, golden_images_dir
 
 GOLDEN = json.loads((DATA / "expected_features.json").read_text())

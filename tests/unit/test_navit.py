@@ -2,8 +2,8 @@ import csv
 
 import pytest
 
-from kimi_bench.config import PreprocessConfig, get_preset
-from kimi_bench.navit import plan_resize
+from kimi_bench.domain.config import PreprocessConfig, get_preset
+from kimi_bench.domain.navit import plan_resize
 from tests.conftest import DATA
 
 

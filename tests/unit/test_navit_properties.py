@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_bench.config import get_preset
-from kimi_bench.navit import plan_resize
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.navit import plan_resize
 
 sizes = st.integers(min_value=1, max_value=40_000)
 

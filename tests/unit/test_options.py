@@ -13,9 +13,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.bench.micro import build_report as build_micro_report
+from kimi_bench.bench.scenario import ScenarioError, load_scenario
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.cli.main import app
-from kimi_bench.config import get_preset
+from kimi_bench.domain.config import get_preset
 from kimi_bench.options import (
     MicroOptions,
     ParityOptions,
@@ -23,7 +24,6 @@ from kimi_bench.options import (
     parse_resolution,
     resolve_defaults,
 )
-from kimi_bench.scenario import ScenarioError, load_scenario
 from kimi_bench.schemas import SCENARIO_SCHEMA, scenario_schema
 
 CPU = torch.device("cpu")

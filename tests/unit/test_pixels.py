@@ -3,8 +3,8 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import BackgroundConfig, ConfigError, get_preset
-from kimi_bench.pixels import (
+from kimi_bench.domain.config import BackgroundConfig, ConfigError, get_preset
+from kimi_bench.domain.pixels import (
     StagingError,
     composite_alpha,
     make_background,

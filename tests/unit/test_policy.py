@@ -2,10 +2,10 @@ import pytest
 import torch
 from PIL import Image
 
-from kimi_bench.config import get_preset
-from kimi_bench.corpus import flip_width
-from kimi_bench.navit import plan_resize
-from kimi_bench.policy import decide_images, decide_request, processed_bytes, raw_bytes
+from kimi_bench.domain.config import get_preset
+from kimi_bench.domain.corpus import flip_width
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.policy import decide_images, decide_request, processed_bytes, raw_bytes
 
 K3 = get_preset("kimi-k3")
 

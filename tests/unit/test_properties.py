@@ -25,10 +25,15 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from kimi_bench.config import BACKGROUND_PATTERNS, BackgroundConfig, PreprocessConfig, get_preset
-from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.domain.config import (
+    BACKGROUND_PATTERNS,
+    BackgroundConfig,
+    PreprocessConfig,
+    get_preset,
+)
+from kimi_bench.domain.navit import ResizePlan, plan_resize
+from kimi_bench.domain.policy import processed_bytes, raw_bytes
 from kimi_bench.pipeline import run_deferred, run_eager
-from kimi_bench.policy import processed_bytes, raw_bytes
 
 pytestmark = pytest.mark.slow  # 1350 generated cases, ~10 s: CI's full run
 

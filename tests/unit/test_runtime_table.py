@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from kimi_bench.runtime import EMULATED_STEPS, PROFILES, steps_table
+from kimi_bench.domain.runtime import EMULATED_STEPS, PROFILES, steps_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -1,6 +1,6 @@
 import torch
 
-from kimi_bench.scheduler import assign_owners, images_of_rank, needs_pre_embed_move
+from kimi_bench.domain.scheduler import assign_owners, images_of_rank, needs_pre_embed_move
 from tests.gather_emulation import gather_in_order
 
 

@@ -1,4 +1,4 @@
-"""kimi_bench.stats and the host-load record, against hand-computed values."""
+"""kimi_bench.infra.stats and the host-load record, against hand-computed values."""
 
 import json
 import math
@@ -8,13 +8,26 @@ import numpy as np
 import pytest
 import torch
 
-from kimi_bench import environment as env_mod
-from kimi_bench.environment import HostLoad, HostLoadRecord, environment, host_load
-from kimi_bench.stats import MIN_UNITS, NOISE_GROSS, NOISE_WARN, Interval, Measurement, pct_delta
-from kimi_bench.stats_bootstrap import cluster_bootstrap
-from kimi_bench.stats_compare import SIGNIFICANT, STRADDLES_ZERO, TOO_FEW_UNITS, compare, ratio
-from kimi_bench.stats_format import fmt_ms, fmt_pct
-from kimi_bench.stats_rank_test import mann_whitney
+from kimi_bench.infra import environment as env_mod
+from kimi_bench.infra.environment import HostLoad, HostLoadRecord, environment, host_load
+from kimi_bench.infra.stats import (
+    MIN_UNITS,
+    NOISE_GROSS,
+    NOISE_WARN,
+    Interval,
+    Measurement,
+    pct_delta,
+)
+from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
+from kimi_bench.infra.stats.compare import (
+    SIGNIFICANT,
+    STRADDLES_ZERO,
+    TOO_FEW_UNITS,
+    compare,
+    ratio,
+)
+from kimi_bench.infra.stats.format import fmt_ms, fmt_pct
+from kimi_bench.infra.stats.rank_test import mann_whitney
 
 
 def batched(values_by_batch: list[list[float]], label: str) -> Measurement:

@@ -2,10 +2,10 @@ import math
 
 import pytest
 
+from kimi_bench.infra.stats import Measurement, pct_delta, percentile
+from kimi_bench.infra.stats.compare import compare
 from kimi_bench.options import parse_rates
 from kimi_bench.serving.trace import arrival_offsets
-from kimi_bench.stats import Measurement, pct_delta, percentile
-from kimi_bench.stats_compare import compare
 
 
 def test_percentile_hand_values():
@@ -61,9 +61,9 @@ def test_inf_rate_and_rate_parsing():
 
 
 def test_serve_options_scenario_then_cli_overrides():
+    from kimi_bench.bench.scenario import scenario_table
     from kimi_bench.cli.build import build
     from kimi_bench.options import ServeOptions
-    from kimi_bench.scenario import scenario_table
 
     table = scenario_table("serve-ab", "serve_ab")
     opts = build(ServeOptions, {**table, "ranks": 2, "rates": "4,inf"})

@@ -1,5 +1,5 @@
 """The Mann-Whitney U rank test, as the gate, the baseline and the history rules use it
-(and ``stats_compare.compare`` on per-unit values): exact p-values for small samples without
+(and ``compare.compare`` on per-unit values): exact p-values for small samples without
 ties, the tie-corrected normal approximation otherwise."""
 
 from __future__ import annotations

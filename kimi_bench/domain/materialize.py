@@ -12,16 +12,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.contract import (
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.contract import (
     DEFERRED_KEY,
     GRID_KEY,
     ContractError,
     MMItem,
     read_deferred_record,
 )
-from kimi_bench.navit import ResizePlan
-from kimi_bench.pixels import composite_alpha, normalization_tensors
+from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.pixels import composite_alpha, normalization_tensors
 
 
 @dataclass

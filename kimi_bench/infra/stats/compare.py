@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kimi_bench.stats import (
+from kimi_bench.infra.stats import (
     MIN_UNITS,
     RESAMPLES,
     Interval,
@@ -26,8 +26,8 @@ from kimi_bench.stats import (
     pct_delta,
     percentile,
 )
-from kimi_bench.stats_bootstrap import cluster_bootstrap
-from kimi_bench.stats_rank_test import RankTest, mann_whitney
+from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
+from kimi_bench.infra.stats.rank_test import RankTest, mann_whitney
 
 SIGNIFICANT = "significant"
 STRADDLES_ZERO = "interval straddles zero"

@@ -11,9 +11,9 @@ from typing import Any, Literal
 import torch
 from PIL import Image
 
-from kimi_bench.encoded import EncodedImage
-from kimi_bench.navit import ResizePlan
-from kimi_bench.pixels import raw_channels
+from kimi_bench.domain.encoded import EncodedImage
+from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.pixels import raw_channels
 
 DEFERRING_TRANSPORTS = ("cpu",)
 KNOWN_TRANSPORTS = ("cpu", "cuda_ipc", "cuda_vmm")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 from kimi_bench.options import RunOptions, describe_error
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kimi_bench.config import PreprocessConfig
+from kimi_bench.domain.config import PreprocessConfig
 
 
 @dataclass(frozen=True)

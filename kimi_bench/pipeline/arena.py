@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from kimi_bench.arena_layout import ArenaError, ArenaFull, ArenaRef, ArenaSpec
-from kimi_bench.transport import SHM_DIR, TransportError
+from kimi_bench.pipeline.arena_layout import ArenaError, ArenaFull, ArenaRef, ArenaSpec
+from kimi_bench.pipeline.transport import SHM_DIR, TransportError
 
 
 @dataclass(eq=False, repr=False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 
 BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
 

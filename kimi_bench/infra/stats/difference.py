@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kimi_bench.stats import (
+from kimi_bench.infra.stats import (
     MIN_UNITS,
     RESAMPLES,
     Interval,
@@ -24,8 +24,8 @@ from kimi_bench.stats import (
     no_interval,
     percentile,
 )
-from kimi_bench.stats_bootstrap import cluster_bootstrap
-from kimi_bench.stats_compare import TOO_FEW_UNITS
+from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
+from kimi_bench.infra.stats.compare import TOO_FEW_UNITS
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from kimi_bench.pixels import StagingError, pil_has_alpha
+from kimi_bench.domain.pixels import StagingError, pil_has_alpha
 
 DEFERRED_DECODE = "deferred-decode"
 DEFERRED_DECODE_LABEL = "proposed, not in the runtime"

@@ -24,18 +24,18 @@ Public API::
 
 The rest of the statistics, one module each:
 
-    stats_compare     compare(a, b, *, q=50.0, confidence=0.95, resamples=2000, seed=0)
+    compare           compare(a, b, *, q=50.0, confidence=0.95, resamples=2000, seed=0)
                       -> Comparison (.a_value .b_value .delta_pct .interval .verdict
                       .significant .test .a_units .b_units .as_dict());
                       ratio(a, b, *, paired=True) -> Measurement (a / b, e.g. speedup)
-    stats_rank_test   mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value,
+    rank_test         mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value,
                       method, u, alternative, n_x, n_y) ("greater": x tends to be larger
                       than y; the gate's one-sided test)
-    stats_difference  difference(a, b) -> Difference (.value .interval: unpaired a - b, e.g.
+    difference        difference(a, b) -> Difference (.value .interval: unpaired a - b, e.g.
                       an arm minus its control); ratio_of_differences(a, a_ref, b, b_ref)
                       -> (value, Interval) (e.g. a speedup on payload cost)
-    stats_bootstrap   cluster_bootstrap(groups, q, rng, resamples): the resampling
-    stats_format      fmt_pct(x), fmt_ms(x), fmt_speedup(r), fmt_speedup_range(lo, hi)
+    bootstrap         cluster_bootstrap(groups, q, rng, resamples): the resampling
+    format            fmt_pct(x), fmt_ms(x), fmt_speedup(r), fmt_speedup_range(lo, hi)
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from kimi_bench.stats_bootstrap import cluster_bootstrap
-from kimi_bench.stats_format import fmt_pct
+from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
+from kimi_bench.infra.stats.format import fmt_pct
 
 # Noise rule and thresholds as in torch.utils.benchmark (torch/utils/benchmark/utils/common.py,
 # _IQR_WARN_THRESHOLD = 0.1 and _IQR_GROSS_WARN_THRESHOLD = 0.25; Measurement warns when

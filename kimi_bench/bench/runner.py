@@ -10,11 +10,12 @@ from typing import Any, Protocol
 
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.bench.parity import run_parity
+from kimi_bench.bench.scenario import ScenarioError, resolve_path
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.ci.gate import RuleResult, load_rules, run_gate
-from kimi_bench.environment import host_load, resolve_device
-from kimi_bench.limits import is_interrupt
+from kimi_bench.infra.environment import host_load, resolve_device
+from kimi_bench.infra.limits import is_interrupt
 from kimi_bench.options import RunOptions, resolve_defaults
 from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.figures import saved_figures
@@ -22,7 +23,6 @@ from kimi_bench.report.html import write_html
 from kimi_bench.report.junit import write_junit
 from kimi_bench.report.model import Report
 from kimi_bench.report.writers import atomic_write_text, markdown_table
-from kimi_bench.scenario import ScenarioError, resolve_path
 
 FOLDER = {"parity": "parity", "micro": "micro", "serve-ab": "serve-ab"}
 

@@ -24,17 +24,17 @@ import numpy as np
 import torch
 from PIL import Image
 
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.corpus_files import (
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.corpus_files import (
     TENSOR_SUFFIXES,
     InputError,
     open_image,
     open_tensor,
     read_image_bytes,
 )
-from kimi_bench.limits import DEFAULT_MAX_PIXELS, file_kind
-from kimi_bench.navit import plan_resize
-from kimi_bench.policy import decide_request
+from kimi_bench.domain.navit import plan_resize
+from kimi_bench.domain.policy import decide_request
+from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS, file_kind
 
 
 @dataclass

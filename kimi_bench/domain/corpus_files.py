@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageFile
 
-from kimi_bench.limits import LimitError, open_regular
+from kimi_bench.infra.limits import LimitError, open_regular
 
 TENSOR_SUFFIXES = (".pt", ".pth", ".npy")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from kimi_bench.config import BackgroundConfig, PreprocessConfig
-from kimi_bench.navit import ResizePlan, plan_resize
+from kimi_bench.domain.config import BackgroundConfig, PreprocessConfig
+from kimi_bench.domain.navit import ResizePlan, plan_resize
 
 DEFERRED_KEY = "kimi_k3_deferred_preprocessing"
 GRID_KEY = "image_grid_thw"

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from kimi_bench.config import BackgroundConfig, PreprocessConfig
+from kimi_bench.domain.config import BackgroundConfig, PreprocessConfig
 
 PATTERN_VALUES = {"white": 255.0, "black": 0.0, "gray": 128.0}
 

@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from kimi_bench.config import PreprocessConfig
-from kimi_bench.materialize import pad_normalize_patchify
-from kimi_bench.navit import ResizePlan
-from kimi_bench.pixels import composite_alpha, normalization_tensors, stage_input
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.materialize import pad_normalize_patchify
+from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.pixels import composite_alpha, normalization_tensors, stage_input
 
 
 def _as_pil(chw: torch.Tensor) -> Image.Image:
