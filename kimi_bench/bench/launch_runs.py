@@ -46,6 +46,7 @@ from kimi_bench.infra.environment import host_load, resolve_device
 from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.infra.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
+from kimi_bench.pipeline import arms, carrier
 from kimi_bench.report import Report
 from kimi_bench.serving.trace import arrival_offsets
 
@@ -89,7 +90,7 @@ def for_world(opts: OptionsT, world: World) -> OptionsT:
     carrier refused across nodes. Call before ``options.resolve_defaults``."""
     if world.launcher != "torchrun":
         return opts
-    ranks = check_launch(world, opts.ranks, opts.transport, tuple(opts.arms))
+    ranks = check_launch(world, opts.ranks, carrier(opts.transport), tuple(arms(opts.arms)))
     return opts.model_copy(update={"ranks": ranks})
 
 

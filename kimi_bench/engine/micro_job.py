@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.domain.config import PreprocessConfig
-from kimi_bench.domain.encoded import DEFERRED_DECODE, EncodedImage, encode_jpeg
+from kimi_bench.domain.encoded import EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
 from kimi_bench.infra.fault_hooks import FaultHooks
-from kimi_bench.pipeline import ZERO_COPY
+from kimi_bench.pipeline import arms
 from kimi_bench.pipeline.arena_layout import ArenaSpec, spec_for
 
 
@@ -87,12 +87,17 @@ def job_images(job: MicroJob) -> list[Any]:
     return make_images(job.groups, job.content, job.seed)
 
 
+def encoded_inputs(job: MicroJob) -> bool:
+    """An arm of the run takes its inputs encoded (deferred-decode): then every arm does."""
+    return any(a.encoded_inputs for a in arms(job.arms))
+
+
 def job_inputs(job: MicroJob) -> list[Any]:
     """What the producer receives. With the deferred-decode arm (proposed) every arm gets
     the images *encoded* (the files' bytes, or generated images as JPEG q85, as serve-ab's
     requests carry them), so every other arm decodes at its producer, inside the timed
     producer stage, and deferred-decode only on the owner. Otherwise ``job_images``."""
-    if DEFERRED_DECODE not in job.arms:
+    if not encoded_inputs(job):
         return job_images(job)
     if job.image_paths:
         datas = [Path(p).read_bytes() for p in job.image_paths]
@@ -105,14 +110,14 @@ def control_inputs(job: MicroJob) -> list[Any]:
     """The control payload, encoded (JPEG q85) when the run has the deferred-decode arm,
     as its real payload is."""
     images = control_images(job)
-    if DEFERRED_DECODE not in job.arms:
+    if not encoded_inputs(job):
         return images
     return [EncodedImage(encode_jpeg(im)) for im in images]
 
 
 def arena_spec(job: MicroJob) -> ArenaSpec | None:
     """The zero-copy arm's arena: two slots of one request each (None without the arm)."""
-    if ZERO_COPY not in job.arms:
+    if not any(a.needs_arena for a in arms(job.arms)):
         return None
     if job.image_paths:
         from PIL import Image

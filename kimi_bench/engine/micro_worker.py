@@ -1,8 +1,8 @@
 """The processes of ``micro``: one producer (tokenizer-worker role) and N scheduler ranks
-joined with torch.distributed over gloo. Process plumbing only: every step that touches
-pixel bytes is a call into ``kimi_bench.pipeline``, which times it (``ClockHook``:
-``time.perf_counter`` after a CUDA synchronize, comparable across processes on one host)
-and writes the copy ledger."""
+joined with torch.distributed over gloo. Process plumbing only: the pipeline's sequence is
+``pipeline.recipe``'s (producer step, send, receive, broadcast, scheduler step), which
+times each stage (``ClockHook``: ``time.perf_counter`` after a CUDA synchronize,
+comparable across processes on one host) and writes the copy ledger."""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ from typing import Any
 
 import torch
 
-from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.materialize import materialize, to_tower_buffer
 from kimi_bench.domain.navit import plan_resize
 from kimi_bench.domain.pixels import stage_input
-from kimi_bench.domain.runtime import get_profile
 from kimi_bench.domain.scheduler import assign_owners, images_of_rank
 from kimi_bench.engine.launch import clock_offset
 from kimi_bench.engine.micro_job import (
@@ -29,34 +27,20 @@ from kimi_bench.engine.micro_job import (
 )
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.infra.stats import median
-from kimi_bench.pipeline import (
-    ZERO_COPY,
-    ClockHook,
-    Step,
-    carrier_steps,
-    decide,
-    deserialize,
-    gather,
-    held_slots,
-    produce,
-    produce_zero_copy,
-    rank_step,
-    record_ipc,
-    release_slots,
-    serialize,
-    wrap_zero_copy,
-)
+from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, make_step, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
-from kimi_bench.pipeline.transport import unlink
 
 
-def _step(job: MicroJob, arm: str, dev: torch.device) -> Step:
-    return Step(arm, job.cfg, dev, get_profile(job.runtime), Ledger(), ClockHook(dev))
+def _step(job: MicroJob, arm: str, dev: torch.device, arena: Arena | None) -> Step:
+    return make_step(
+        arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, hook=ClockHook(dev),
+        arena=arena,
+    )  # fmt: skip
 
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
-    carrier = carrier_steps(job.transport)  # loads a runtime carrier before any timing
+    carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     payloads = {False: job_inputs(job), True: control_inputs(job) if job.control_repeats else []}
     # on a crash the harness unlinks the arena by the run's prefix
@@ -65,26 +49,16 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
         images = payloads[control]
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
-            step = _step(job, arm, dev)
-            step.arena = arena
+            step = _step(job, arm, dev, arena)
             step.hook.mark("start")
-            plans = [plan_resize(im.width, im.height, job.cfg) for im in images]
-            decisions = decide(step, images, plans)
-            if arm == ZERO_COPY:
-                items = produce_zero_copy(step, images, plans, decisions)
-                packed = wrap_zero_copy(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
-            else:
-                items = produce(step, images, plans, decisions)
-                packed = carrier.wrap(step, items, job.transport, job.prefix)
-            blob = serialize(step, packed, "serialize", "send_pyobj")
-            step.hook.mark("serialize")
-            record_ipc(step, len(blob))
-            conn.send_bytes(blob)
+            produced = recipe.producer_step(step, images, job.prefix)
+            conn.send_bytes(recipe.send(step, produced.packed))
             conn.send(
                 {
                     "marks": step.hook.marks,  # type: ignore[attr-defined]
                     "ledger": step.ledger.rows(),
-                    "decisions": [asdict(d) for d in decisions],
+                    "decisions": [asdict(d) for d in produced.decisions],
+                    "recipe": step.trail,
                 }
             )
             if not control:
@@ -95,7 +69,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
-    carrier_steps(job.transport)  # loads a runtime carrier before any timing
+    carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         job.hooks.before_attach(rank)
@@ -109,37 +83,14 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
                 arena.close()
 
 
-def _receive(job: MicroJob, step: Step, rank: int, conn: Any) -> tuple[Any, Any]:
+def _receive(job: MicroJob, step: Step, ranks: Gloo, rank: int, conn: Any) -> tuple[Any, Any]:
     """Rank 0 takes the producer's request (pickled, as over ZMQ); then the broadcast."""
-    items, producer = None, None
-    carrier = carrier_steps(job.transport)
+    packed, producer = None, None
     if rank == 0:
         conn.send("go")
-        blob = conn.recv_bytes()
-        items = deserialize(step, blob, "to_rank0", "recv_pyobj")
-        step.hook.mark("to_rank0")
+        packed = recipe.receive(step, conn.recv_bytes())
         producer = conn.recv()
-    items = carrier.broadcast(step, items, rank, job.ranks)
-    step.hook.mark("broadcast")
-    return items, producer
-
-
-def _take(job: MicroJob, step: Step, items: Any) -> Any:
-    """Shared memory: after a barrier every rank clones or maps its items (runtime
-    profile); after a second barrier every rank unlinks (the first one wins, as 0.5.23).
-    Inline: the items as received (the runtime's carrier hands back its request's)."""
-    import torch.distributed as dist
-
-    carrier = carrier_steps(job.transport)
-    if carrier.holds_segments(items):
-        dist.barrier()
-        items, names = carrier.take(step, items)
-        dist.barrier()  # every rank holds its copy or mapping before the names go
-        unlink(names)
-    else:
-        items, _ = carrier.take(step, items)
-    step.hook.mark("take_copy")
-    return items
+    return recipe.broadcast(step, ranks, packed, rank), producer
 
 
 def _rank_loop(
@@ -164,24 +115,22 @@ def _rank_loop(
             floor["zero_copy_setup"] = setup
         q.send("floor", floor)
     references: dict[bool, dict[str, torch.Tensor | None]] = {False: {}, True: {}}
+    ranks = Gloo(job.ranks, group)
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
         for arm in job.arms:
             dist.barrier()
-            step = _step(job, arm, dev)
-            step.arena = arena
-            items, producer = _receive(job, step, rank, conn)
-            items = _take(job, step, items)
-            held = held_slots(items)
-            out = rank_step(step, items, rank, job.ranks)
-            release_slots(step, held)
-            encoded = gather(step, out, rank, job.ranks, group)  # None: metadata only
+            step = _step(job, arm, dev, arena)
+            packed, producer = _receive(job, step, ranks, rank, conn)
+            res = recipe.scheduler_step(step, ranks, [packed], rank)
+            out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
             marks: dict[str, Any] = {k: t + offset for k, t in step.hook.marks.items()}  # type: ignore[attr-defined]
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
+            marks["recipe"] = step.trail
             marks["owner_decode_ms"] = out.decode_ms  # deferred-decode: inside owner_h2d
             fp32 = out.batch.pixel_values if out.batch is not None else None
-            if arm == "eager":
+            if step.arm.role == "baseline":
                 reference.update(bf16=out.tower, fp32=fp32, encoded=encoded)
                 marks["bit_exact"] = marks["bit_exact_fp32"] = None
             else:  # the owner's BF16 output and, with a device group, the gathered one

@@ -11,7 +11,7 @@ from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.fault_hooks import FaultHooks
-from kimi_bench.pipeline import ZERO_COPY
+from kimi_bench.pipeline import arm
 from kimi_bench.pipeline.arena_layout import ArenaSpec, spec_for
 
 
@@ -71,7 +71,7 @@ def encode_images(
 def arena_spec(job: ServeJob) -> ArenaSpec | None:
     """The zero-copy arm's arena: a slot per request that can be in flight (every request
     of the run, within the default budget), shared by the producers (None for other arms)."""
-    if job.arm != ZERO_COPY:
+    if not arm(job.arm).needs_arena:
         return None
     sizes = [job.resolution] * job.images_per_request
     requests = job.arena_requests or job.total

@@ -11,42 +11,19 @@ gather, prefill stand-in -> rank 0 records the first token. Clocks: time.perf_co
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from multiprocessing.connection import wait
 from typing import Any
 
 import torch
-from PIL import Image
 
-from kimi_bench.domain.contract import MMItem
-from kimi_bench.domain.encoded import DEFERRED_DECODE, EncodedImage
 from kimi_bench.domain.ledger import Ledger
-from kimi_bench.domain.navit import plan_resize
-from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.serve_job import ServeJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
-from kimi_bench.pipeline import (
-    ZERO_COPY,
-    Step,
-    broadcast,
-    decide,
-    deserialize,
-    feature_bytes,
-    gather,
-    held_slots,
-    produce,
-    produce_zero_copy,
-    rank_step,
-    release_slots,
-    take,
-    wrap,
-    wrap_zero_copy,
-)
+from kimi_bench.pipeline import Gloo, RankOutput, Step, feature_bytes, make_step, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
-from kimi_bench.pipeline.transport import ShmRef, dumps, unlink
 
 
 def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
@@ -84,43 +61,27 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
             "t_start": time.perf_counter(),
             "worker": wid,
         }
+        step = make_step(
+            job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena
+        )
+        payload: Any = None
         try:
             encoded = msg[3] if len(msg) > 3 else _request_payloads(job, payloads, rid)
-            images: list[Any] = []
-            for data in encoded:
-                if job.arm == DEFERRED_DECODE:  # proposed: the header only, owners decode
-                    images.append(EncodedImage(data))
-                    continue
-                im = Image.open(io.BytesIO(data))
-                im.load()
-                images.append(im)
+            images = [step.arm.load(step, data) for data in encoded]  # the decode (or header)
             rec["t_decoded"] = time.perf_counter()
-            step = Step(job.arm, job.cfg, dev, get_profile(job.runtime), arena=arena)
-            plans = [plan_resize(x.width, x.height, job.cfg) for x in images]
-            decisions = decide(step, images, plans)
-            if job.arm == ZERO_COPY:
-                items = produce_zero_copy(step, images, plans, decisions)
-            else:
-                items = produce(step, images, plans, decisions)
-            rec["feature_bytes"] = sum(feature_bytes(i) for i in items)
-            rec["image_tokens"] = sum(p.num_tokens for p in plans)
-            rec["patches"] = sum(p.num_patches for p in plans)
-            rec["deferred_images"] = sum(1 for d in decisions if d.defer)
-            rec["decision_reasons"] = sorted({d.reason for d in decisions})
-            pack = wrap_zero_copy if job.arm == ZERO_COPY else wrap
-            rec["items"] = pack(step, items, job.transport, job.prefix)  # type: ignore[arg-type]
-            rec["ledger"] = step.ledger.rows()
+            produced = recipe.producer_step(step, images, job.prefix)
+            rec["feature_bytes"] = sum(feature_bytes(i) for i in produced.items)
+            rec["image_tokens"] = sum(p.num_tokens for p in produced.plans)
+            rec["patches"] = sum(p.num_patches for p in produced.plans)
+            rec["deferred_images"] = sum(1 for d in produced.decisions if d.defer)
+            rec["decision_reasons"] = sorted({d.reason for d in produced.decisions})
+            payload = produced.packed
         except Exception as exc:  # a bad request fails alone
             rec["error"] = f"{type(exc).__name__}: {exc}"
         rec["t_produced"] = time.perf_counter()
-        blob = dumps(rec)
-        if "ledger" in rec:  # the request's own pickle and the hop to rank 0
-            ledger = Ledger().merge(rec["ledger"])
-            ledger.add("serialize", "pickle", "host", "host", len(blob), "send_pyobj")
-            ledger.add("to_rank0", "ipc", "host", "host", len(blob), "send_pyobj to rank 0")
-            rec["ledger"] = ledger.rows()
-            blob = dumps(rec)
-        conn.send_bytes(blob)
+        rec["items"] = payload
+        conn.send_bytes(recipe.send(step, rec))  # the request's own pickle and the hop to rank 0
+        conn.send((step.ledger.rows(), step.trail))
 
 
 def _request_payloads(job: ServeJob, payloads: list[bytes], rid: int) -> list[bytes]:
@@ -166,6 +127,9 @@ class _Rank:
     ) -> None:
         self.job, self.rank, self.dev, self.arena = job, rank, dev, arena
         self.group = group  # the NCCL device group (one GPU per rank), else None
+        self.ranks = Gloo(job.ranks, group)
+        self.recipe: list[str] = []  # the last step's recipe trail (rank side)
+        self.producer_trails: dict[int, list[str]] = {}  # rank 0: by request id
         self.conns, self.req_q, self.outbox = conns, req_q, outbox
         # loadgen source: set once the warm-up requests are done; queue source: stops the loop
         self.warm_evt, self.stop_evt, self.parent = warm_evt, stop_evt, os.getppid()
@@ -178,8 +142,10 @@ class _Rank:
         self.last_progress = time.perf_counter()
 
     def _new_step(self) -> Step:
-        profile = get_profile(self.job.runtime)
-        return Step(self.job.arm, self.job.cfg, self.dev, profile, arena=self.arena)
+        return make_step(
+            self.job.arm, self.job.cfg, self.dev, carrier_=self.job.transport,
+            runtime=self.job.runtime, arena=self.arena,
+        )  # fmt: skip
 
     idle_wait_s = 0.02  # rank 0 waits up to this for a request when none is queued
 
@@ -194,9 +160,11 @@ class _Rank:
         ready = wait(self.conns, timeout=self.idle_wait_s)
         while ready:
             for c in ready:
-                rec = deserialize(step, c.recv_bytes(), "to_rank0", "recv_pyobj")  # type: ignore[union-attr]
+                conn: Any = c  # a producer's pipe end
+                rec = recipe.receive(step, conn.recv_bytes())
                 rec["t_recv"] = time.perf_counter()
-                own = Ledger().merge(rec.pop("ledger", []))
+                rows, self.producer_trails[rec["rid"]] = conn.recv()
+                own = Ledger().merge(rows)
                 rec["producer_copied_bytes"] = own.copied_bytes()
                 step.ledger.merge(own)
                 reqs.append(rec)
@@ -210,7 +178,7 @@ class _Rank:
         while True:
             step = self._new_step()
             batch = self._collect(step) if self.rank == 0 else None
-            batch = broadcast(step, batch, self.rank, self.job.ranks)
+            batch = recipe.broadcast(step, self.ranks, batch, self.rank)
             if batch["reqs"]:
                 self._step(step, batch)
             if batch["stop"]:
@@ -233,29 +201,17 @@ class _Rank:
         if batch["stalled"]:
             self.outbox.send("stalled", self.job.total - self.done)
 
-    def _take(self, step: Step, items: list[MMItem]) -> list[MMItem]:
-        import torch.distributed as dist
-
-        if self.job.transport == "shm" and any(isinstance(it.feature, ShmRef) for it in items):
-            dist.barrier()
-            items, names = take(step, items)
-            dist.barrier()
-            unlink(names)
-        return items
-
     def _step(self, step: Step, batch: dict[str, Any]) -> None:
         import torch.distributed as dist
 
         job = self.job
         ok = [r for r in batch["reqs"] if "error" not in r]
-        items = self._take(step, [it for r in ok for it in r["items"]])
-        held = held_slots(items)
         failed: list[tuple[int, str]] = []  # deferred-decode: images their owner could not decode
-        out = rank_step(step, items, self.rank, job.ranks, failed)
-        release_slots(step, held)
-        if out.patches:
-            self.chain.run(out.patches, out.patches * job.cost.encoder_gflop_per_patch * self.scale)
-        gather(step, out, self.rank, job.ranks, self.group)  # NCCL, or metadata only
+        recipe.scheduler_step(
+            step, self.ranks, [r["items"] for r in ok], self.rank, encoder=self._encoder,
+            decode_errors=failed,
+        )  # fmt: skip
+        self.recipe = step.trail
         tokens = sum(r["image_tokens"] + job.cost.text_tokens_per_request for r in ok)
         gflop = tokens * job.cost.prefill_gflop_per_token * self.scale / job.ranks
         self.chain.run(max(1, tokens // job.ranks), gflop)
@@ -270,6 +226,12 @@ class _Rank:
             _fail_undecoded(ok, [f for _, fs in stats for f in fs])
             self._finish(batch, sum(c for c, _ in stats))
 
+    def _encoder(self, out: RankOutput) -> None:
+        """The encoder stand-in on this rank's own images (between materialize and gather)."""
+        if out.patches:
+            gflop = out.patches * self.job.cost.encoder_gflop_per_patch * self.scale
+            self.chain.run(out.patches, gflop)
+
     def _finish(self, batch: dict[str, Any], step_copied: int) -> None:
         t_first = time.perf_counter()
         n = len(batch["reqs"])
@@ -282,6 +244,7 @@ class _Rank:
                 t_step=batch["t_step"],
                 t_first=t_first,
                 batch_requests=n,
+                recipe=[*self.producer_trails.pop(r["rid"], []), *self.recipe],
             )
             self.done += 1
             if r["warm"]:

@@ -5,6 +5,7 @@ calibrate, import and the report output). The CLI is generated from these models
 files are validated by them and a report's ``config`` is their dump."""
 
 from kimi_bench.options.base import (
+    ARM_MODULES,
     CARRIER_MODULES,
     MACHINE_DEFAULTS,
     MAX_RANKS,
@@ -57,6 +58,7 @@ from kimi_bench.options.server import (
 )
 
 __all__ = [
+    "ARM_MODULES",
     "CARRIER_MODULES",
     "CLIENT_CONNECT_TIMEOUT_S",
     "CLIENT_DEAD_AFTER",

@@ -21,11 +21,15 @@ Carrier = Literal["shm", "pickle"]
 MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
 # carriers that live in a module of their own, which registers them with the pipeline's
 # carrier registry (``pipeline.carriers``) when the registry imports it on first use
-CARRIER_MODULES = {
+CARRIER_MODULES: dict[str, str] = {
     "sglang-shm": "kimi_bench.sglang_ref.carriers",
     "sglang-pickle": "kimi_bench.sglang_ref.carriers",
 }
 Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode"]
+# arms that live in a module of their own, which registers them with the pipeline's arm
+# registry (``pipeline.arms``) when the registry imports it on first use (the built-in arms
+# are registered by the registry itself)
+ARM_MODULES: dict[str, str] = {}
 Content = Literal["random", "blank", "photo"]
 Launcher = Literal["auto", "spawn", "torchrun"]
 

@@ -1,5 +1,6 @@
-"""The pipeline in one process (``parity``): producer -> inline pickle -> each rank in
-turn -> the owners' outputs in input order."""
+"""The pipeline in one process (``parity``): the recipe's producer step, the request
+pickled inline, then the recipe's scheduler step on each rank in turn (each with its own
+unpickled copy, as after the broadcast) -> the owners' outputs in input order."""
 
 from __future__ import annotations
 
@@ -14,18 +15,17 @@ from kimi_bench.domain.contract import MMItem
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import ResizePlan
 from kimi_bench.domain.policy import Decision, PolicyMode, processed_bytes
-from kimi_bench.domain.runtime import get_profile
 from kimi_bench.pipeline.arena_layout import ArenaError
-from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
-from kimi_bench.pipeline.steps import (
-    Step,
+from kimi_bench.pipeline.recipe import (
+    InTurn,
+    broadcast,
     decide,
-    deserialize,
-    produce,
-    rank_step,
-    serialize,
-    wrap,
+    make_step,
+    producer_step,
+    scheduler_step,
+    send,
 )
+from kimi_bench.pipeline.step import Step
 
 # ------------------------------------------------------------------ in one process (parity)
 
@@ -40,6 +40,7 @@ class OwnerOutput:
     carried_bytes: int
     decisions: list[Decision] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
+    trails: list[list[str]] = field(default_factory=list)  # the producer's, then each rank's
 
 
 def run_in_process(
@@ -50,20 +51,29 @@ def run_in_process(
     rank_device: torch.device,
     *,
     decisions: Sequence[Decision],
+    trails: list[list[str]] | None = None,
 ) -> OwnerOutput:
     """Producer -> inline pickle -> each rank in turn (its own unpickled copy, as after the
-    broadcast) -> owners' outputs in input order."""
-    if step.arm == "zero-copy":
-        raise ArenaError("the zero-copy arm runs in real processes (micro, serve-ab) only")
-    items = produce(step, list(inputs), list(plans), list(decisions))
-    blob = serialize(step, wrap(step, items, "pickle", ""), "serialize", "send_pyobj")
-    fp32: list[torch.Tensor | None] = [None] * len(items)
-    bf16: list[torch.Tensor | None] = [None] * len(items)
+    broadcast) -> owners' outputs in input order. The ranks' steps are appended to
+    ``trails`` (one list per rank) when given."""
+    trails = trails if trails is not None else []
+    if not step.arm.in_process:
+        raise ArenaError(f"the {step.arm.name} arm runs in real processes (micro, serve-ab) only")
+    produced = producer_step(step, list(inputs), "", plans=plans, decisions=decisions)
+    blob = send(step, produced.packed, ipc=False)
+    n_items = len(produced.items)
+    fp32: list[torch.Tensor | None] = [None] * n_items
+    bf16: list[torch.Tensor | None] = [None] * n_items
     owners: list[int] = []
-    rank_step_ = Step(step.arm, step.cfg, rank_device, step.profile, step.ledger)
+    ranks = InTurn(n_ranks, blob)
     for rank in range(n_ranks):
-        mine_items = deserialize(step, blob, "to_rank0" if rank == 0 else "broadcast", "loads")
-        out = rank_step(rank_step_, mine_items, rank, n_ranks)
+        rank_step_ = make_step(
+            step.arm, step.cfg, rank_device, carrier_=step.carrier, ledger=step.ledger,
+            runtime=step.profile.name,
+        )  # fmt: skip
+        received = broadcast(rank_step_, ranks, None, rank)
+        out = scheduler_step(rank_step_, ranks, [received], rank).out
+        trails.append(rank_step_.trail)
         owners = out.owners
         if out.batch is None or out.tower is None:
             continue
@@ -80,6 +90,7 @@ def run_in_process(
         len(blob),
         list(decisions),
         step.ledger,
+        [step.trail, *trails],
     )
 
 
@@ -114,7 +125,7 @@ def run_arm(
     images_per_request: int = 1,
     owner_can_materialize: bool = True,
 ) -> OwnerOutput:
-    step = Step(arm, cfg, producer_device, get_profile(runtime))
+    step = make_step(arm, cfg, producer_device, runtime=runtime)
     decisions = _request_decisions(
         step, inputs, plans, images_per_request, policy, owner_can_materialize
     )
@@ -147,17 +158,12 @@ def run_deferred(
 
 def eager_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig, device: torch.device) -> MMItem:
     """One image through the eager producer (FP32 patches on the host)."""
-    step = Step("eager", cfg, device)
-    return produce(step, [obj], [plan], decide(step, [obj], [plan]))[0]
+    step = make_step("eager", cfg, device)
+    return producer_step(step, [obj], "", plans=[plan]).items[0]
 
 
 def deferred_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig) -> MMItem:
     """One image through the deferred producer, deferred regardless of the policy."""
-    step = Step("deferred", cfg, torch.device("cpu"))
+    step = make_step("deferred", cfg, torch.device("cpu"))
     forced = Decision(True, "forced", 0, processed_bytes(plan))
-    return produce(step, [obj], [plan], [forced])[0]
-
-
-# ========================================== zero-copy arm: PROPOSED, NOT IN THE RUNTIME
-# One copy of each deferred image's decoded pixels into an arena slot at the producer; an
-# ``ArenaRef`` (slot, generation, offset, shape) is the item's feature in every pickle and
+    return producer_step(step, [obj], "", plans=[plan], decisions=[forced]).items[0]

@@ -5,9 +5,9 @@ types every step function and the gather share."""
 from __future__ import annotations
 
 import time
-import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -15,22 +15,52 @@ from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.materialize import MaterializedBatch
 from kimi_bench.domain.runtime import RuntimeProfile, get_profile
-from kimi_bench.domain.scheduler import PRESET_MODEL_CLASS
 from kimi_bench.domain.stages import STAGES
-from kimi_bench.options import Arm
 from kimi_bench.pipeline.arena import Arena
 
-ARMS: tuple[str, ...] = typing.get_args(Arm)
-__all__ = ["ARMS", "STAGES", "ClockHook", "Hook", "NoHook", "RankOutput", "Step"]
+__all__ = ["STAGES", "ArmLike", "CarrierLike", "ClockHook", "Hook", "NoHook", "RankOutput", "Step"]
 
 CPU_STAND_IN = " [no CUDA: host copy stands in]"
-# The eager baseline is the scheduler before the change: its model class is not whitelisted.
-EAGER_MODEL_CLASS = "EagerBaselineModel"
-DEFERRED_MODEL_CLASS = "KimiK3ForConditionalGeneration"
 
 
 class Hook(Protocol):
     def mark(self, stage: str) -> None: ...
+
+
+class ArmLike(Protocol):
+    """What a step's arm is and does (``pipeline.arms.Arm``, whose module imports this one;
+    its class attributes declare the rest)."""
+
+    name: str
+
+    @property
+    def role(self) -> Any: ...
+    @property
+    def in_process(self) -> bool: ...
+    def load(self, step: Step, data: bytes) -> Any: ...
+    def model_class(self, preset: str) -> str: ...
+    def decide(
+        self,
+        step: Step,
+        images: Sequence[Any],
+        plans: Sequence[Any],
+        *,
+        scope: Any = None,
+        owner_can_materialize: bool = True,
+    ) -> Any: ...
+    def produce(self, step: Step, images: Sequence[Any], plans: Any, decisions: Any) -> Any: ...
+    def pack(self, step: Step, items: Any, prefix: str) -> Any: ...
+
+
+class CarrierLike(Protocol):
+    """What a step's carrier does (``pipeline.carriers.Carrier``)."""
+
+    name: str
+
+    def wrap(self, step: Step, items: Any, prefix: str) -> Any: ...
+    def broadcast(self, step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any: ...
+    def take(self, step: Step, packed: Any) -> tuple[Any, list[str]]: ...
+    def holds_segments(self, packed: Any) -> bool: ...
 
 
 class NoHook:
@@ -53,25 +83,23 @@ class ClockHook:
 
 @dataclass
 class Step:
-    """One arm's pipeline in one process: configuration, device, ledger and timing hook."""
+    """One arm's pipeline in one process: the arm and carrier objects, configuration,
+    device, ledger, timing hook and the recipe steps it has run (``trail``). Made by
+    ``recipe.make_step``."""
 
-    arm: str
+    arm: ArmLike
+    carrier: CarrierLike
     cfg: PreprocessConfig
     device: torch.device
     profile: RuntimeProfile = field(default_factory=lambda: get_profile(None))
     ledger: Ledger = field(default_factory=Ledger)
     hook: Hook = field(default_factory=NoHook)
     arena: Arena | None = None  # zero-copy arm: this process's mapping of the run's arena
-
-    def __post_init__(self) -> None:
-        if self.arm not in ARMS:
-            raise ValueError(f"unknown arm {self.arm!r}; expected one of {', '.join(ARMS)}")
+    trail: list[str] = field(default_factory=list)  # recipe steps, in the order they ran
 
     @property
     def model_class(self) -> str:
-        if self.arm == "eager":
-            return EAGER_MODEL_CLASS
-        return PRESET_MODEL_CLASS.get(self.cfg.name, DEFERRED_MODEL_CLASS)
+        return self.arm.model_class(self.cfg.name)
 
     @property
     def on_cuda(self) -> bool:

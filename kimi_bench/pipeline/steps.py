@@ -1,11 +1,13 @@
 """The pipeline's steps: producer (tokenizer worker), carriers, rank step. Every byte
-move is written to ``Step.ledger``; ``Step.hook.mark(stage)`` closes a timed stage."""
+move is written to ``Step.ledger``; ``Step.hook.mark(stage)`` closes a timed stage. The
+order they run in is ``pipeline.recipe``'s (written once there); which of them an arm or
+a carrier uses is the arm's or carrier's object (``pipeline.arms``, ``pipeline.carriers``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, get_args
+from typing import Any
 
 import torch
 from PIL import Image
@@ -21,7 +23,6 @@ from kimi_bench.domain.contract import (
     make_deferred_record,
 )
 from kimi_bench.domain.encoded import (
-    DEFERRED_DECODE,
     EncodedImage,
     check_decoded,
     encoded_feature,
@@ -39,16 +40,15 @@ from kimi_bench.domain.pixels import (
     pil_to_hwc_array,
     tensor_to_chw,
 )
-from kimi_bench.domain.policy import Decision, PolicyMode, decide_images, processed_bytes, raw_bytes
+from kimi_bench.domain.policy import Decision
 from kimi_bench.domain.scheduler import (
     assign_owners,
     images_of_rank,
     needs_pre_embed_move,
 )
-from kimi_bench.options import Carrier
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arena_layout import ArenaError, ArenaRef
-from kimi_bench.pipeline.decode import decode_input, route, stand_in
+from kimi_bench.pipeline.decode import decode_input, stand_in
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.step import (
     CPU_STAND_IN,
@@ -66,43 +66,6 @@ from kimi_bench.pipeline.transport import (
 )
 
 # ---------------------------------------------------------------- producer (tokenizer worker)
-
-
-def decide(
-    step: Step,
-    images: Sequence[Any],
-    plans: Sequence[ResizePlan],
-    *,
-    scope: PolicyMode | None = None,
-    owner_can_materialize: bool = True,
-) -> list[Decision]:
-    """The deferral decision for one request's images. The eager arm never defers; the
-    deferred-decode arm says per deferred image whether it travels encoded or is routed
-    to raw uint8, and why (``encoded.route_reason``: from the header only)."""
-    if step.arm == "eager":
-        return [
-            Decision(False, "eager arm: the baseline preprocesses at the producer", r, p)
-            for r, p in (
-                (_raw_or_zero(o, pl), processed_bytes(pl))
-                for o, pl in zip(images, plans, strict=True)
-            )
-        ]
-    out = decide_images(
-        images,
-        plans,
-        mode=scope or step.profile.decision_scope,
-        owner_can_materialize=owner_can_materialize,
-    )
-    if step.arm != DEFERRED_DECODE:
-        return out
-    return route(images, out)
-
-
-def _raw_or_zero(obj: Any, plan: ResizePlan) -> int:
-    try:
-        return raw_bytes(obj, plan)
-    except StagingError:
-        return 0
 
 
 def stage(step: Step, obj: Any, *, require_uint8: bool, where: str = "producer") -> torch.Tensor:
@@ -209,17 +172,16 @@ def _deferred_feature(step: Step, view: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------ carriers
 
 
-def wrap(step: Step, items: list[MMItem], carrier: Carrier, prefix: str) -> list[MMItem]:
-    """Producer side of the carrier. ``shm`` (``ShmPointerMMData``): ``.contiguous()`` when
+def wrap_shm(step: Step, items: list[MMItem], prefix: str) -> list[MMItem]:
+    """Producer side of the ``shm`` carrier (``ShmPointerMMData``): ``.contiguous()`` when
     the feature is a permuted view (the HWC->CHW copy), then one copy into a new segment per
-    item; ``pickle``: features travel inline as they are (a view keeps its strides)."""
-    if carrier not in get_args(Carrier):
-        raise ValueError(f"unknown carrier {carrier!r}; expected {' or '.join(get_args(Carrier))}")
-    if carrier == "pickle":
-        return list(items)
+    CPU tensor feature; other features (an arena slot's ``ArenaRef``) pass as they are."""
     out = []
     for it in items:
-        f = it.feature
+        f: Any = it.feature
+        if not isinstance(f, torch.Tensor):
+            out.append(it)
+            continue
         if not f.is_contiguous():
             step.ledger.add(
                 "serialize", "hwc_to_chw", "host", "host", tensor_bytes(f),
@@ -231,6 +193,12 @@ def wrap(step: Step, items: list[MMItem], carrier: Carrier, prefix: str) -> list
         )
         out.append(MMItem(tensor_to_shm(f, prefix), it.model_specific_data))  # type: ignore[arg-type]
     return out
+
+
+def feature_bytes(item: MMItem) -> int:
+    """Pixel bytes an item stands for (an ``ArenaRef`` or ``ShmRef`` counts its bytes)."""
+    f: Any = item.feature
+    return f.nbytes if isinstance(f, (ArenaRef, ShmRef)) else tensor_bytes(f)
 
 
 def serialize(step: Step, obj: Any, stage_name: str, mirrors: str) -> bytes:
@@ -289,7 +257,7 @@ def take(step: Step, items: list[MMItem]) -> tuple[list[MMItem], list[str]]:
 # ---------------------------------------------------------------------------- rank step
 
 
-def _need_arena(step: Step) -> Arena:
+def need_arena(step: Step) -> Arena:
     if step.arena is None:
         raise ArenaError("the zero-copy arm needs the run's arena (Step.arena is not set)")
     return step.arena
@@ -300,7 +268,7 @@ def arena_to_device(step: Step, ref: ArenaRef) -> torch.Tensor:
     (``non_blocking``; DMA from page-locked memory when the arena is registered), then
     the CHW view on the device (HWC slots: permute and drop PIL's padding byte there, as
     the runtime's ``.to()`` of a permuted view does). Without CUDA a host copy stands in."""
-    arena = _need_arena(step)
+    arena = need_arena(step)
     host = arena.view(ref)
     mirrors = "zero-copy: owner H2D from the arena"
     if step.on_cuda:

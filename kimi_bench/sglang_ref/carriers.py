@@ -42,7 +42,7 @@ import torch
 
 from kimi_bench.domain.contract import MMItem
 from kimi_bench.domain.ledger import tensor_bytes
-from kimi_bench.pipeline.carriers import CarrierSteps, register_carrier
+from kimi_bench.pipeline.carriers import Carrier, register_carrier
 from kimi_bench.pipeline.step import Step
 from kimi_bench.pipeline.transport import cleanup_segments
 from kimi_bench.sglang_ref.calls import IMAGE_TOKEN_ID, _patched
@@ -104,11 +104,52 @@ def release() -> None:
         setattr(load_runtime().modules[MANAGER_MM], _DEFAULT_TRANSPORT, None)
 
 
-def runtime_steps(transport: str) -> CarrierSteps:
-    """The runtime's carrier steps for ``transport`` (loads and configures the runtime)."""
-    rt = configure(transport)
-    has_shm = rt.sym("has_shm_features")
-    return CarrierSteps(transport, wrap, broadcast, take, lambda req: bool(has_shm([req])))
+class RuntimeCarrier(Carrier):
+    """The installed SGLang runtime's own carrier functions (``sglang-shm`` through shared
+    memory on one node, ``sglang-pickle`` inline): kimi-bench's ledger ops, the runtime's
+    code doing the work."""
+
+    runtime = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._has_shm: Any = None
+
+    def require(self) -> None:
+        require_installed(self.name)
+
+    def prepare(self) -> None:
+        rt = configure(self.name)
+        self._has_shm = rt.sym("has_shm_features")
+
+    def note(self) -> str | None:
+        return describe(self.name)
+
+    def leftovers(self, pids: Iterable[int]) -> list[str]:
+        return cleanup_runtime_segments(pids)
+
+    def segment_prefixes(self, pids: Iterable[int]) -> list[str]:
+        return segment_prefixes(pids)
+
+    def wrap(self, step: Step, items: list[MMItem], prefix: str) -> Any:
+        return wrap(step, items, self.name, prefix)
+
+    def broadcast(self, step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
+        return broadcast(step, obj, rank, world, group)
+
+    def take(self, step: Step, packed: Any) -> tuple[list[MMItem], list[str]]:
+        return take(step, packed)
+
+    def holds_segments(self, packed: Any) -> bool:
+        if self._has_shm is None:
+            self.prepare()
+        return bool(self._has_shm([packed]))
+
+
+class RuntimeShm(RuntimeCarrier):
+    uses_segments = True
+    spans_nodes = False
+    serialize_op = "shm_copy_in"
 
 
 def describe(transport: str) -> str:
@@ -339,5 +380,5 @@ def receiver_copy(t: torch.Tensor, name: str, nbytes: int) -> tuple[str, bool]:
     return ("map" if target.removesuffix(" (deleted)").endswith("/" + name) else "clone"), True
 
 
-for _name in TRANSPORTS:
-    register_carrier(_name, runtime_steps)
+register_carrier("sglang-shm", RuntimeShm)
+register_carrier("sglang-pickle", RuntimeCarrier)

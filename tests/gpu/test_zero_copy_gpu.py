@@ -15,9 +15,9 @@ from kimi_bench.domain.config import get_preset
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import plan_resize
 from kimi_bench.pipeline import (
-    Step,
     decide,
     held_slots,
+    make_step,
     produce_zero_copy,
     rank_step,
     release_slots,
@@ -65,12 +65,12 @@ def test_owner_copies_from_registered_slots_bit_exact_with_eager(ranks):
     try:
         for a in arenas:
             a.register_cuda()
-        step = Step("zero-copy", K3, CUDA, arena=writer)
+        step = make_step("zero-copy", K3, CUDA, arena=writer)
         items = produce_zero_copy(step, images, plans, decide(step, images, plans))
         blob = serialize(step, items, "serialize", "send_pyobj")
         bf16: dict[int, torch.Tensor] = {}
         for r, arena in enumerate(arenas):
-            rs = Step("zero-copy", K3, CUDA, ledger=Ledger(), arena=arena)
+            rs = make_step("zero-copy", K3, CUDA, ledger=Ledger(), arena=arena)
             mine = pickle.loads(blob)
             held = held_slots(mine)
             out = rank_step(rs, mine, r, ranks)

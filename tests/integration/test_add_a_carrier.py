@@ -18,19 +18,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CARRIER = '''"""A test carrier: the pickle carrier's steps under another name."""
-from kimi_bench.pipeline.carriers import CarrierSteps, register_carrier
-from kimi_bench.pipeline.steps import broadcast, take, wrap
+CARRIER = '''"""A test carrier: features pickled inline, under another name."""
+from kimi_bench.pipeline.carriers import register_carrier
+from kimi_bench.pipeline.carriers.own import PickleCarrier
 
 
-def _steps(name):
-    def wrap_inline(step, items, carrier, prefix):
-        return wrap(step, items, "pickle", prefix)
-
-    return CarrierSteps(name, wrap_inline, broadcast, take, lambda received: False)
+class Dummy(PickleCarrier):
+    pass
 
 
-register_carrier("dummy", _steps)
+register_carrier("dummy", Dummy)
 '''
 
 
@@ -56,9 +53,8 @@ def test_a_new_carrier_is_two_files(tmp_path: Path) -> None:
     base = pkg / "options" / "base.py"  # file 2: its name and module in the options
     text = base.read_text()
     text = text.replace('"sglang-pickle"]', '"sglang-pickle", "dummy"]', 1)
-    text = text.replace(
-        "CARRIER_MODULES = {", 'CARRIER_MODULES = {\n    "dummy": "kimi_bench.dummy_carrier",', 1
-    )
+    modules = "CARRIER_MODULES: dict[str, str] = {"
+    text = text.replace(modules, modules + '\n    "dummy": "kimi_bench.dummy_carrier",', 1)
     base.write_text(text)
     assert _changed(ROOT / "kimi_bench", pkg) == ["dummy_carrier.py", "options/base.py"]
 

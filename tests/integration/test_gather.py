@@ -19,7 +19,7 @@ from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import plan_resize
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.launch import clock_offset
-from kimi_bench.pipeline import Step, deferred_item, gather, rank_step
+from kimi_bench.pipeline import deferred_item, gather, make_step, rank_step
 
 K3 = get_preset("kimi-k3")
 # (count, width, height) groups: uneven sizes (padding), one image (broadcast), fewer
@@ -41,7 +41,7 @@ def in_order_reference(groups: tuple[tuple[int, int, int], ...], world: int, dev
     order: what the gather must return (independent of its padding and stripping)."""
     per_image: dict[int, torch.Tensor] = {}
     for r in range(world):
-        out = rank_step(Step("deferred", K3, dev), _items(groups), r, world)
+        out = rank_step(make_step("deferred", K3, dev), _items(groups), r, world)
         if out.tower is None:
             continue
         counts = [out.sizes[i] for i in out.mine]
@@ -54,7 +54,7 @@ def check_cases(rank: int, world: int, dev: Any, group: Any, backend: str) -> No
     """Run every case through rank_step + gather on this rank; compare (torch.equal, BF16)
     with the in-order concatenation and check the ledger's collective bytes."""
     for groups in CASES:
-        step = Step("deferred", K3, dev, ledger=Ledger())
+        step = make_step("deferred", K3, dev, ledger=Ledger())
         out = rank_step(step, _items(groups), rank, world)
         result = gather(step, out, rank, world, group)
         assert result is not None and result.dtype == torch.bfloat16
@@ -81,7 +81,7 @@ def _worker(rank: int, world: int, init: str) -> None:
         assert abs(clock_offset(rank, world)) < 0.05
         check_cases(rank, world, torch.device("cpu"), dist.group.WORLD, "gloo")
         # no device group: metadata only, the ledger says so and nothing is returned
-        step = Step("deferred", K3, torch.device("cpu"), ledger=Ledger())
+        step = make_step("deferred", K3, torch.device("cpu"), ledger=Ledger())
         out = rank_step(step, _items(CASES[0]), rank, world)
         assert gather(step, out, rank, world, None) is None
         rows = step.ledger.rows()

@@ -13,9 +13,8 @@ from kimi_bench.bench.micro import run_micro
 from kimi_bench.domain.config import get_preset
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import plan_resize
-from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import MicroOptions
-from kimi_bench.pipeline import Step, decide, produce, take, wrap
+from kimi_bench.pipeline import carrier, decide, make_step, produce, take
 from kimi_bench.pipeline.transport import cleanup_segments, new_prefix
 
 K3 = get_preset("kimi-k3")
@@ -116,13 +115,13 @@ def test_full_ledger_two_images_two_ranks(runtime: str, carrier: str):
 @pytest.mark.parametrize("runtime", ["sglang-0.5.23", "pr-33921"])
 def test_producer_and_receiver_copies_per_profile(runtime: str):
     """In one process: the deferred producer, the shm wrap and one rank's take."""
-    step = Step("deferred", K3, torch.device("cpu"), get_profile(runtime), Ledger())
+    step = make_step("deferred", K3, torch.device("cpu"), runtime=runtime, ledger=Ledger())
     images = [Image.new("RGB", (64, 48), (i * 50, 7, 9)) for i in range(2)]
     plans = [PLAN, PLAN]
     items = produce(step, images, plans, decide(step, images, plans))
     prefix = new_prefix()
     try:
-        packed = wrap(step, items, "shm", prefix)
+        packed = carrier("shm").wrap(step, items, prefix)
         taken, names = take(step, packed)
         assert len(names) == 2
         assert torch.equal(taken[0].feature, items[0].feature.contiguous())
@@ -139,7 +138,7 @@ def test_producer_and_receiver_copies_per_profile(runtime: str):
 
 
 def test_policy_sends_an_image_above_the_heuristic_eager_inside_the_deferred_arm():
-    step = Step("deferred", K3, torch.device("cpu"), get_profile("sglang-0.5.23"), Ledger())
+    step = make_step("deferred", K3, torch.device("cpu"), runtime="sglang-0.5.23", ledger=Ledger())
     images = [Image.new("RGB", (640, 480)), Image.new("RGB", (20000, 100))]
     plans = [plan_resize(*im.size, K3) for im in images]
     decisions = decide(step, images, plans)
@@ -149,5 +148,5 @@ def test_policy_sends_an_image_above_the_heuristic_eager_inside_the_deferred_arm
     assert items[0].is_deferred and items[0].feature.dtype == torch.uint8
     assert not items[1].is_deferred and items[1].feature.dtype == torch.float32
     # the PR decided per request: together the two images defer
-    pr = Step("deferred", K3, torch.device("cpu"), get_profile("pr-33921"), Ledger())
+    pr = make_step("deferred", K3, torch.device("cpu"), runtime="pr-33921", ledger=Ledger())
     assert [d.defer for d in decide(pr, images, plans)] == [True, True]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pytest
@@ -28,19 +28,19 @@ from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.micro_worker import producer_main, rank_main
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.infra.fault_hooks import NO_FAULTS
+from kimi_bench.options import Arm
 from kimi_bench.pipeline import (
-    ARMS,
-    Step,
     arena_to_device,
+    carrier,
     decide,
     held_slots,
+    make_step,
     produce_zero_copy,
     rank_step,
     release_slots,
     run_eager,
     serialize,
     stage_into_arena,
-    wrap_zero_copy,
 )
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arena_layout import ArenaError, ArenaFull, ArenaSpec, spec_for
@@ -80,7 +80,7 @@ def _close(*arenas: Arena) -> None:
 
 
 def test_arm_is_listed():
-    assert "zero-copy" in ARMS
+    assert "zero-copy" in get_args(Arm)
 
 
 def test_slots_are_reused_only_after_every_rank_released(prefix):
@@ -148,7 +148,7 @@ def test_a_different_geometry_is_refused(prefix):
 def test_a_request_larger_than_a_slot_is_refused_and_its_slot_given_back(prefix):
     spec = ArenaSpec(slots=2, slot_bytes=SLOT, ranks=1)
     writer, ranks = _arenas(prefix, spec)
-    step = Step("zero-copy", K3, CPU, arena=writer)
+    step = make_step("zero-copy", K3, CPU, arena=writer)
     with pytest.raises(ArenaError, match="arena slot holds"):
         stage_into_arena(step, [_rgb(64, 48, 0), _rgb(64, 48, 1)])
     assert writer.is_free(0) and writer.is_free(1)
@@ -181,9 +181,9 @@ def _inputs() -> list[Any]:
 def test_every_input_lands_as_the_runtime_would_stage_it(prefix, name, cfg, obj, converted):
     spec = ArenaSpec(slots=1, slot_bytes=SLOT, ranks=1)
     writer, (rank,) = _arenas(prefix, spec)
-    step = Step("zero-copy", cfg, CPU, ledger=Ledger(), arena=writer)
+    step = make_step("zero-copy", cfg, CPU, ledger=Ledger(), arena=writer)
     (ref,) = stage_into_arena(step, [obj])
-    owner = Step("zero-copy", cfg, CPU, arena=rank)
+    owner = make_step("zero-copy", cfg, CPU, arena=rank)
     got = arena_to_device(owner, ref)
     assert torch.equal(got, stage_input(obj, cfg)), name  # uint8, CHW
     ops = [(r["op"], r["count"]) for r in step.ledger.rows()]
@@ -203,7 +203,7 @@ def _rank_outputs(
     bf16: dict[int, torch.Tensor] = {}
     ledgers = []
     for r, arena in enumerate(arenas):
-        step = Step("zero-copy", K3, CPU, ledger=Ledger(), arena=arena)
+        step = make_step("zero-copy", K3, CPU, ledger=Ledger(), arena=arena)
         items = pickle.loads(blob)
         held = held_slots(items)
         out = rank_step(step, items, r, len(arenas))
@@ -222,9 +222,9 @@ def test_two_images_two_ranks_ledger_and_bit_exact(prefix):
     plans = [plan_resize(64, 48, K3)] * 2
     spec = spec_for([im.size for im in images], ranks=2, requests=2)
     writer, ranks = _arenas(prefix, spec)
-    step = Step("zero-copy", K3, CPU, ledger=Ledger(), arena=writer)
+    step = make_step("zero-copy", K3, CPU, ledger=Ledger(), arena=writer)
     items = produce_zero_copy(step, images, plans, decide(step, images, plans))
-    blob = serialize(step, wrap_zero_copy(step, items, "shm", prefix), "serialize", "send_pyobj")
+    blob = serialize(step, carrier("shm").wrap(step, items, prefix), "serialize", "send_pyobj")
     assert len(blob) < 4096  # metadata only
     producer = [(r["stage"], r["op"], r["src"], r["dst"], r["count"]) for r in step.ledger.rows()]
     assert producer == [
@@ -249,7 +249,7 @@ def test_a_non_owner_never_touches_pixel_bytes(prefix, monkeypatch):
     plans = [plan_resize(64, 48, K3)]
     spec = spec_for([(64, 48)], ranks=2, requests=2)
     writer, ranks = _arenas(prefix, spec)
-    step = Step("zero-copy", K3, CPU, arena=writer)
+    step = make_step("zero-copy", K3, CPU, arena=writer)
     items = produce_zero_copy(step, images, plans, decide(step, images, plans))
     blob = serialize(step, items, "serialize", "send_pyobj")
     reads: list[int] = []
@@ -312,7 +312,7 @@ def drive_micro(harness: Harness, job: MicroJob, timeout_s: float = 180) -> dict
 @pytest.mark.slow
 def test_micro_three_arms_two_ranks_bit_exact_and_clean():
     harness = Harness()
-    job = _job(harness, ((2, 64, 48),), ARMS)
+    job = _job(harness, ((2, 64, 48),), get_args(Arm))
     try:
         res = drive_micro(harness, job)
     finally:

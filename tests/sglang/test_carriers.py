@@ -19,14 +19,14 @@ from kimi_bench.cli.main import app
 from kimi_bench.domain.config import get_preset
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import plan_resize
-from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import make_images
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import (
     Step,
-    carrier_steps,
+    carrier,
     decide,
     deserialize,
+    make_step,
     produce,
     serialize,
     take,
@@ -88,7 +88,7 @@ def shm_runtime(rt: Runtime) -> Iterator[Runtime]:
 def _items(runtime: str) -> tuple[list[Any], Step]:
     images = make_images(((2, 64, 48),), "random", 0)
     plans = [plan_resize(im.width, im.height, K3) for im in images]
-    step = Step("deferred", K3, CPU, get_profile(runtime), Ledger())
+    step = make_step("deferred", K3, CPU, runtime=runtime, ledger=Ledger())
     return produce(step, images, plans, decide(step, images, plans)), step
 
 
@@ -96,8 +96,8 @@ def _items(runtime: str) -> tuple[list[Any], Step]:
 def test_wrap_and_take_copy_as_the_own_shm_carrier(shm_runtime: Runtime, runtime: str):
     """pr-33921's producer keeps permuted views: ShmPointerMMData's .contiguous() shows."""
     items, _ = _items(runtime)
-    own = Step("deferred", K3, CPU, get_profile(runtime), Ledger())
-    ref = Step("deferred", K3, CPU, get_profile(runtime), Ledger())
+    own = make_step("deferred", K3, CPU, runtime=runtime, ledger=Ledger())
+    ref = make_step("deferred", K3, CPU, runtime=runtime, ledger=Ledger())
     prefix, mine = new_prefix(), f"{C.SEGMENT_PREFIX}{os.getpid()}_"
     try:
         blob = serialize(own, wrap(own, items, "shm", prefix), "serialize", "send_pyobj")
@@ -197,7 +197,7 @@ def test_runtime_carrier_refuses_the_proposed_zero_copy_arm():
 
 def test_unknown_transport_is_refused():
     with pytest.raises(ValueError, match="sglang-shm"):
-        carrier_steps("sglang-ipc")
+        carrier("sglang-ipc")
 
 
 # --------------------------------------------------------------------- micro, real ranks

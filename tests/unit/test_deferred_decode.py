@@ -24,14 +24,14 @@ from kimi_bench.domain.navit import plan_resize
 from kimi_bench.domain.policy import raw_bytes
 from kimi_bench.engine.serve_workers import _fail_undecoded
 from kimi_bench.pipeline import (
-    Step,
+    carrier,
     decide,
+    make_step,
     owner_decode,
     produce,
     rank_step,
     run_arm,
     take,
-    wrap,
 )
 from kimi_bench.pipeline.transport import unlink
 
@@ -138,7 +138,7 @@ def test_inputs_the_header_cannot_vouch_for_are_routed_with_the_reason(name: str
     enc = EncodedImage(data, name)
     if name == "png_truncated":  # routed: the producer decodes, so the error stays there
         cfg = get_preset("kimi-k3")
-        step = Step("deferred-decode", cfg, CPU)
+        step = make_step("deferred-decode", cfg, CPU)
         plan = plan_resize(enc.width, enc.height, cfg)
         (d,) = decide(step, [enc], [plan])
         assert d.defer and not d.encoded and words in d.reason
@@ -181,12 +181,12 @@ def test_a_mixed_request_keeps_input_order_and_owners_decode_only_their_own():
 def test_encoded_bytes_ride_the_shm_carrier_unchanged():
     cfg = get_preset("kimi-k3")
     enc = EncodedImage(ENCODED["jpeg_rgb"]())
-    step = Step("deferred-decode", cfg, CPU)
+    step = make_step("deferred-decode", cfg, CPU)
     plan = plan_resize(enc.width, enc.height, cfg)
     items = produce(step, [enc], [plan], decide(step, [enc], [plan]))
     assert items[0].is_encoded and items[0].feature.dim() == 1
     items[0].validate()
-    packed = wrap(step, items, "shm", "kbtest-dd")
+    packed = carrier("shm").wrap(step, items, "kbtest-dd")
     taken, names = take(step, packed)
     try:
         assert bytes(taken[0].feature.numpy().tobytes()) == enc.data
@@ -201,7 +201,7 @@ def test_encoded_bytes_ride_the_shm_carrier_unchanged():
 def test_the_owner_refuses_a_decode_that_is_not_the_planned_image():
     cfg = get_preset("kimi-k3")
     enc = EncodedImage(ENCODED["png_gray"]())
-    step = Step("deferred-decode", cfg, CPU)
+    step = make_step("deferred-decode", cfg, CPU)
     plan = plan_resize(enc.width, enc.height, cfg)
     (item,) = produce(step, [enc], [plan], decide(step, [enc], [plan]))
     forged = dict(item.model_specific_data)
@@ -213,7 +213,7 @@ def test_the_owner_refuses_a_decode_that_is_not_the_planned_image():
 def test_an_encoded_item_must_be_deferred_and_one_dimensional():
     cfg = get_preset("kimi-k3")
     enc = EncodedImage(ENCODED["png_gray"]())
-    step = Step("deferred-decode", cfg, CPU)
+    step = make_step("deferred-decode", cfg, CPU)
     plan = plan_resize(enc.width, enc.height, cfg)
     (item,) = produce(step, [enc], [plan], decide(step, [enc], [plan]))
     with pytest.raises(ContractError, match="1-D uint8"):
@@ -257,7 +257,7 @@ def test_a_decode_error_on_the_owner_raises_or_is_listed_with_a_stand_in():
     cfg = get_preset("kimi-k3")
     good, bad = EncodedImage(ENCODED["png_gray"]()), EncodedImage(_corrupt_png())
     assert route_reason(bad) is None  # nothing in the header gives it away
-    step = Step("deferred-decode", cfg, CPU)
+    step = make_step("deferred-decode", cfg, CPU)
     plans = [plan_resize(*e.size, cfg) for e in (good, bad)]
     items = produce(step, [good, bad], plans, decide(step, [good, bad], plans))
     assert all(it.is_encoded for it in items)

@@ -13,6 +13,7 @@ from kimi_bench.engine.launch import (
     rank_gpu,
     rendezvous,
 )
+from kimi_bench.pipeline import arms, carrier
 
 TORCHRUN = {
     "RANK": "5",
@@ -49,15 +50,15 @@ def test_torchrun_without_its_environment_is_a_usage_error():
 def test_shm_is_refused_across_nodes_and_ranks_must_match():
     w = detect_world("auto", TORCHRUN)
     with pytest.raises(LaunchError, match="spans 2 nodes; use --transport pickle"):
-        check_launch(w, None, "shm")
+        check_launch(w, None, carrier("shm"))
     with pytest.raises(LaunchError, match="--ranks 4 but torchrun started 8 ranks"):
-        check_launch(w, 4, "pickle")
-    assert check_launch(w, None, "pickle") == 8
+        check_launch(w, 4, carrier("pickle"))
+    assert check_launch(w, None, carrier("pickle")) == 8
     one_node = detect_world("auto", TORCHRUN | {"GROUP_WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "8"})
-    assert check_launch(one_node, 8, "shm") == 8
-    assert check_launch(World(), 3, "shm") == 3
+    assert check_launch(one_node, 8, carrier("shm")) == 8
+    assert check_launch(World(), 3, carrier("shm")) == 3
     with pytest.raises(LaunchError, match=r"zero-copy arm .*\(--launcher spawn\)"):
-        check_launch(one_node, None, "shm", ("eager", "zero-copy"))
+        check_launch(one_node, None, carrier("shm"), tuple(arms(("eager", "zero-copy"))))
 
 
 def test_plan_says_what_each_process_starts():

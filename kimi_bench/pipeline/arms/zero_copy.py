@@ -1,5 +1,9 @@
-"""The zero-copy arm's steps (PROPOSED, not in the runtime): each image written once
-into an arena slot, slot metadata broadcast, owners copy straight from the arena."""
+"""``zero-copy``: **proposed, not in the runtime**. The producer writes each deferred
+image's decoded pixels once, straight into a slot of a shared-memory arena
+(``pipeline.arena``); only slot metadata (an ``ArenaRef``: slot, generation, offset, shape)
+is pickled and broadcast; each owner copies its images to its device straight from the
+(page-locked) arena (``steps.rank_step``); every rank releases the slots of a step once
+its own copies completed (``release_slots``)."""
 
 from __future__ import annotations
 
@@ -25,26 +29,30 @@ from kimi_bench.domain.pixels import (
     tensor_to_chw,
 )
 from kimi_bench.domain.policy import Decision
-from kimi_bench.options import Carrier
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arena_layout import ALIGN, ArenaRef
-from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
-from kimi_bench.pipeline.steps import (
-    Step,
-    _need_arena,
-    decode_input,
-    produce,
-    wrap,
-)
-from kimi_bench.pipeline.transport import (
-    ShmRef,
-)
+from kimi_bench.pipeline.arms.base import PROPOSED, Arm
+from kimi_bench.pipeline.decode import decode_input
+from kimi_bench.pipeline.step import Step
+from kimi_bench.pipeline.steps import need_arena, produce
 
-# broadcast; owners copy straight from the slot (``rank_step``); every rank releases the
-# slots of a step once its own copies completed (``release_slots``).
 
-ZERO_COPY = "zero-copy"
-ZERO_COPY_LABEL = "proposed, not in the runtime"
+class ZeroCopy(Arm):
+    label = PROPOSED
+    needs_arena = True
+    in_process = False  # the arena is shared between real processes
+    ledger_ops = ("arena_copy_in",)
+
+    def produce(
+        self,
+        step: Step,
+        images: Sequence[Any],
+        plans: Sequence[ResizePlan],
+        decisions: Sequence[Decision],
+    ) -> list[MMItem]:
+        return produce_zero_copy(step, images, plans, decisions)
+
+
 # PIL modes whose in-memory pixels (4 bytes each) already hold the target channels in
 # order: pasted as they are, the owner keeps the first 3 (RGB) or all 4 (RGBA) channels.
 _DIRECT_MODES = {"RGB": ("RGB", "RGBA", "RGBX"), "RGBA": ("RGBA",)}
@@ -88,7 +96,7 @@ def _arena_job(step: Step, arena: Arena, slot: int, offset: int, obj: Any) -> tu
 def stage_into_arena(step: Step, images: Sequence[Any]) -> list[ArenaRef]:
     """Take a slot for the request and copy every image into it once (in parallel
     threads); the slot goes back if anything fails before the metadata leaves."""
-    arena = _need_arena(step)
+    arena = need_arena(step)
     slot = arena.acquire()
     try:
         refs, jobs, offset = [], [], 0
@@ -136,20 +144,6 @@ def produce_zero_copy(
     return [items[i] for i in range(len(images))]
 
 
-def wrap_zero_copy(step: Step, items: list[MMItem], carrier: Carrier, prefix: str) -> list[MMItem]:
-    """Arena items travel as their ``ArenaRef``; eager items through ``wrap``."""
-    return [
-        it if isinstance(it.feature, ArenaRef) else wrap(step, [it], carrier, prefix)[0]
-        for it in items
-    ]
-
-
-def feature_bytes(item: MMItem) -> int:
-    """Pixel bytes an item stands for (an ``ArenaRef`` counts its slot bytes)."""
-    f: Any = item.feature
-    return f.nbytes if isinstance(f, (ArenaRef, ShmRef)) else tensor_bytes(f)
-
-
 def held_slots(items: Sequence[MMItem]) -> list[tuple[int, int]]:
     """(slot, generation) of every arena item of a step (take it before ``rank_step``)."""
     refs: list[Any] = [it.feature for it in items]
@@ -161,7 +155,7 @@ def release_slots(step: Step, held: Sequence[tuple[int, int]]) -> None:
     slots done for this rank (a non-owner never touched them and releases at once)."""
     if not held:
         return
-    arena = _need_arena(step)
+    arena = need_arena(step)
     arena.wait_copies()
     for slot, gen in held:
         arena.release(slot, gen)

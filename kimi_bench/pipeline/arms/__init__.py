@@ -1,0 +1,59 @@
+"""The arm registry: each arm is an object (:class:`Arm`) chosen once by name, whose
+methods are the pipeline steps it chooses and whose class attributes declare what it
+needs. Built in: ``eager`` (the baseline), ``deferred`` (the change), ``zero-copy`` and
+``deferred-decode`` (both proposed, not in the runtime). Adding an arm: a module that
+calls ``register_arm``, and its name in the options (``options.Arm`` and
+``options.ARM_MODULES``); the registry imports the module the first time the arm is
+asked for."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+
+from kimi_bench.options import ARM_MODULES
+from kimi_bench.pipeline.arms.base import PROPOSED, Arm, Role, UnknownArm
+from kimi_bench.pipeline.arms.deferred import Deferred
+from kimi_bench.pipeline.arms.deferred_decode import DeferredDecode
+from kimi_bench.pipeline.arms.eager import Eager
+from kimi_bench.pipeline.arms.zero_copy import ZeroCopy
+
+__all__ = ["PROPOSED", "Arm", "Role", "UnknownArm", "arm", "arms", "register_arm", "with_role"]
+
+_REGISTRY: dict[str, Callable[[str], Arm]] = {}
+_MADE: dict[str, Arm] = {}
+
+
+def register_arm(name: str, factory: Callable[[str], Arm]) -> None:
+    """Make ``name`` an arm: ``factory(name)`` builds its object on first use."""
+    _REGISTRY[name] = factory
+    _MADE.pop(name, None)
+
+
+register_arm("eager", Eager)
+register_arm("deferred", Deferred)
+register_arm("zero-copy", ZeroCopy)
+register_arm("deferred-decode", DeferredDecode)
+
+
+def arm(name: str) -> Arm:
+    """The arm called ``name`` (its module is imported on first use)."""
+    if name in _MADE:
+        return _MADE[name]
+    if name not in _REGISTRY and name in ARM_MODULES:
+        importlib.import_module(ARM_MODULES[name])  # registers it
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        known = ", ".join(dict.fromkeys([*_REGISTRY, *ARM_MODULES]))
+        raise UnknownArm(f"unknown arm {name!r}; expected one of {known}")
+    made = _MADE[name] = factory(name)
+    return made
+
+
+def arms(names: Iterable[str]) -> list[Arm]:
+    return [arm(n) for n in names]
+
+
+def with_role(names: Iterable[str], role: Role) -> str | None:
+    """The name of the arm among ``names`` that plays ``role`` (None: none does)."""
+    return next((n for n in names if arm(n).role == role), None)

@@ -1,0 +1,51 @@
+"""The carrier registry: how features travel from the producer to the scheduler ranks.
+
+A carrier is an object (:class:`Carrier`) chosen once by name; the pipeline's sequence
+(``pipeline.recipe``) calls its steps and never asks which one it has. kimi-bench's own
+(``shm``, ``pickle``: :mod:`.own`) are registered here; the installed SGLang runtime's
+(``sglang-shm``, ``sglang-pickle``) register themselves from
+:mod:`kimi_bench.sglang_ref.carriers`. Adding a carrier: a module that calls
+``register_carrier``, and its name in the options (``options.MicroCarrier`` /
+``options.Carrier`` and ``options.CARRIER_MODULES``); the registry imports the module the
+first time the carrier is asked for."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from kimi_bench.options import CARRIER_MODULES
+from kimi_bench.pipeline.carriers.base import Carrier, UnknownCarrier
+from kimi_bench.pipeline.carriers.own import PickleCarrier, ShmCarrier
+
+__all__ = ["Carrier", "UnknownCarrier", "carrier", "register_carrier"]
+
+# name -> factory of its carrier object (built on first use, then kept)
+_REGISTRY: dict[str, Callable[[str], Carrier]] = {}
+_MADE: dict[str, Carrier] = {}
+
+
+def register_carrier(name: str, factory: Callable[[str], Carrier]) -> None:
+    """Make ``name`` a carrier: ``factory(name)`` builds its object on first use. The
+    factory must be cheap (no runtime import): a carrier that needs one loads it in
+    :meth:`Carrier.prepare`."""
+    _REGISTRY[name] = factory
+    _MADE.pop(name, None)
+
+
+register_carrier("shm", lambda name: ShmCarrier(name))
+register_carrier("pickle", lambda name: PickleCarrier(name))
+
+
+def carrier(name: str) -> Carrier:
+    """The carrier called ``name`` (its module is imported on first use)."""
+    if name in _MADE:
+        return _MADE[name]
+    if name not in _REGISTRY and name in CARRIER_MODULES:
+        importlib.import_module(CARRIER_MODULES[name])  # registers it
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        known = ", ".join(dict.fromkeys([*_REGISTRY, *CARRIER_MODULES]))
+        raise UnknownCarrier(f"unknown transport {name!r}; known: {known}")
+    made = _MADE[name] = factory(name)
+    return made

@@ -1,0 +1,75 @@
+"""What a carrier is: the producer side (``wrap``), the scheduler's broadcast, a rank's
+``take``, and what it declares about itself (segments, nodes, the ledger ops it writes)
+so that nothing outside its module asks for its name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from kimi_bench.domain.contract import MMItem
+from kimi_bench.pipeline.step import Step
+
+
+class UnknownCarrier(ValueError):
+    pass
+
+
+class Carrier:
+    """One transport between the producer and the scheduler ranks.
+
+    Declared: ``uses_segments`` (features go through POSIX shared memory, so ranks take
+    them after a barrier and unlink after another), ``spans_nodes`` (works when the ranks
+    are on several hosts), ``serialize_op`` (the ledger op that moves a feature's bytes at
+    the producer: ``shm_copy_in`` or ``pickle``), ``runtime`` (the installed SGLang's own
+    functions do the work)."""
+
+    uses_segments: ClassVar[bool] = False
+    spans_nodes: ClassVar[bool] = True
+    serialize_op: ClassVar[str] = "pickle"
+    runtime: ClassVar[bool] = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    # ---------------------------------------------------------------- process set-up
+    def require(self) -> None:
+        """Cheap check in the parent process (nothing heavy imported): raise with an
+        install hint when the carrier cannot run here."""
+
+    def prepare(self) -> None:
+        """Once per process, before anything is timed (e.g. load a runtime)."""
+
+    def note(self) -> str | None:
+        """The report's note about this carrier (None: nothing to say)."""
+        return None
+
+    def leftovers(self, pids: Iterable[int]) -> list[str]:
+        """Remove segments this carrier's own code made in these processes (after a run
+        or a crash); kimi-bench's own segments go with the run's prefix."""
+        return []
+
+    def segment_prefixes(self, pids: Iterable[int]) -> list[str]:
+        """Name prefixes of segments made outside the run's prefix (the report keeps them)."""
+        return []
+
+    # ---------------------------------------------------------------------- steps
+    def wrap(self, step: Step, items: list[MMItem], prefix: str) -> Any:
+        """Producer side: what travels in place of ``items`` (CPU tensor features only;
+        other features, e.g. zero-copy's arena slots, pass as they are)."""
+        raise NotImplementedError
+
+    def broadcast(self, step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
+        """The scheduler's ``broadcast_pyobj`` of ``obj`` from rank 0; every rank returns it."""
+        raise NotImplementedError
+
+    def take(self, step: Step, packed: Any) -> tuple[list[MMItem], list[str]]:
+        """A rank's items out of what it received, and the segment names to unlink."""
+        raise NotImplementedError
+
+    def holds_segments(self, packed: Any) -> bool:
+        """``packed`` carries shared-memory segments (ranks take them after a barrier)."""
+        return False

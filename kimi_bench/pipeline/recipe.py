@@ -1,0 +1,244 @@
+"""THE pipeline's sequence, written once: what the producer (tokenizer worker) does with a
+request's images, the hops to the scheduler ranks, and what every rank does with what it
+received. ``parity`` runs it in one process (ranks in turn, ``InTurn``), ``micro`` and
+``serve-ab`` (spawned processes or torchrun, over HTTP too) in real processes joined with
+gloo (``Gloo``); the engines around it keep only process plumbing: queues, pipes, gloo,
+clocks, signals.
+
+    producer_step   decide -> produce -> pack              (marks producer, d2h)
+    send            serialize -> the hop to rank 0          (marks serialize)
+    receive         rank 0 unpickles the request            (marks to_rank0)
+    broadcast       broadcast_pyobj to every rank           (marks broadcast)
+    scheduler_step  take -> rank step -> release -> [encoder] -> gather
+                    (marks take_copy, pre_embed_move, owner_h2d, owner_materialize, gather)
+
+Which step does what is the arm's and the carrier's (objects chosen once by name,
+``make_step``); every step appends its name to ``Step.trail``, so a run can show the
+sequence it ran (the reports' ``recipe``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.contract import MMItem
+from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.navit import ResizePlan, plan_resize
+from kimi_bench.domain.policy import Decision, PolicyMode
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.pipeline.arena import Arena
+from kimi_bench.pipeline.arms import arm
+from kimi_bench.pipeline.arms.zero_copy import held_slots, release_slots
+from kimi_bench.pipeline.carriers import carrier
+from kimi_bench.pipeline.gather import gather
+from kimi_bench.pipeline.step import ArmLike, CarrierLike, Hook, NoHook, RankOutput, Step
+from kimi_bench.pipeline.steps import deserialize, rank_step, record_ipc, serialize
+from kimi_bench.pipeline.transport import unlink
+
+PRODUCER_STEPS = ("decide", "produce", "pack", "send")
+RANK_STEPS = ("receive", "broadcast", "take", "rank_step", "release", "gather")
+
+
+def make_step(
+    arm_: ArmLike | str,
+    cfg: PreprocessConfig,
+    device: torch.device,
+    *,
+    carrier_: CarrierLike | str = "pickle",
+    runtime: str | None = None,
+    hook: Hook | None = None,
+    arena: Arena | None = None,
+    ledger: Ledger | None = None,
+) -> Step:
+    """A step of one arm in this process, its arm and carrier chosen by name (once)."""
+    return Step(
+        arm(arm_) if isinstance(arm_, str) else arm_,
+        carrier(carrier_) if isinstance(carrier_, str) else carrier_,
+        cfg,
+        device,
+        get_profile(runtime),
+        ledger if ledger is not None else Ledger(),
+        hook if hook is not None else NoHook(),
+        arena,
+    )
+
+
+# ---------------------------------------------------------------- producer (tokenizer worker)
+
+
+@dataclass
+class Produced:
+    """The producer's result: plans, decisions, the items, and what travels (``packed``)."""
+
+    plans: list[ResizePlan]
+    decisions: list[Decision]
+    items: list[MMItem]
+    packed: Any
+
+
+def plans_of(step: Step, images: Sequence[Any]) -> list[ResizePlan]:
+    """The NaViT plan of every image (from its size: a header does)."""
+    return [plan_resize(im.width, im.height, step.cfg) for im in images]
+
+
+def decide(
+    step: Step,
+    images: Sequence[Any],
+    plans: Sequence[ResizePlan],
+    *,
+    scope: PolicyMode | None = None,
+    owner_can_materialize: bool = True,
+) -> list[Decision]:
+    """The deferral decision of one request's images, as the arm makes it."""
+    step.trail.append("decide")
+    return step.arm.decide(
+        step, images, plans, scope=scope, owner_can_materialize=owner_can_materialize
+    )
+
+
+def producer_step(
+    step: Step,
+    images: Sequence[Any],
+    prefix: str,
+    *,
+    plans: Sequence[ResizePlan] | None = None,
+    decisions: Sequence[Decision] | None = None,
+) -> Produced:
+    """decide -> produce -> pack. ``decisions`` already made (parity decides per request
+    of a corpus first) skip the decide step. Marks ``producer`` and ``d2h``."""
+    plans_ = list(plans) if plans is not None else plans_of(step, images)
+    made = list(decisions) if decisions is not None else decide(step, images, plans_)
+    step.trail.append("produce")
+    items = step.arm.produce(step, images, plans_, made)
+    step.trail.append("pack")
+    packed = step.arm.pack(step, items, prefix)
+    return Produced(plans_, made, items, packed)
+
+
+def send(step: Step, payload: Any, *, ipc: bool = True) -> bytes:
+    """The request pickled for the hop to scheduler rank 0 (``send_pyobj``); ``ipc``:
+    the hop crosses processes (its bytes in the ledger). Marks ``serialize``."""
+    step.trail.append("send")
+    blob = serialize(step, payload, "serialize", "send_pyobj")
+    step.hook.mark("serialize")
+    if ipc:
+        record_ipc(step, len(blob))
+    return blob
+
+
+# ----------------------------------------------------------------------- scheduler ranks
+
+
+@dataclass(frozen=True)
+class Gloo:
+    """Ranks in their own processes, joined by torch.distributed over gloo (``group``:
+    None = the default group) and, with one GPU per rank, an NCCL ``device_group``."""
+
+    size: int
+    device_group: Any = None
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def broadcast(self, step: Step, obj: Any, rank: int) -> Any:
+        return step.carrier.broadcast(step, obj, rank, self.size, None)
+
+    def gather(self, step: Step, out: RankOutput, rank: int) -> torch.Tensor | None:
+        return gather(step, out, rank, self.size, self.device_group)
+
+
+@dataclass(frozen=True)
+class InTurn:
+    """Every rank in this process, one after the other (``parity``): each rank unpickles
+    its own copy of the request (as after the broadcast); no barrier, no gather."""
+
+    size: int
+    blob: bytes = field(repr=False, default=b"")
+
+    def barrier(self) -> None:
+        return None
+
+    def broadcast(self, step: Step, obj: Any, rank: int) -> Any:
+        stage = "to_rank0" if rank == 0 else "broadcast"
+        return deserialize(step, self.blob, stage, "loads")
+
+    def gather(self, step: Step, out: RankOutput, rank: int) -> torch.Tensor | None:
+        return None
+
+
+Ranks = Gloo | InTurn
+
+
+def receive(step: Step, blob: bytes) -> Any:
+    """Rank 0 takes the producer's request (``recv_pyobj``). Marks ``to_rank0``."""
+    step.trail.append("receive")
+    obj = deserialize(step, blob, "to_rank0", "recv_pyobj")
+    step.hook.mark("to_rank0")
+    return obj
+
+
+def broadcast(step: Step, ranks: Ranks, obj: Any, rank: int) -> Any:
+    """``broadcast_pyobj`` of rank 0's object to every rank. Marks ``broadcast``."""
+    step.trail.append("broadcast")
+    out = ranks.broadcast(step, obj, rank)
+    step.hook.mark("broadcast")
+    return out
+
+
+@dataclass
+class RankResult:
+    """What a rank holds after the scheduler step: its ``RankOutput`` and, with a device
+    group, every image's encoder output in input order (``gathered``)."""
+
+    out: RankOutput
+    gathered: torch.Tensor | None
+
+
+def take(step: Step, ranks: Ranks, packed: Sequence[Any]) -> list[MMItem]:
+    """Every request's items out of what the rank received (``packed``: one per request).
+    Shared-memory segments: after a barrier every rank clones or maps its items (runtime
+    profile); after a second barrier every rank unlinks (the first one wins, as 0.5.23).
+    Marks ``take_copy``."""
+    step.trail.append("take")
+    segments = any(step.carrier.holds_segments(p) for p in packed)
+    if segments:
+        ranks.barrier()
+    items: list[MMItem] = []
+    names: list[str] = []
+    for p in packed:
+        got, segs = step.carrier.take(step, p)
+        items += got
+        names += segs
+    if segments:
+        ranks.barrier()  # every rank holds its copy or mapping before the names go
+        unlink(names)
+    step.hook.mark("take_copy")
+    return items
+
+
+def scheduler_step(
+    step: Step,
+    ranks: Ranks,
+    packed: Sequence[Any],
+    rank: int,
+    *,
+    encoder: Callable[[RankOutput], None] | None = None,
+    decode_errors: list[tuple[int, str]] | None = None,
+) -> RankResult:
+    """take -> rank step (pre-embed move, owners, owner H2D, materialize, BF16 tower
+    buffer) -> release the arena slots -> ``encoder`` (serve's stand-in) -> gather."""
+    items = take(step, ranks, packed)
+    held = held_slots(items)
+    step.trail.append("rank_step")
+    out = rank_step(step, items, rank, ranks.size, decode_errors)
+    step.trail.append("release")
+    release_slots(step, held)
+    if encoder is not None:
+        encoder(out)
+    step.trail.append("gather")
+    return RankResult(out, ranks.gather(step, out, rank))
