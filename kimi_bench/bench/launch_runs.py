@@ -40,7 +40,7 @@ from kimi_bench.engine.launch import (
 )
 from kimi_bench.engine.micro_job import MicroJob, rounds
 from kimi_bench.engine.procs import Harness
-from kimi_bench.engine.serve_job import ServeJob
+from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.environment import host_load, resolve_device
 from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
@@ -240,7 +240,7 @@ def run_serve_on(
     return runs
 
 
-def _serve_job(
+def _serve_jobs(
     world: World,
     opts: ServeOptions,
     arm: str,
@@ -248,19 +248,25 @@ def _serve_job(
     init: str,
     prefix: str,
     hooks: FaultHooks,
-) -> ServeJob:
-    return ServeJob(
-        cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
-        workers=opts.processor_workers, transport=opts.transport,
-        device=resolve_device(opts.device).type, resolution=opts.width_height,
+) -> tuple[PipelineJob, LoadJob]:
+    """One arm's pipeline job and the load generator's job of one trace."""
+    load = LoadJob(
+        arrivals=arrivals, warmup_requests=opts.warmup_requests,
+        request_timeout_s=opts.request_timeout_s, resolution=opts.width_height,
         images_per_request=opts.images_per_request, image_format=opts.image_format,
         image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
-        arrivals=arrivals, warmup_requests=opts.warmup_requests, source="loadgen",
-        arena_requests=0,  # a zero-copy slot per request of the trace
-        cost=StandinCost.from_options(opts.standins), prefix=prefix, init_file=init,
-        request_timeout_s=opts.request_timeout_s, runtime=opts.runtime, hooks=hooks,
-        ranks_per_node=world.ranks_per_node,
     )  # fmt: skip
+    job = PipelineJob(
+        cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
+        workers=opts.processor_workers, transport=opts.transport,
+        device=resolve_device(opts.device).type, runtime=opts.runtime,
+        cost=StandinCost.from_options(opts.standins), hooks=hooks, prefix=prefix,
+        init_file=init, ranks_per_node=world.ranks_per_node,
+        # a zero-copy slot per request of the trace
+        arena_image=opts.width_height, image_count=opts.images_per_request,
+        arena_requests=load.total,
+    )  # fmt: skip
+    return job, load
 
 
 def _serve_pipeline(
@@ -274,14 +280,14 @@ def _serve_pipeline(
     """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
     todo = plan(world, opts.ranks or 1)
     if not todo.hosts_producers:
-        job = _serve_job(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", hooks)
+        job, load = _serve_jobs(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", hooks)
         rank = todo.in_process
         assert rank is not None
-        _in_process(world, lambda: serve_workers.rank_main(job, rank, [], None, None, None))
+        _in_process(world, lambda: serve_workers.rank_main(job, load, rank, [], None, None, None))
         return None
     harness = _harness(world)
     init = rendezvous(world, tag, harness.init_file)
-    job = _serve_job(world, opts, arm, arrivals, init, harness.prefix, hooks)
+    job, load = _serve_jobs(world, opts, arm, arrivals, init, harness.prefix, hooks)
     records: list[dict[str, Any]] = []
     out: dict[str, Any] = {"arm": arm, "records": records, "trace_start": None, "error": None}
     try:
@@ -289,10 +295,12 @@ def _serve_pipeline(
         pipes = [harness.pipe() for _ in range(opts.processor_workers)]
         for r in todo.children:
             conns = [p[1] for p in pipes] if r == 0 else []
-            harness.start(f"rank{r}", serve_workers.rank_main, job, r, conns, req_q, warm_evt)
+            harness.start(f"rank{r}", serve_workers.rank_main, job, load, r, conns, req_q, warm_evt)
         for w, (send_end, _) in enumerate(pipes):
-            harness.start(f"producer{w}", serve_workers.producer_main, job, w, req_q, send_end)
-        harness.start("loadgen", serve_workers.loadgen_main, job, req_q, warm_evt)
+            harness.start(
+                f"producer{w}", serve_workers.producer_main, job, load, w, req_q, send_end
+            )
+        harness.start("loadgen", serve_workers.loadgen_main, load, req_q, warm_evt)
         for kind, payload in harness.messages(opts.request_timeout_s + 120.0):
             if kind == "request" and not payload["warm"]:
                 records.append(payload)

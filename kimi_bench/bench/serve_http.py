@@ -14,7 +14,6 @@ served the arm) and ``server_metrics``; per-request records carry ``t_sent``/``t
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -27,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve_records import http_record
-from kimi_bench.domain.config import PRESETS, PreprocessConfig, resolve_config
+from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine.serve_job import encode_images
-from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import (
     EMULATOR_MODEL,
     SERVE_AB_START_TIMEOUT_S,
+    SERVE_FROM_OPTIONS,
+    ServeCommandOptions,
     ServeOptions,
     parse_endpoint,
     rate_label,
@@ -81,16 +81,10 @@ class HttpServeOptions:
     repeats: int
     seed: int
     request_timeout_s: float
-    # emulator servers
-    ranks: int
-    processor_workers: int
-    transport: str
-    runtime: str
-    device: str
-    cost: StandinCost
-    server_start_timeout_s: float
+    # emulator servers (no endpoints): ``kimi-bench serve``'s own options, the same for
+    # every arm but the arm and the port (``emulator_command``); they travel as the model
+    emulator: ServeCommandOptions | None
     log_dir: Path | None  # server logs (None: a temporary folder)
-    fault_hooks: str | None  # tests: passed on to the emulator servers as it is
     # client
     model: str | None  # None: the first model each endpoint lists
     max_tokens: int
@@ -108,11 +102,9 @@ class HttpServeOptions:
         made: dict[str, Any] = {
             "cfg": resolve_config(opts.preset, opts.config),
             "requests": opts.requests or 1,
-            "ranks": opts.ranks or 1,
             "resolution": opts.width_height,
             "endpoints": tuple(parse_endpoint(e) for e in opts.endpoints),
-            "cost": StandinCost.from_options(opts.standins),
-            "server_start_timeout_s": SERVE_AB_START_TIMEOUT_S,
+            "emulator": None if opts.endpoints else _emulator_template(opts),
             "log_dir": log_dir,
             "before_send": before_send,
         }
@@ -121,6 +113,25 @@ class HttpServeOptions:
 
     def client_options(self, model: str) -> ClientOptions:
         return ClientOptions.from_options(self, model)
+
+
+def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
+    """The emulator servers' options from serve-ab's: the pipeline's settings under their
+    own names; the arena sized for serve-ab's requests (``--image-resolution`` images,
+    ``--image-count`` a request, a slot per request that can be in flight)."""
+    w, h = opts.width_height
+    requests = (opts.requests or 1) + opts.warmup_requests + 1
+    return ServeCommandOptions.model_validate(
+        {
+            "arm": opts.arms[0], "host": "127.0.0.1", "served_model_name": (EMULATOR_MODEL,),
+            "preset": opts.preset, "config": Path(opts.config).resolve() if opts.config else None,
+            "ranks": opts.ranks or 1, "processor_workers": opts.processor_workers,
+            "transport": opts.transport, "runtime": opts.runtime, "device": opts.device,
+            "standins": opts.standins, "start_timeout": SERVE_AB_START_TIMEOUT_S,
+            "arena_image": f"{w}x{h}", "image_count": opts.images_per_request,
+            "arena_requests": max(2, min(requests, 512)), "fault_hooks": opts.fault_hooks,
+        }
+    )  # fmt: skip
 
 
 @dataclass
@@ -245,34 +256,23 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
     return arms
 
 
-def emulator_argv(arm: str, port: int, opts: HttpServeOptions, cfg_file: Path) -> list[str]:
-    """The ``kimi-bench serve`` command line for one emulated arm."""
-    argv = [sys.executable, "-m", "kimi_bench.cli.main", "serve", "--arm", arm]
-    argv += ["--port", str(port), "--host", "127.0.0.1", "--model", EMULATOR_MODEL]
-    argv += ["--ranks", str(opts.ranks), "--processor-workers", str(opts.processor_workers)]
-    argv += ["--transport", opts.transport, "--runtime", opts.runtime, "--device", opts.device]
-    argv += ["--start-timeout", f"{opts.server_start_timeout_s:g}"]
-    w, h = opts.resolution
-    argv += ["--arena-image", f"{w}x{h}", "--image-count", str(opts.images_per_request)]
-    argv += ["--arena-requests", str(max(2, min(opts.requests + opts.warmup_requests + 1, 512)))]
-    for key, value in vars(opts.cost).items():
-        argv += ["--standin", f"{key}={value}"]
-    if PRESETS.get(opts.cfg.name) == opts.cfg:
-        argv += ["--preset", opts.cfg.name]
-    else:  # a checkpoint's config: hand the server the same numbers
-        cfg_file.write_text(json.dumps(opts.cfg.summary()))
-        argv += ["--config", str(cfg_file)]
-    if opts.fault_hooks:
-        argv += ["--fault-hooks", opts.fault_hooks]
-    return argv
+def emulator_command(arm: str, port: int, opts: HttpServeOptions, folder: Path) -> list[str]:
+    """The ``kimi-bench serve`` of one emulated arm: its options model written whole to
+    ``folder/serve-<arm>.json`` and handed to the server process as that file."""
+    assert opts.emulator is not None, "endpoints are not emulated"
+    model = opts.emulator.model_copy(update={"arm": arm, "port": port})
+    path = folder / f"serve-{arm}.json"
+    path.write_text(model.model_dump_json())
+    return [sys.executable, "-m", "kimi_bench.cli.main", SERVE_FROM_OPTIONS, str(path)]
 
 
 def _spawn_emulator(
     name: str, opts: HttpServeOptions, logs: Path, stack: contextlib.ExitStack
 ) -> _Arm:
+    assert opts.emulator is not None, "endpoints are not emulated"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = emulator_argv(name, port, opts, logs / f"preprocess-{name}.json")
+    argv = emulator_command(name, port, opts, logs)
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # this checkout's package, in the child
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
@@ -280,12 +280,13 @@ def _spawn_emulator(
         argv,
         url,
         logs / f"server-{name}.log",
-        start_timeout_s=opts.server_start_timeout_s,
+        start_timeout_s=opts.emulator.start_timeout,
         stop_timeout_s=40.0,
         env=env,
     )
     knobs = ("ranks", "processor_workers", "transport", "runtime", "device")
-    emulator = {"arm": name, **{k: getattr(opts, k) for k in knobs}, "log": str(server.log)}
+    emulator = {"arm": name, **{k: getattr(opts.emulator, k) for k in knobs}}
+    emulator["log"] = str(server.log)
     arm = _Arm(name, url, {"kind": "emulated", "url": url, "emulator": emulator}, server=server)
     stack.callback(_stop_emulator, arm)
     server.spawn()

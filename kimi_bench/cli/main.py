@@ -21,7 +21,8 @@ from kimi_bench.cli.project import project
 from kimi_bench.cli.render import render
 from kimi_bench.cli.run import run
 from kimi_bench.cli.serve import serve_ab
-from kimi_bench.cli.serve_server import serve_server
+from kimi_bench.cli.serve_server import serve_from_options, serve_server
+from kimi_bench.options import SERVE_FROM_OPTIONS
 
 EXIT_INTERNAL_ERROR = 4
 INTERNAL_EPILOG = (
@@ -106,6 +107,7 @@ app.command("parity", epilog=INTERNAL_EPILOG)(parity)
 app.command("micro", epilog=INTERNAL_EPILOG)(micro)
 app.command("serve-ab", epilog=INTERNAL_EPILOG)(serve_ab)
 app.command("serve", epilog=INTERNAL_EPILOG)(serve_server)
+app.command(SERVE_FROM_OPTIONS, hidden=True)(serve_from_options)
 app.command("gate", epilog=INTERNAL_EPILOG)(gate)
 app.command("compare", epilog=INTERNAL_EPILOG)(compare)
 app.command("calibrate", epilog=INTERNAL_EPILOG)(calibrate)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import err_console, usage_error
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 from kimi_bench.options import ServeCommandOptions
 
 SERVE_DOC = """Serve the emulated pipeline of one arm over HTTP, as an OpenAI-compatible server.
@@ -101,3 +104,16 @@ def _stopped_line(sig: int | None, requests: dict[str, int]) -> str:
 
 
 serve_server = model_command(ServeCommandOptions, _serve, SERVE_DOC)
+
+
+def serve_from_options(
+    path: Annotated[Path, typer.Argument(help="A ServeCommandOptions model as JSON.")],
+) -> None:
+    """Serve the options model in PATH (how serve-ab starts its emulator servers: the
+    typed options travel whole, not as a command line). Hidden from --help."""
+    try:
+        text = read_text_or(ValueError, path, MAX_CONFIG_BYTES, "serve options file")
+        opts = ServeCommandOptions.model_validate_json(text)
+    except (ValidationError, ValueError) as exc:
+        raise usage_error(f"{path}: not a serve options file ({exc})") from None
+    _serve(opts, {})

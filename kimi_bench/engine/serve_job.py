@@ -1,6 +1,8 @@
-"""A ``serve-ab`` pipeline's job (what every process of one arm's run is given) and the
-request images it serves, shared by the load generator, producers and ranks
-(``serve_workers``), the HTTP client (``bench.serve_http``) and the serving emulator."""
+"""A serving pipeline's jobs: ``PipelineJob``, what every process of one arm's pipeline is
+given (producers and ranks, for serve-ab's in-process runs and for ``kimi-bench serve``'s
+emulator alike), and ``LoadJob``, what serve-ab's in-process load generator sends (the
+trace and its request images). The emulator's pipeline is fed by HTTP requests and has no
+load job. Neither holds a default or a placeholder."""
 
 from __future__ import annotations
 
@@ -16,36 +18,42 @@ from kimi_bench.pipeline.arena_layout import ArenaSpec, spec_for
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServeJob:
-    """Built from serve-ab's options (``bench.launch_runs``) or the emulator's
-    (``serving.emulator``): no defaults here."""
+class PipelineJob:
+    """One arm's serving pipeline: built from serve-ab's options (``bench.launch_runs``) or
+    ``kimi-bench serve``'s (``serving.emulator.pipeline_job``)."""
 
     cfg: PreprocessConfig
     arm: str
     ranks: int
-    workers: int
+    workers: int  # producer (tokenizer worker) processes
     transport: str
     device: str
+    runtime: str
+    cost: StandinCost
+    hooks: FaultHooks  # tests: on_request kills or wedges a producer there (NO_FAULTS)
+    prefix: str
+    init_file: str
+    ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    # zero-copy arm: arena slots hold requests of ``image_count`` images of ``arena_image``
+    arena_image: tuple[int, int]
+    image_count: int
+    arena_requests: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadJob:
+    """serve-ab's load generator: the arrival trace, the warm-up requests before it, the
+    deadline without progress after which the ranks stop, and the request images."""
+
+    arrivals: tuple[float, ...]
+    warmup_requests: int
+    request_timeout_s: float
     resolution: tuple[int, int]
     images_per_request: int
     image_format: str
     image_content: str
     unique_images: int
     seed: int
-    arrivals: tuple[float, ...]
-    warmup_requests: int
-    cost: StandinCost
-    prefix: str
-    init_file: str
-    request_timeout_s: float  # the load generator's: a rank with no progress for this long stops
-    runtime: str
-    hooks: FaultHooks  # tests: on_request kills or wedges a producer there (NO_FAULTS)
-    ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
-    # "loadgen": the load generator sends ``arrivals``; "queue": a serving backend
-    # (``kimi_bench.serving.emulator``) puts requests with their encoded images on the
-    # queue and the pipeline runs until it sets the stop event (``serve_rank_main``)
-    source: str
-    arena_requests: int  # zero-copy slots (0: one per request of the trace)
 
     @property
     def total(self) -> int:
@@ -68,18 +76,17 @@ def encode_images(
     return out
 
 
-def arena_spec(job: ServeJob) -> ArenaSpec | None:
-    """The zero-copy arm's arena: a slot per request that can be in flight (every request
-    of the run, within the default budget), shared by the producers (None for other arms)."""
+def arena_spec(job: PipelineJob) -> ArenaSpec | None:
+    """The arena of an arm that needs one: ``arena_requests`` slots of ``image_count``
+    images of ``arena_image``, shared by the producers (None for other arms)."""
     if not arm(job.arm).needs_arena:
         return None
-    sizes = [job.resolution] * job.images_per_request
-    requests = job.arena_requests or job.total
-    return spec_for(sizes, job.ranks, requests=requests, writers=job.workers)
+    sizes = [job.arena_image] * job.image_count
+    return spec_for(sizes, job.ranks, requests=job.arena_requests, writers=job.workers)
 
 
-def make_payloads(job: ServeJob) -> list[bytes]:
-    """Encoded request images, identical for both arms at a given seed."""
+def make_payloads(load: LoadJob) -> list[bytes]:
+    """Encoded request images, identical for every arm at a given seed."""
     return encode_images(
-        job.resolution, job.unique_images, job.image_content, job.image_format, job.seed
+        load.resolution, load.unique_images, load.image_content, load.image_format, load.seed
     )

@@ -20,30 +20,34 @@ import torch
 
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
-from kimi_bench.engine.serve_job import ServeJob, arena_spec, make_payloads
+from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
 from kimi_bench.pipeline import Gloo, RankOutput, Step, feature_bytes, make_step, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 
 
-def loadgen_main(job: ServeJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
-    for rid in range(job.warmup_requests):
+def loadgen_main(load: LoadJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
+    for rid in range(load.warmup_requests):
         req_q.put((rid, True, time.perf_counter()))
-    if job.warmup_requests and not warm_evt.wait(job.request_timeout_s * 2):
+    if load.warmup_requests and not warm_evt.wait(load.request_timeout_s * 2):
         raise TimeoutError("warm-up requests did not finish in time")
     t0 = time.perf_counter()
     outbox.send("trace_start", t0)
-    for j, offset in enumerate(job.arrivals):
+    for j, offset in enumerate(load.arrivals):
         delay = t0 + offset - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
-        req_q.put((job.warmup_requests + j, False, time.perf_counter()))
+        req_q.put((load.warmup_requests + j, False, time.perf_counter()))
 
 
-def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -> None:
+def producer_main(
+    job: PipelineJob, load: LoadJob | None, wid: int, req_q: Any, conn: Any, outbox: Any
+) -> None:
+    """A producer (tokenizer worker). With a load job the request images are generated
+    here (``make_payloads``); without one (the emulator) they come with each request."""
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
-    payloads = make_payloads(job) if job.source == "loadgen" else []
+    payloads = make_payloads(load) if load is not None else []
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
     while True:
@@ -66,7 +70,7 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
         )
         payload: Any = None
         try:
-            encoded = msg[3] if len(msg) > 3 else _request_payloads(job, payloads, rid)
+            encoded = msg[3] if len(msg) > 3 else _request_payloads(load, payloads, rid)
             images = [step.arm.load(step, data) for data in encoded]  # the decode (or header)
             rec["t_decoded"] = time.perf_counter()
             produced = recipe.producer_step(step, images, job.prefix)
@@ -84,15 +88,21 @@ def producer_main(job: ServeJob, wid: int, req_q: Any, conn: Any, outbox: Any) -
         conn.send((step.ledger.rows(), step.trail))
 
 
-def _request_payloads(job: ServeJob, payloads: list[bytes], rid: int) -> list[bytes]:
-    keys = [
-        (rid * job.images_per_request + k) % len(payloads) for k in range(job.images_per_request)
-    ]
+def _request_payloads(load: LoadJob | None, payloads: list[bytes], rid: int) -> list[bytes]:
+    assert load is not None, "a request without images needs a load job"
+    n = load.images_per_request
+    keys = [(rid * n + k) % len(payloads) for k in range(n)]
     return [payloads[k] for k in keys]
 
 
 def rank_main(
-    job: ServeJob, rank: int, conns: list[Any], req_q: Any, warm_evt: Any, outbox: Any
+    job: PipelineJob,
+    load: LoadJob,
+    rank: int,
+    conns: list[Any],
+    req_q: Any,
+    warm_evt: Any,
+    outbox: Any,
 ) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + job.workers + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
@@ -102,7 +112,8 @@ def rank_main(
             if dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed, reported on its own
             outbox.send("arena", {"rank": rank, **arena.setup()})
-        _Rank(job, rank, dev, conns, req_q, outbox, arena, device_group, warm_evt=warm_evt).loop()
+        _Rank(job, rank, dev, conns, req_q, outbox, arena, device_group, load=load,
+              warm_evt=warm_evt).loop()  # fmt: skip
         if arena is not None:
             arena.close()
 
@@ -113,7 +124,7 @@ class _Rank:
 
     def __init__(
         self,
-        job: ServeJob,
+        job: PipelineJob,
         rank: int,
         dev: torch.device,
         conns: list[Any],
@@ -122,10 +133,12 @@ class _Rank:
         arena: Arena | None = None,
         group: Any = None,
         *,
+        load: LoadJob | None = None,
         warm_evt: Any = None,
         stop_evt: Any = None,
     ) -> None:
         self.job, self.rank, self.dev, self.arena = job, rank, dev, arena
+        self.load = load  # serve-ab's load generator (None: fed by a serving backend)
         self.group = group  # the NCCL device group (one GPU per rank), else None
         self.ranks = Gloo(job.ranks, group)
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
@@ -151,8 +164,9 @@ class _Rank:
 
     def _should_stop(self, new: int) -> tuple[bool, bool]:
         """(stop, stalled) after a collect that took ``new`` requests."""
-        stalled = time.perf_counter() - self.last_progress > self.job.request_timeout_s
-        return self.done + new >= self.job.total or stalled, stalled
+        assert self.load is not None
+        stalled = time.perf_counter() - self.last_progress > self.load.request_timeout_s
+        return self.done + new >= self.load.total or stalled, stalled
 
     def _collect(self, step: Step) -> dict[str, Any]:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
@@ -198,8 +212,8 @@ class _Rank:
         self.outbox.send("ledger", total.rows())
         for _ in range(self.job.workers):
             self.req_q.put(None)
-        if batch["stalled"]:
-            self.outbox.send("stalled", self.job.total - self.done)
+        if batch["stalled"] and self.load is not None:
+            self.outbox.send("stalled", self.load.total - self.done)
 
     def _step(self, step: Step, batch: dict[str, Any]) -> None:
         import torch.distributed as dist
@@ -249,7 +263,7 @@ class _Rank:
             self.done += 1
             if r["warm"]:
                 self.warm_done += 1
-                if self.warm_done == self.job.warmup_requests:
+                if self.load is not None and self.warm_done == self.load.warmup_requests:
                     self.warm_evt.set()
             self.outbox.send("request", r)
 
@@ -271,9 +285,9 @@ def _fail_undecoded(ok: list[dict[str, Any]], failed: list[tuple[int, str]]) -> 
 
 
 def serve_rank_main(
-    job: ServeJob, rank: int, conns: list[Any], req_q: Any, stop_evt: Any, outbox: Any
+    job: PipelineJob, rank: int, conns: list[Any], req_q: Any, stop_evt: Any, outbox: Any
 ) -> None:
-    """A rank of a pipeline fed by a serving backend (``job.source == "queue"``): it runs
+    """A rank of a pipeline fed by a serving backend (no load job): it runs
     until ``stop_evt`` is set or its parent process is gone. Rank 0 sends each request
     (``"request"``) as today; after each step every rank also sends the copy ledger of
     that step (``"copies"``), so the backend can count bytes moved while it serves."""

@@ -54,6 +54,7 @@ from kimi_bench.options.server import (
     MAX_TOKENS_LIMIT,
     REQUEST_MAX_TOKENS,
     SERVE_AB_START_TIMEOUT_S,
+    SERVE_FROM_OPTIONS,
     ServeCommandOptions,
 )
 
@@ -71,6 +72,7 @@ __all__ = [
     "REQUEST_MAX_TOKENS",
     "RESOLUTION_PRESETS",
     "SERVE_AB_START_TIMEOUT_S",
+    "SERVE_FROM_OPTIONS",
     "Arm",
     "CalibrateOptions",
     "Carrier",

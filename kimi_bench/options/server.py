@@ -27,6 +27,9 @@ MAX_TOKENS_LIMIT = 4096
 # serve-ab starts one emulator server per arm, side by side, and gives each this long to
 # come up (its own setting, not --start-timeout's default: it was always the longer one)
 SERVE_AB_START_TIMEOUT_S = 300.0
+# the hidden command that serves the options model written to a file (serve-ab starts its
+# emulator servers so: the typed options travel whole, not as a command line)
+SERVE_FROM_OPTIONS = "serve-from-options"
 # The load generator's settings that no command exposes: how long one connection attempt
 # may take, and how many consecutive connection failures end an arm (a dead server).
 CLIENT_CONNECT_TIMEOUT_S = 10.0

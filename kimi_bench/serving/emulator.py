@@ -29,7 +29,7 @@ from PIL import Image
 
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine.procs import Harness, WorkerFailed
-from kimi_bench.engine.serve_job import ServeJob
+from kimi_bench.engine.serve_job import PipelineJob
 from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.environment import resolve_device
@@ -61,22 +61,13 @@ _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError",
 
 @dataclass(frozen=True)
 class EmulatorConfig:
-    """One arm's pipeline: the same knobs as ``serve-ab``, built from ``kimi-bench serve``'s
-    options (``from_options``, which validated them; their defaults are written there)."""
+    """``kimi-bench serve``'s options (``opts``, validated by the options model, which
+    holds every default) with what they name resolved once: the preprocessing config, the
+    device and the fault hooks. The pipeline's job is made from it (``job``)."""
 
-    arm: str
+    opts: ServeCommandOptions
     cfg: PreprocessConfig
-    ranks: int
-    workers: int
-    transport: str
     device: str  # resolved: cpu or cuda
-    runtime: str
-    cost: StandinCost
-    start_timeout_s: float
-    # zero-copy arm: arena slots sized for requests of this many images of this size
-    image_size: tuple[int, int]
-    images_per_request: int
-    arena_requests: int
     hooks: FaultHooks  # tests: the pipeline's and every answer's fault hooks (NO_FAULTS)
 
     @classmethod
@@ -84,12 +75,27 @@ class EmulatorConfig:
         """ValueError when ``--config`` cannot be read (ConfigError) or ``--device cuda``
         finds no CUDA device."""
         return cls(
-            arm=opts.arm, cfg=resolve_config(opts.preset, opts.config), ranks=opts.ranks,
-            workers=opts.processor_workers, transport=opts.transport,
-            device=resolve_device(opts.device).type, runtime=opts.runtime,
-            cost=StandinCost.from_options(opts.standins), start_timeout_s=opts.start_timeout,
-            image_size=opts.arena_size, images_per_request=opts.image_count,
-            arena_requests=opts.arena_requests, hooks=load_hooks(opts.fault_hooks),
+            opts, resolve_config(opts.preset, opts.config), resolve_device(opts.device).type,
+            load_hooks(opts.fault_hooks),
+        )  # fmt: skip
+
+    @property
+    def arm(self) -> str:
+        return self.opts.arm
+
+    @property
+    def start_timeout_s(self) -> float:
+        return self.opts.start_timeout
+
+    def job(self, prefix: str, init_file: str) -> PipelineJob:
+        """The pipeline's job, each setting under the option's own name."""
+        o = self.opts
+        return PipelineJob(
+            cfg=self.cfg, arm=o.arm, ranks=o.ranks, workers=o.processor_workers,
+            transport=o.transport, device=self.device, runtime=o.runtime,
+            cost=StandinCost.from_options(o.standins), hooks=self.hooks, prefix=prefix,
+            init_file=init_file, ranks_per_node=0,  # one host
+            arena_image=o.arena_size, image_count=o.image_count, arena_requests=o.arena_requests,
         )  # fmt: skip
 
 
@@ -188,39 +194,14 @@ class EmulatorBackend:
     def _launch(self) -> None:
         c = self.conf
         harness = self._harness = _harness(self.prefix)
-        job = ServeJob(
-            cfg=c.cfg,
-            arm=c.arm,
-            ranks=c.ranks,
-            workers=c.workers,
-            transport=c.transport,
-            device=c.device,
-            resolution=c.image_size,  # images come with the requests; this sizes the arena
-            images_per_request=c.images_per_request,
-            image_format="jpeg",
-            image_content="random",
-            unique_images=1,
-            seed=0,
-            arrivals=(),
-            warmup_requests=0,
-            cost=c.cost,
-            prefix=harness.prefix,
-            init_file=harness.init_file,
-            runtime=c.runtime,
-            hooks=c.hooks,
-            source="queue",
-            arena_requests=c.arena_requests,
-            # no load generator: the server times its requests, the ranks run until stopped
-            request_timeout_s=math.inf,
-            ranks_per_node=0,  # one host
-        )
+        job = c.job(harness.prefix, harness.init_file)
         self._req_q, self._stop_evt = harness.ctx.Queue(), harness.ctx.Event()
-        pipes = [harness.pipe() for _ in range(c.workers)]
-        for r in range(c.ranks):
+        pipes = [harness.pipe() for _ in range(job.workers)]
+        for r in range(job.ranks):
             conns = [p[1] for p in pipes] if r == 0 else []
             harness.start(f"rank{r}", serve_rank_main, job, r, conns, self._req_q, self._stop_evt)
         for w, (send_end, _) in enumerate(pipes):
-            harness.start(f"producer{w}", producer_main, job, w, self._req_q, send_end)
+            harness.start(f"producer{w}", producer_main, job, None, w, self._req_q, send_end)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.shutdown)

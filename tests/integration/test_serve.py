@@ -9,11 +9,8 @@ from kimi_bench.bench.launch_runs import run_serve_on
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.cli.main import app
-from kimi_bench.domain.config import resolve_config
 from kimi_bench.engine.launch import World
-from kimi_bench.engine.serve_job import ServeJob, make_payloads
-from kimi_bench.engine.standins import StandinCost
-from kimi_bench.infra.fault_hooks import NO_FAULTS
+from kimi_bench.engine.serve_job import LoadJob, make_payloads
 from kimi_bench.options import ServeOptions
 from tests.conftest import kimibench_segments, leftover_segments
 from tests.faults import DieAtRequest, HangAtRequest, spec
@@ -94,31 +91,20 @@ def test_same_trace_and_payloads_for_both_arms():
     assert make_payloads(_job(opts, "eager", opts.seed + 1)) != payloads["eager"]
 
 
-def _job(opts: ServeOptions, arm: str, seed: int) -> ServeJob:
-    return ServeJob(
-        cfg=resolve_config(opts.preset, opts.config),
-        arm=arm,
-        ranks=opts.ranks or 1,
-        workers=opts.processor_workers,
-        transport=opts.transport,
-        device="cpu",
+def _job(opts: ServeOptions, arm: str, seed: int) -> LoadJob:
+    """The load job of one arm's run, as ``bench.launch_runs`` makes it (the arm is not part
+    of it: the request images are the same for every arm by construction, and checked)."""
+    del arm
+    return LoadJob(
+        arrivals=(),
+        warmup_requests=0,
+        request_timeout_s=opts.request_timeout_s,
         resolution=opts.width_height,
         images_per_request=opts.images_per_request,
         image_format=opts.image_format,
         image_content=opts.image_content,
         unique_images=opts.unique_images,
         seed=seed,
-        arrivals=(),
-        warmup_requests=0,
-        cost=StandinCost.from_options(opts.standins),
-        prefix="unused_",
-        init_file="unused",
-        request_timeout_s=opts.request_timeout_s,
-        runtime=opts.runtime,
-        ranks_per_node=0,
-        source="loadgen",
-        arena_requests=0,
-        hooks=NO_FAULTS,
     )
 
 

@@ -22,7 +22,7 @@ from kimi_bench import options as O
 from kimi_bench.bench.serve_http import HttpServeOptions
 from kimi_bench.cli.main import app
 from kimi_bench.engine.micro_job import MicroJob
-from kimi_bench.engine.serve_job import ServeJob
+from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.serving.emulator import EmulatorConfig
 from kimi_bench.serving.server import ServerOptions
@@ -52,9 +52,14 @@ def _command(name: str) -> Any:
     return group.commands[name]
 
 
+# hidden commands: serve-ab starts its emulator servers with serve's model written whole
+HIDDEN = {O.SERVE_FROM_OPTIONS}
+
+
 def test_every_command_has_a_model():
     group: Any = typer.main.get_command(app)
-    assert set(group.commands) == set(MODELS)
+    assert {n for n, c in group.commands.items() if not c.hidden} == set(MODELS)
+    assert {n for n, c in group.commands.items() if c.hidden} == HIDDEN
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -162,7 +167,7 @@ def test_defaults_are_not_repeated_in_the_cli():
 BUILT_FROM_OPTIONS = (EmulatorConfig, ServerOptions, StandinCost, HttpServeOptions)
 # the jobs every process of a run is given: built in one place each from the options and
 # the run's world (bench.micro_build.micro_job, bench.launch_runs, serving.emulator)
-JOBS = (MicroJob, ServeJob)
+JOBS = (MicroJob, PipelineJob, LoadJob)
 PACKAGES = ("serving", "engine", "bench")
 
 
@@ -213,11 +218,13 @@ def test_from_options_keeps_every_value():
                                   decode_interval_ms=5, max_body_mb=2,
                                   served_model_name=("a", "b"))  # fmt: skip
     conf = EmulatorConfig.from_options(serve)
-    assert (conf.arm, conf.ranks, conf.workers, conf.transport, conf.device) == (
+    job = conf.job("p_", "init")
+    assert (job.arm, job.ranks, job.workers, job.transport, job.device) == (
         "zero-copy", 3, 4, "pickle", "cpu"
     )  # fmt: skip
-    assert (conf.start_timeout_s, conf.image_size, conf.images_per_request) == (42, (320, 200), 2)
-    assert conf.arena_requests == 9 and conf.cost.text_tokens_per_request == 7
+    assert (conf.start_timeout_s, job.arena_image, job.image_count) == (42, (320, 200), 2)
+    assert job.arena_requests == 9 and job.cost.text_tokens_per_request == 7
+    assert (job.prefix, job.init_file) == ("p_", "init")
     server = ServerOptions.from_options(serve, api_key="k")
     assert (server.served_names, server.api_key, server.decode_interval_s) == (
         ("a", "b"),
@@ -230,12 +237,19 @@ def test_from_options_keeps_every_value():
     opts = O.ServeOptions(rates="4,inf", requests=3, ranks=2, resolution=(64, 48), seed=5,
                           endpoints=["a=http://x:1/v1"], model="m")  # fmt: skip
     http = HttpServeOptions.from_options(opts, log_dir=None, before_send=None)
-    assert (http.rates, http.requests, http.ranks, http.resolution, http.seed) == (
-        (4.0, math.inf), 3, 2, (64, 48), 5
+    assert (http.rates, http.requests, http.resolution, http.seed) == (
+        (4.0, math.inf), 3, (64, 48), 5
     )  # fmt: skip
     assert http.endpoints == (("a", "http://x:1"),) and http.model == "m"
-    assert http.cost == StandinCost.from_options(opts.standins)
-    assert http.server_start_timeout_s == O.SERVE_AB_START_TIMEOUT_S
+    assert http.emulator is None  # endpoints are not emulated
+    emulated = O.ServeOptions(rates="4", requests=3, ranks=2, resolution=(64, 48),
+                              images_per_request=2, processor_workers=3, transport="pickle",
+                              standins=O.StandinOptions(text_tokens_per_request=7))  # fmt: skip
+    em = HttpServeOptions.from_options(emulated, log_dir=None, before_send=None).emulator
+    assert em is not None and (em.ranks, em.processor_workers, em.transport) == (2, 3, "pickle")
+    assert em.standins.text_tokens_per_request == 7
+    assert em.start_timeout == O.SERVE_AB_START_TIMEOUT_S
+    assert (em.arena_image, em.image_count, em.arena_requests) == ("64x48", 2, 3 + 4 + 1)
 
 
 @pytest.mark.parametrize("arms", ["eager,eager", ""])

@@ -15,10 +15,10 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from kimi_bench.bench.serve_http import HttpServeOptions, emulator_argv
+from kimi_bench.bench.serve_http import HttpServeOptions, emulator_command
 from kimi_bench.cli.main import app
 from kimi_bench.infra.fault_hooks import NO_FAULTS, FaultHooks, load_hooks
-from kimi_bench.options import MicroOptions, ServeOptions
+from kimi_bench.options import MicroOptions, ServeCommandOptions, ServeOptions
 from kimi_bench.serving.sse import FIRST_TOKEN_TEXT, ChatStream
 from kimi_bench.serving.usage import PromptCount
 from tests.faults import (
@@ -103,10 +103,12 @@ def test_serve_ab_hands_the_spec_on_to_its_emulator_servers(tmp_path: Path):
     shape: dict[str, Any] = {"resolution": (64, 48), "requests": 4}
     made = ServeOptions(fault_hooks=fault, **shape)
     opts = HttpServeOptions.from_options(made, log_dir=None, before_send=None)
-    argv = emulator_argv("deferred", 8000, opts, tmp_path / "cfg.json")
-    assert argv[argv.index("--fault-hooks") + 1] == fault
+    argv = emulator_command("deferred", 8000, opts, tmp_path)
+    served = ServeCommandOptions.model_validate_json(Path(argv[-1]).read_text())
+    assert (served.fault_hooks, served.arm, served.port) == (fault, "deferred", 8000)
     plain = HttpServeOptions.from_options(ServeOptions(**shape), log_dir=None, before_send=None)
-    assert "--fault-hooks" not in emulator_argv("deferred", 8000, plain, tmp_path / "c.json")
+    argv = emulator_command("deferred", 8000, plain, tmp_path)
+    assert ServeCommandOptions.model_validate_json(Path(argv[-1]).read_text()).fault_hooks is None
 
 
 def _run(hooks: FaultHooks) -> tuple[list[str], str | None, BaseException | None]:
