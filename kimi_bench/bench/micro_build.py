@@ -20,7 +20,7 @@ from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
-from kimi_bench.pipeline import STAGES
+from kimi_bench.pipeline import STAGES, recipe_record
 from kimi_bench.report import Report, View
 
 CONTROL_VIEW = (
@@ -62,6 +62,7 @@ def stage_record(rec: dict[str, Any]) -> dict[str, Any]:
         "bit_exact": all(r["bit_exact"] for r in ranks) if other else None,
         "bit_exact_fp32": all(r["bit_exact_fp32"] for r in ranks) if other else None,
         "owner_decode_ms": max(r.get("owner_decode_ms", 0.0) for r in ranks),
+        "recipe": recipe_record(prod.get("recipe", []), ranks[0].get("recipe", [])),
     }
 
 
@@ -226,6 +227,12 @@ def _skipped_notes(opts: MicroOptions) -> list[str]:
     return [f"skipped {line}" for line in skipped]
 
 
+def _pop_recipe(recs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The recipe each repeat record carried (the same in every repeat): the first one."""
+    trails = [r.pop("recipe", None) for r in recs]
+    return next((t for t in trails if t), {})
+
+
 def build_report(
     opts: MicroOptions,
     cfg: PreprocessConfig,
@@ -240,6 +247,9 @@ def build_report(
 ) -> Report:
     """The report; ``control``: the control rounds' records per arm (the same shape as
     ``samples``), from which each arm's payload cost is derived (``micro_control``)."""
+    recipe = {arm: _pop_recipe(recs) for arm, recs in samples.items() if recs}
+    for recs in (control or {}).values():
+        _pop_recipe(recs)
     arms = {arm: mr.arm_block(recs, arm) for arm, recs in samples.items()}
     rows = [row for arm, block in arms.items() for row in mr.stage_rows(arm, block)]
     speed = mr.speedups(samples)
@@ -290,7 +300,8 @@ def build_report(
         results=rows,
         summary=summary,
         notes=notes,
-        data={"arms": arms, "speedups": speed, "speedup": speed.get("deferred_vs_eager"),
+        data={"recipe": recipe, "arms": arms, "speedups": speed,
+              "speedup": speed.get("deferred_vs_eager"),
               "timeline": timeline, "deferred_decode": decode,
               "floor": floor, "floor_ms": floor_ms, "repeats": samples,
               "control": section, "control_repeats": control},
@@ -381,5 +392,6 @@ def exit_code(report: Report) -> int:
     s = report.summary
     if s.get("error"):
         return 1
-    speed = s.get("speedup_median")
-    return 0 if s["bit_exact_all_repeats"] and speed and not math.isnan(speed) else 1
+    speed = s.get("speedup_median")  # the change against the baseline, when both ran
+    measured = speed is None or not math.isnan(speed)
+    return 0 if s["bit_exact_all_repeats"] and measured else 1

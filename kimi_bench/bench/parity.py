@@ -9,9 +9,10 @@ from typing import Any
 
 import torch
 
+from kimi_bench.bench.parity_arms import by_role, other_arms_summary, run_other_arms
 from kimi_bench.bench.parity_decode import (
     DECODE_KEYS,
-    DECODE_NOTE,
+    decode_note,
     decode_summary,
     encoded_input,
     run_decode_arm,
@@ -36,7 +37,7 @@ from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment, host_load, resolve_device
 from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
-from kimi_bench.pipeline import run_deferred, run_eager
+from kimi_bench.pipeline import recipe_record, run_arm
 from kimi_bench.report import Report, View
 
 RESULT_KEYS = (
@@ -108,27 +109,21 @@ def _run_batch(
     cfg: PreprocessConfig,
     producer: torch.device,
     rank_dev: torch.device,
-) -> None:
+) -> dict[str, list[str]]:
+    """Every parity arm over one batch, into the rows; returns the change's recipe."""
     objs = [a.obj for a in batch]
     plans = [a.plan for a in batch]
-    eager = run_eager(objs, plans, cfg, opts.ranks, producer, rank_dev, runtime=opts.runtime)
-    deferred = run_deferred(
-        objs,
-        plans,
-        cfg,
-        opts.ranks,
-        producer,
-        rank_dev,
-        runtime=opts.runtime,
-        policy=opts.policy,
-        images_per_request=opts.images_per_request,
-    )
+    kw: dict[str, Any] = {"runtime": opts.runtime, "policy": opts.policy,
+                          "images_per_request": opts.images_per_request}  # fmt: skip
+    eager = run_arm(by_role("baseline"), objs, plans, cfg, opts.ranks, producer, rank_dev,
+                    runtime=opts.runtime)  # fmt: skip
+    deferred = run_arm(by_role("change"), objs, plans, cfg, opts.ranks, producer, rank_dev, **kw)
     decode_rows = run_decode_arm(
-        objs, [a.encoded for a in batch], plans, eager, cfg, opts.ranks, producer, rank_dev,
-        runtime=opts.runtime, policy=opts.policy, images_per_request=opts.images_per_request,
-    )  # fmt: skip
+        objs, [a.encoded for a in batch], plans, eager, cfg, opts.ranks, producer, rank_dev, **kw
+    )
+    other_rows = run_other_arms(objs, plans, eager, cfg, opts.ranks, producer, rank_dev, **kw)
     for i, acc in enumerate(batch):
-        acc.row.update(decode_rows[i])
+        acc.row.update(decode_rows[i], **other_rows[i])
         d = deferred.decisions[i]
         e_fp, d_fp = eager.fp32[i], deferred.fp32[i]
         acc.row.update(
@@ -149,6 +144,7 @@ def _run_batch(
                 {"eager": e_fp, "deferred": d_fp, "grid_thw": torch.tensor(acc.plan.grid_thw)},
                 opts.dump / dump_filename(acc.row["name"]),
             )
+    return recipe_record(*deferred.trails[:2])
 
 
 def run_parity(
@@ -170,13 +166,14 @@ def run_parity(
     rows: list[dict[str, Any]] = []
     pending: list[_Accepted] = []
     done = 0
+    recipe: dict[str, list[str]] = {}
 
     def flush() -> None:
         nonlocal done
         if not pending:
             return
         try:
-            _run_batch(pending, opts, cfg, producer, rank_dev)
+            recipe.update(_run_batch(pending, opts, cfg, producer, rank_dev))
         except (RuntimeError, ValueError, OSError) as exc:  # one bad batch never ends the run
             for acc in pending:
                 acc.row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -207,6 +204,8 @@ def run_parity(
         unfinished = {id(a.row) for a in pending}
         rows = [r for r in rows if id(r) not in unfinished]
     report = _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    if recipe:
+        report.data["recipe"] = {by_role("change").name: recipe}
     if opts.images is None and (missing := missing_photos_note()):
         report.notes.append(missing)
     if interrupted:
@@ -274,6 +273,8 @@ def _build_report(
     differing = [r["name"] for r in accepted if not (r["bit_exact_fp32"] and r["bit_exact_bf16"])]
     decode = decode_summary(accepted)
     differing += [n for n in decode["differing"] if n not in differing]
+    others = other_arms_summary(accepted)
+    differing += [n for o in others.values() for n in o["differing"] if n not in differing]
     verdict = _verdict(accepted, errors, differing, decode, n_entries)
     notes = _base_notes(device, n_entries)
     summary = {
@@ -289,6 +290,8 @@ def _build_report(
         "contract_audit": audit.summary(),
         "deferred_decode": decode,
     }
+    if others:  # arms beside the built-in ones (none by default)
+        summary["arms"] = others
     config = {
         **opts.model_dump(mode="json"),
         "preprocess": cfg.summary(),
@@ -328,6 +331,8 @@ def exit_code(report: Report) -> int:
         return 1
     if s.get("deferred_decode", {}).get("differing"):
         return 1
+    if any(not a["all_bit_exact"] for a in (s.get("arms") or {}).values()):
+        return 1
     return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1
 
 
@@ -346,9 +351,13 @@ def _verdict(
     else:
         verdict = (
             f"BIT-IDENTICAL: {len(accepted)} of {len(accepted)} accepted inputs equal in FP32 "
-            f"and BF16 ({len(errors)} rejected with an error); deferred-decode (proposed): "
-            f"{decode['encoded']} travelled encoded, {decode['routed_raw']} routed to raw uint8"
+            f"and BF16 ({len(errors)} rejected with an error)"
         )
+        if decode["arm"]:
+            verdict += (
+                f"; {decode['arm']} (proposed): {decode['encoded']} travelled encoded, "
+                f"{decode['routed_raw']} routed to raw uint8"
+            )
     return verdict
 
 
@@ -357,7 +366,7 @@ def _base_notes(device: torch.device, n_entries: int) -> list[str]:
     notes = [
         "bit_exact_* compare the owner's eager and deferred pixel_values with torch.equal "
         "(FP32, and after the cast into the BF16 tower buffer).",
-        DECODE_NOTE,
+        decode_note(),
         "max_abs_diff_vs_pil compares the deferred FP32 features with a PIL-BICUBIC "
         "reference (not expected to be zero; one 8-bit level is 1/127.5 = 0.00784).",
     ]

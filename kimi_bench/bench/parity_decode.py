@@ -1,4 +1,5 @@
-"""``parity``'s third arm: ``deferred-decode`` (proposed, not in the runtime).
+"""``parity``'s third arm: the one whose inputs travel encoded (``deferred-decode``,
+proposed, not in the runtime; ``parity_arms.decode_arm``).
 
 Every accepted input that has an encoded form goes through the arm as its encoded bytes:
 a folder's image files and the package photos as the files' bytes, a generated PIL image
@@ -19,15 +20,10 @@ from typing import Any
 import torch
 from PIL import Image
 
+from kimi_bench.bench.parity_arms import decode_arm
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus import CorpusEntry
-from kimi_bench.domain.encoded import (
-    DEFERRED_DECODE,
-    DEFERRED_DECODE_LABEL,
-    EncodedImage,
-    decode_image,
-    encode_for_request,
-)
+from kimi_bench.domain.encoded import EncodedImage, decode_image, encode_for_request
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import stage_input
 from kimi_bench.pipeline import OwnerOutput, run_arm, run_eager
@@ -67,7 +63,11 @@ def run_decode_arm(
     rank_dev: torch.device,
     **kw: Any,
 ) -> list[dict[str, Any]]:
-    """The arm over a batch, and one dict of ``DECODE_KEYS`` per input."""
+    """The arm over a batch, and one dict of ``DECODE_KEYS`` per input (none without
+    an arm that takes encoded inputs)."""
+    arm = decode_arm()
+    if arm is None:
+        return [{} for _ in objs]
     inputs = [e if e is not None else o for o, e in zip(objs, encoded, strict=True)]
     # the arm plans from what it holds: the header of an encoded input
     arm_plans = [
@@ -80,7 +80,7 @@ def run_decode_arm(
     if not all(_same_pixels(d, o, cfg) for d, o in zip(decoded, objs, strict=True)):
         reference = run_eager(decoded, arm_plans, cfg, ranks, producer, rank_dev,
                               runtime=kw.get("runtime"))  # fmt: skip
-    out = run_arm(DEFERRED_DECODE, inputs, arm_plans, cfg, ranks, producer, rank_dev, **kw)
+    out = run_arm(arm, inputs, arm_plans, cfg, ranks, producer, rank_dev, **kw)
     rows = []
     for i, d in enumerate(out.decisions):
         path = "encoded" if d.encoded else "raw" if d.defer else "eager"
@@ -102,9 +102,10 @@ def decode_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     enc = [r for r in ran if r["decode_path"] == "encoded"]
     differing = [r["name"] for r in ran
                  if not (r["decode_bit_exact_fp32"] and r["decode_bit_exact_bf16"])]  # fmt: skip
+    arm = decode_arm()
     return {
-        "arm": DEFERRED_DECODE,
-        "label": DEFERRED_DECODE_LABEL,
+        "arm": arm.name if arm else None,
+        "label": arm.label if arm else "",
         "inputs": len(ran),
         "encoded": len(enc),
         "routed_raw": sum(1 for r in ran if r["decode_path"] == "raw"),
@@ -117,8 +118,16 @@ def decode_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def decode_note() -> str:
+    """What the ``decode_*`` columns hold."""
+    arm = decode_arm()
+    if arm is None:
+        return ""
+    return DECODE_NOTE.format(arm=arm.name, label=arm.label)
+
+
 DECODE_NOTE = (
-    f"decode_* columns: the {DEFERRED_DECODE} arm ({DEFERRED_DECODE_LABEL}): the input "
+    "decode_* columns: the {arm} arm ({label}): the input "
     "travels as its encoded bytes (files: their own; generated images: PNG, or JPEG q95 "
     "where PNG cannot hold the mode; tensors: none), planned from the header; only the "
     "owner decodes (Image.open + load, as the producer would). decode_path encoded / raw "

@@ -170,6 +170,18 @@ def _tables(
     return data, views
 
 
+def recipes(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each arm's recipe trail (``data.recipe``), from the first request record that
+    carries it (the pipeline reports it with every request; the same each time; request
+    rows leave it out)."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        trail = next((r["recipe"] for r in run.get("records") or [] if r.get("recipe")), None)
+        if trail and run["arm"] not in out:
+            out[run["arm"]] = trail
+    return out
+
+
 def build_serve_report(
     opts: ServeOptions,
     runs: list[dict[str, Any]],
@@ -178,6 +190,7 @@ def build_serve_report(
     profile: str = "cpu",
     load_start: HostLoad | None = None,
 ) -> Report:
+    recipe = recipes(runs)
     names = endpoint_arms(opts)
     if opts.endpoints and tuple(opts.arms) != names:
         opts = opts.model_copy(update={"arms": names})
@@ -232,6 +245,8 @@ def build_serve_report(
     sources = {r["arm"]: r.get("source") for r in runs if r.get("source")}
     config["arm_sources"] = sources
     data, views = _tables(rows, ab, runs, overhead, base_arm(list(names), external))
+    if recipe:
+        data = {"recipe": recipe, **data}
     return Report(
         kind="serve-ab",
         environment=env,

@@ -11,7 +11,8 @@ from kimi_bench.serving.emulator import REPORTED
 from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
 from kimi_bench.serving.records import RequestRecord
 
-_FACTS = (*REPORTED, "batch")  # per-request facts the emulator reports
+# per-request facts the emulator reports (its recipe trail is the run's, not a row's)
+_FACTS = (*(k for k in REPORTED if k != "recipe"), "batch")
 
 
 def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
@@ -58,6 +59,8 @@ def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
     out.update(t_first=t0 + rec.first_token_s, ttft_ms=rec.ttft_ms)
     server = rec.server or {}
     out.update({k: server[k] for k in _FACTS if k in server})
+    if isinstance(server.get("recipe"), dict):
+        out["recipe"] = server["recipe"]
     stages = server.get("stages_s")
     if isinstance(stages, dict) and all(isinstance(stages.get(k), float) for k in SERVER_STAGES):
         _place_stages(out, {k: stages[k] for k in SERVER_STAGES})

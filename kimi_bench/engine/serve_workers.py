@@ -22,7 +22,15 @@ from kimi_bench.domain.ledger import Ledger
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
-from kimi_bench.pipeline import Gloo, RankOutput, Step, feature_bytes, make_step, recipe
+from kimi_bench.pipeline import (
+    Gloo,
+    RankOutput,
+    Step,
+    feature_bytes,
+    make_step,
+    recipe,
+    recipe_record,
+)
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 
 
@@ -258,7 +266,7 @@ class _Rank:
                 t_step=batch["t_step"],
                 t_first=t_first,
                 batch_requests=n,
-                recipe=[*self.producer_trails.pop(r["rid"], []), *self.recipe],
+                recipe=recipe_record(self.producer_trails.pop(r["rid"], []), self.recipe),
             )
             self.done += 1
             if r["warm"]:

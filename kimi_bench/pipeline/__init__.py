@@ -42,6 +42,7 @@ from kimi_bench.pipeline.recipe import (
     decide,
     make_step,
     producer_step,
+    recipe_record,
     scheduler_step,
 )
 from kimi_bench.pipeline.step import (
@@ -79,7 +80,7 @@ __all__ = [
     "deferred_item",
     "deserialize", "eager_item", "feature_bytes", "gather", "held_slots", "make_step",
     "owner_decode", "produce", "produce_zero_copy", "producer_step", "rank_step",
-    "record_ipc", "register_arm", "register_carrier", "release_slots", "run_arm",
+    "recipe_record", "record_ipc", "register_arm", "register_carrier", "release_slots", "run_arm",
     "run_deferred", "run_eager", "run_in_process", "scheduler_step", "serialize", "stage",
     "stage_into_arena", "take", "to_device", "to_host", "with_role", "wrap_shm",
 ]  # fmt: skip

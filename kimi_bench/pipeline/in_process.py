@@ -10,22 +10,15 @@ from typing import Any
 
 import torch
 
+import kimi_bench.pipeline.recipe as recipe
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.contract import MMItem
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import ResizePlan
 from kimi_bench.domain.policy import Decision, PolicyMode, processed_bytes
 from kimi_bench.pipeline.arena_layout import ArenaError
-from kimi_bench.pipeline.recipe import (
-    InTurn,
-    broadcast,
-    decide,
-    make_step,
-    producer_step,
-    scheduler_step,
-    send,
-)
-from kimi_bench.pipeline.step import Step
+from kimi_bench.pipeline.recipe import InTurn, make_step
+from kimi_bench.pipeline.step import ArmLike, Step
 
 # ------------------------------------------------------------------ in one process (parity)
 
@@ -59,8 +52,8 @@ def run_in_process(
     trails = trails if trails is not None else []
     if not step.arm.in_process:
         raise ArenaError(f"the {step.arm.name} arm runs in real processes (micro, serve-ab) only")
-    produced = producer_step(step, list(inputs), "", plans=plans, decisions=decisions)
-    blob = send(step, produced.packed, ipc=False)
+    produced = recipe.producer_step(step, list(inputs), "", plans=plans, decisions=decisions)
+    blob = recipe.send(step, produced.packed, ipc=False)
     n_items = len(produced.items)
     fp32: list[torch.Tensor | None] = [None] * n_items
     bf16: list[torch.Tensor | None] = [None] * n_items
@@ -71,8 +64,9 @@ def run_in_process(
             step.arm, step.cfg, rank_device, carrier_=step.carrier, ledger=step.ledger,
             runtime=step.profile.name,
         )  # fmt: skip
-        received = broadcast(rank_step_, ranks, None, rank)
-        out = scheduler_step(rank_step_, ranks, [received], rank).out
+        mine = recipe.receive(rank_step_, blob) if rank == 0 else None
+        received = recipe.broadcast(rank_step_, ranks, mine, rank)
+        out = recipe.scheduler_step(rank_step_, ranks, [received], rank).out
         trails.append(rank_step_.trail)
         owners = out.owners
         if out.batch is None or out.tower is None:
@@ -105,14 +99,14 @@ def _request_decisions(
     out: list[Decision] = []
     for start in range(0, len(inputs), images_per_request):
         sl = slice(start, start + images_per_request)
-        out += decide(
+        out += recipe.decide(
             step, inputs[sl], plans[sl], scope=scope, owner_can_materialize=owner_can_materialize
         )
     return out
 
 
 def run_arm(
-    arm: str,
+    arm: ArmLike | str,
     inputs: Sequence[Any],
     plans: Sequence[ResizePlan],
     cfg: PreprocessConfig,
@@ -159,11 +153,11 @@ def run_deferred(
 def eager_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig, device: torch.device) -> MMItem:
     """One image through the eager producer (FP32 patches on the host)."""
     step = make_step("eager", cfg, device)
-    return producer_step(step, [obj], "", plans=[plan]).items[0]
+    return recipe.producer_step(step, [obj], "", plans=[plan]).items[0]
 
 
 def deferred_item(obj: Any, plan: ResizePlan, cfg: PreprocessConfig) -> MMItem:
     """One image through the deferred producer, deferred regardless of the policy."""
     step = make_step("deferred", cfg, torch.device("cpu"))
     forced = Decision(True, "forced", 0, processed_bytes(plan))
-    return producer_step(step, [obj], "", plans=[plan], decisions=[forced]).items[0]
+    return recipe.producer_step(step, [obj], "", plans=[plan], decisions=[forced]).items[0]

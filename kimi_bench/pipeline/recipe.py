@@ -44,6 +44,12 @@ PRODUCER_STEPS = ("decide", "produce", "pack", "send")
 RANK_STEPS = ("receive", "broadcast", "take", "rank_step", "release", "gather")
 
 
+def recipe_record(producer: Sequence[str], rank: Sequence[str]) -> dict[str, list[str]]:
+    """The steps a run went through, as reports keep them (``data.recipe``): the producer's
+    and rank 0's trails, each step once, in the order first run."""
+    return {"producer": list(dict.fromkeys(producer)), "rank": list(dict.fromkeys(rank))}
+
+
 def make_step(
     arm_: ArmLike | str,
     cfg: PreprocessConfig,
@@ -154,8 +160,9 @@ class Gloo:
 
 @dataclass(frozen=True)
 class InTurn:
-    """Every rank in this process, one after the other (``parity``): each rank unpickles
-    its own copy of the request (as after the broadcast); no barrier, no gather."""
+    """Every rank in this process, one after the other (``parity``): rank 0 receives the
+    request, every other rank unpickles its own copy of it (as after the broadcast); no
+    barrier, no gather."""
 
     size: int
     blob: bytes = field(repr=False, default=b"")
@@ -164,8 +171,7 @@ class InTurn:
         return None
 
     def broadcast(self, step: Step, obj: Any, rank: int) -> Any:
-        stage = "to_rank0" if rank == 0 else "broadcast"
-        return deserialize(step, self.blob, stage, "loads")
+        return obj if rank == 0 else deserialize(step, self.blob, "broadcast", "loads")
 
     def gather(self, step: Step, out: RankOutput, rank: int) -> torch.Tensor | None:
         return None

@@ -55,6 +55,7 @@ REPORTED = (
     "batch_requests",
     "batch_id",
     "worker",
+    "recipe",
 )
 _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
 

@@ -1,8 +1,9 @@
-"""Adding a carrier touches two files (issue 20): the carrier's own module, which registers
-its steps with the pipeline's registry, and the options (its name in ``MicroCarrier`` and
-the module that registers it in ``CARRIER_MODULES``). The test copies the package, makes
-exactly those two edits, checks that nothing else differs, and runs ``micro`` with the new
-carrier in a real process."""
+"""Adding an arm or a carrier is its module plus its registration (issue 29): the test
+copies the package, writes a toy arm and a toy carrier (each a module that registers
+itself) and edits only the options (their names in the ``Literal`` lists and their modules
+in ``ARM_MODULES`` / ``CARRIER_MODULES``), checks that nothing else differs, and runs both
+through parity, micro and serve-ab in real processes with nothing else changed. The three
+scenarios report the same recipe (the pipeline's step names) for the toy arm."""
 
 from __future__ import annotations
 
@@ -13,10 +14,24 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[2]
+
+ARM = '''"""A test arm: the runtime's deferred path under another name, with no role."""
+from kimi_bench.pipeline.arms import register_arm
+from kimi_bench.pipeline.arms.base import Arm
+
+
+class Toy(Arm):
+    label = "a test arm"
+
+
+register_arm("toy", Toy)
+'''
 
 CARRIER = '''"""A test carrier: features pickled inline, under another name."""
 from kimi_bench.pipeline.carriers import register_carrier
@@ -45,33 +60,69 @@ def _changed(a: Path, b: Path) -> list[str]:
     return sorted(out)
 
 
-@pytest.mark.slow
-def test_a_new_carrier_is_two_files(tmp_path: Path) -> None:
-    pkg = tmp_path / "kimi_bench"
-    shutil.copytree(ROOT / "kimi_bench", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (pkg / "dummy_carrier.py").write_text(CARRIER)  # file 1: the carrier
-    base = pkg / "options" / "base.py"  # file 2: its name and module in the options
+def _register(base: Path) -> None:
+    """The registration: names in the options' Literal lists, modules in their maps."""
     text = base.read_text()
-    text = text.replace('"sglang-pickle"]', '"sglang-pickle", "dummy"]', 1)
-    modules = "CARRIER_MODULES: dict[str, str] = {"
-    text = text.replace(modules, modules + '\n    "dummy": "kimi_bench.dummy_carrier",', 1)
+    for old, new in (
+        ('"deferred-decode"]', '"deferred-decode", "toy"]'),
+        ('Carrier = Literal["shm", "pickle"]', 'Carrier = Literal["shm", "pickle", "dummy"]'),
+        ('"sglang-pickle"]', '"sglang-pickle", "dummy"]'),
+        ("ARM_MODULES: dict[str, str] = {}",
+         'ARM_MODULES: dict[str, str] = {"toy": "kimi_bench.toy_arm"}'),
+        ("CARRIER_MODULES: dict[str, str] = {",
+         'CARRIER_MODULES: dict[str, str] = {\n    "dummy": "kimi_bench.dummy_carrier",'),
+    ):  # fmt: skip
+        assert old in text, old
+        text = text.replace(old, new, 1)
     base.write_text(text)
-    assert _changed(ROOT / "kimi_bench", pkg) == ["dummy_carrier.py", "options/base.py"]
 
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+def _run(tmp: Path, *argv: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tmp)}
+    out = tmp / f"out-{argv[0]}"
     res = subprocess.run(
-        [sys.executable, "-m", "kimi_bench.cli.main", "micro", "--carrier", "dummy",
-         "--synthetic", "1x64x48", "--ranks", "2", "--repeats", "2", "--warmup", "0",
-         "--device", "cpu", "--output-dir", str(out)],
-        capture_output=True, text=True, env=env, timeout=600, check=False, cwd=tmp_path,
+        [sys.executable, "-m", "kimi_bench.cli.main", *argv, "--device", "cpu",
+         "--output-dir", str(out)],
+        capture_output=True, text=True, env=env, timeout=900, check=False, cwd=tmp,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    report = json.loads((out / "report.json").read_text())
-    assert report["config"]["transport"] == "dummy"
-    assert report["summary"]["bit_exact_all_repeats"] is True
-    assert "dummy" in subprocess.run(
-        [sys.executable, "-m", "kimi_bench.cli.main", "micro", "--help"],
-        capture_output=True, text=True, env={**env, "COLUMNS": "200"}, timeout=120, check=True,
-        cwd=tmp_path,
-    ).stdout  # fmt: skip
+    return json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_new_arm_and_a_new_carrier_run_through_every_scenario(tmp_path: Path) -> None:
+    pkg = tmp_path / "kimi_bench"
+    shutil.copytree(ROOT / "kimi_bench", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "toy_arm.py").write_text(ARM)
+    (pkg / "dummy_carrier.py").write_text(CARRIER)
+    _register(pkg / "options" / "base.py")
+    assert _changed(ROOT / "kimi_bench", pkg) == [
+        "dummy_carrier.py", "options/base.py", "toy_arm.py"
+    ]  # fmt: skip
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.new("RGB", (64, 48), (200, 30, 90)).save(images / "a.png")
+    Image.linear_gradient("L").resize((40, 30)).save(images / "b.png")
+
+    parity = _run(tmp_path, "parity", "--images", str(images))
+    toy = parity["summary"]["arms"]["toy"]
+    assert toy == {"label": "a test arm", "inputs": 2, "all_bit_exact": True, "differing": []}
+    assert all(r["arms"]["toy"]["bit_exact_bf16"] for r in parity["results"])
+
+    micro = _run(tmp_path, "micro", "--arms", "eager,toy", "--carrier", "dummy", "--synthetic",
+                 "1x64x48", "--ranks", "2", "--repeats", "2", "--warmup", "0")  # fmt: skip
+    assert micro["config"]["transport"] == "dummy"
+    assert micro["summary"]["bit_exact_all_repeats"] is True
+    assert [r["bit_exact"] for r in micro["repeats"]["toy"]] == [True, True]
+
+    serve = _run(tmp_path, "serve-ab", "--arms", "eager,toy", "--transport", "dummy",
+                 "--request-rate", "inf", "--num-prompts", "3", "--warmup-requests", "1",
+                 "--image-resolution", "64x48", "--ranks", "2")  # fmt: skip
+    done = {r["arm"]: r["completed"] for r in serve["results"]}
+    assert done == {"eager": 3, "toy": 3}, serve["results"]
+
+    # one recipe: the same step names in the three scenarios
+    recipes = [parity["recipe"]["deferred"], micro["recipe"]["toy"], serve["recipe"]["toy"]]
+    assert recipes[0] == recipes[1] == recipes[2], recipes
+    assert recipes[0]["rank"] == ["receive", "broadcast", "take", "rank_step", "release", "gather"]
+    assert micro["recipe"]["eager"] == serve["recipe"]["eager"] == recipes[0]
