@@ -51,7 +51,7 @@ def test_no_engine_writes_the_sequence_again(path: Path) -> None:
 
 
 def test_the_check_finds_a_step_an_engine_calls_itself() -> None:
-    src = "def f(step, items):\n    recipe.take(step, r, items)\n    return rank_step(step, items)\n"
+    src = "def f(step, x):\n    recipe.take(step, r, x)\n    return rank_step(step, x)\n"
     assert called_parts(src, "x.py") == ["x.py:3 calls rank_step"]
 
 
