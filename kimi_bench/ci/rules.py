@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kimi_bench.ci.metrics import metric_problem
+from kimi_bench.infra.jsonio import InputError, parse_toml
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 
 RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
@@ -206,9 +206,9 @@ def load_rules(path: str | Path) -> GateRules:
     p = Path(path)
     text = read_text_or(RulesError, p, MAX_CONFIG_BYTES, "rules file")
     try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RulesError(f"{p}: not valid TOML: {exc}") from None
+        raw = parse_toml(text, str(p))
+    except InputError as exc:
+        raise RulesError(str(exc)) from None
     return parse_rules(raw, p)
 
 

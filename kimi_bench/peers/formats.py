@@ -15,13 +15,14 @@ the file and the field; per-request lists of different lengths are refused.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, ValidationError
+
+from kimi_bench.infra.jsonio import InputError, parse_json, parse_json_lines
 
 
 class PeerFormatError(ValueError):
@@ -116,26 +117,22 @@ def field_error(exc: ValidationError, where: str) -> PeerFormatError:
 
 
 def json_objects(text: str, where: str) -> list[dict[str, Any]]:
-    """One JSON object, or JSON Lines (one object per non-empty line)."""
+    """One JSON object, or JSON Lines (one object per non-empty line); nesting bounded
+    (``kimi_bench.infra.jsonio``). The tools write ``Infinity`` for an unlimited rate."""
     try:
-        whole = json.loads(text)
-    except ValueError:
-        whole = None
+        whole = parse_json(text, where, constants=True)
+    except InputError as exc:
+        if "levels deep" in str(exc):
+            raise PeerFormatError(str(exc)) from None
+        whole = None  # not one document: JSON Lines
     if isinstance(whole, dict):
         return [whole]
     if whole is not None:
         raise PeerFormatError(f"{where}: expected a JSON object, got {type(whole).__name__}")
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise PeerFormatError(f"{where}: line {n} is not JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise PeerFormatError(f"{where}: line {n} is not a JSON object")
-        out.append(obj)
+    try:
+        out = parse_json_lines(text, where, constants=True)
+    except InputError as exc:
+        raise PeerFormatError(str(exc)) from None
     if not out:
         raise PeerFormatError(f"{where}: empty file: no result to import")
     return out
