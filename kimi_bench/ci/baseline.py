@@ -83,7 +83,7 @@ def relative_rules(
     return out
 
 
-def _is_self(report: Report, path: Path) -> bool:
+def is_self(report: Report, path: Path) -> bool:
     if report.source is None:
         return False
     try:
@@ -99,7 +99,7 @@ def _candidates(report: Report, where: Path, required: bool) -> list[Path]:
             raise BaselineError(f"baseline {where} holds no report.json")
         return found
     path = where / "report.json" if where.is_dir() else where
-    if _is_self(report, path):
+    if is_self(report, path):
         raise BaselineError(f"baseline {where} is the gated report itself; give the reference run")
     return [path]
 
@@ -118,7 +118,7 @@ def find_baseline(report: Report, where: Path | None, *, required: bool = True) 
         return None
     closest: list[str] = []
     for c in _candidates(report, where, required):
-        if _is_self(report, c):
+        if is_self(report, c):
             continue
         try:
             base = load_report(c, kinds=GATED_KINDS)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.ci.baseline import BaselineError, find_baseline, relative_rules
+from kimi_bench.ci.baseline import BaselineError, find_baseline, is_self, relative_rules
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.history import history_rules
@@ -42,7 +42,7 @@ from kimi_bench.ci.verdicts import (
 )
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
-from kimi_bench.report.model import Report, ReportError, validate_report
+from kimi_bench.report.model import Report, ReportError
 
 __all__ = [
     "GATED_KINDS",
@@ -60,10 +60,14 @@ def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResul
 
 
 def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
+    """``all_bit_exact``: every input identical in FP32 and BF16. An input that was rejected
+    (unreadable, refused by a limit) was never compared: it counts against the rule unless
+    ``max_rejected`` allows that many."""
     if rules is None or not rules.all_bit_exact:
         return []
     f = ev.figures
-    bad, accepted = f["differing"], f["accepted"]
+    bad, accepted, rejected = f["differing"], f["accepted"], f["rejected"]
+    allowed = rules.max_rejected or 0
     why = (
         f"{accepted} accepted inputs identical in FP32 and BF16"
         if not bad
@@ -71,7 +75,14 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     )
     if not accepted:
         why = "no accepted input: nothing was compared"
-    return [_rule("parity.all_bit_exact", f["all_bit_exact"], accepted - len(bad), accepted, why)]
+    ok = f["all_bit_exact"] and len(rejected) <= allowed
+    if rejected:
+        shown = ", ".join(rejected[:5]) + (", ..." if len(rejected) > 5 else "")
+        why += (
+            f"; {len(rejected)} of {accepted + len(rejected)} inputs rejected, never compared "
+            f"({shown}); [parity] max_rejected allows {allowed}"
+        )
+    return [_rule("parity.all_bit_exact", ok, accepted - len(bad), accepted + len(rejected), why)]
 
 
 def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
@@ -213,7 +224,6 @@ def rules_for(
 ) -> list[RuleResult]:
     """Every rule on one report. ReportError (EvidenceError, BaselineError) when the
     report or the baseline asked for cannot be used."""
-    validate_report(rep)
     if rep.kind not in GATED_KINDS:
         raise ReportError(
             f"{rep.source or 'report'}: kind {rep.kind!r} is not gated; expected one of "
@@ -307,6 +317,12 @@ def run_gate(
     without it each report's default folder (``default_baseline_dir``) is searched."""
     if baseline is not None and not baseline.exists():
         raise BaselineError(f"--baseline {baseline} does not exist")
+    given = baseline / "report.json" if baseline and baseline.is_dir() else baseline
+    for rep in reports:
+        if given is not None and is_self(rep, given):
+            raise BaselineError(
+                f"--baseline {baseline} is the gated report itself; give the reference run"
+            )
     results: list[RuleResult] = []
     for rep in reports:
         base = baseline or default_baseline_dir(rep)

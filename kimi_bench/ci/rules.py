@@ -39,8 +39,13 @@ class _Rules(BaseModel):
 
 class ParityRules(_Rules):
     all_bit_exact: bool | None = Field(
-        None, description="Every accepted input identical in FP32 and BF16."
-    )
+        None, description="Every input identical in FP32 and BF16 (a rejected input fails it "
+        "unless max_rejected allows it)."
+    )  # fmt: skip
+    max_rejected: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="Inputs all_bit_exact may leave uncompared (rejected: unreadable, "
+        "over a limit); default 0."
+    )  # fmt: skip
 
 
 class MicroRules(_Rules):

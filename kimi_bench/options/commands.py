@@ -111,6 +111,10 @@ class GateCommandOptions(GateOptions, _Command):
         "significant regression (change-point detection), naming the first bad commit.",
     )
     junit: str | None = Field(None, description="Write JUnit XML here.")
+    format: ConsoleFormat = Field(
+        "table", description="The rule table as table, md or json (json: stdout is one JSON "
+        "document, the verdict and every message go to stderr)."
+    )  # fmt: skip
     summary: str | None = Field(
         None,
         description="Write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; an empty value, such "
@@ -123,6 +127,10 @@ class CompareOptions(_Command):
     a: Path = Field(description="Report A (the reference).")
     b: Path = Field(description="Report B (the candidate).")
     markdown: str | None = Field(None, description="Also write the table as Markdown here.")
+    format: ConsoleFormat = Field(
+        "table", description="The table as table, md or json (json: stdout is one JSON "
+        "document, every message goes to stderr)."
+    )  # fmt: skip
 
 
 class RenderOptions(_Command):

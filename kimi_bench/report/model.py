@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from kimi_bench import SCHEMA_VERSION
 from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import MAX_REPORT_BYTES, read_text_or
+from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.schema import ReportProblem, parse_report, report_problem
@@ -131,7 +132,8 @@ def _parse(p: Path) -> dict[str, Any]:
 
 
 def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KINDS) -> None:
-    """Version, kind and field types of a report dict; ReportError names ``where``."""
+    """Version, kind and field types of a report dict, then its derived blocks against its
+    raw data (``report.agree``); ReportError names ``where`` and the field."""
     version = raw.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ReportError(
@@ -151,7 +153,7 @@ def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KIN
             else ""
         )
         raise ReportError(f"{where} has kind {kind!r}, expected one of {', '.join(kinds)}{hint}")
-    problem = report_problem(raw)
+    problem = report_problem(raw) or disagreement(migrate(raw))
     if problem:
         raise ReportError(f"{where}: {problem}")
 
