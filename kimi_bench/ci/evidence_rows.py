@@ -85,6 +85,7 @@ def serve_evidence(report: Report) -> Evidence:
                 failed += planned - ok.get((rate, arm, rep), 0)
     ev.figures["failed"] = failed
     ev.figures["rates"] = labels
+    ev.figures["arms"] = arms
     stated = report.summary.get("failed_requests")
     if isinstance(stated, int) and stated < failed and ev.complete:
         raise EvidenceError(

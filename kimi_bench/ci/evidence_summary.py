@@ -38,10 +38,12 @@ def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) ->
                 raise EvidenceError(f"{w}: results[{rate}, {arm}].completed is missing")
             if row.get("failed") is None:
                 ev.missing(f"rate {rate}, {arm}: the file does not say how many requests failed")
+                ev.figures["failed_unknown"] = True
             if done < planned * repeats:
                 failed += int(planned * repeats - done)
     ev.figures["failed"] = failed
     ev.figures["rates"] = labels
+    ev.figures["arms"] = arms
     ev.figures["summary_only"] = True
     ev.figures["ab"] = _ab(report, labels, arms)
     stopped(report, ev)

@@ -171,8 +171,7 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
         return []
     out = []
     if rules.max_failed is not None:
-        v, lim = ev.figures["failed"], rules.max_failed
-        out.append(_rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests"))
+        out.append(_max_failed(ev, rules.max_failed))
     ab = ev.figures.get("ab") or {}
     planned = ev.figures.get("rates") or []
     for rate, body in rules.rates.items():
@@ -183,13 +182,37 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
             continue
         per_arm = ab.get(rate)
         arm = "deferred" if per_arm and "deferred" in per_arm else next(iter(per_arm or {}), None)
+        arms = ev.figures.get("arms") or []
         for key, lim in body.model_dump(exclude_none=True).items():
             name = f"serve_ab.{rate}.{key}"
             if not per_arm or arm is None:
-                out.append(RuleResult(name, None, lim, FAIL, f"rate {rate} not in the report"))
+                why = (
+                    f"rate {rate} has one arm ({', '.join(arms)}): no A/B delta to check "
+                    "(import or run a second arm)"
+                    if len(arms) == 1
+                    else f"rate {rate} not in the report"
+                )
+                out.append(RuleResult(name, None, lim, FAIL, why))
                 continue
             out.append(_delta_rule(name, per_arm[arm].get(_SERVE_METRIC[key]), key, lim, policy))
     return out
+
+
+def _max_failed(ev: Evidence, lim: int) -> RuleResult:
+    """Failed requests counted from the request rows. A summary-only report (a peer's file
+    without per-request data) has no rows to count them from, and a file that does not say
+    how many failed cannot be counted at all: both fail by name rather than pass."""
+    v = ev.figures["failed"]
+    if ev.figures.get("summary_only"):
+        why = (
+            "summary only: no request rows to count failures from (the tool's own count "
+            f"says {v}); import a file with per-request data"
+        )
+        return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
+    if ev.figures.get("failed_unknown"):
+        why = "the file does not count failed requests: they cannot be shown to be <= " + str(lim)
+        return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
+    return _rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests")
 
 
 def report_label(rep: Report) -> str:

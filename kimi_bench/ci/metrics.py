@@ -30,7 +30,8 @@ GATED_KINDS = tuple(KIND_TABLE)
 _METRIC = re.compile(
     r"^(micro\.speedup"
     r"|micro\.(?P<arm>[a-z][a-z0-9_-]*)\.((?P<stage>[a-z0-9_]+)_ms|over_control)"
-    r"|serve_ab\.(?P<rate>inf|[0-9]+(\.[0-9]+)?)\.(?P<sarm>[a-z][a-z0-9_-]*)\.ttft_ms)$"
+    r"|serve_ab\.(?P<rate>inf|c[0-9]+|[0-9]+(\.[0-9]+)?(/c[0-9]+)?)\.(?P<sarm>[a-z][a-z0-9_-]*)"
+    r"\.ttft_ms)$"
 )
 
 

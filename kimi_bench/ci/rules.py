@@ -25,7 +25,9 @@ from kimi_bench.ci.metrics import metric_problem
 from kimi_bench.infra.jsonio import InputError, parse_toml
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 
-RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
+# a rate table's name: a request rate, inf (a burst), c<N> (at most N in flight), a rate
+# with a concurrency limit (4/c2), or unrecorded (imported files: ``peers.load``)
+RATE_LABEL = re.compile(r"^(inf|unrecorded|c[0-9]+|[0-9]+(\.[0-9]+)?(/c[0-9]+)?)$")
 Delta = Annotated[float, Field(ge=-1.0, le=10.0)]  # a fraction: -0.4 = -40%
 
 
@@ -95,7 +97,9 @@ class ServeRules(_Rules):
         rates = {k: data.pop(k) for k in list(data) if isinstance(data[k], dict)}
         for label in rates:
             if not RATE_LABEL.match(label):
-                raise ValueError(f"[serve_ab.{label}]: a rate table is named 2, 8.5 or inf")
+                raise ValueError(
+                    f"[serve_ab.{label}]: a rate table is named 2, 8.5, inf, c4 or 4/c2"
+                )
         return {**data, "rates": rates}
 
 

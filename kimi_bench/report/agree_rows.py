@@ -158,7 +158,9 @@ def _tool_agrees(raw: Dict, rows: list[Dict]) -> None:
     tool itself wrote in the same file (``config.source.arms.<arm>.stated``)."""
     label = (block(raw, "config").get("rate_labels") or [None])[0]
     for arm, src in block(raw, "config", "source", "arms").items():
-        stated = src.get("stated") if isinstance(src, dict) else None
+        if not isinstance(src, dict) or src.get("per_request") is False:
+            continue  # a summary-only file: no rows to check its figures against
+        stated = src.get("stated")
         for k, figures in enumerate(stated if isinstance(stated, list) else []):
             mine = [r for r in rows if r["arm"] == arm and r.get("repeat", 0) == k
                     and (label is None or r["rate"] == label)]  # fmt: skip
