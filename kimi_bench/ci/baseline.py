@@ -38,7 +38,9 @@ def mann_whitney_greater(new: list[float], base: list[float]) -> float:
 
 
 def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> RuleResult:
-    name, threshold, alpha = f"baseline.{metric}", rules.threshold(metric), rules.alpha
+    carrier = new.config.get("transport")
+    threshold = rules.threshold(metric, carrier if isinstance(carrier, str) else None)
+    name, alpha = f"baseline.{metric}", rules.alpha
     xs = metric_samples(new, metric)
     try:
         bs = metric_samples(base, metric)
@@ -56,7 +58,7 @@ def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> Ru
     fail = worse > threshold and test.p_value < alpha
     why = (
         f"median {m_base:.4g} -> {m_new:.4g} ({change:+.1%}); Mann-Whitney one-sided "
-        f"p = {test.p_value:.3g} ({test.method}); fails if worse by > {threshold:.0%} and "
+        f"p = {test.p_value:.3g} ({test.method}); fails if worse by > {threshold:.1%} and "
         f"p < {alpha}; baseline {base.source}"
     )
     return RuleResult(name, change, threshold, FAIL if fail else PASS, why)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,6 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kimi_bench.ci.metrics import metric_problem
 from kimi_bench.infra.jsonio import InputError, parse_toml
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.options import MicroCarrier
+
+CARRIERS: tuple[str, ...] = typing.get_args(MicroCarrier)
 
 # a rate table's name: a request rate, inf (a burst), c<N> (at most N in flight), a rate
 # with a concurrency limit (4/c2), or unrecorded (imported files: ``peers.load``)
@@ -110,11 +114,16 @@ class BaselineRules(_Rules):
     max_regression: Regression = 0.10
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     metrics: tuple[str, ...] = ()
-    # a metric's own max_regression (what `kimi-bench calibrate` measured it needs);
-    # metrics not listed use max_regression
+    # a metric's own max_regression (what `kimi-bench calibrate` measured it needs), and
+    # optionally one per carrier ("micro.speedup@pickle"); metrics not listed use
+    # max_regression
     thresholds: dict[str, Regression] = Field(default_factory=dict)
 
-    def threshold(self, metric: str) -> float:
+    def threshold(self, metric: str, carrier: str | None = None) -> float:
+        """The metric's threshold for a report of ``carrier``: ``metric@carrier``, else
+        ``metric``, else max_regression."""
+        if carrier is not None and f"{metric}@{carrier}" in self.thresholds:
+            return self.thresholds[f"{metric}@{carrier}"]
         return self.thresholds.get(metric, self.max_regression)
 
     @model_validator(mode="before")
@@ -131,10 +140,16 @@ class BaselineRules(_Rules):
 
     @model_validator(mode="after")
     def _thresholds_of_gated_metrics(self) -> BaselineRules:
-        for metric in self.thresholds:
+        for key in self.thresholds:
+            metric, _, carrier = key.partition("@")
             if metric not in self.metrics:
                 raise ValueError(
                     f"thresholds names {metric!r}, which is not in metrics {list(self.metrics)}"
+                )
+            if "@" in key and carrier not in CARRIERS:
+                raise ValueError(
+                    f"thresholds names carrier {carrier!r} ({key!r}); carriers: "
+                    f"{', '.join(CARRIERS)}"
                 )
         return self
 
