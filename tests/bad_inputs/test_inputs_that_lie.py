@@ -162,19 +162,23 @@ def test_calibrate_reports_in_sample_and_out_of_sample_apart(tmp_path: Path) -> 
 
 
 def test_a_rejected_parity_input_fails_all_bit_exact_unless_allowed(tmp_path: Path) -> None:
-    raw = reports.parity()
-    row = raw["results"][1]
-    row.update(error="UnidentifiedImageError: cannot identify image file 'b.jpg'",
-               bit_exact_fp32=None, bit_exact_bf16=None, deferred=None)  # fmt: skip
-    raw["summary"].update(accepted=1, errors=1, differing=[], all_bit_exact_fp32=True,
-                          all_bit_exact_bf16=True)  # fmt: skip
-    path = reports.put(raw, tmp_path / "p")
+    """A real parity run over two inputs, one unreadable: parity itself reports 1 of 1
+    accepted identical (its documented exit 0); the gate's all_bit_exact fails on the input
+    that was never compared, unless [parity] max_rejected allows it."""
+    from PIL import Image
+
+    images = tmp_path / "img"
+    images.mkdir()
+    Image.new("RGB", (64, 48), (10, 200, 30)).save(images / "a.png")
+    (images / "b.jpg").write_bytes(b"not a jpeg at all")
+    code, out = kb("parity", "--images", images, "--device", "cpu", "--output-dir", tmp_path / "p")
+    assert code == 0 and "(1 rejected with an error)" in out
     strict = rules(tmp_path, "[parity]\nall_bit_exact = true\n")
-    code, out = kb("gate", path, "--rules", strict, "--format", "md")
+    code, out = kb("gate", tmp_path / "p", "--rules", strict, "--format", "md")
     assert code == 1 and "gate FAIL" in out
-    assert "1 of 2 inputs rejected, never compared (b.jpg)" in out
+    assert "1 of 2 inputs rejected, never compared (b.jpg); [parity] max_rejected allows 0" in out
     allowed = rules(tmp_path, "[parity]\nall_bit_exact = true\nmax_rejected = 1\n", "ok.toml")
-    code, out = kb("gate", path, "--rules", allowed)
+    code, out = kb("gate", tmp_path / "p", "--rules", allowed)
     assert code == 0 and "gate PASS" in out
 
 
@@ -244,3 +248,19 @@ def test_gate_has_the_formats_its_footer_names(tmp_path: Path) -> None:
     assert "gate PASS" in res.stderr
     code, out = kb("gate", path, "--rules", "gate", "--format", "md")
     assert code == 0 and "| report | rule | measured | verdict | reason |" in out
+
+
+def test_nesting_is_bounded_everywhere_json_or_toml_is_read(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    report = tmp_path / "r" / "report.json"
+    report.parent.mkdir()
+    report.write_text('{"schema_version": 3, "kind": "micro", "x": ' + deep + "}")
+    code, out = kb("gate", report, "--rules", "gate")
+    assert code == 2 and "is not a JSON report: nested more than 64 levels deep" in out
+    peer = tmp_path / "peer.json"
+    peer.write_text('{"backend": "x", "server_info": ' + deep + "}")
+    code, out = kb("import", peer, "--output-dir", tmp_path / "o")
+    assert code == 2 and "nested more than 64 levels deep" in out
+    toml = rules(tmp_path, "[baseline]\nmetrics = " + "[" * 5_000 + "]" * 5_000 + "\n")
+    code, out = kb("gate", reports.put(reports.micro(), tmp_path / "m"), "--rules", toml)
+    assert code == 2 and "nested more than 64 levels deep" in out
