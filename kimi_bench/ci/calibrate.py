@@ -37,8 +37,6 @@ from kimi_bench.report.model import Report
 
 GRID = (0.02, 0.03, 0.05, 0.075, 0.10, 0.125, 0.15, 0.175, 0.20, 0.25, 0.30, 0.40, 0.50)
 EFFECTS = tuple(round(0.05 * k, 2) for k in range(1, 21))  # slowdowns 5% .. 100%
-POWER_TARGET = 0.95
-OOS_TARGET = 0.05  # out of sample: at most 1 A/A pair in 20 fails
 
 
 @dataclass(frozen=True)

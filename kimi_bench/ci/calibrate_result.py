@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scipy.stats import beta
 
 from kimi_bench.ci.calibrate import (
-    OOS_TARGET,
-    POWER_TARGET,
     Scored,
     absolute_rates,
     gate_counts,
@@ -58,13 +56,25 @@ def holds(r: dict[str, Any], oos_target: float, power: float) -> bool:
         "detected"] >= math.ceil(power * n - 1e-9)  # fmt: skip
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    slowdown: float = 0.20
-    target: float = 0.01  # in sample: the largest A/A false-failure rate
-    oos_target: float = OOS_TARGET
-    power: float = POWER_TARGET
-    alpha: float = 0.05
+    """What a calibration aims at (from ``CalibrateOptions``; no defaults here)."""
+
+    slowdown: float  # the injected slowdown of the deferred arm
+    target: float  # in sample: the largest A/A false-failure rate (chooses the thresholds)
+    oos_target: float  # out of sample: the largest A/A false-failure rate
+    power: float  # out of sample: the smallest detection rate
+    alpha: float | None = None  # the rules' one-sided test level (set from the rules)
+
+    @classmethod
+    def from_options(cls, opts: Any) -> Settings:
+        return cls(opts.slowdown, opts.target, opts.oos_target, opts.power)
+
+    @property
+    def level(self) -> float:
+        if self.alpha is None:
+            raise ValueError("Settings.alpha is set from the rules by calibrate()")
+        return self.alpha
 
 
 @dataclass
@@ -79,13 +89,13 @@ class MetricResult:
         """Out-of-sample figures of ``s`` at ``limit`` and the smallest holding threshold."""
         out: dict[str, Any] = {}
         if limit is not None:
-            out = rates(s, limit, st.alpha) | {"holds": False}
+            out = rates(s, limit, st.level) | {"holds": False}
             out["holds"] = holds(out, st.oos_target, st.power)
             out["smallest_effect"] = _effect(self.metric, s, limit, st)
-        best = smallest_threshold(s, st.oos_target, st.alpha)
+        best = smallest_threshold(s, st.oos_target, st.level)
         out["smallest_holding_threshold"] = best
         if best is not None:
-            at_best = rates(s, lambda c: best, st.alpha)
+            at_best = rates(s, lambda c: best, st.level)
             out["at_smallest_holding"] = at_best | {
                 "smallest_effect": _effect(self.metric, s, lambda c: best, st)
             }
@@ -98,7 +108,7 @@ class MetricResult:
         return {
             "metric": self.metric,
             "threshold": t,
-            "in_sample": rates(self.in_sample, chosen, st.alpha)
+            "in_sample": rates(self.in_sample, chosen, st.level)
             if chosen
             else {"pairs": len(self.in_sample.aa)},
             "out_of_sample": self._oos(self.out_of_sample, chosen, st)
@@ -109,7 +119,7 @@ class MetricResult:
             },
             "as_written": {
                 "thresholds": {c: self.written(c) for c in carriers},
-                "in_sample": rates(self.in_sample, self.written, st.alpha),
+                "in_sample": rates(self.in_sample, self.written, st.level),
                 "out_of_sample": self._oos(self.out_of_sample, self.written, st)
                 | {
                     "per_carrier": {
@@ -129,7 +139,7 @@ def _effect(metric: str, s: Scored, limit: Limit, st: Settings) -> float | None:
     """The smallest slowdown caught in ``power`` of the pairs, each carrier at its own
     threshold (the largest over carriers when the pairs mix them)."""
     found = [
-        smallest_effect(s.subset(c), limit(c), st.alpha, st.power) for c in sorted(set(s.carriers))
+        smallest_effect(s.subset(c), limit(c), st.level, st.power) for c in sorted(set(s.carriers))
     ]
     return None if not found or None in found else max(f for f in found if f is not None)
 
@@ -184,11 +194,11 @@ class Calibration:
             return written[metric](carrier)
 
         return {
-            "in_sample": gate_counts(ins, chosen, st.alpha, self.failed_runs),
-            "out_of_sample": gate_counts(oos, chosen, st.alpha, set()),
+            "in_sample": gate_counts(ins, chosen, st.level, self.failed_runs),
+            "out_of_sample": gate_counts(oos, chosen, st.level, set()),
             "as_written": {
-                "in_sample": gate_counts(ins, as_written, st.alpha, self.failed_runs),
-                "out_of_sample": gate_counts(oos, as_written, st.alpha, set()),
+                "in_sample": gate_counts(ins, as_written, st.level, self.failed_runs),
+                "out_of_sample": gate_counts(oos, as_written, st.level, set()),
             },
         }
 
@@ -232,12 +242,12 @@ def calibrate(
 ) -> Calibration:
     """``runs``: the calibration machine's runs; ``holdout``: other machines' runs."""
     base = rules.baseline or BaselineRules()
-    st.alpha = base.alpha
+    st = replace(st, alpha=base.alpha)
     ins_pairs, oos_pairs = pairs_for(runs, holdout)
     results = []
     for metric in metrics_of(rules):
         ins, oos = score(metric, ins_pairs, st.slowdown), score(metric, oos_pairs, st.slowdown)
-        chosen = smallest_threshold(ins, st.target, st.alpha)
+        chosen = smallest_threshold(ins, st.target, st.level)
 
         def written(carrier: str, metric: str = metric) -> float:
             return base.threshold(metric, carrier)

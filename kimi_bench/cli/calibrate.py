@@ -132,7 +132,7 @@ def _calibrate(opts: CalibrateOptions, _: dict[str, Any]) -> None:
     from kimi_bench.report.writers import atomic_write_text
 
     folder = opts.out or default_out("calibrate")
-    st = Settings(opts.slowdown, opts.target, opts.oos_target, opts.power)
+    st = Settings.from_options(opts)
     try:
         rules, runs, holdout = _inputs(opts, folder)
         cal = calibrate(runs, holdout, rules, st)

@@ -15,9 +15,11 @@ from kimi_bench.ci.calibrate_text import calibration_markdown, rules_toml
 from kimi_bench.ci.gate import evaluate
 from kimi_bench.ci.metrics import metric_samples
 from kimi_bench.ci.rules import BaselineRules, GateRules, load_rules
+from kimi_bench.options import CalibrateOptions
 from tests.ci_reports import micro, put
 
 METRICS = ("micro.deferred.total_ms", "micro.speedup")
+SETTINGS = Settings.from_options(CalibrateOptions())  # the command's defaults
 
 
 def _reports(n: int, level: float, run_drift: float, speed_noise: float, seed: int) -> list:
@@ -43,7 +45,7 @@ def _rules(**baseline: object) -> GateRules:
 
 def test_in_sample_thresholds_are_the_smallest_without_aa_failures_with_their_power() -> None:
     # one machine drifts +-25% run to run; the paired speedup only +-3% per repeat
-    cal = calibrate(_machine(_reports(20, 20.0, 0.25, 0.03, 0)), [], _rules(), Settings())
+    cal = calibrate(_machine(_reports(20, 20.0, 0.25, 0.03, 0)), [], _rules(), SETTINGS)
     by = {d["metric"]: d for d in cal.metric_docs()}
     total, speedup = by["micro.deferred.total_ms"], by["micro.speedup"]
     assert total["in_sample"]["pairs"] == speedup["in_sample"]["pairs"] == 10
@@ -64,7 +66,7 @@ def test_out_of_sample_rates_are_apart_and_catch_a_machine_the_thresholds_never_
     holds there too, and the report says which holds."""
     here = _machine(_reports(8, 20.0, 0.02, 0.03, 1))
     there = _machine(_reports(4, 26.0, 0.02, 0.03, 2), "other")
-    cal = calibrate(here, there, _rules(), Settings())
+    cal = calibrate(here, there, _rules(), SETTINGS)
     by = {d["metric"]: d for d in cal.metric_docs()}
     total, speedup = by["micro.deferred.total_ms"], by["micro.speedup"]
     assert total["in_sample"]["aa_failures"] == 0 and total["in_sample"]["pairs"] == 4
@@ -138,7 +140,7 @@ def test_per_carrier_thresholds_are_written_read_and_used(tmp_path: Path) -> Non
 
 def test_written_rules_round_trip_and_gate_with_per_metric_thresholds(tmp_path: Path) -> None:
     reports = _reports(8, 20.0, 0.25, 0.03, 4)
-    cal = calibrate(_machine(reports), [], _rules(), Settings())
+    cal = calibrate(_machine(reports), [], _rules(), SETTINGS)
     path = tmp_path / "rules.toml"
     path.write_text(rules_toml(_rules(), cal, "test"))
     rules = load_rules(path)
