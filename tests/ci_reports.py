@@ -56,8 +56,10 @@ def micro(
     ranks: int = 2,
     groups: str = "4x1536x1024",
     floor_ms: float = 1.0,
+    control: dict[str, list[float]] | None = None,
 ) -> Report:
-    """A micro report: eager totals are ``speedup`` x the deferred ones (per repeat)."""
+    """A micro report: eager totals are ``speedup`` x the deferred ones (per repeat);
+    ``control``: arm -> the totals of its control rounds (none by default)."""
     ups = speedup if isinstance(speedup, list) else [speedup] * len(deferred_ms)
     opts = MicroOptions(
         synthetic=groups,
@@ -72,7 +74,12 @@ def micro(
         "deferred": [_rec("deferred", d, i, exact, 1000) for i, d in enumerate(deferred_ms)],
     }
     cfg = resolve_config("kimi-k3", None)
-    return build_report(opts, cfg, CPU, samples, {"floor_ms": floor_ms}, error, [], "cpu")
+    rounds = {a: [_rec(a, ms, i, exact, 10) for i, ms in enumerate(xs)]
+              for a, xs in (control or {}).items()}  # fmt: skip
+    if rounds:
+        opts = opts.model_copy(update={"control_repeats": max(map(len, rounds.values()))})
+    return build_report(opts, cfg, CPU, samples, {"floor_ms": floor_ms}, error, [], "cpu",
+                        control=rounds)  # fmt: skip
 
 
 def _records(ttfts: list[float], start: float, fail: set[int]) -> list[dict[str, Any]]:

@@ -5,13 +5,13 @@ works too. CLI options override the file."""
 
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from kimi_bench.infra.jsonio import InputError, parse_toml
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 from kimi_bench.options import RunOptions, describe_error
 
@@ -52,9 +52,9 @@ def read_tables(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
     path = resolve_path(name_or_path)
     text = read_text_or(ScenarioError, path, MAX_CONFIG_BYTES, "scenario")
     try:
-        raw = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+        raw = parse_toml(text, str(path))
+    except InputError as exc:
+        raise ScenarioError(str(exc)) from None
     for section, body in raw.items():
         if section not in TABLES:
             raise ScenarioError(

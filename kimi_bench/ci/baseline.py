@@ -38,7 +38,9 @@ def mann_whitney_greater(new: list[float], base: list[float]) -> float:
 
 
 def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> RuleResult:
-    name, threshold, alpha = f"baseline.{metric}", rules.threshold(metric), rules.alpha
+    carrier = new.config.get("transport")
+    threshold = rules.threshold(metric, carrier if isinstance(carrier, str) else None)
+    name, alpha = f"baseline.{metric}", rules.alpha
     xs = metric_samples(new, metric)
     try:
         bs = metric_samples(base, metric)
@@ -56,7 +58,7 @@ def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> Ru
     fail = worse > threshold and test.p_value < alpha
     why = (
         f"median {m_base:.4g} -> {m_new:.4g} ({change:+.1%}); Mann-Whitney one-sided "
-        f"p = {test.p_value:.3g} ({test.method}); fails if worse by > {threshold:.0%} and "
+        f"p = {test.p_value:.3g} ({test.method}); fails if worse by > {threshold:.1%} and "
         f"p < {alpha}; baseline {base.source}"
     )
     return RuleResult(name, change, threshold, FAIL if fail else PASS, why)
@@ -83,7 +85,7 @@ def relative_rules(
     return out
 
 
-def _is_self(report: Report, path: Path) -> bool:
+def is_self(report: Report, path: Path) -> bool:
     if report.source is None:
         return False
     try:
@@ -99,7 +101,7 @@ def _candidates(report: Report, where: Path, required: bool) -> list[Path]:
             raise BaselineError(f"baseline {where} holds no report.json")
         return found
     path = where / "report.json" if where.is_dir() else where
-    if _is_self(report, path):
+    if is_self(report, path):
         raise BaselineError(f"baseline {where} is the gated report itself; give the reference run")
     return [path]
 
@@ -118,7 +120,7 @@ def find_baseline(report: Report, where: Path | None, *, required: bool = True) 
         return None
     closest: list[str] = []
     for c in _candidates(report, where, required):
-        if _is_self(report, c):
+        if is_self(report, c):
             continue
         try:
             base = load_report(c, kinds=GATED_KINDS)

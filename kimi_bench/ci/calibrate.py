@@ -1,27 +1,34 @@
-"""Rules that know their own error rates: calibrate the gate on this machine.
+"""Rules that know their own error rates, in sample and out of sample.
 
-Input: 2N runs of one scenario at one commit (A/A: nothing changed between them), paired
-as (run 2i, run 2i+1). For every relative (baseline) metric the false-failure rate is
-measured over the A/A pairs, and the detection power over the same pairs with an injected
-slowdown: the candidate's raw samples of the deferred arm are scaled by ``1 + slowdown``
-(times; a speedup is divided by it), the documented stand-in for a commit that makes the
-deferred path slower. The calibrated ``max_regression`` is the smallest value of a grid
-whose A/A failures stay within ``target`` (at most ``floor(target * N)`` pairs; with
-N = 20 and the 1% default: none), and the report states the power it then has. The
-absolute rules are applied to every run too, and their false-failure rate (fail, and
-inconclusive) is reported per rule.
+Input: runs of one or more setups on ONE machine (the calibration set: A/A, nothing
+changed between them) and, optionally, runs of the same setups on OTHER machines
+(``--holdout``; see ``calibrate_pairs``). For every relative (baseline) metric:
+
+- **in sample**: over the calibration machine's A/A pairs, the smallest threshold of a
+  grid whose A/A failures stay within ``target`` (at most ``floor(target * N)`` pairs) is
+  chosen, and the detection of an injected slowdown is measured there: the candidate's raw
+  samples of the deferred arm scaled by ``1 + slowdown`` (times; a speedup is divided by
+  it), the documented stand-in for a commit that makes the deferred path slower;
+- **out of sample**: that threshold applied, unchanged, to every cross-machine pair (a
+  baseline from one machine, a candidate from another): the A/A false-failure rate and the
+  detection of the same slowdown, per metric and per carrier, and whether both hold the
+  out-of-sample targets (``oos_target``, ``power``). Where they do not, the smallest
+  threshold the cross-machine A/A pairs allow and the smallest slowdown it then catches in
+  ``power`` of them are stated (chosen on those pairs: not an independent estimate).
+
+The absolute rules are applied to every run too (false failures and inconclusive).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from kimi_bench.ci.calibrate_pairs import Pair, Run, cross_machine_pairs, in_sample_pairs
 from kimi_bench.ci.gate import evaluate
-from kimi_bench.ci.metrics import higher_is_better, metric_samples
+from kimi_bench.ci.metrics import KIND_TABLE, higher_is_better, metric_samples
 from kimi_bench.ci.rules import BaselineRules, GateRules
 from kimi_bench.ci.verdicts import FAIL, INCONCLUSIVE
 from kimi_bench.infra.stats import median
@@ -29,46 +36,40 @@ from kimi_bench.infra.stats.rank_test import mann_whitney
 from kimi_bench.report.model import Report
 
 GRID = (0.02, 0.03, 0.05, 0.075, 0.10, 0.125, 0.15, 0.175, 0.20, 0.25, 0.30, 0.40, 0.50)
-POWER_TARGET = 0.95
+EFFECTS = tuple(round(0.05 * k, 2) for k in range(1, 21))  # slowdowns 5% .. 100%
 
 
-@dataclass
+@dataclass(frozen=True)
 class PairOutcome:
     change: float  # relative median change, candidate vs reference (signed)
     worse: float  # the change in the "worse" direction of the metric
     p_value: float  # one-sided Mann-Whitney, candidate worse than reference
 
-
-@dataclass
-class MetricCalibration:
-    metric: str
-    aa: list[PairOutcome] = field(default_factory=list)
-    injected: list[PairOutcome] = field(default_factory=list)
-    max_regression: float | None = None
-    false_failures: int = 0
-    detected: int = 0
-
-    @property
-    def power(self) -> float:
-        return self.detected / len(self.injected) if self.injected else math.nan
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "pairs": len(self.aa),
-            "max_regression": self.max_regression,
-            "false_failures": self.false_failures,
-            "false_failure_rate": self.false_failures / len(self.aa) if self.aa else None,
-            "detected": self.detected,
-            "power": None if math.isnan(self.power) else self.power,
-            "aa": [vars(o) for o in self.aa],
-            "injected": [vars(o) for o in self.injected],
-        }
+    def fails(self, threshold: float, alpha: float) -> bool:
+        return self.worse > threshold and self.p_value < alpha
 
 
-def inject(report: Report, metric: str, slowdown: float) -> Report:
-    """A copy of ``report`` whose deferred arm is ``slowdown`` slower in the raw data the
-    metric reads (micro: every deferred stage and total; serve-ab: deferred TTFTs)."""
+def effect_factor(metric: str, slowdown: float) -> float:
+    """How a deferred arm ``slowdown`` slower scales a metric's raw samples: every deferred
+    time (and a ratio with a deferred time on top) by ``1 + slowdown``, the speedup (eager
+    over deferred) by its inverse, anything else not at all. Exactly what rebuilding the
+    report with every deferred stage sample scaled does (``scripts/slow_report.py``: the
+    control rounds and the eager arm stay as measured)."""
+    k = 1.0 + slowdown
+    parts = metric.split(".")
+    if metric == "micro.speedup":
+        return 1.0 / k
+    if parts[0] == "micro" and parts[1] == "deferred":
+        return k
+    if parts[0] == "serve_ab" and len(parts) == 4 and parts[2] == "deferred":
+        return k
+    return 1.0
+
+
+def inject(report: Report, slowdown: float) -> Report:
+    """A copy of ``report`` whose deferred arm is ``slowdown`` slower in its raw data (micro:
+    every deferred stage and total of the measured repeats, the control rounds as measured;
+    serve-ab: deferred TTFTs). ``effect_factor`` gives what it does to each metric."""
     out = copy.deepcopy(report)
     k = 1.0 + slowdown
     if report.kind == "micro":
@@ -79,17 +80,11 @@ def inject(report: Report, metric: str, slowdown: float) -> Report:
         for row in out.data["requests"]:
             if row.get("arm") == "deferred" and row.get("ttft_ms") is not None:
                 row["ttft_ms"] *= k
-    del metric
     return out
 
 
-def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | None:
-    try:
-        xs, bs = metric_samples(candidate, metric), metric_samples(reference, metric)
-    except KeyError:
-        return None
-    if not xs or not bs:
-        return None
+def outcome_of(metric: str, xs: list[float], bs: list[float]) -> PairOutcome:
+    """The baseline rule's two numbers for candidate samples ``xs`` vs reference ``bs``."""
     m_new, m_base = median(xs), median(bs)
     change = (m_new - m_base) / m_base if m_base else math.nan
     up = higher_is_better(metric)
@@ -97,212 +92,146 @@ def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | 
     return PairOutcome(change, -change if up else change, test.p_value)
 
 
-def _fails(o: PairOutcome, threshold: float, alpha: float) -> bool:
-    return o.worse > threshold and o.p_value < alpha
-
-
-def calibrate_metric(
-    metric: str, pairs: Sequence[tuple[Report, Report]], slowdown: float, target: float,
-    alpha: float,
-) -> MetricCalibration:  # fmt: skip
-    cal = MetricCalibration(metric)
-    for ref, cand in pairs:
-        aa, inj = outcome(metric, cand, ref), outcome(metric, inject(cand, metric, slowdown), ref)
-        if aa is not None and inj is not None:
-            cal.aa.append(aa)
-            cal.injected.append(inj)
-    if not cal.aa:
-        return cal
-    allowed = math.floor(target * len(cal.aa) + 1e-9)
-    for threshold in GRID:
-        false = sum(_fails(o, threshold, alpha) for o in cal.aa)
-        if false <= allowed:
-            cal.max_regression, cal.false_failures = threshold, false
-            cal.detected = sum(_fails(o, threshold, alpha) for o in cal.injected)
-            break
-    return cal
+def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | None:
+    """The baseline rule's two numbers for one pair (None: a side lacks the metric)."""
+    try:
+        xs, bs = metric_samples(candidate, metric), metric_samples(reference, metric)
+    except KeyError:
+        return None
+    return outcome_of(metric, xs, bs) if xs and bs else None
 
 
 @dataclass
-class Calibration:
-    pairs: int
-    slowdown: float
-    target: float
-    alpha: float
-    metrics: list[MetricCalibration]
-    absolute: dict[str, dict[str, int]]  # rule -> {"fail": n, "inconclusive": n, "runs": n}
-    failed_runs: set[int] = field(default_factory=set)  # runs an absolute rule failed
+class Scored:
+    """One metric on one set of pairs: each pair's raw samples (candidate, reference), its
+    A/A outcome and its outcome with the injected slowdown, its carrier and its name."""
 
-    def gate_level(self) -> tuple[int, int]:
-        """(A/A pairs the whole gate fails, injected pairs it catches) with each metric at
-        its calibrated threshold: a pair fails when any baseline metric fails, or (A/A) an
-        absolute rule fails the candidate run."""
-        limits = self.thresholds()
-        if not limits:
-            return 0, 0
-        false = detected = 0
-        for i in range(self.pairs):
-            abs_fail = 2 * i + 1 in self.failed_runs
-            false += abs_fail or any(
-                _fails(m.aa[i], limits[m.metric], self.alpha)
-                for m in self.metrics
-                if m.metric in limits and i < len(m.aa)
-            )
-            detected += any(
-                _fails(m.injected[i], limits[m.metric], self.alpha)
-                for m in self.metrics
-                if m.metric in limits and i < len(m.injected)
-            )
-        return false, detected
+    metric: str
+    aa: list[PairOutcome] = field(default_factory=list)
+    injected: list[PairOutcome] = field(default_factory=list)
+    carriers: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    samples: list[tuple[list[float], list[float]]] = field(default_factory=list)
 
-    def thresholds(self) -> dict[str, float]:
-        """Each metric's calibrated threshold (metrics no grid value held are left out)."""
-        return {m.metric: m.max_regression for m in self.metrics if m.max_regression is not None}
+    def subset(self, carrier: str) -> Scored:
+        keep = [i for i, c in enumerate(self.carriers) if c == carrier]
+        fields = ("aa", "injected", "carriers", "names", "pairs", "samples")
+        return Scored(self.metric, *([getattr(self, f)[i] for i in keep] for f in fields))
 
-    def max_regression(self) -> float | None:
-        """The default threshold of the written rules: the largest any metric needs."""
-        return max(self.thresholds().values(), default=None)
+    def false_failures(self, threshold: float, alpha: float) -> int:
+        return sum(o.fails(threshold, alpha) for o in self.aa)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "pairs": self.pairs,
-            "slowdown": self.slowdown,
-            "target_false_failure_rate": self.target,
-            "alpha": self.alpha,
-            "max_regression": self.max_regression(),
-            "thresholds": self.thresholds(),
-            "metrics": [m.as_dict() for m in self.metrics],
-            "absolute_rules": self.absolute,
-            "gate": dict(zip(("aa_failures", "injected_detected"), self.gate_level(), strict=True))
-            | {"pairs": self.pairs},
-        }
+    def detected(self, threshold: float, alpha: float) -> int:
+        return sum(o.fails(threshold, alpha) for o in self.injected)
+
+    def with_effect(self, slowdown: float) -> list[PairOutcome]:
+        """Each pair's outcome with the candidate's deferred arm ``slowdown`` slower."""
+        k = effect_factor(self.metric, slowdown)
+        return [outcome_of(self.metric, [x * k for x in xs], bs) for xs, bs in self.samples]
+
+
+def score(metric: str, pairs: Sequence[Pair], slowdown: float) -> Scored:
+    kind = "serve-ab" if metric.startswith("serve_ab.") else metric.split(".")[0]
+    out = Scored(metric)
+    for p in pairs:
+        ref, cand = p.reference.report, p.candidate.report
+        if ref.kind != kind:
+            continue
+        try:
+            xs, bs = metric_samples(cand, metric), metric_samples(ref, metric)
+        except KeyError:
+            continue
+        if not xs or not bs:
+            continue
+        out.samples.append((xs, bs))
+        out.aa.append(outcome_of(metric, xs, bs))
+        out.carriers.append(p.carrier)
+        out.names.append(f"{p.reference.label} -> {p.candidate.label}")
+        out.pairs.append(p)
+    out.injected = out.with_effect(slowdown)
+    return out
+
+
+def smallest_threshold(s: Scored, target: float, alpha: float) -> float | None:
+    """The smallest grid value whose A/A failures stay within ``target`` of the pairs."""
+    if not s.aa:
+        return None
+    allowed = math.floor(target * len(s.aa) + 1e-9)
+    return next((t for t in GRID if s.false_failures(t, alpha) <= allowed), None)
+
+
+def smallest_effect(s: Scored, threshold: float, alpha: float, power: float) -> float | None:
+    """The smallest injected slowdown (5% steps) that ``threshold`` catches in at least
+    ``power`` of the pairs (None: not even a 100% slower arm). Catching is monotone in the
+    slowdown, so the steps are bisected."""
+    if not s.samples:
+        return None
+    need = math.ceil(power * len(s.samples) - 1e-9)
+
+    def caught(effect: float) -> bool:
+        return sum(o.fails(threshold, alpha) for o in s.with_effect(effect)) >= need
+
+    lo, hi = 0, len(EFFECTS) - 1
+    if not caught(EFFECTS[hi]):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if caught(EFFECTS[mid]) else (mid + 1, hi)
+    return EFFECTS[lo]
 
 
 def absolute_rates(
-    runs: Sequence[Sequence[Report]], rules: GateRules
-) -> tuple[dict[str, dict[str, int]], set[int]]:
+    runs: Sequence[Run], rules: GateRules
+) -> tuple[dict[str, dict[str, int]], set[str]]:
     """How often each absolute rule fails or is inconclusive on unchanged runs, and which
-    runs (index) an absolute rule failed."""
+    runs (label) an absolute rule failed."""
     plain = rules.model_copy(update={"baseline": None})
     out: dict[str, dict[str, int]] = {}
-    failed: set[int] = set()
-    for i, reps in enumerate(runs):
-        for r in evaluate(list(reps), plain, None, baseline_required=False):
+    failed: set[str] = set()
+    for run in runs:
+        for r in evaluate([run.report], plain, None, baseline_required=False):
             row = out.setdefault(r.rule, {"fail": 0, "inconclusive": 0, "runs": 0})
             row["runs"] += 1
             row["fail"] += r.verdict == FAIL
             row["inconclusive"] += INCONCLUSIVE in r.reason
             if r.verdict == FAIL:
-                failed.add(i)
+                failed.add(run.label)
     return out, failed
 
 
-def calibrate(
-    runs: Sequence[Sequence[Report]],
-    rules: GateRules,
-    *,
-    slowdown: float = 0.20,
-    target: float = 0.01,
-) -> Calibration:
-    """``runs``: the reports of each run, in the order the runs ran (A, B, A, B, ...)."""
+def metrics_of(rules: GateRules) -> list[str]:
     base = rules.baseline or BaselineRules()
-    by_kind: dict[str, list[Report]] = {}
-    for reps in runs:
-        for rep in reps:
-            by_kind.setdefault(rep.kind, []).append(rep)
-    metrics = []
-    n_pairs = 0
-    for metric in base.metrics:
-        kind = "serve-ab" if metric.startswith("serve_ab.") else metric.split(".")[0]
-        reps = by_kind.get(kind, [])
-        pairs = [(reps[i], reps[i + 1]) for i in range(0, len(reps) - 1, 2)]
-        n_pairs = max(n_pairs, len(pairs))
-        metrics.append(calibrate_metric(metric, pairs, slowdown, target, base.alpha))
-    absolute, failed = absolute_rates(runs, rules)
-    return Calibration(n_pairs, slowdown, target, base.alpha, metrics, absolute, failed)
+    return [m for m in base.metrics if m.split(".")[0] in KIND_TABLE.values()]
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+def pairs_for(runs: Sequence[Run], holdout: Sequence[Run]) -> tuple[list[Pair], list[Pair]]:
+    """(in-sample pairs, out-of-sample pairs): A/A pairs on the calibration machine; pairs of
+    two different machines (the calibration runs and every holdout machine's)."""
+    return in_sample_pairs(runs), cross_machine_pairs([*runs, *holdout])
 
 
-def rules_toml(rules: GateRules, cal: Calibration, header: str) -> str:
-    """The rules with the calibrated ``[baseline] max_regression``, as a TOML file."""
-    lines = [f"# {line}" for line in header.splitlines()] + [""]
-    lines.append(f'inconclusive = "{rules.inconclusive}"')
-    for table in ("parity", "micro", "serve_ab"):
-        part = getattr(rules, table)
-        if part is None:
-            continue
-        body = part.model_dump(exclude_none=True, exclude={"rates"})
-        lines += ["", f"[{table}]", *(f"{k} = {_toml_value(v)}" for k, v in body.items())]
-        for rate, rr in (getattr(part, "rates", None) or {}).items():
-            sub = rr.model_dump(exclude_none=True)
-            lines += ["", f"[{table}.{rate}]", *(f"{k} = {_toml_value(v)}" for k, v in sub.items())]
-    base = rules.baseline or BaselineRules()
-    threshold = cal.max_regression() or base.max_regression
-    lines += [
-        "",
-        "[baseline]",
-        f"max_regression = {threshold!r}   # calibrated: {cal.pairs} A/A pairs",
-        f"alpha = {base.alpha!r}",
-        f"metrics = {_toml_value(list(base.metrics))}",
-    ]
-    if limits := cal.thresholds():
-        lines += ["", "[baseline.thresholds]   # each metric's calibrated max_regression"]
-        lines += [f'"{m}" = {v!r}' for m, v in limits.items()]
-    return "\n".join(lines) + "\n"
-
-
-def calibration_markdown(cal: Calibration) -> str:
-    rows = [
-        "| metric | A/A pairs | max_regression | A/A failures | injected slowdown detected |",
-        "|---|---|---|---|---|",
-    ]
-    for m in cal.metrics:
-        power = (
-            "n/a" if math.isnan(m.power) else f"{m.detected} of {len(m.injected)} ({m.power:.0%})"
-        )
-        rows.append(
-            f"| {m.metric} | {len(m.aa)} | {m.max_regression} | {m.false_failures} | {power} |"
-        )
-    abs_rows = ["| rule | runs | failed | inconclusive |", "|---|---|---|---|"]
-    for rule, c in cal.absolute.items():
-        abs_rows.append(f"| {rule} | {c['runs']} | {c['fail']} | {c['inconclusive']} |")
-    weak = [m.metric for m in cal.metrics if m.injected and m.power < POWER_TARGET]
-    aa_fail, caught = cal.gate_level()
-    note = (
-        f"Power below {POWER_TARGET:.0%} for: {', '.join(weak)} (more repeats or requests per "
-        "run would narrow the noise)."
-        if weak
-        else f"Every metric detects the injected slowdown in at least {POWER_TARGET:.0%} of pairs."
-    )
-    return "\n".join(
-        [
-            "# kimi-bench gate calibration",
-            "",
-            f"{cal.pairs} A/A pairs; injected slowdown of the deferred arm: "
-            f"{cal.slowdown:+.0%}; target false-failure rate {cal.target:.0%}; alpha {cal.alpha}.",
-            "",
-            f"**The whole gate** (each metric at its max_regression below): failed {aa_fail} "
-            f"of {cal.pairs} A/A pairs; caught the injected slowdown in {caught} of "
-            f"{cal.pairs} pairs.",
-            "",
-            "## Relative (baseline) rules",
-            "",
-            *rows,
-            "",
-            note,
-            "",
-            "## Absolute rules on the unchanged runs",
-            "",
-            *abs_rows,
-            "",
-        ]
-    )
+def gate_counts(
+    per_metric: dict[str, Scored],
+    limit: Callable[[str, str], float | None],
+    alpha: float,
+    failed: set[str],
+) -> dict[str, int]:
+    """The whole gate over the pairs, each metric at ``limit(metric, carrier)`` (None: not
+    gated): an A/A pair fails when any metric fails it (or an absolute rule failed its
+    candidate run); an injected pair is caught when any metric catches it."""
+    aa: dict[str, bool] = {}
+    inj: dict[str, bool] = {}
+    for metric, s in per_metric.items():
+        for name, a, i, p in zip(s.names, s.aa, s.injected, s.pairs, strict=True):
+            t = limit(metric, p.carrier)
+            if t is None:
+                continue
+            bad = a.fails(t, alpha) or p.candidate.label in failed
+            aa[name] = aa.get(name, False) or bad
+            inj[name] = inj.get(name, False) or i.fails(t, alpha)
+    return {
+        "pairs": len(aa),
+        "aa_failures": sum(aa.values()),
+        "injected_detected": sum(inj.values()),
+    }

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.report.kinds import Envelope, Environment
+from kimi_bench.report.migrate import rate_label
 from kimi_bench.report.model import Report
 
 # config keys that define the setup of each kind: a difference in any is "hard"
@@ -39,6 +40,14 @@ class Difference:
         return f"{self.what} {self.a!r} vs {self.b!r}"
 
 
+def _labels(cfg: dict[str, Any]) -> list[str]:
+    """A serve-ab run's rate labels (``config.rate_labels``, else derived from the rates)."""
+    labels = cfg.get("rate_labels")
+    if isinstance(labels, list) and labels:
+        return [str(x) for x in labels]
+    return [rate_label(r) for r in cfg.get("rates") or []]
+
+
 def _busy(env: Environment) -> bool:
     return bool((env.host_load or {}).get("warning"))
 
@@ -55,6 +64,12 @@ def differences(a: Report, b: Report) -> list[Difference]:
         va, vb = a.config.get(key), b.config.get(key)
         if va != vb:
             out.append(Difference(key, va, vb, True))
+    if a.kind == "serve-ab":  # the offered load: rates as labelled, concurrency limits, bursts
+        la, lb = _labels(a.config), _labels(b.config)
+        if la != lb:
+            out.append(Difference("load (rate labels)", la, lb, True))
+        if a.config.get("load") != b.config.get("load"):
+            out.append(Difference("load", a.config.get("load"), b.config.get("load"), True))
     if _busy(ea) != _busy(eb):
         out.append(Difference("host load warning", _busy(ea), _busy(eb), False))
     return sorted(out, key=lambda d: not d.hard)

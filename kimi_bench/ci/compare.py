@@ -13,11 +13,37 @@ from typing import Any
 from kimi_bench.ci.comparable import Difference, comparable
 from kimi_bench.ci.evidence_rows import evidence, request_ok
 from kimi_bench.infra.stats import Measurement, median, percentile
-from kimi_bench.infra.stats.compare import compare
+from kimi_bench.infra.stats.compare import SIGNIFICANT, STRADDLES_ZERO, Comparison, compare
 from kimi_bench.report.kinds import MicroReport, ParityReport, ParityRow
 from kimi_bench.report.model import Report, ReportError
 
 Units = list[Hashable] | None
+
+
+ALPHA = 0.05  # the rank test's level, as the gate's baseline rules use it
+
+
+def answer(c: Comparison) -> str:
+    """The comparison's one statistical answer: the verdict of the percentile's bootstrap
+    interval (what the delta is about). The two-sided Mann-Whitney test beside it asks a
+    different question (do one side's values tend to be larger?); where the two disagree
+    the verdict says so and which one decides, so one line never gives two answers."""
+    if c.verdict not in (SIGNIFICANT, STRADDLES_ZERO):
+        return c.verdict
+    p = c.test.p_value
+    what = "median" if c.q == 50 else f"p{c.q:g}"
+    if not c.significant and p < ALPHA:
+        return (
+            f"not significant ({c.verdict}); the rank test's p = {p:.3g} < {ALPHA} says one "
+            f"side's values tend to be larger, not that the {what} moved: the {what}'s "
+            "interval decides"
+        )
+    if c.significant and p >= ALPHA:
+        return (
+            f"{SIGNIFICANT} (the {what}'s interval excludes zero); the rank test's p = "
+            f"{p:.3g} >= {ALPHA} sees no shift of the whole distribution"
+        )
+    return c.verdict
 
 
 def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None) -> dict[str, Any]:
@@ -35,7 +61,7 @@ def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None)
     return {
         "delta_pct": c.delta_pct,
         "ci95": c.interval.fmt(pct=True),
-        "verdict": c.verdict,
+        "verdict": answer(c),
         "p_value": c.test.p_value,
     }
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.ci.baseline import BaselineError, find_baseline, relative_rules
+from kimi_bench.ci.baseline import BaselineError, find_baseline, is_self, relative_rules
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.history import history_rules
@@ -42,7 +42,7 @@ from kimi_bench.ci.verdicts import (
 )
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
-from kimi_bench.report.model import Report, ReportError, validate_report
+from kimi_bench.report.model import Report, ReportError
 
 __all__ = [
     "GATED_KINDS",
@@ -60,10 +60,14 @@ def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResul
 
 
 def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
+    """``all_bit_exact``: every input identical in FP32 and BF16. An input that was rejected
+    (unreadable, refused by a limit) was never compared: it counts against the rule unless
+    ``max_rejected`` allows that many."""
     if rules is None or not rules.all_bit_exact:
         return []
     f = ev.figures
-    bad, accepted = f["differing"], f["accepted"]
+    bad, accepted, rejected = f["differing"], f["accepted"], f["rejected"]
+    allowed = rules.max_rejected or 0
     why = (
         f"{accepted} accepted inputs identical in FP32 and BF16"
         if not bad
@@ -71,7 +75,14 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     )
     if not accepted:
         why = "no accepted input: nothing was compared"
-    return [_rule("parity.all_bit_exact", f["all_bit_exact"], accepted - len(bad), accepted, why)]
+    ok = f["all_bit_exact"] and len(rejected) <= allowed
+    if rejected:
+        shown = ", ".join(rejected[:5]) + (", ..." if len(rejected) > 5 else "")
+        why += (
+            f"; {len(rejected)} of {accepted + len(rejected)} inputs rejected, never compared "
+            f"({shown}); [parity] max_rejected allows {allowed}"
+        )
+    return [_rule("parity.all_bit_exact", ok, accepted - len(bad), accepted + len(rejected), why)]
 
 
 def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
@@ -160,8 +171,7 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
         return []
     out = []
     if rules.max_failed is not None:
-        v, lim = ev.figures["failed"], rules.max_failed
-        out.append(_rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests"))
+        out.append(_max_failed(ev, rules.max_failed))
     ab = ev.figures.get("ab") or {}
     planned = ev.figures.get("rates") or []
     for rate, body in rules.rates.items():
@@ -172,13 +182,37 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
             continue
         per_arm = ab.get(rate)
         arm = "deferred" if per_arm and "deferred" in per_arm else next(iter(per_arm or {}), None)
+        arms = ev.figures.get("arms") or []
         for key, lim in body.model_dump(exclude_none=True).items():
             name = f"serve_ab.{rate}.{key}"
             if not per_arm or arm is None:
-                out.append(RuleResult(name, None, lim, FAIL, f"rate {rate} not in the report"))
+                why = (
+                    f"rate {rate} has one arm ({', '.join(arms)}): no A/B delta to check "
+                    "(import or run a second arm)"
+                    if len(arms) == 1
+                    else f"rate {rate} not in the report"
+                )
+                out.append(RuleResult(name, None, lim, FAIL, why))
                 continue
             out.append(_delta_rule(name, per_arm[arm].get(_SERVE_METRIC[key]), key, lim, policy))
     return out
+
+
+def _max_failed(ev: Evidence, lim: int) -> RuleResult:
+    """Failed requests counted from the request rows. A summary-only report (a peer's file
+    without per-request data) has no rows to count them from, and a file that does not say
+    how many failed cannot be counted at all: both fail by name rather than pass."""
+    v = ev.figures["failed"]
+    if ev.figures.get("summary_only"):
+        why = (
+            "summary only: no request rows to count failures from (the tool's own count "
+            f"says {v}); import a file with per-request data"
+        )
+        return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
+    if ev.figures.get("failed_unknown"):
+        why = "the file does not count failed requests: they cannot be shown to be <= " + str(lim)
+        return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
+    return _rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests")
 
 
 def report_label(rep: Report) -> str:
@@ -213,7 +247,6 @@ def rules_for(
 ) -> list[RuleResult]:
     """Every rule on one report. ReportError (EvidenceError, BaselineError) when the
     report or the baseline asked for cannot be used."""
-    validate_report(rep)
     if rep.kind not in GATED_KINDS:
         raise ReportError(
             f"{rep.source or 'report'}: kind {rep.kind!r} is not gated; expected one of "
@@ -307,6 +340,12 @@ def run_gate(
     without it each report's default folder (``default_baseline_dir``) is searched."""
     if baseline is not None and not baseline.exists():
         raise BaselineError(f"--baseline {baseline} does not exist")
+    given = baseline / "report.json" if baseline and baseline.is_dir() else baseline
+    for rep in reports:
+        if given is not None and is_self(rep, given):
+            raise BaselineError(
+                f"--baseline {baseline} is the gated report itself; give the reference run"
+            )
     results: list[RuleResult] = []
     for rep in reports:
         base = baseline or default_baseline_dir(rep)

@@ -16,7 +16,6 @@ vs before gives p < ``alpha``. The first run of that segment names the first bad
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import ruptures
 
 from kimi_bench.ci.metrics import higher_is_better
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
+from kimi_bench.infra.jsonio import InputError, parse_json_lines
 from kimi_bench.infra.limits import read_text_or
 from kimi_bench.infra.stats import median
 from kimi_bench.infra.stats.rank_test import mann_whitney
@@ -62,20 +62,54 @@ class Finding:
     regression: bool
 
 
+# What a history value may be: the series the gate reads are times (ms), speedups/ratios
+# and request counts; a value beyond these bounds is a broken or edited line, not a run.
+MAX_VALUE = {"deferred_median_ms": 1e9, "speedup_median": 1e6, "failed_requests": 1e9}
+MAX_DEFAULT = 1e12
+
+
+def _value_problem(key: str, v: Any) -> str | None:
+    """Why the history value ``v`` of a gated series ``key`` is unusable (None: usable)."""
+    if v is None:
+        return None  # the run did not measure it (a partial run): not part of the series
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"{key} must be a number or null, got {v!r} ({type(v).__name__})"
+    if not math.isfinite(v):
+        return f"{key} must be finite, got {v!r}"
+    if key == "failed_requests" and not float(v).is_integer():
+        return f"{key} must be a whole number, got {v!r}"
+    limit = MAX_VALUE.get(key, MAX_DEFAULT)
+    if not 0 <= v <= limit:
+        return f"{key} is {v!r}: out of range (0 .. {limit:g})"
+    return None
+
+
+def check_line(obj: dict[str, Any], where: str) -> None:
+    """A history line's kind, commit and the values of the series the gate reads."""
+    kind = obj.get("kind")
+    if not isinstance(kind, str):
+        raise HistoryError(f"{where}: kind must be a string (not a kimi-bench history line)")
+    for key in ("git", "created"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise HistoryError(f"{where}: {key} must be a string, got {obj[key]!r}")
+    for metric in {m for names in DEFAULT_METRICS.values() for m in names}:
+        problem = _value_problem(metric, obj.get(metric))
+        if problem:
+            raise HistoryError(f"{where}: {problem}")
+
+
 def load_history(path: Path) -> list[dict[str, Any]]:
-    """Every line of a JSONL history (HistoryError names a line that is not an object)."""
+    """Every line of a JSONL history (HistoryError names the line and the field: not JSON,
+    nested too deeply, not an object, or a gated value that is not a finite, bounded
+    number of the right type)."""
     text = read_text_or(HistoryError, path, MAX_HISTORY_BYTES, "history file")
-    lines = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise HistoryError(f"{path}:{i}: not a JSON line: {exc}") from None
-        if not isinstance(obj, dict):
-            raise HistoryError(f"{path}:{i}: not a JSON object")
-        lines.append(obj)
+    try:
+        lines = parse_json_lines(text, str(path))
+    except InputError as exc:
+        raise HistoryError(str(exc)) from None
+    numbered = [i for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    for n, obj in zip(numbered, lines, strict=True):
+        check_line(obj, f"{path}:{n}")
     return lines
 
 

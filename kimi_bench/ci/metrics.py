@@ -2,7 +2,7 @@
 report keeps their raw samples.
 
     micro.speedup | micro.<arm>.total_ms | micro.<arm>.<stage>_ms |
-    micro.<arm>.over_control | serve_ab.<rate>.<arm>.ttft_ms
+    micro.<arm>.over_control | micro.<arm>.over_yardstick | serve_ab.<rate>.<arm>.ttft_ms
 
 ``micro.<arm>.over_control`` is each repeat's total over the median of the same arm's
 control rounds in the same run (the pipeline with no pixels to speak of): how many control
@@ -10,11 +10,21 @@ planes one request's images cost. A host that is slower or faster as a whole mov
 so the ratio drifts less between machines than a time does; a slower payload path raises
 it. Lower is better.
 
+``micro.<arm>.over_yardstick`` is each repeat's total over a yardstick measured in the same
+run on paths the arm's code does not touch: the geometric mean of the same repeat's EAGER
+total and the median of the EAGER arm's control rounds. A host that is uniformly faster
+or slower cancels out (the ratio has degree 0); a host whose payload path alone is slower
+(memory bandwidth) moves eager and the arm alike, and the ratio by only the square root
+of it; while a change that makes the arm slower moves the ratio by all of it (the eager
+yardstick does not move). Across the committed H200 machines it drifts less than either
+ratio above (``reports/calibration/h200-cross/``). Lower is better.
+
 Names are checked when the rules are loaded, so a typo is an error, never a silent skip.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import typing
 
@@ -29,8 +39,9 @@ KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
 GATED_KINDS = tuple(KIND_TABLE)
 _METRIC = re.compile(
     r"^(micro\.speedup"
-    r"|micro\.(?P<arm>[a-z][a-z0-9_-]*)\.((?P<stage>[a-z0-9_]+)_ms|over_control)"
-    r"|serve_ab\.(?P<rate>inf|[0-9]+(\.[0-9]+)?)\.(?P<sarm>[a-z][a-z0-9_-]*)\.ttft_ms)$"
+    r"|micro\.(?P<arm>[a-z][a-z0-9_-]*)\.((?P<stage>[a-z0-9_]+)_ms|over_control|over_yardstick)"
+    r"|serve_ab\.(?P<rate>inf|c[0-9]+|[0-9]+(\.[0-9]+)?(/c[0-9]+)?)\.(?P<sarm>[a-z][a-z0-9_-]*)"
+    r"\.ttft_ms)$"
 )
 
 
@@ -42,11 +53,14 @@ def metric_problem(metric: object) -> str | None:
     if m is None:
         return (
             f"unknown metric {metric!r}; expected micro.speedup, micro.<arm>.total_ms, "
-            "micro.<arm>.<stage>_ms, micro.<arm>.over_control or serve_ab.<rate>.<arm>.ttft_ms"
+            "micro.<arm>.<stage>_ms, micro.<arm>.over_control, micro.<arm>.over_yardstick or "
+            "serve_ab.<rate>.<arm>.ttft_ms"
         )
     arm = m.group("arm")
     if arm is not None and arm not in ARMS:
         return f"unknown arm {arm!r} in metric {metric!r}; arms: {', '.join(ARMS)}"
+    if arm == "eager" and metric.endswith(".over_yardstick"):
+        return f"{metric!r}: the yardstick is the eager arm itself; use another arm"
     stage = m.group("stage")
     if stage is not None and stage != "total" and stage not in STAGES:
         return f"unknown stage {stage!r} in metric {metric!r}; stages: total, {', '.join(STAGES)}"
@@ -76,6 +90,8 @@ def metric_samples(report: Report, metric: str) -> list[float]:
                 rounds = (report.data.get("control_repeats") or {})[parts[1]]
                 control = median([float(r["total_ms"]) for r in rounds])
                 return [float(r["total_ms"]) / control for r in recs]
+            if parts[2] == "over_yardstick":
+                return _over_yardstick(report, recs, reps["eager"])
             if parts[2] == "total_ms":
                 return [float(r["total_ms"]) for r in recs]
             stage = parts[2].removesuffix("_ms")
@@ -85,3 +101,16 @@ def metric_samples(report: Report, metric: str) -> list[float]:
         rows = [r for r in report.data["requests"] if r["rate"] == rate and r["arm"] == arm]
         return [float(r["ttft_ms"]) for r in rows if request_ok(r)]
     raise KeyError(metric)
+
+
+def _over_yardstick(report: Report, recs: list[dict], eager: list[dict]) -> list[float]:
+    """Each repeat's total over sqrt(the same repeat's eager total x the eager control
+    rounds' median): see the module docstring (KeyError when a part is missing)."""
+    rounds = (report.data.get("control_repeats") or {})["eager"]
+    control = median([float(r["total_ms"]) for r in rounds])
+    if len(recs) != len(eager) or not control > 0 or any(e["total_ms"] <= 0 for e in eager):
+        raise KeyError("over_yardstick")
+    return [
+        float(r["total_ms"]) / math.sqrt(float(e["total_ms"]) * control)
+        for r, e in zip(recs, eager, strict=True)
+    ]

@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kimi_bench.ci.metrics import metric_problem
+from kimi_bench.infra.jsonio import InputError, parse_toml
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.options import MicroCarrier
 
-RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
+CARRIERS: tuple[str, ...] = typing.get_args(MicroCarrier)
+
+# a rate table's name: a request rate, inf (a burst), c<N> (at most N in flight), a rate
+# with a concurrency limit (4/c2), or unrecorded (imported files: ``peers.load``)
+RATE_LABEL = re.compile(r"^(inf|unrecorded|c[0-9]+|[0-9]+(\.[0-9]+)?(/c[0-9]+)?)$")
 Delta = Annotated[float, Field(ge=-1.0, le=10.0)]  # a fraction: -0.4 = -40%
 
 
@@ -39,8 +45,13 @@ class _Rules(BaseModel):
 
 class ParityRules(_Rules):
     all_bit_exact: bool | None = Field(
-        None, description="Every accepted input identical in FP32 and BF16."
-    )
+        None, description="Every input identical in FP32 and BF16 (a rejected input fails it "
+        "unless max_rejected allows it)."
+    )  # fmt: skip
+    max_rejected: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="Inputs all_bit_exact may leave uncompared (rejected: unreadable, "
+        "over a limit); default 0."
+    )  # fmt: skip
 
 
 class MicroRules(_Rules):
@@ -90,7 +101,9 @@ class ServeRules(_Rules):
         rates = {k: data.pop(k) for k in list(data) if isinstance(data[k], dict)}
         for label in rates:
             if not RATE_LABEL.match(label):
-                raise ValueError(f"[serve_ab.{label}]: a rate table is named 2, 8.5 or inf")
+                raise ValueError(
+                    f"[serve_ab.{label}]: a rate table is named 2, 8.5, inf, c4 or 4/c2"
+                )
         return {**data, "rates": rates}
 
 
@@ -101,11 +114,16 @@ class BaselineRules(_Rules):
     max_regression: Regression = 0.10
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     metrics: tuple[str, ...] = ()
-    # a metric's own max_regression (what `kimi-bench calibrate` measured it needs);
-    # metrics not listed use max_regression
+    # a metric's own max_regression (what `kimi-bench calibrate` measured it needs), and
+    # optionally one per carrier ("micro.speedup@pickle"); metrics not listed use
+    # max_regression
     thresholds: dict[str, Regression] = Field(default_factory=dict)
 
-    def threshold(self, metric: str) -> float:
+    def threshold(self, metric: str, carrier: str | None = None) -> float:
+        """The metric's threshold for a report of ``carrier``: ``metric@carrier``, else
+        ``metric``, else max_regression."""
+        if carrier is not None and f"{metric}@{carrier}" in self.thresholds:
+            return self.thresholds[f"{metric}@{carrier}"]
         return self.thresholds.get(metric, self.max_regression)
 
     @model_validator(mode="before")
@@ -122,10 +140,16 @@ class BaselineRules(_Rules):
 
     @model_validator(mode="after")
     def _thresholds_of_gated_metrics(self) -> BaselineRules:
-        for metric in self.thresholds:
+        for key in self.thresholds:
+            metric, _, carrier = key.partition("@")
             if metric not in self.metrics:
                 raise ValueError(
                     f"thresholds names {metric!r}, which is not in metrics {list(self.metrics)}"
+                )
+            if "@" in key and carrier not in CARRIERS:
+                raise ValueError(
+                    f"thresholds names carrier {carrier!r} ({key!r}); carriers: "
+                    f"{', '.join(CARRIERS)}"
                 )
         return self
 
@@ -206,9 +230,9 @@ def load_rules(path: str | Path) -> GateRules:
     p = Path(path)
     text = read_text_or(RulesError, p, MAX_CONFIG_BYTES, "rules file")
     try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RulesError(f"{p}: not valid TOML: {exc}") from None
+        raw = parse_toml(text, str(p))
+    except InputError as exc:
+        raise RulesError(str(exc)) from None
     return parse_rules(raw, p)
 
 

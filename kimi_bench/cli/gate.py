@@ -9,7 +9,14 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import console, err_console, note, show_tables, usage_error
+from kimi_bench.cli.common import (
+    err_console,
+    note,
+    show_tables,
+    stdout_is_document,
+    usage_error,
+    verdict_line,
+)
 from kimi_bench.options import CompareOptions, GateCommandOptions
 
 
@@ -72,6 +79,7 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.report.writers import atomic_write_text, markdown_table
 
     reports, rules, history = list(opts.reports), opts.rules, opts.history
+    stdout_is_document(opts.format == "json")
     baseline = Path(opts.baseline) if opts.baseline is not None else None
     junit = _optional_file(opts.junit, "--junit")
     summary = _optional_file(opts.summary, "--summary")
@@ -89,7 +97,7 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     except (ReportError, RulesError, ScenarioError, OutputError, HistoryError) as exc:
         raise usage_error(str(exc)) from None
     rows = [r.as_dict() for r in outcome.results]
-    show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])])
+    show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], opts.format)
     code = outcome.exit_code
     try:
         if junit:
@@ -101,7 +109,7 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     except OSError as exc:
         err_console.print(f"[bold red]error:[/] could not write gate output: {exc}")
         code = max(code, EXIT_OUTPUT_INCOMPLETE)
-    console.print(f"[{'bold red' if outcome.exit_code else 'bold green'}]{outcome.verdict()}[/]")
+    verdict_line(outcome.verdict(), not outcome.exit_code)
     raise typer.Exit(code=code)
 
 
@@ -122,6 +130,7 @@ def _compare(opts: CompareOptions, _: dict[str, Any]) -> None:
     from kimi_bench.report.writers import atomic_write_text, markdown_table, md_text
 
     a, b = opts.a, opts.b
+    stdout_is_document(opts.format == "json")
     markdown = _optional_file(opts.markdown, "--markdown")
     try:
         if markdown is not None:
@@ -131,7 +140,7 @@ def _compare(opts: CompareOptions, _: dict[str, Any]) -> None:
     except (ReportError, OutputError) as exc:
         raise usage_error(str(exc)) from None
     cols = list(rows[0]) if rows else []
-    show_tables([(f"compare {ra.kind}: A={a}  B={b}", rows, cols)])
+    show_tables([(f"compare {ra.kind}: A={a}  B={b}", rows, cols)], opts.format)
     for d in diffs:
         label = "not comparable:" if d.hard else "note:"
         err_console.print(f"{label} {d.what} differs: A {d.a!r}, B {d.b!r}", markup=False)

@@ -16,13 +16,18 @@ IMPORT_DOC = """Turn peers' result files into one serve-ab report (one arm per f
 
 Reads sglang.bench_serving --output-file JSONL, vllm bench serve --save-result JSON,
 GuideLLM's JSON report and AIPerf's JSON export (profile_export_aiperf.json). Files with
-per-request data (sglang --output-details, vLLM --save-detailed, GuideLLM) give one row
-per request; a summary-only file gives the tool's counts and percentiles only, and the
-report says so (config.per_request = false).
+per-request data (sglang --output-details, vLLM --save-detailed, GuideLLM, AIPerf's
+profile_export.jsonl) give one row per request, checked against the tool's own summary in
+the same file (completed, mean and median TTFT; AIPerf: the profile_export_aiperf.json
+beside the records); a summary-only file gives the tool's counts and percentiles only, and
+the report says so (config.per_request = false; rules that need rows fail on it). The
+load (request rate, concurrency limit, burstiness) is carried into the report and labels
+its rows: inf (a burst), 4 (requests/s), c1 (at most 1 in flight), 4/c2.
 
 Exit codes: 0 written, 2 unusable input (unknown or malformed file, naming the field;
-arms that do not match the files; files at different request rates), 3 the report
-could not be written where asked.
+rows that disagree with the tool's own summary, naming both figures; arms that do not
+match the files; files at different loads), 3 the report could not be written where
+asked.
 
 Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
 """
@@ -62,7 +67,8 @@ def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
         ]
 
     result = write_report(write, out)
-    cols = ["arm", "tool", "ttft_median_ms", "ttft_p90_ms", "req_per_s", "completed", "failed"]
+    cols = ["arm", "tool", "ttft_median_ms", "tool_ttft_median_ms", "ttft_p90_ms", "req_per_s",
+            "tool_req_per_s", "completed", "failed"]  # fmt: skip
     console.print(rich_table("imported", report.results, cols))
     for line in report.notes[1:]:
         say(line, label="note:", style="dim")

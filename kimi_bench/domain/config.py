@@ -5,7 +5,6 @@ See SPEC section 2. Everything here is immutable data; nothing touches tensors.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 
 BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
@@ -244,9 +244,9 @@ def load_preprocessor_config(path: str | Path) -> PreprocessConfig:
     p = Path(path)
     text = read_text_or(ConfigError, p, MAX_CONFIG_BYTES, "preprocessor config")
     try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5000-digit number
-        raise ConfigError(f"{p} is not valid JSON: {exc}") from None
+        raw = parse_json(text, f"{p} is not valid JSON", constants=True)
+    except InputError as exc:  # not JSON, a 5000-digit number, nested too deeply
+        raise ConfigError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p} must hold a JSON object")
     try:

@@ -111,6 +111,10 @@ class GateCommandOptions(GateOptions, _Command):
         "significant regression (change-point detection), naming the first bad commit.",
     )
     junit: str | None = Field(None, description="Write JUnit XML here.")
+    format: ConsoleFormat = Field(
+        "table", description="The rule table as table, md or json (json: stdout is one JSON "
+        "document, the verdict and every message go to stderr)."
+    )  # fmt: skip
     summary: str | None = Field(
         None,
         description="Write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY; an empty value, such "
@@ -123,6 +127,10 @@ class CompareOptions(_Command):
     a: Path = Field(description="Report A (the reference).")
     b: Path = Field(description="Report B (the candidate).")
     markdown: str | None = Field(None, description="Also write the table as Markdown here.")
+    format: ConsoleFormat = Field(
+        "table", description="The table as table, md or json (json: stdout is one JSON "
+        "document, every message goes to stderr)."
+    )  # fmt: skip
 
 
 class RenderOptions(_Command):
@@ -218,18 +226,31 @@ class ProjectOptions(_Command):
 
 class CalibrateOptions(_Command):
     cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {"out": ("--output-dir", "--out")}
-    cli_repeatable: ClassVar[tuple[str, ...]] = ("runs",)
+    cli_repeatable: ClassVar[tuple[str, ...]] = ("runs", "holdout")
     scenario: str = Field("calibrate", description="Scenario to run (built-in name or TOML "
                           "path); the built-in calibrate is the default scenario without "
                           "parity.")  # fmt: skip
     pairs: int = Field(20, ge=2, le=200, description="A/A pairs (2 runs each).")
     slowdown: float = Field(0.20, ge=0.01, le=5.0, description="Injected slowdown of the "
                             "deferred arm.")  # fmt: skip
-    target: float = Field(0.01, ge=0.0, le=0.5, description="Largest A/A false-failure rate.")
+    target: float = Field(0.01, ge=0.0, le=0.5, description="Largest A/A false-failure rate "
+                          "in sample (chooses each metric's threshold).")  # fmt: skip
+    oos_target: float = Field(0.05, ge=0.0, le=0.5, description="Largest A/A false-failure "
+                              "rate out of sample (a target the report checks).")  # fmt: skip
+    power: float = Field(0.95, gt=0.0, le=1.0, description="Smallest detection rate of the "
+                         "injected slowdown out of sample (a target the report "
+                         "checks).")  # fmt: skip
     rules: str = Field("gate", description="Rules to calibrate (built-in name or TOML path).")
     runs: tuple[Path, ...] = Field(
-        (), description="Use these earlier run folders (A, B, A, B, ...) instead of running "
-        "the scenario (repeatable).",
+        (), description="Use these earlier run folders of ONE machine (A, B, A, B, ...; runs of "
+        "one setup are paired in order) instead of running the scenario (repeatable; at "
+        "least 2).",
+    )  # fmt: skip
+    holdout: tuple[Path, ...] = Field(
+        (), description="A folder of runs from ANOTHER machine (repeatable; LABEL=DIR puts "
+        "several folders under one machine, else each folder is one): the in-sample "
+        "thresholds are scored, unchanged, on every pair of runs of one setup from two "
+        "different machines (out of sample).",
     )  # fmt: skip
     device: Device | None = Field(None, description="Device for every run.")
     out: Path | None = Field(None, description="Folder for the runs and the calibration "

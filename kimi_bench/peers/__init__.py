@@ -7,12 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.peers.formats import PeerFormatError, PeerRun, json_objects, read_sglang, read_vllm
+from kimi_bench.infra.limits import read_text_bounded
+from kimi_bench.peers.formats import (
+    MAX_BYTES,
+    PeerFormatError,
+    PeerRun,
+    json_objects,
+    read_sglang,
+    read_vllm,
+)
 from kimi_bench.peers.report import build_import_report, default_arm
 from kimi_bench.peers.tools import is_aiperf, is_guidellm, read_aiperf, read_guidellm
 
 FORMATS = ("auto", "sglang", "vllm", "guidellm", "aiperf")
-MAX_BYTES = 256 * 1024 * 1024
 
 __all__ = ["FORMATS", "PeerFormatError", "PeerRun", "build_import_report", "default_arm",
            "detect", "read_peer"]  # fmt: skip
@@ -36,12 +43,8 @@ def read_peer(path: Path, fmt: str = "auto") -> PeerRun:
     if fmt not in FORMATS:
         raise PeerFormatError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     try:
-        if not path.is_file():
-            raise PeerFormatError(f"{path}: not a file")
-        if path.stat().st_size > MAX_BYTES:
-            raise PeerFormatError(f"{path}: larger than {MAX_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text_bounded(path, MAX_BYTES, "result file")
+    except (OSError, ValueError) as exc:  # missing, not a regular file, too large, not UTF-8
         raise PeerFormatError(f"cannot read {path}: {exc}") from None
     objs = json_objects(text, str(path))
     found = detect(objs[0])

@@ -15,13 +15,24 @@ the file and the field; per-request lists of different lengths are refused.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    ValidationError,
+)
+
+from kimi_bench.infra.jsonio import InputError, parse_json, parse_json_lines
+from kimi_bench.peers.load import Load
+
+MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
 
 
 class PeerFormatError(ValueError):
@@ -37,6 +48,7 @@ class Repeat:
     completed: int
     failed: int | None
     duration_s: float | None
+    # the tool's own summary figures: mean/median/p90/p99_ttft_ms, req_per_s, completed
     stated: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -48,7 +60,7 @@ class PeerRun:
     version: str | None
     fmt: str
     path: Path
-    rate: float | str  # requests/s (inf: all at once) or a label (sync, c4, unrecorded)
+    load: Load  # the offered load as the file records it (rate, concurrency, burstiness)
     repeats: list[Repeat]
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -79,9 +91,12 @@ class _Serving(_Loose):
     """Fields sglang.bench_serving and vllm bench serve share."""
 
     request_rate: float | str | None = None
+    max_concurrency: Annotated[int, Field(ge=1)] | None = None
+    burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     duration: NonNegativeFloat
     completed: NonNegativeInt
     request_throughput: NonNegativeFloat | None = None
+    mean_ttft_ms: NonNegativeFloat | None = None
     median_ttft_ms: NonNegativeFloat | None = None
     p90_ttft_ms: NonNegativeFloat | None = None
     p99_ttft_ms: NonNegativeFloat | None = None
@@ -116,26 +131,22 @@ def field_error(exc: ValidationError, where: str) -> PeerFormatError:
 
 
 def json_objects(text: str, where: str) -> list[dict[str, Any]]:
-    """One JSON object, or JSON Lines (one object per non-empty line)."""
+    """One JSON object, or JSON Lines (one object per non-empty line); nesting bounded
+    (``kimi_bench.infra.jsonio``). The tools write ``Infinity`` for an unlimited rate."""
     try:
-        whole = json.loads(text)
-    except ValueError:
-        whole = None
+        whole = parse_json(text, where, constants=True)
+    except InputError as exc:
+        if "levels deep" in str(exc):
+            raise PeerFormatError(str(exc)) from None
+        whole = None  # not one document: JSON Lines
     if isinstance(whole, dict):
         return [whole]
     if whole is not None:
         raise PeerFormatError(f"{where}: expected a JSON object, got {type(whole).__name__}")
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise PeerFormatError(f"{where}: line {n} is not JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise PeerFormatError(f"{where}: line {n} is not a JSON object")
-        out.append(obj)
+    try:
+        out = parse_json_lines(text, where, constants=True)
+    except InputError as exc:
+        raise PeerFormatError(str(exc)) from None
     if not out:
         raise PeerFormatError(f"{where}: empty file: no result to import")
     return out
@@ -180,13 +191,25 @@ def _repeat(res: _Serving, failed: int | None, where: str) -> Repeat:
                 f"{served} requests without an error: the file disagrees with itself"
             )
         failed = len(rows) - served
-    stated = {"median_ttft_ms": res.median_ttft_ms, "p90_ttft_ms": res.p90_ttft_ms,
-              "p99_ttft_ms": res.p99_ttft_ms, "req_per_s": res.request_throughput}  # fmt: skip
+    stated = {"mean_ttft_ms": res.mean_ttft_ms, "median_ttft_ms": res.median_ttft_ms,
+              "p90_ttft_ms": res.p90_ttft_ms, "p99_ttft_ms": res.p99_ttft_ms,
+              "req_per_s": res.request_throughput, "completed": res.completed}  # fmt: skip
     return Repeat(rows, res.completed, failed, res.duration, stated)
 
 
+def _one_load(loads: set[Load], path: Path) -> Load:
+    if len(loads) > 1:
+        shown = ", ".join(sorted(x.label for x in loads))
+        raise PeerFormatError(f"{path}: runs at different loads ({shown}): import each separately")
+    return loads.pop()
+
+
+def serving_load(res: _Serving, where: str) -> Load:
+    return Load(rate_value(res.request_rate, where), res.max_concurrency, res.burstiness)
+
+
 def read_sglang(objs: list[dict[str, Any]], path: Path) -> PeerRun:
-    repeats, rates, first = [], set(), None
+    repeats, loads, first = [], set(), None
     for k, obj in enumerate(objs):
         where = f"{path} (sglang.bench_serving result {k + 1})"
         try:
@@ -194,19 +217,18 @@ def read_sglang(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         except ValidationError as exc:
             raise field_error(exc, where) from None
         first = first or res
-        rates.add(rate_value(res.request_rate, where))
+        loads.add(serving_load(res, where))
         repeats.append(_repeat(res, None, where))
-    if len(rates) > 1:
-        raise PeerFormatError(f"{path}: runs at different request rates {sorted(rates)}")
+    load = _one_load(loads, path)
     assert first is not None
     info = first.server_info or {}
     details = {"backend": first.backend, "dataset": first.dataset_name,
                "server_version": info.get("version")}  # fmt: skip
-    return PeerRun("sglang.bench_serving", None, "sglang", path, rates.pop(), repeats, details)
+    return PeerRun("sglang.bench_serving", None, "sglang", path, load, repeats, details)
 
 
 def read_vllm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
-    repeats, rates, first = [], set(), None
+    repeats, loads, first = [], set(), None
     for k, obj in enumerate(objs):
         where = f"{path} (vllm bench serve result {k + 1})"
         try:
@@ -214,16 +236,15 @@ def read_vllm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         except ValidationError as exc:
             raise field_error(exc, where) from None
         first = first or res
-        rates.add(rate_value(res.request_rate, where))
+        loads.add(serving_load(res, where))
         rep = _repeat(res, res.failed, where)
         if rep.rows is not None and len(rep.rows) != res.num_prompts:
             raise PeerFormatError(
                 f"{where}: num_prompts is {res.num_prompts} but ttfts has {len(rep.rows)} entries"
             )
         repeats.append(rep)
-    if len(rates) > 1:
-        raise PeerFormatError(f"{path}: runs at different request rates {sorted(rates)}")
+    load = _one_load(loads, path)
     assert first is not None
     details = {"backend": first.backend or first.endpoint_type, "model": first.model_id,
                "date": first.date}  # fmt: skip
-    return PeerRun("vllm bench serve", None, "vllm", path, rates.pop(), repeats, details)
+    return PeerRun("vllm bench serve", None, "vllm", path, load, repeats, details)

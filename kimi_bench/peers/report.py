@@ -16,7 +16,6 @@ such a report and fail by name.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,18 @@ from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.infra.stats import median, percentile
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.formats import PeerFormatError, PeerRun
-from kimi_bench.report.model import Report, View
+from kimi_bench.report.model import Report, ReportError, View
 
-COLUMNS = ["rate", "arm", "tool", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms",
-           "tool_ttft_median_ms", "req_per_s", "completed", "failed"]  # fmt: skip
+COLUMNS = ["rate", "arm", "tool", "ttft_median_ms", "tool_ttft_median_ms", "ttft_p90_ms",
+           "ttft_p99_ms", "req_per_s", "tool_req_per_s", "completed", "failed"]  # fmt: skip
 
 
-def rate_text(rate: float | str) -> str:
-    if isinstance(rate, str):
-        return rate
-    return "inf" if math.isinf(rate) else f"{rate:g}"
+def _tool_mean(run: PeerRun, key: str) -> float | None:
+    """The tool's own figure over the file's repeats (None when a repeat lacks it)."""
+    values = [r.stated.get(key) for r in run.repeats]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(float(v) for v in values if v is not None) / len(values)
 
 
 def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -62,7 +63,9 @@ def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> 
         }
     out |= {
         "tool_ttft_median_ms": stated.get("median_ttft_ms"),
+        "tool_ttft_mean_ms": stated.get("mean_ttft_ms"),
         "req_per_s": sum(thr) / len(thr) if thr else None,
+        "tool_req_per_s": _tool_mean(run, "req_per_s"),
         "completed": completed,
         "duration_s": sum(spans) if spans else None,
     }
@@ -97,6 +100,8 @@ def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
         "file": run.path.name,
         "per_request": run.per_request,
         "repeats": len(run.repeats),
+        "load": run.load.as_dict(),
+        "stated": [dict(r.stated) for r in run.repeats],
         **{k: v for k, v in run.details.items() if v is not None},
     }
 
@@ -107,8 +112,12 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         f"Imported from {', '.join(tools)} result files by `kimi-bench import` "
         f"({', '.join(f'{a}: {r.path.name}' for a, r in runs.items())}): the tool measured, "
         "kimi-bench only re-reads its numbers. TTFT is the tool's own client-side time "
-        "to the first token; throughput = completed requests / the tool's benchmark "
-        "duration. No stage times or copy ledger (the server's internals are not in the file).",
+        "to the first token. req_per_s is RECOMPUTED by kimi-bench as completed requests / "
+        "the tool's benchmark duration; tool_req_per_s is the tool's own figure, shown beside "
+        "it (they differ where the tool counts its span or its rate differently). The rows "
+        "were checked against the tool's own summary (completed, mean and median TTFT). No "
+        "stage times or copy ledger (the server's internals are not in the file).",
+        f"Load: {_load_text(next(iter(runs.values())))}.",
     ]
     if per_request:
         notes.append(
@@ -140,17 +149,40 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
     return notes
 
 
-def build_import_report(runs: dict[str, PeerRun], version: str | None = None) -> Report:
-    """One ``serve-ab`` report, one arm per imported file (``runs``: arm -> run)."""
-    rates = {rate_text(r.rate) for r in runs.values()}
-    if len(rates) != 1:
+def _load_text(run: PeerRun) -> str:
+    d = run.load.as_dict()
+    rate = "not recorded" if not run.load.recorded else (
+        "unlimited" if d["unlimited_rate"] else f"{d['request_rate']:g} requests/s")  # fmt: skip
+    conc = d["max_concurrency"] or "no limit"
+    burst = "not recorded" if d["burstiness"] is None else f"{d['burstiness']:g}"
+    return (f"label {d['label']}: request rate {rate}, max concurrency {conc}, "
+            f"burstiness {burst}")  # fmt: skip
+
+
+def _one_load(runs: dict[str, PeerRun]) -> PeerRun:
+    loads = {r.load for r in runs.values()}
+    if len(loads) != 1:
+        shown = "; ".join(f"{a}: {_load_text(r)}" for a, r in runs.items())
         raise PeerFormatError(
-            f"the files ran at different request rates ({', '.join(sorted(rates))}): import "
-            "each rate separately"
+            f"the files ran at different loads ({shown}): import each load separately"
         )
-    label = rates.pop()
-    rate = next(iter(runs.values())).rate
+    return next(iter(runs.values()))
+
+
+def build_import_report(runs: dict[str, PeerRun], version: str | None = None) -> Report:
+    """One ``serve-ab`` report, one arm per imported file (``runs``: arm -> run). The report
+    goes through the same checks as a measured one (``ci.evidence``: the report model's
+    checks, among them the rows against each tool's own summary figures); a disagreement
+    is PeerFormatError naming both figures."""
+    load = _one_load(runs).load
+    label = load.label
     per_request = all(r.per_request for r in runs.values())
+    bare = [a for a, r in runs.items() if not r.per_request]
+    if bare and len(bare) < len(runs):
+        raise PeerFormatError(
+            f"{', '.join(bare)}: summary only, while the other files have per-request rows: "
+            "one report holds one kind (import them separately)"
+        )
     reqs = [row for arm, run in runs.items() for row in _request_rows(label, arm, run)]
     results = [
         _arm_row(label, arm, run, [r for r in reqs if r["arm"] == arm]) for arm, run in runs.items()
@@ -159,8 +191,8 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
     sources = {arm: source_of(run, version) for arm, run in runs.items()}
     tools = sorted({s["tool"] for s in sources.values()})
     config = {
-        "rates": [None if isinstance(rate, str) or math.isinf(rate) else rate],
-        "rate_labels": [label], "arms": arms,
+        "rates": [load.as_dict()["request_rate"]],
+        "rate_labels": [label], "load": load.as_dict(), "arms": arms,
         "requests": max(_planned(r) for r in runs.values()),
         "repeats": max(len(r.repeats) for r in runs.values()), "seed": 0,
         "ranks": None, "transport": None, "runtime": None, "preset": None,
@@ -187,7 +219,10 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
     rep = Report(
         "serve-ab", env, config, results, summary, _notes(runs, per_request, version), data
     )
-    ab = evidence(rep).figures["ab"]
+    try:
+        ab = evidence(rep).figures["ab"]
+    except ReportError as exc:
+        raise PeerFormatError(str(exc).removeprefix("serve-ab report: ")) from None
     data["ab"] = {
         lab: {arm: {k: (c.as_dict() if c is not None else None) for k, c in v.items()}
               for arm, v in per_arm.items()}

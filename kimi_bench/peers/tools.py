@@ -16,12 +16,23 @@ Load labels: a numeric rate where the tool ran one, ``inf`` for an unlimited bur
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, ValidationError
 
-from kimi_bench.peers.formats import PeerFormatError, PeerRun, Repeat, _Loose, field_error
+from kimi_bench.infra.limits import read_text_bounded
+from kimi_bench.peers.formats import (
+    MAX_BYTES,
+    PeerFormatError,
+    PeerRun,
+    Repeat,
+    _Loose,
+    field_error,
+    json_objects,
+)
+from kimi_bench.peers.load import UNRECORDED, Load
 
 
 def is_guidellm(obj: dict[str, Any]) -> bool:
@@ -60,6 +71,27 @@ class _GlStrategy(_Loose):
     type_: str
     rate: NonNegativeFloat | None = None
     streams: NonNegativeInt | None = None
+    max_concurrency: NonNegativeInt | None = None
+
+
+class _GlStat(_Loose):
+    mean: NonNegativeFloat | None = None
+    median: NonNegativeFloat | None = None
+    percentiles: dict[str, NonNegativeFloat | None] = Field(default_factory=dict)
+
+
+class _GlStatus(_Loose):
+    successful: _GlStat = _GlStat()
+
+
+class _GlTotals(_Loose):
+    successful: NonNegativeInt | None = None
+
+
+class _GlMetrics(_Loose):
+    time_to_first_token_ms: _GlStatus = _GlStatus()
+    requests_per_second: _GlStatus = _GlStatus()
+    request_totals: _GlTotals = _GlTotals()
 
 
 class _GlConfig(_Loose):
@@ -70,6 +102,7 @@ class _GlBenchmark(_Loose):
     config: _GlConfig
     requests: _GlRequests
     duration: NonNegativeFloat
+    metrics: _GlMetrics = _GlMetrics()
 
 
 class _GlMeta(_Loose):
@@ -81,14 +114,25 @@ class GuidellmReport(_Loose):
     benchmarks: list[_GlBenchmark]
 
 
-def _gl_label(s: _GlStrategy) -> float | str:
+def _gl_load(s: _GlStrategy) -> Load:
+    """GuideLLM's strategy as a load: synchronous is one request in flight (``c1``),
+    concurrent N streams ``cN``, constant/poisson a rate, throughput a burst."""
     if s.type_ in ("constant", "poisson") and s.rate:
-        return float(s.rate)
+        return Load(float(s.rate), s.max_concurrency, 1.0 if s.type_ == "poisson" else None)
     if s.type_ == "synchronous":
-        return "sync"
+        return Load(math.inf, 1)
     if s.type_ == "concurrent" and s.streams:
-        return f"c{s.streams}"
-    return float("inf")
+        return Load(math.inf, s.streams)
+    return Load(math.inf, s.max_concurrency)
+
+
+def _gl_stated(b: _GlBenchmark) -> dict[str, float | None]:
+    ttft, m = b.metrics.time_to_first_token_ms.successful, b.metrics
+    done = m.request_totals.successful
+    return {"mean_ttft_ms": ttft.mean, "median_ttft_ms": ttft.median,
+            "p90_ttft_ms": ttft.percentiles.get("p90"), "p99_ttft_ms": ttft.percentiles.get("p99"),
+            "req_per_s": m.requests_per_second.successful.mean,
+            "completed": None if done is None else float(done)}  # fmt: skip
 
 
 def _gl_row(rid: int, r: _GlRequest, error: str | None) -> dict[str, Any]:
@@ -113,11 +157,11 @@ def read_guidellm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         raise field_error(exc, f"{path} (GuideLLM report)") from None
     if not rep.benchmarks:
         raise PeerFormatError(f"{path}: field benchmarks: empty, no benchmark to import")
-    labels = {_gl_label(b.config.strategy) for b in rep.benchmarks}
-    if len(labels) > 1:
+    loads = {_gl_load(b.config.strategy) for b in rep.benchmarks}
+    if len(loads) > 1:
         raise PeerFormatError(
-            f"{path}: benchmarks of several strategies ({', '.join(map(str, labels))}): run "
-            "GuideLLM with one profile per file to import it"
+            f"{path}: benchmarks of several strategies ({', '.join(sorted(x.label for x in loads))}"
+            "): run GuideLLM with one profile per file to import it"
         )
     repeats = []
     for b in rep.benchmarks:
@@ -128,9 +172,9 @@ def read_guidellm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         rows += [_gl_row(len(rows) + i, r, "incomplete (cut off at the benchmark's end)")
                  for i, r in enumerate(rq.incomplete)]  # fmt: skip
         served = sum(1 for r in rows if r["error"] is None)
-        repeats.append(Repeat(rows, served, len(rows) - served, b.duration, {}))
+        repeats.append(Repeat(rows, served, len(rows) - served, b.duration, _gl_stated(b)))
     strat = rep.benchmarks[0].config.strategy
-    return PeerRun("guidellm", rep.metadata.guidellm_version, "guidellm", path, labels.pop(),
+    return PeerRun("guidellm", rep.metadata.guidellm_version, "guidellm", path, loads.pop(),
                    repeats, {"strategy": strat.type_})  # fmt: skip
 
 
@@ -165,16 +209,41 @@ class AiperfRecord(_Loose):
     error: dict[str, Any] | str | None = None
 
 
-def _aiperf_label(cfg: dict[str, Any]) -> float | str:
+def _aiperf_load(cfg: dict[str, Any]) -> Load:
     phases = cfg.get("phases") or [{}]
     phase = phases[-1] if isinstance(phases[-1], dict) else {}
-    if isinstance(phase.get("rate"), (int, float)):
-        return float(phase["rate"])
-    if isinstance(phase.get("request_rate"), (int, float)):
-        return float(phase["request_rate"])
-    if isinstance(phase.get("concurrency"), int):
-        return f"c{phase['concurrency']}"
-    return float("inf")
+    conc = phase.get("concurrency")
+    conc = conc if isinstance(conc, int) and not isinstance(conc, bool) and conc > 0 else None
+    for key in ("rate", "request_rate"):
+        if isinstance(phase.get(key), (int, float)) and phase[key] > 0:
+            return Load(float(phase[key]), conc)
+    return Load(math.inf, conc)
+
+
+def _export(ex: AiperfExport) -> tuple[Repeat, Load]:
+    """The summary export as one summary-only repeat and its load."""
+    done = int(ex.request_count.avg or 0)
+    failed = int(ex.error_request_count.avg or 0) if ex.error_request_count else 0
+    ttft = ex.time_to_first_token
+    thr = ex.request_throughput.avg if ex.request_throughput else None
+    stated = {"mean_ttft_ms": ttft.avg, "median_ttft_ms": ttft.p50, "p90_ttft_ms": ttft.p90,
+              "p99_ttft_ms": ttft.p99, "req_per_s": thr, "completed": float(done)}  # fmt: skip
+    return Repeat(None, done, failed, ex.benchmark_duration.avg, stated), _aiperf_load(
+        ex.input_config
+    )
+
+
+def _sibling_export(path: Path) -> AiperfExport | None:
+    """AIPerf writes ``profile_export_aiperf.json`` beside ``profile_export.jsonl``: the
+    records' load and the tool's own summary come from it (None when it is not there)."""
+    sibling = path.parent / "profile_export_aiperf.json"
+    if path.name == sibling.name or not sibling.is_file():
+        return None
+    try:
+        objs = json_objects(read_text_bounded(sibling, MAX_BYTES, "AIPerf export"), str(sibling))
+        return AiperfExport.model_validate(objs[0])
+    except (OSError, ValueError) as exc:  # PeerFormatError, ValidationError, LimitError
+        raise PeerFormatError(f"{sibling} (the export beside {path.name}): {exc}") from None
 
 
 def read_aiperf(objs: list[dict[str, Any]], path: Path) -> PeerRun:
@@ -186,15 +255,9 @@ def read_aiperf(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         raise field_error(exc, f"{path} (AIPerf JSON export)") from None
     if ex.request_count.avg is None or ex.benchmark_duration.avg is None:
         raise PeerFormatError(f"{path}: request_count.avg and benchmark_duration.avg are needed")
-    done = int(ex.request_count.avg)
-    failed = int(ex.error_request_count.avg or 0) if ex.error_request_count else 0
-    ttft = ex.time_to_first_token
-    thr = ex.request_throughput.avg if ex.request_throughput else None
-    stated = {"median_ttft_ms": ttft.p50, "p90_ttft_ms": ttft.p90, "p99_ttft_ms": ttft.p99,
-              "req_per_s": thr}  # fmt: skip
-    rep = Repeat(None, done, failed, ex.benchmark_duration.avg, stated)
-    return PeerRun("aiperf", ex.aiperf_version, "aiperf", path, _aiperf_label(ex.input_config),
-                   [rep], {"cancelled": ex.was_cancelled or None})  # fmt: skip
+    rep, load = _export(ex)
+    return PeerRun("aiperf", ex.aiperf_version, "aiperf", path, load, [rep],
+                   {"cancelled": ex.was_cancelled or None})  # fmt: skip
 
 
 def _read_aiperf_records(objs: list[dict[str, Any]], path: Path) -> PeerRun:
@@ -220,6 +283,10 @@ def _read_aiperf_records(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         raise PeerFormatError(f"{path}: no profiling record in the AIPerf export")
     span = (max(ends) - min(starts)) / 1e9 if starts and ends else None
     served = sum(1 for r in rows if r["error"] is None)
-    rep = Repeat(rows, served, len(rows) - served, span, {})
-    return PeerRun("aiperf", None, "aiperf", path, "unrecorded", [rep],
-                   {"export": "profile_export.jsonl"})  # fmt: skip
+    ex = _sibling_export(path)
+    summary, load = _export(ex) if ex is not None else (None, UNRECORDED)
+    rep = Repeat(rows, served, len(rows) - served, span, summary.stated if summary else {})
+    beside = "profile_export_aiperf.json" if ex is not None else None
+    details = {"export": "profile_export.jsonl", "summary_from": beside}
+    return PeerRun("aiperf", ex.aiperf_version if ex else None, "aiperf", path, load, [rep],
+                   details)  # fmt: skip

@@ -22,6 +22,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.infra.jsonio import parse_json
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_bounded
+
 # the ranks' own copies run in every rank process at once; the rest runs in the producer
 RANK_SIDE_STAGES = frozenset({"take_copy"})
 
@@ -94,6 +97,7 @@ def load_probe(path: Path | None) -> CopyProbe:
         text = resources.files("kimi_bench.project").joinpath("h200_copy_probe.json")
         return parse_probe(json.loads(text.read_text()), "packaged H200 probe (16 cores)")
     try:
-        return parse_probe(json.loads(path.read_text()), str(path))
-    except (OSError, json.JSONDecodeError) as exc:
+        raw = parse_json(read_text_bounded(path, MAX_CONFIG_BYTES, "host probe"), str(path))
+    except (OSError, ValueError) as exc:  # missing, special, too large, not JSON, too deep
         raise ValueError(f"cannot read the host probe {path}: {exc}") from None
+    return parse_probe(raw, str(path))

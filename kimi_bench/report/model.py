@@ -8,7 +8,6 @@ stage / request), plus kind-specific blocks (raw samples) under ``data``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
@@ -18,7 +17,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kimi_bench import SCHEMA_VERSION
+from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import MAX_REPORT_BYTES, read_text_or
+from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.schema import ReportProblem, parse_report, report_problem
@@ -119,23 +120,20 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name} (reports write null instead)")
-
-
 def _parse(p: Path) -> dict[str, Any]:
     text = read_text_or(ReportError, p, MAX_REPORT_BYTES, "report")
     try:
-        raw = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise ReportError(f"{p} is not a JSON report: {exc}") from None
+        raw = parse_json(text, f"{p} is not a JSON report")
+    except InputError as exc:
+        raise ReportError(str(exc)) from None
     if not isinstance(raw, dict) or "schema_version" not in raw or "kind" not in raw:
         raise ReportError(f"{p} has no schema_version/kind: not a kimi-bench report")
     return raw
 
 
 def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KINDS) -> None:
-    """Version, kind and field types of a report dict; ReportError names ``where``."""
+    """Version, kind and field types of a report dict, then its derived blocks against its
+    raw data (``report.agree``); ReportError names ``where`` and the field."""
     version = raw.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ReportError(
@@ -155,7 +153,7 @@ def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KIN
             else ""
         )
         raise ReportError(f"{where} has kind {kind!r}, expected one of {', '.join(kinds)}{hint}")
-    problem = report_problem(raw)
+    problem = report_problem(raw) or disagreement(migrate(raw))
     if problem:
         raise ReportError(f"{where}: {problem}")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from kimi_bench.infra.jsonio import parse_json
 from kimi_bench.options import parse_endpoint
 from kimi_bench.serving.records import ServerInfo
 
@@ -62,14 +63,15 @@ def probe_server(
             info.error = _redact(info.error, api_key_env)
         else:
             try:
-                data = r.json().get("data", [])
+                data = parse_json(r.text, "/v1/models", constants=True).get("data", [])
                 info.models = [_scalars(m) for m in data] if isinstance(data, list) else []
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError):  # InputError: not JSON, nested too deeply
                 info.error = f"/v1/models did not answer JSON: {_excerpt(r.text)}"
         for path in ("/version", "/get_server_info"):
             try:
                 v = client.get(path)
-                version = v.json().get("version") if v.status_code == 200 else None
+                body = parse_json(v.text, path, constants=True) if v.status_code == 200 else {}
+                version = body.get("version")
             except (httpx.HTTPError, ValueError, AttributeError):
                 continue
             if version:

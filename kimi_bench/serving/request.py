@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.options import CLIENT_CONNECT_TIMEOUT_S, CLIENT_DEAD_AFTER
 from kimi_bench.serving.backend import REQUEST_HEADER
 from kimi_bench.serving.endpoints import CHAT_PATH, _excerpt, _redact, auth_headers
@@ -136,8 +136,8 @@ class _Stream:
 
     def take(self, data: str, now: float) -> None:
         try:
-            obj = json.loads(data)
-        except json.JSONDecodeError:
+            obj = parse_json(data, "event data", constants=True)
+        except InputError:
             raise _Fail("malformed", f"event data is not JSON: {_excerpt(data)!r}") from None
         if not isinstance(obj, dict):
             raise _Fail("malformed", f"event data is not a JSON object: {_excerpt(data)!r}")
@@ -204,8 +204,8 @@ def _server_report(value: str | None) -> dict[str, Any] | None:
     if not value:
         return None
     try:
-        obj = json.loads(value)
-    except json.JSONDecodeError:
+        obj = parse_json(value, "server report header", constants=True)
+    except InputError:
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kimi_bench import __version__
+from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT
 from kimi_bench.options import MAX_TOKENS_LIMIT, REQUEST_MAX_TOKENS, ServeCommandOptions
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
@@ -175,9 +176,11 @@ def admit(raw: bytes, opts: ServerOptions, models: ServedModels) -> tuple[_Chat,
     chat (400), an unknown model (404), an unreadable image or one over the pixel limits
     (400, read from the headers). CPU work on the whole body: run it off the event loop."""
     try:
-        body = json.loads(raw)
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        body = parse_json(raw.decode("utf-8"), "bad request: the body is not JSON", constants=True)
+    except UnicodeDecodeError as exc:
         raise Refused(400, "invalid_json", f"bad request: the body is not JSON: {exc}") from None
+    except InputError as exc:  # not JSON, nested too deeply
+        raise Refused(400, "invalid_json", str(exc)) from None
     try:
         chat = parse_chat(body, opts)
     except ValueError as exc:

@@ -1,0 +1,256 @@
+"""Derived blocks of the row-based kinds against their rows (see ``agree``): serve-ab (one
+row per request; imported reports also against the peer tool's own summary figures) and
+parity (one row per input), and :func:`disagreement`, the entry point ``check_envelope``
+calls for every report it reads."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from kimi_bench.infra.stats import Measurement, pct_delta, percentile
+from kimi_bench.report.agree import (
+    EDITED,
+    Disagreement,
+    agree,
+    agree_flag,
+    as_list,
+    block,
+    micro_disagreement,
+    number,
+)
+
+Dict = dict[str, Any]
+# A peer tool's own summary against its rows: beyond this the file was edited (the tools
+# compute their figures from the same per-request numbers; only rounding may differ).
+TOOL_REL_TOL = 1e-3
+TOOL_ABS_TOL_MS = 1e-3
+
+
+def served(row: Dict) -> bool:
+    """A request counts as served only with no error, a TTFT and a 2xx (or no) status."""
+    status = row.get("status")
+    good_status = status is None or (isinstance(status, int) and 200 <= status < 300)
+    return row.get("error") is None and row.get("ttft_ms") is not None and good_status
+
+
+# ------------------------------------------------------------------------------ serve-ab
+
+
+def check_rows(rows: list[Any]) -> None:
+    """Each request row: an object with its rate and arm, numbers where numbers belong,
+    and unique by (rate, arm, repeat, rid)."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, row in enumerate(rows):
+        at = f"requests[{i}]"
+        if not isinstance(row, dict):
+            raise Disagreement(f"{at} is not an object")
+        for key in ("rate", "arm"):
+            if not isinstance(row.get(key), str):
+                raise Disagreement(f"{at}.{key} is missing")
+        if row.get("ttft_ms") is not None:
+            number(row["ttft_ms"], f"{at}.ttft_ms")
+        for key, v in row.items():
+            if key.endswith("_ms") and v is not None and key != "ttft_ms":
+                number(v, f"{at}.{key}", minimum=None)
+            if key.endswith("_bytes") and v is not None:
+                number(v, f"{at}.{key}")
+        status = row.get("status")
+        if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
+            raise Disagreement(f"{at}.status must be an integer, got {status!r}")
+        if row.get("rid") is None:
+            continue
+        ident = (row["rate"], row["arm"], row.get("repeat", 0), row["rid"])
+        if ident in seen:
+            raise Disagreement(
+                f"{at} repeats requests[{seen[ident]}] (rate {ident[0]}, arm {ident[1]}, "
+                f"repeat {ident[2]}, rid {ident[3]!r}): each request is recorded once; a "
+                "duplicated row would count twice"
+            )
+        seen[ident] = i
+
+
+def _planned_rows(raw: Dict, rows: list[Dict]) -> None:
+    """No (rate, arm, repeat) holds more rows than the requests the run planned."""
+    planned = block(raw, "config").get("requests")
+    if not isinstance(planned, int) or isinstance(planned, bool) or planned < 1:
+        return
+    for (rate, arm, rep), n in Counter(
+        (r["rate"], r["arm"], r.get("repeat", 0)) for r in rows
+    ).items():
+        if n > planned:
+            raise Disagreement(
+                f"requests: rate {rate}, {arm}, repeat {rep} holds {n} rows but the run "
+                f"planned {planned} requests: a row is duplicated or foreign"
+            )
+
+
+def _ttfts(rows: list[Dict], rate: str, arm: str) -> list[float]:
+    return [float(r["ttft_ms"]) for r in rows if r["rate"] == rate and r["arm"] == arm
+            and served(r)]  # fmt: skip
+
+
+def _results_agree(raw: Dict, rows: list[Dict], per_request: bool) -> None:
+    """Each per-rate row against the request rows: served requests, and (reports with
+    rows) its TTFT mean, median and percentiles."""
+    for i, res in enumerate(raw.get("results") or []):
+        if not isinstance(res, dict):
+            continue
+        rate, arm = str(res.get("rate")), str(res.get("arm"))
+        if res.get("failed") is not None:
+            number(res["failed"], f"results[{i}].failed")
+        if not per_request:
+            continue
+        xs = _ttfts(rows, rate, arm)
+        if "completed" in res:
+            agree(res["completed"], float(len(xs)), f"results[{i}].completed")
+        if not xs:
+            continue
+        m = Measurement(xs)
+        derived = {"ttft_mean_ms": m.mean, "ttft_median_ms": m.median, "ttft_p90_ms": m.p90,
+                   "ttft_p99_ms": percentile(xs, 99)}  # fmt: skip
+        for key, value in derived.items():
+            agree(res.get(key), value, f"results[{i}].{key}")
+
+
+def _ab_agrees(raw: Dict, rows: list[Dict]) -> None:
+    """``ab.<rate>.<arm>.<median_ttft|p90_ttft>``: the values and delta of the request rows
+    (base: eager, else the first arm)."""
+    arms = [str(a) for a in block(raw, "summary").get("arms") or block(raw, "config").get(
+        "arms") or []]  # fmt: skip
+    if not arms:
+        return
+    base = "eager" if "eager" in arms else arms[0]
+    for rate, per_arm in block(raw, "ab").items():
+        for arm, metrics in (per_arm or {}).items():
+            if not isinstance(metrics, dict) or arm == base:
+                continue
+            a, b = _ttfts(rows, rate, base), _ttfts(rows, rate, arm)
+            for name, q in (("median_ttft", 50), ("p90_ttft", 90)):
+                got = metrics.get(name)
+                if not isinstance(got, dict) or not a or not b or got.get("delta_pct") is None:
+                    continue
+                at = f"ab.{rate}.{arm}.{name}"
+                agree(got["delta_pct"], pct_delta(percentile(a, q), percentile(b, q)),
+                      f"{at}.delta_pct")  # fmt: skip
+                agree(got.get("a_value"), percentile(a, q), f"{at}.a_value")
+                agree(got.get("b_value"), percentile(b, q), f"{at}.b_value")
+
+
+def _near(stated: float, derived: float) -> bool:
+    return math.isclose(stated, derived, rel_tol=TOOL_REL_TOL, abs_tol=TOOL_ABS_TOL_MS)
+
+
+def _median_fits(stated: float, xs: list[float]) -> bool:
+    """A tool's median may take the lower, upper or mean middle value (any convention)."""
+    s = sorted(xs)
+    lo, hi = s[(len(s) - 1) // 2], s[len(s) // 2]
+    return (
+        lo - TOOL_REL_TOL * abs(lo) - TOOL_ABS_TOL_MS
+        <= stated
+        <= hi + (TOOL_REL_TOL * abs(hi) + TOOL_ABS_TOL_MS)
+    )
+
+
+def _tool_agrees(raw: Dict, rows: list[Dict]) -> None:
+    """An imported report: the rows of each arm and repeat against the figures the peer
+    tool itself wrote in the same file (``config.source.arms.<arm>.stated``)."""
+    label = (block(raw, "config").get("rate_labels") or [None])[0]
+    for arm, src in block(raw, "config", "source", "arms").items():
+        if not isinstance(src, dict) or src.get("per_request") is False:
+            continue  # a summary-only file: no rows to check its figures against
+        stated = src.get("stated")
+        for k, figures in enumerate(stated if isinstance(stated, list) else []):
+            mine = [r for r in rows if r["arm"] == arm and r.get("repeat", 0) == k
+                    and (label is None or r["rate"] == label)]  # fmt: skip
+            xs = [float(r["ttft_ms"]) for r in mine if served(r)]
+            where = f"config.source.arms.{arm}.stated[{k}]"
+            _tool_figures(figures if isinstance(figures, dict) else {}, xs, where,
+                          str(src.get("file") or arm))  # fmt: skip
+
+
+def _tool_figures(figures: Dict, xs: list[float], where: str, file: str) -> None:
+    def refuse(key: str, tool: float, rows_value: float, unit: str) -> None:
+        raise Disagreement(
+            f"{where}.{key}: {file}'s own summary says {tool:.6g}{unit} but its per-request "
+            f"rows give {rows_value:.6g}{unit}: the rows disagree with the tool's summary "
+            "(an edited file?)"
+        )
+
+    done = figures.get("completed")
+    if isinstance(done, (int, float)) and not isinstance(done, bool) and done != len(xs):
+        refuse("completed", float(done), float(len(xs)), " requests")
+    if not xs:
+        return
+    mean, med = figures.get("mean_ttft_ms"), figures.get("median_ttft_ms")
+    if isinstance(mean, (int, float)) and not _near(float(mean), Measurement(xs).mean):
+        refuse("mean_ttft_ms", float(mean), Measurement(xs).mean, " ms")
+    if isinstance(med, (int, float)) and not _median_fits(float(med), xs):
+        refuse("median_ttft_ms", float(med), percentile(xs, 50), " ms")
+
+
+def serve_disagreement(raw: Dict) -> None:
+    cfg = block(raw, "config")
+    per_request = cfg.get("per_request") is not False
+    rows = as_list(raw.get("requests"), "requests")
+    if not per_request and rows:
+        raise Disagreement("config.per_request is false but the report has request rows")
+    check_rows(rows)
+    _planned_rows(raw, rows)
+    _results_agree(raw, rows, per_request)
+    if per_request:
+        _ab_agrees(raw, rows)
+    if cfg.get("imported"):
+        _tool_agrees(raw, rows)
+
+
+# -------------------------------------------------------------------------------- parity
+
+
+def parity_disagreement(raw: Dict) -> None:
+    rows = as_list(raw.get("results"), "results")
+    s = block(raw, "summary")
+    accepted = 0
+    bad: dict[str, list[str]] = {"bit_exact_fp32": [], "bit_exact_bf16": []}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            raise Disagreement(f"results[{i}] has no name")
+        if row.get("error") is not None:
+            continue
+        accepted += 1
+        for key, into in bad.items():
+            v = row.get(key)
+            if not isinstance(v, bool):
+                raise Disagreement(f"results[{i}].{key} must be true or false, got {v!r}")
+            if not v:
+                into.append(row["name"])
+    agree(s.get("inputs"), float(len(rows)), "summary.inputs")
+    agree(s.get("accepted"), float(accepted), "summary.accepted")
+    agree(s.get("errors"), float(len(rows) - accepted), "summary.errors")
+    for key, which in (("all_bit_exact_fp32", bad["bit_exact_fp32"]),
+                       ("all_bit_exact_bf16", bad["bit_exact_bf16"])):  # fmt: skip
+        agree_flag(s.get(key), accepted > 0 and not which, f"summary.{key}")
+    differing = sorted(set(bad["bit_exact_fp32"]) | set(bad["bit_exact_bf16"]))
+    stated = s.get("differing")
+    if isinstance(stated, list) and sorted(map(str, stated)) != differing:
+        raise Disagreement(
+            f"summary.differing lists {stated!r} but the rows differ in {differing!r}: {EDITED}"
+        )
+
+
+_BY_KIND = {"micro": micro_disagreement, "serve-ab": serve_disagreement,
+            "parity": parity_disagreement}  # fmt: skip
+
+
+def disagreement(raw: Dict) -> str | None:
+    """Why a report's derived blocks cannot be trusted (naming the field), or None. ``raw``
+    is a report dict in the current layout whose types have been validated."""
+    check = _BY_KIND.get(str(raw.get("kind")))
+    if check is None:
+        return None
+    try:
+        check(raw)
+    except Disagreement as exc:
+        return str(exc)
+    return None
