@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from kimi_bench.domain.device_image import DeviceImage
 from kimi_bench.domain.pixels import StagingError, pil_has_alpha
 
 DEFERRED_DECODE = "deferred-decode"
@@ -200,10 +201,12 @@ def encoded_record(enc: EncodedImage) -> Mapping[str, Any]:
     }
 
 
-def check_decoded(im: Image.Image, record: Mapping[str, Any]) -> None:
-    """The owner's decode must be the image the producer planned: same size and mode."""
+def check_decoded(im: Any, record: Mapping[str, Any]) -> None:
+    """The owner's decode must be the image the producer planned: same size and mode (a
+    GPU decode is RGB or one channel whatever the JPEG's mode: its size, since a JPEG has
+    no alpha and the plan counted three channels)."""
     want = (int(record["width"]), int(record["height"]), str(record["mode"]))
-    got = (im.width, im.height, im.mode)
+    got = (im.width, im.height, want[2] if isinstance(im, DeviceImage) else im.mode)
     if got != want:
         raise StagingError(
             f"decoded {got[0]}x{got[1]} {got[2]} but the header planned "

@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from kimi_bench.domain.config import BackgroundConfig, PreprocessConfig
+from kimi_bench.domain.device_image import DeviceImage
 
 PATTERN_VALUES = {"white": 255.0, "black": 0.0, "gray": 128.0}
 
@@ -94,6 +95,8 @@ def tensor_to_chw(
 
 def stage_input(obj: Any, cfg: PreprocessConfig, *, require_uint8: bool = True) -> torch.Tensor:
     """Stage one input (PIL image or tensor) as a CHW tensor on the CPU."""
+    if isinstance(obj, DeviceImage):
+        obj = obj.tensor
     if isinstance(obj, Image.Image):
         return pil_to_chw_uint8(obj, cfg)
     if isinstance(obj, torch.Tensor):
@@ -107,8 +110,8 @@ def stage_input(obj: Any, cfg: PreprocessConfig, *, require_uint8: bool = True) 
 
 
 def input_size(obj: Any) -> tuple[int, int]:
-    """(width, height) of a PIL image or a CHW / 2-D tensor."""
-    if isinstance(obj, Image.Image):
+    """(width, height) of a PIL image, a GPU-decoded image or a CHW / 2-D tensor."""
+    if isinstance(obj, (Image.Image, DeviceImage)):
         return obj.size
     if isinstance(obj, torch.Tensor):
         if obj.dim() == 2:
@@ -122,6 +125,8 @@ def raw_channels(obj: Any) -> int:
     """Channels counted by the policy's raw byte estimate (SPEC section 7)."""
     if isinstance(obj, Image.Image):
         return 4 if pil_has_alpha(obj) else 3
+    if isinstance(obj, DeviceImage):  # the runtime counts it as the tensor it is
+        obj = obj.tensor
     if isinstance(obj, torch.Tensor):
         if obj.dim() == 2 or obj.shape[0] == 1:
             return 3

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 from PIL import Image
 
+from kimi_bench.domain.device_image import DeviceImage
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import ResizePlan
 from kimi_bench.domain.pixels import raw_channels
@@ -34,6 +35,8 @@ def is_deferrable_input(obj: Any) -> bool:
     """A PIL image, a uint8 tensor, or encoded bytes (decoded into a PIL image)."""
     if isinstance(obj, EncodedImage):
         return obj.header.error is None
+    if isinstance(obj, DeviceImage):  # the runtime's check: a uint8 tensor (on the GPU)
+        return obj.tensor.dtype == torch.uint8
     return isinstance(obj, Image.Image) or (
         isinstance(obj, torch.Tensor) and obj.dtype == torch.uint8
     )

@@ -33,6 +33,9 @@ class RuntimeProfile:
     # ``to_chw_uint8(image).cpu().contiguous()`` at the producer; the PR's uncached path keeps
     # the permuted view (the shm wrap makes it contiguous; inline pickle sends it as is).
     deferred_contiguous_at_producer: bool
+    # how the processor decodes a JPEG on CUDA (``load_image``; PIL without CUDA, for other
+    # formats and as the fallback): a name of ``kimi_bench.domain.decoders``
+    decoder: str
     description: str
 
     def summary(self) -> dict[str, str]:
@@ -41,6 +44,7 @@ class RuntimeProfile:
             "shm_receiver": self.receiver,
             "decision_scope": self.decision_scope,
             "deferred_contiguous_at_producer": str(self.deferred_contiguous_at_producer),
+            "decoder": self.decoder,
             "description": self.description,
         }
 
@@ -51,16 +55,19 @@ PROFILES: dict[str, RuntimeProfile] = {
         receiver="map",
         decision_scope="image",
         deferred_contiguous_at_producer=True,
+        decoder="nvimgcodec",
         description="sglang 0.5.23 on PyPI: shm receivers map the segment copy-on-write; "
-        "per-image deferral decision (preprocess cache on)",
+        "per-image deferral decision (preprocess cache on); JPEGs on CUDA decoded by "
+        "nvImageCodec (fancy upsampling)",
     ),
     "pr-33921": RuntimeProfile(
         name="pr-33921",
         receiver="clone",
         decision_scope="request",
         deferred_contiguous_at_producer=False,
+        decoder="nvjpeg",
         description="SGLang PR #33921 as merged: shm receivers clone every item; "
-        "per-request deferral decision",
+        "per-request deferral decision; JPEGs on CUDA decoded by torchvision's nvJPEG",
     ),
 }
 DEFAULT_RUNTIME: Final = "sglang-0.5.23"  # the newest
@@ -83,16 +90,25 @@ def get_profile(name: str | None) -> RuntimeProfile:
 # (step, upstream file and function, PR era, 0.5.23)
 EMULATED_STEPS: tuple[tuple[str, str, str, str], ...] = (
     (
+        "decode a JPEG (CUDA)",
+        "`utils/common.py` `load_image`; 0.5.23: `utils/nvjpeg_decoder.py`",
+        'torchvision `decode_jpeg(device="cuda")` (nvJPEG, default flags: nearest chroma '
+        "upsampling); a CUDA uint8 CHW tensor; PIL for other bytes, without CUDA, on failure",
+        "nvImageCodec (fancy upsampling, planar RGB, two decoders per GPU); a CUDA uint8 CHW "
+        "tensor; PIL for other bytes, without CUDA, when not importable, on failure",
+    ),
+    (
         "stage an image",
         "`processors/kimi_k3.py` `to_chw_uint8`",
-        "`convert` + `np.array(copy=True)`, permuted CHW view",
+        "PIL: `convert` + `np.array(copy=True)`, permuted CHW view; a GPU-decoded image stays "
+        "on the GPU (one channel repeated to three there)",
         "same",
     ),
     (
         "eager producer",
         "`processors/kimi_k25.py` `_gpu_preprocess_images`",
-        "per-image `.to(device)` of the view, batch on the GPU, split on the GPU, "
-        "one `.cpu()` per item",
+        "per-image `.to(device)` of the view (none for a GPU-decoded image), batch on the "
+        "GPU, split on the GPU, one `.cpu()` per item",
         "same",
     ),
     (
@@ -104,8 +120,10 @@ EMULATED_STEPS: tuple[tuple[str, str, str, str], ...] = (
     (
         "deferred producer",
         "`_build_deferred_output` / `prepare_artifact_batch`",
-        "the permuted view is the feature",
-        "cache path: `.cpu().contiguous()` (the HWC→CHW copy here)",
+        "the permuted view is the feature (a GPU-decoded image: `.cpu()`, the D2H of the raw "
+        "uint8, before the carrier)",
+        "cache path: `.cpu().contiguous()` (the HWC→CHW copy here; a GPU-decoded image: the "
+        "D2H of the raw uint8)",
     ),
     (
         "shm wrap",

@@ -6,20 +6,37 @@ arm's (``arms.deferred_decode.route``); the owner's decode itself is ``steps.own
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from PIL import Image
 
 from kimi_bench.domain.contract import ENCODED_KEY, MMItem
-from kimi_bench.domain.encoded import decode_image, decoded_bytes
-from kimi_bench.pipeline.step import Step
+from kimi_bench.domain.device_image import DeviceImage
+from kimi_bench.domain.encoded import decoded_bytes
+from kimi_bench.pipeline.step import CPU_STAND_IN, Step
 
 
-def decode_input(step: Step, data: bytes, fmt: str | None, where: str) -> Image.Image:
-    """The one decode of an encoded input (``encoded.decode_image``), in the ledger."""
-    im = decode_image(data)
-    mirrors = f"load_image: Image.open + load of the encoded {fmt} bytes"
-    step.ledger.add(where, "decode", "host", "pil", decoded_bytes(im), mirrors)
-    return im
+def decode_input(step: Step, data: bytes, fmt: str | None, where: str) -> Any:
+    """The one decode of an encoded input, by this process's decoder as the runtime's
+    ``load_image`` picks it (``step.decoder``), in the ledger: PIL writes the decoded
+    pixels on the host; a device decoder copies the encoded bytes to the GPU and decodes
+    there, leaving a ``DeviceImage`` (without CUDA a host copy stands in). Which decoder
+    took the input, and why, is appended to ``step.decodes``."""
+    done = step.decoder.decode(data, step.device)
+    what = f"the encoded {fmt} bytes" if fmt else "the encoded bytes"
+    step.decodes.append((done.decoder.name, done.reason))
+    if not isinstance(done.image, DeviceImage):
+        mirrors = f"{done.decoder.mirrors} of {what}"
+        step.ledger.add(where, "decode", "host", "pil", decoded_bytes(done.image), mirrors)
+        return done.image
+    stand_in = "" if step.on_cuda else CPU_STAND_IN
+    step.ledger.add(
+        where, "h2d", "host", "device", len(data), f"{done.decoder.mirrors}: {what}" + stand_in
+    )
+    step.ledger.add(
+        where, "decode", "device", "device", done.image.nbytes, done.decoder.mirrors + stand_in
+    )
+    return done.image
 
 
 def stand_in(item: MMItem) -> MMItem:

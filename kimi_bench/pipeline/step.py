@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import torch
 
 from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.decoders import DecoderChoice, choose
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.materialize import MaterializedBatch
 from kimi_bench.domain.runtime import RuntimeProfile, get_profile
@@ -38,7 +39,7 @@ class ArmLike(Protocol):
     @property
     def in_process(self) -> bool: ...
     def load(self, step: Step, data: bytes) -> Any: ...
-    def model_class(self, preset: str) -> str: ...
+    def model_class(self, preset: str, baseline_whitelisted: bool) -> str: ...
     def decide(
         self,
         step: Step,
@@ -95,11 +96,20 @@ class Step:
     ledger: Ledger = field(default_factory=Ledger)
     hook: Hook = field(default_factory=NoHook)
     arena: Arena | None = None  # zero-copy arm: this process's mapping of the run's arena
+    # how this process decodes an encoded input (``domain.decoders.choose``: the runtime
+    # profile's decoder on CUDA, PIL without); every decode is listed in ``decodes``
+    decoder: DecoderChoice = field(
+        default_factory=lambda: choose("auto", get_profile(None), torch.device("cpu"))
+    )
+    # the eager baseline's model class is on the pre-embed whitelist (the same runtime with
+    # deferral off) rather than the runtime before the change (not whitelisted)
+    baseline_whitelisted: bool = False
     trail: list[str] = field(default_factory=list)  # recipe steps, in the order they ran
+    decodes: list[tuple[str, str]] = field(default_factory=list)  # (decoder, why) per input
 
     @property
     def model_class(self) -> str:
-        return self.arm.model_class(self.cfg.name)
+        return self.arm.model_class(self.cfg.name, self.baseline_whitelisted)
 
     @property
     def on_cuda(self) -> bool:

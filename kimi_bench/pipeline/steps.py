@@ -22,6 +22,7 @@ from kimi_bench.domain.contract import (
     grid_tensor,
     make_deferred_record,
 )
+from kimi_bench.domain.device_image import DeviceImage
 from kimi_bench.domain.encoded import (
     EncodedImage,
     check_decoded,
@@ -71,9 +72,18 @@ from kimi_bench.pipeline.transport import (
 def stage(step: Step, obj: Any, *, require_uint8: bool, where: str = "producer") -> torch.Tensor:
     """``to_chw_uint8``: a CHW view of the input on the host. PIL: convert + np.array copy
     (two host copies), then a permuted (non-contiguous) view. Tensor: validated as CHW.
-    Encoded bytes are decoded first (``decode_input``)."""
+    Encoded bytes are decoded first (``decode_input``). A GPU-decoded image comes to the
+    host as the runtime's deferred path brings it: one D2H of the raw uint8 (0.5.23's
+    cache path ``.cpu().contiguous()``; the PR's ``.cpu()`` before the carrier)."""
     if isinstance(obj, EncodedImage):
         obj = decode_input(step, obj.data, obj.header.format, where)
+    if isinstance(obj, DeviceImage):
+        mirrors = (
+            "prepare_artifact_batch: .cpu().contiguous()"
+            if step.profile.deferred_contiguous_at_producer
+            else "_precompute_hashes_before_cpu_transfer: .cpu()"
+        )
+        return to_host(step, stage_on_device(step, obj, where), where, mirrors)
     if isinstance(obj, Image.Image):
         arr = pil_to_hwc_array(obj, step.cfg)
         nbytes = int(arr.nbytes)
@@ -92,6 +102,16 @@ def stage(step: Step, obj: Any, *, require_uint8: bool, where: str = "producer")
     raise StagingError(
         f"unsupported input type {type(obj).__name__}; expected a PIL image or a tensor"
     )
+
+
+def stage_on_device(step: Step, img: DeviceImage, where: str) -> torch.Tensor:
+    """``to_chw_uint8`` of a GPU-decoded image: it stays on the GPU (``.cuda()`` is a no-op
+    there); one channel is repeated to three on the device."""
+    t = img.tensor
+    if t.shape[0] == 1:
+        step.ledger.add(where, "channel_repeat", "device", "device", 3 * t.numel(), "to_chw_uint8")
+        t = t.repeat(3, 1, 1)
+    return t
 
 
 def to_device(step: Step, t: torch.Tensor, stage_name: str, mirrors: str) -> torch.Tensor:
@@ -113,12 +133,16 @@ def to_host(step: Step, t: torch.Tensor, stage_name: str, mirrors: str) -> torch
     return t.clone()
 
 
-def _eager_features(
-    step: Step, staged: list[torch.Tensor], plans: list[ResizePlan]
-) -> list[torch.Tensor]:
-    """GPU preprocess at the producer: per-image ``.to(device)`` (strides kept), batch on
-    the device, split on the device, one ``.cpu()`` per item."""
-    on_dev = [to_device(step, t, "producer", "to_chw_uint8(device=cuda)") for t in staged]
+def _eager_features(step: Step, staged: list[Any], plans: list[ResizePlan]) -> list[torch.Tensor]:
+    """GPU preprocess at the producer: per-image ``.to(device)`` (strides kept; none for a
+    GPU-decoded image, already there), batch on the device, split on the device, one
+    ``.cpu()`` per item."""
+    on_dev = [
+        stage_on_device(step, t, "producer")
+        if isinstance(t, DeviceImage)
+        else to_device(step, t, "producer", "to_chw_uint8(device=cuda)")
+        for t in staged
+    ]
     batch = materialize(on_dev, plans, step.cfg, step.device)
     step.hook.mark("producer")
     out = [to_host(step, f, "d2h", "per-item .cpu()") for f in batch.split()]
@@ -132,14 +156,11 @@ def produce(
     """The producer step: items in input order, deferred (uint8 view + record), encoded
     (deferred-decode: the bytes + record, nothing decoded) or eager (FP32 patches on the
     host) per decision. Marks ``producer`` and ``d2h``."""
-    staged = [
-        None if d.encoded else stage(step, o, require_uint8=d.defer)
-        for o, d in zip(images, decisions, strict=True)
-    ]
+    staged = [_staged(step, o, d) for o, d in zip(images, decisions, strict=True)]
     eager_idx = [i for i, d in enumerate(decisions) if not d.defer]
     feats: dict[int, torch.Tensor] = {}
     if eager_idx:
-        done = _eager_features(step, [staged[i] for i in eager_idx], [plans[i] for i in eager_idx])  # type: ignore[misc]
+        done = _eager_features(step, [staged[i] for i in eager_idx], [plans[i] for i in eager_idx])
         feats = dict(zip(eager_idx, done, strict=True))
     else:
         step.hook.mark("producer")
@@ -153,10 +174,22 @@ def produce(
             msd[ENCODED_KEY] = FrozenRecord(encoded_record(images[i]))
             items.append(MMItem(encoded_feature(images[i]), msd))
         elif d.defer:
-            items.append(MMItem(_deferred_feature(step, staged[i]), msd))  # type: ignore[arg-type]
+            items.append(MMItem(_deferred_feature(step, staged[i]), msd))
         else:
             items.append(MMItem(feats[i], msd))
     return items
+
+
+def _staged(step: Step, obj: Any, d: Decision) -> Any:
+    """What the producer holds of one input before its features: nothing (it travels
+    encoded), a GPU-decoded image kept on the device (eager), or the host CHW view."""
+    if d.encoded:
+        return None
+    if isinstance(obj, EncodedImage) and not d.defer:
+        obj = decode_input(step, obj.data, obj.header.format, "producer")
+    if isinstance(obj, DeviceImage) and not d.defer:
+        return obj
+    return stage(step, obj, require_uint8=d.defer)
 
 
 def _deferred_feature(step: Step, view: torch.Tensor) -> torch.Tensor:
@@ -307,10 +340,11 @@ def rank_step(
     mine = images_of_rank(owners, rank)
     decode_s = 0.0
     for i in mine:
+        resident = False  # decoded on this rank's GPU: nothing to copy there
         if items[i].is_encoded:  # deferred-decode: the owner's one decode, then staging
             t0 = time.perf_counter()
             try:
-                items[i] = owner_decode(step, items[i])
+                items[i], resident = owner_decode(step, items[i])
             except (StagingError, ContractError, OSError, SyntaxError) as exc:
                 if decode_errors is None:
                     raise
@@ -321,7 +355,7 @@ def rank_step(
         f: Any = items[i].feature
         if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena
             items[i].feature = arena_to_device(step, f)
-        elif i not in moved:
+        elif i not in moved and not resident:
             what = "raw uint8" if items[i].is_deferred else "FP32 of an eager item"
             items[i].feature = to_device(step, items[i].feature, "owner_h2d", f"owner H2D {what}")
     step.hook.mark("owner_h2d")
@@ -335,10 +369,12 @@ def rank_step(
     return out
 
 
-def owner_decode(step: Step, item: MMItem) -> MMItem:
-    """deferred-decode (proposed): the owner decodes the encoded bytes with the producer's
-    decode path, checks the image is the one the header planned, and stages it as the
-    producer of the raw deferred arm would (``stage``): a raw-uint8 deferred item."""
+def owner_decode(step: Step, item: MMItem) -> tuple[MMItem, bool]:
+    """deferred-decode (proposed): the owner decodes the encoded bytes with the runtime's
+    decoder (``step.decoder``, on the owner's own device), checks the image is the one the
+    header planned, and stages it: a PIL decode as the producer of the raw deferred arm
+    would (``stage``), a GPU decode kept on the owner's GPU (``stage_on_device``). Returns
+    the raw-uint8 deferred item and whether it is already on this rank's device."""
     f = item.feature if item.feature.device.type == "cpu" else item.feature.cpu()
     msd = dict(item.model_specific_data)
     header = msd.pop(ENCODED_KEY)
@@ -347,4 +383,6 @@ def owner_decode(step: Step, item: MMItem) -> MMItem:
         check_decoded(im, header)
     except StagingError as exc:
         raise ContractError(f"deferred-decode: {exc}") from exc
-    return MMItem(stage(step, im, require_uint8=True, where="owner_h2d"), msd)
+    if isinstance(im, DeviceImage):
+        return MMItem(stage_on_device(step, im, "owner_h2d"), msd), True
+    return MMItem(stage(step, im, require_uint8=True, where="owner_h2d"), msd), False

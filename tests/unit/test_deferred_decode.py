@@ -192,7 +192,8 @@ def test_encoded_bytes_ride_the_shm_carrier_unchanged():
         assert bytes(taken[0].feature.numpy().tobytes()) == enc.data
         shm_in = [r for r in step.ledger.rows() if r["op"] == "shm_copy_in"]
         assert [r["bytes"] for r in shm_in] == [enc.nbytes]  # encoded bytes move, not pixels
-        raw = owner_decode(step, taken[0])
+        raw, resident = owner_decode(step, taken[0])
+        assert resident is False  # PIL decodes on the host
         assert not raw.is_encoded and raw.is_deferred and raw.feature.shape == (3, 480, 640)
     finally:
         unlink(names)

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from kimi_bench.domain.contract import MMItem
-from kimi_bench.domain.encoded import decode_image
 from kimi_bench.domain.navit import ResizePlan
 from kimi_bench.domain.policy import Decision, PolicyMode, decide_images
 from kimi_bench.domain.scheduler import PRESET_MODEL_CLASS
+from kimi_bench.pipeline.decode import decode_input
 from kimi_bench.pipeline.step import Step
 from kimi_bench.pipeline.steps import produce
 
@@ -20,6 +20,8 @@ from kimi_bench.pipeline.steps import produce
 Role = Literal["baseline", "change"] | None
 PROPOSED = "proposed, not in the runtime"
 DEFERRED_MODEL_CLASS = "KimiK3ForConditionalGeneration"
+# the eager baseline's scheduler before the change: a model class off the whitelist
+NOT_WHITELISTED_MODEL_CLASS = "EagerBaselineModel"
 
 
 class UnknownArm(ValueError):
@@ -57,16 +59,19 @@ class Arm:
     def proposed(self) -> bool:
         return bool(self.label)
 
-    def model_class(self, preset: str) -> str:
-        """The scheduler's model class for this arm (whitelisted: the preset's own)."""
-        if not self.whitelisted:
-            return "EagerBaselineModel"
+    def model_class(self, preset: str, baseline_whitelisted: bool = False) -> str:
+        """The scheduler's model class for this arm: the preset's own (whitelisted), or a
+        class off the pre-embed whitelist (the runtime before the change) for the
+        baseline, unless ``baseline_whitelisted`` (the same runtime with deferral off)."""
+        if not self.whitelisted and not (self.role == "baseline" and baseline_whitelisted):
+            return NOT_WHITELISTED_MODEL_CLASS
         return PRESET_MODEL_CLASS.get(preset, DEFERRED_MODEL_CLASS)
 
     # ----------------------------------------------------------------- producer
     def load(self, step: Step, data: bytes) -> Any:
-        """A request's encoded image as this arm's producer holds it (decoded)."""
-        return decode_image(data)
+        """A request's encoded image as this arm's producer holds it: decoded as the
+        runtime's ``load_image`` does (``step.decoder``), in the ledger."""
+        return decode_input(step, data, None, "producer")
 
     def decide(
         self,

@@ -20,6 +20,7 @@ from kimi_bench.domain.contract import (
     grid_tensor,
     make_deferred_record,
 )
+from kimi_bench.domain.device_image import DeviceImage
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.ledger import tensor_bytes
 from kimi_bench.domain.navit import ResizePlan
@@ -33,8 +34,8 @@ from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arena_layout import ALIGN, ArenaRef
 from kimi_bench.pipeline.arms.base import PROPOSED, Arm
 from kimi_bench.pipeline.decode import decode_input
-from kimi_bench.pipeline.step import Step
-from kimi_bench.pipeline.steps import need_arena, produce
+from kimi_bench.pipeline.step import CPU_STAND_IN, Step
+from kimi_bench.pipeline.steps import need_arena, produce, stage_on_device
 
 
 class ZeroCopy(Arm):
@@ -64,6 +65,12 @@ def _arena_job(step: Step, arena: Arena, slot: int, offset: int, obj: Any) -> tu
     gen = arena.generation(slot)
     if isinstance(obj, EncodedImage):  # decoded at the producer, as every arm but one
         obj = decode_input(step, obj.data, obj.header.format, "producer")
+    if isinstance(obj, DeviceImage):  # decoded on the GPU: one D2H straight into the slot
+        t = stage_on_device(step, obj, "producer")
+        ref = ArenaRef(slot, gen, offset, (3, obj.height, obj.width), "chw", 3)
+        mirrors = "zero-copy: D2H into the slot" + ("" if step.on_cuda else CPU_STAND_IN)
+        step.ledger.add("producer", "d2h", "device", "shm", ref.nbytes, mirrors)
+        return ref, lambda: arena.view(ref).copy_(t)
     if isinstance(obj, Image.Image):
         target = pil_target_mode(obj, step.cfg)
         w, h = obj.size

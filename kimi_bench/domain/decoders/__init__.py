@@ -1,0 +1,123 @@
+"""The decoder registry and the runtime's choice of decoder (SPEC section 11).
+
+A decoder is an object (:class:`Decoder`) chosen once per process by ``choose``: the one
+asked for (``--decoder``), or with ``auto`` the one the runtime profile uses on this
+device (``sglang-0.5.23``: nvImageCodec; ``pr-33921``: torchvision's nvJPEG; without CUDA:
+PIL). Per input, ``DecoderChoice.decode`` does what the runtime's ``load_image`` does: a
+device decoder takes only bytes framed as a JPEG, and anything it cannot take or fails on
+goes to PIL, with the reason kept. Built in: ``pil``, ``nvimgcodec``, ``nvjpeg``; another
+module registers its own with ``register_decoder``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kimi_bench.domain.decoders.base import DecodeError, Decoder, DeviceImage, is_jpeg
+from kimi_bench.domain.decoders.nvimgcodec import NvImageCodecDecoder
+from kimi_bench.domain.decoders.nvjpeg import TorchvisionNvJpegDecoder
+from kimi_bench.domain.decoders.pil import PilDecoder
+from kimi_bench.domain.runtime import RuntimeProfile
+
+__all__ = [
+    "AUTO",
+    "DecodeError",
+    "Decoded",
+    "Decoder",
+    "DecoderChoice",
+    "DeviceImage",
+    "choose",
+    "decoder",
+    "is_jpeg",
+    "register_decoder",
+]  # fmt: skip
+
+AUTO = "auto"
+_REGISTRY: dict[str, Callable[[str], Decoder]] = {}
+_MADE: dict[str, Decoder] = {}
+
+
+class UnknownDecoder(ValueError):
+    pass
+
+
+def register_decoder(name: str, factory: Callable[[str], Decoder]) -> None:
+    _REGISTRY[name] = factory
+    _MADE.pop(name, None)
+
+
+register_decoder("pil", PilDecoder)
+register_decoder("nvimgcodec", NvImageCodecDecoder)
+register_decoder("nvjpeg", TorchvisionNvJpegDecoder)
+
+
+def decoder(name: str) -> Decoder:
+    if name not in _MADE:
+        factory = _REGISTRY.get(name)
+        if factory is None:
+            raise UnknownDecoder(f"unknown decoder {name!r}; known: {', '.join(_REGISTRY)}")
+        _MADE[name] = factory(name)
+    return _MADE[name]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One input's decode: the image, the decoder that made it and why that one."""
+
+    image: Any
+    decoder: Decoder
+    reason: str
+
+
+@dataclass(frozen=True)
+class DecoderChoice:
+    """The decoder of a process (``chosen``, and why), with the runtime's fallback."""
+
+    chosen: Decoder
+    reason: str
+    fallback: Decoder
+
+    def decode(self, data: bytes, device: torch.device) -> Decoded:
+        """The runtime's ``load_image`` for one input: the chosen decoder when it takes
+        the bytes, else (or when it fails) PIL with the reason."""
+        if self.chosen is self.fallback:
+            return Decoded(self.fallback.decode(data, device), self.fallback, self.reason)
+        why = self.chosen.refuses(data)
+        if why is None:
+            try:
+                return Decoded(self.chosen.decode(data, device), self.chosen, self.reason)
+            except Exception as exc:  # the runtime catches every decode failure here
+                why = f"{self.chosen.name} failed ({type(exc).__name__}: {exc})"
+        return Decoded(self.fallback.decode(data, device), self.fallback, f"{why}: PIL")
+
+    def summary(self) -> dict[str, Any]:
+        """What a report's environment says about the decoder and its library."""
+        return {
+            "decoder": self.chosen.name,
+            "label": self.chosen.label,
+            "reason": self.reason,
+            "version": self.chosen.version(),
+            "fallback": self.fallback.name,
+        }
+
+
+def choose(requested: str, profile: RuntimeProfile, device: torch.device) -> DecoderChoice:
+    """The decoder for ``requested`` (a name, or ``auto``: the profile's on CUDA, PIL
+    without) on ``device``; a device decoder that cannot run here falls back to PIL, as
+    the runtime does when nvImageCodec is not importable, and the reason says so."""
+    pil = decoder("pil")
+    if requested == AUTO:
+        if device.type != "cuda":
+            return DecoderChoice(pil, "no CUDA: PIL, as the runtime decodes without CUDA", pil)
+        name, why = profile.decoder, f"{profile.name} on CUDA"
+    else:
+        name, why = requested, "--decoder"
+    want = decoder(name)
+    missing = want.unavailable(device)
+    if missing is not None:
+        reason = f"{why}: {name}, but {missing}: PIL, as the runtime falls back"
+        return DecoderChoice(pil, reason, pil)
+    return DecoderChoice(want, f"{why}: {want.label}", pil)
