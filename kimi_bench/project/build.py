@@ -18,7 +18,7 @@ from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
 from kimi_bench.project.validate import TARGET_PCT, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
-from kimi_bench.report import Report, View
+from kimi_bench.report import Report
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.html import write_html
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
@@ -102,29 +102,6 @@ def _fitted_rows(projs: list[Projection], host: Host) -> list[dict[str, Any]]:
             if v > 0
         ]
     return rows
-
-
-def _stage_pivot(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    stages: list[str] = []
-    pivot: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["transport"], r["ranks"], r["link_gbps"], r["arm"])
-        row = pivot.setdefault(
-            key,
-            {
-                "transport": r["transport"],
-                "ranks": r["ranks"],
-                "nodes": r["nodes"],
-                "link_gbps": r["link_gbps"],
-                "threads": r["threads_per_process"],
-                "arm": r["arm"],
-            },
-        )
-        row[r["stage"]] = r["predicted_ms"]
-        if r["stage"] not in stages:
-            stages.append(r["stage"])
-    cols = ["transport", "ranks", "nodes", "link_gbps", "threads", "arm", *stages]
-    return list(pivot.values()), cols
 
 
 def _calibration_for(cals: list[Calibration], measured: Calibration) -> Calibration:
@@ -222,34 +199,6 @@ def _summary(
     }
 
 
-def _views(
-    rows: list[dict[str, Any]],
-    tots: list[dict[str, Any]],
-    errors: list[dict[str, Any]],
-    fitted_rows: list[dict[str, Any]],
-) -> list[View]:
-    views = [View("Projected totals (ms, median) and speedup", tots)]
-    tot_err = total_errors(errors)
-    if tot_err:
-        cols = ["transport", "ranks", "arm", "calibration_ms", "predicted_ms", "measured_ms"]
-        views.append(
-            View("Validation: total error", tot_err, [*cols, "error_pct", "within_target"])
-        )
-        views.append(
-            View(
-                "Validation: error per stage",
-                errors,
-                [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "note"],
-            )
-        )
-    pivot, pivot_cols = _stage_pivot(rows)
-    return [
-        *views,
-        View("Projected stages (ms, median)", pivot, pivot_cols),
-        View("Fitted from the calibration", fitted_rows),
-    ]
-
-
 def build_projection(
     cals: list[Calibration], host: Host, scale: Scale, measured: list[Calibration]
 ) -> Report:
@@ -292,7 +241,6 @@ def build_projection(
             "totals": tots,
             "validation": {"stages": errors, "totals": tot_err},
         },
-        views=_views(rows, tots, errors, fitted_rows),
     )
 
 

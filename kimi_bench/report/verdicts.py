@@ -180,19 +180,35 @@ def _ab_line(rate: str, name: str, metrics: Dict) -> Line | None:
     )
 
 
+def _failures(report: Dict) -> list[str]:
+    """Per arm with a failed request: how many of how many and of which kinds (the
+    summary's ``failures`` of an HTTP run), else the per-rate rows' counts."""
+    s = report.get("summary") or {}
+    out = []
+    for arm, f in access.sub(s, "failures").items():
+        if isinstance(f, dict) and f.get("failed"):
+            kinds = access.sub(f, "kinds")
+            examples = access.sub(f, "examples")
+            what = "; ".join(f"{k} x{n}: {examples.get(k, '')}" for k, n in kinds.items())
+            out.append(f"{arm}: {f['failed']} of {f.get('requests')} requests failed ({what})")
+    if out or not (isinstance(s.get("failed_requests"), int) and s["failed_requests"] > 0):
+        return out
+    rows = [
+        f"{r.get('arm')} at rate {r.get('rate')}: {r['failed']} failed"
+        for r in report.get("results") or []
+        if isinstance(r.get("failed"), int) and r["failed"] > 0
+    ]
+    return rows or [f"{s['failed_requests']} request(s) failed"]
+
+
 def serve_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
     lines = []
     if s.get("error"):
         lines.append(Line(f"INCOMPLETE: {s['error']}", "bad"))
-    failed = s.get("failed_requests")
-    if isinstance(failed, int) and failed > 0:
-        per_arm = [
-            f"{r.get('arm')} at rate {r.get('rate')}: {r.get('failed')}"
-            for r in report.get("results") or []
-            if isinstance(r.get("failed"), int) and r["failed"] > 0
-        ]
-        lines.append(Line(f"FAILED REQUESTS: {failed} ({', '.join(per_arm)})", "bad"))
+    failed = _failures(report)
+    if failed:
+        lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
     base = access.base_arm(report)
     for rate, arm, _, metrics in ab_entries(report):
         line = _ab_line(rate, comparison_name(arm, metrics, base), metrics)
