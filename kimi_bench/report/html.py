@@ -87,8 +87,8 @@ def _cell(v: Any, column: Column | None = None) -> tuple[str, str]:
 def _td(v: Any, column: Column, src: Any) -> str:
     cls, text = _cell(v, column)
     attrs = f' class="{cls}"' if cls else ""
-    if src:
-        attrs += f' data-src="{esc(src if isinstance(src, str) else " ".join(src))}"'
+    if src:  # one JSON pointer, or a JSON list of them (an interval's two ends)
+        attrs += f' data-src="{esc(src if isinstance(src, str) else json.dumps(list(src)))}"'
     body = esc(text)
     if column.fold and len(text) > FOLD_AT:
         body = f"<details><summary>{esc(text[: FOLD_AT - 20])}…</summary>{body}</details>"

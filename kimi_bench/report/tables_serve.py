@@ -34,11 +34,39 @@ AB_METRICS = (
 )
 
 
+def _earlier(rate: str, metrics: Dict) -> tuple[str, str, str, Dict]:
+    """An earlier report's one-arm block (``ab[rate][metric]``: ``delta`` a fraction,
+    ``ci95`` its interval) in the current shape; no pointer (the values are converted)."""
+    out: Dict = {}
+    for name, m in metrics.items():
+        if not isinstance(m, dict):
+            continue
+        d, ci = access.number(m.get("delta")), m.get("ci95")
+        ends = [access.number(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 else []
+        lo, hi = (ends[0], ends[1]) if len(ends) == 2 else (None, None)
+        out[name] = {
+            "delta_pct": None if d is None else d * 100,
+            "interval": (
+                {"low": lo * 100, "high": hi * 100, "kind": "ci"}
+                if lo is not None and hi is not None
+                else {}
+            ),
+            "significant": m.get("significant"),
+            "verdict": m.get("method"),
+        }
+    return rate, "deferred", "", out
+
+
 def ab_entries(report: Dict) -> list[tuple[str, str, str, Dict]]:
-    """(rate, comparison key, its JSON pointer, {metric: comparison}) in report order."""
+    """(rate, comparison key, its JSON pointer, {metric: comparison}) in report order; an
+    earlier layout (``ab[rate][metric].delta``, one arm) is converted, without pointers."""
     out = []
     for rate, per_arm in (report.get("ab") or {}).items():
-        for arm, metrics in (per_arm or {}).items():
+        blocks = per_arm if isinstance(per_arm, dict) else {}
+        if any(isinstance(v, dict) and "delta" in v for v in blocks.values()):
+            out.append(_earlier(str(rate), blocks))
+            continue
+        for arm, metrics in blocks.items():
             if isinstance(metrics, dict):
                 out.append((str(rate), str(arm), pointer("ab", rate, arm), metrics))
     return out
@@ -74,11 +102,13 @@ def serve_ab(report: Dict) -> Table:
             row[f"{key}_interval"] = Span(
                 iv.get("low"), iv.get("high"), str(iv.get("kind") or "none"), "pct"
             )
-            src[f"{key}_delta"] = f"{at}/{key}/delta_pct"
-            src[f"{key}_interval"] = (f"{at}/{key}/interval/low", f"{at}/{key}/interval/high")
+            if at:
+                src[f"{key}_delta"] = f"{at}/{key}/delta_pct"
+                src[f"{key}_interval"] = (f"{at}/{key}/interval/low", f"{at}/{key}/interval/high")
         med = access.sub(metrics, "median_ttft")
         row["median_ttft_verdict"] = med.get("verdict")
-        src["median_ttft_verdict"] = f"{at}/median_ttft/verdict"
+        if at:
+            src["median_ttft_verdict"] = f"{at}/median_ttft/verdict"
         table.add(row, src)
     return table
 
