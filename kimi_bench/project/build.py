@@ -13,13 +13,12 @@ from typing import Any
 import kimi_bench
 from kimi_bench.infra.environment import git_commit
 from kimi_bench.project.calibration import Calibration, ProjectionError
-from kimi_bench.project.figure import projection_figure
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
 from kimi_bench.project.validate import TARGET_PCT, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
 from kimi_bench.report import Report
-from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
@@ -254,15 +253,8 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
     val = report.data.get("validation", {}).get("stages") or []
     if val:
         files.append(write_csv(val, out / "validation.csv"))
-    measured = report.data.get("validation", {}).get("totals") or []
-    cfg = report.config
-    title = (
-        f"projection from {', '.join(Path(c).name for c in cfg['calibration'])}; "
-        f"{cfg['gpus_per_node']} GPUs per node beyond one node"
-    )
-    fig = projection_figure(report.data["totals"], measured, title, out / "projection.png")
-    about = "Predicted total per arm and the speedup against ranks; x: measured, o: predicted."
-    figs = [RenderedFigure("projection", "Projection", about, fig.read_bytes())] if fig else []
+    figs = figures_png(report)  # [] without matplotlib
+    paths = [f.save(out) for f in figs]
     page = write_html([report], out / "report.html", title="kimi-bench project", figures=[figs])
     # report.json last: a folder holding it holds the whole projection
-    return [*files, *([fig] if fig else []), page, write_json(report, out / "report.json")]
+    return [*files, *paths, page, write_json(report, out / "report.json")]
