@@ -8,11 +8,11 @@ terminal (``terminal``) and HTML (``html_text``). The rules:
   TAB, the other C0/C1 controls, DEL, zero-width and bidirectional formatting characters
   become visible escapes (``\\x1b``, ``\\r``, ``\\n``, ``\\u202e``), so a file name can
   neither recolour or rewrite the terminal nor split a table row into two;
-- **Markdown**: ``&``, ``<`` and ``>`` become HTML entities (no raw HTML, no ``<url>``
-  autolink) and the characters that make links, images, code spans, emphasis and table
-  cells (``[ ] ` * \\ |``) are backslash-escaped, so ``[x](javascript:alert(1))`` renders as
-  that text and is no link (``_`` is left alone: inside a word it is no emphasis, and
-  identifiers such as ``median_ms`` read as written);
+- **Markdown**: ``<`` becomes ``&lt;`` (no raw HTML, no ``<url>`` autolink can open) and
+  the characters that make links, images, code spans, emphasis and table cells (``[ ] `
+  * \\ |``) are backslash-escaped, so ``[x](javascript:alert(1))`` renders as that text and
+  is no link (``_`` is left alone: inside a word it is no emphasis, and identifiers such as
+  ``median_ms`` read as written);
 - **CSV**: a text cell that a spreadsheet would read as a formula (one starting with ``=``,
   ``+``, ``-``, ``@``, TAB or CR; OWASP's CSV injection guidance) gets a leading ``'``; the
   CSV writer quotes separators and quote characters;
@@ -54,7 +54,7 @@ def terminal(value: Any) -> str:
 def md(value: Any) -> str:
     """Text for one line of Markdown (a paragraph, a list item, a table cell): no HTML,
     no link, image, code span or emphasis made of the text, no line break."""
-    text = html.escape(visible(value), quote=False)
+    text = visible(value).replace("<", "&lt;")  # no tag and no <url> autolink can open
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 

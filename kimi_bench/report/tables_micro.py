@@ -224,7 +224,7 @@ def micro_noise(report: Dict) -> Table | None:
         return None
     table = Table(
         "micro.noise",
-        "Noise: stages whose IQR is >= 10% of the median",
+        "Noise: stages whose IQR is 10% of the median or more",
         [col("arm"), col("noisy (IQR / median)")],
         about="torch.utils.benchmark's thresholds: 10% could indicate system "
         "fluctuation, 25% suggests significant environmental influence",
