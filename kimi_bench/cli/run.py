@@ -7,7 +7,7 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import model_command, output_params
-from kimi_bench.cli.common import say, show_tables, usage_error, verdict_lines
+from kimi_bench.cli.common import say, show_tables, usage_error, verdict_lines, warn
 from kimi_bench.cli.output import append_jsonl, resolve_output
 from kimi_bench.options import RunCommandOptions
 
@@ -35,6 +35,10 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.options import portrait_hint
+
+    if sc.serve_ab is not None and (hint := portrait_hint(sc.serve_ab.image_resolution)):
+        warn(hint.replace("--image-resolution", "[serve_ab] image_resolution"), label="size:")
     from kimi_bench.bench.estimate import CPU, busy_note, run_parts
     from kimi_bench.bench.runner import FOLDER, run_scenario
     from kimi_bench.bench.scenario import resolve_path

@@ -76,10 +76,12 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.scenario import ScenarioError
     from kimi_bench.domain.config import ConfigError, resolve_config
     from kimi_bench.engine.launch import LaunchError, detect_world
-    from kimi_bench.options import OptionsError, rate_label, resolve_defaults
+    from kimi_bench.options import OptionsError, portrait_hint, rate_label, resolve_defaults
 
     try:
         opts = _options(values)
+        if hint := portrait_hint(opts.image_resolution):  # typed HEIGHTxWIDTH by habit?
+            warn(hint, label="size:")
         resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
         from kimi_bench.bench.launch_runs import for_world  # imports torch
