@@ -47,7 +47,9 @@ th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
 td.yes{color:#137a4f;font-weight:600}td.no{color:#b02a1e;font-weight:700}
 .scroll{overflow-x:auto;max-width:100%}
+.scroll th,.scroll td{white-space:nowrap}
 td details summary{cursor:pointer;color:#333}td details[open] summary{color:#666}
+td details[open]{white-space:normal;min-width:24em;max-width:48em}
 figure{margin:1rem 0 1.6rem;background:#fff;border:1px solid #e2e2e2;padding:.6rem}
 figure img{max-width:100%;height:auto;display:block}
 figcaption{font-size:.85rem;color:#444;margin-top:.4rem}
@@ -219,7 +221,8 @@ def render_html(
     )
     if gate is not None:
         links += '<a href="#gate">gate</a>'
-    head.append(f"<nav>{links}</nav>")
+    if len(dicts) > 1 or gate is not None:
+        head.append(f"<nav>{links}</nav>")
     if len(dicts) > 1 or gate is not None:  # an overview: every report's verdict lines
         head += [
             f'<p class="overview"><a href="#{esc(a)}">{esc(access.kind(d))}</a></p>'
