@@ -69,7 +69,7 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
 
 
 def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) -> bool:
-    """The end of a run on the terminal: the rules that did not pass (``--format json``:
+    """The end of a run on the terminal: the rules failed or inconclusive (``--format json``:
     every rule, as the one document on stdout), then each part's verdict lines and the
     gate's, as index.html shows them. Whether the gate failed."""
     from kimi_bench.cli.common import OutputFormat
@@ -77,9 +77,10 @@ def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) ->
 
     rows = [r.as_dict() for r in results]
     cols = ["report", "rule", "measured", "verdict", "reason"]
-    shown = rows if fmt is OutputFormat.json else [r for r in rows if r["verdict"] != "pass"]
+    notable = [r for r in rows if r["verdict"] in ("fail", "inconclusive")]
+    shown = rows if fmt is OutputFormat.json else notable
     if shown:
-        title = "gate" if fmt is OutputFormat.json else "gate: rules that did not pass"
+        title = "gate" if fmt is OutputFormat.json else "gate: rules failed or inconclusive"
         show_tables([(title, shown, cols)], fmt)
     for rep in reports:
         say(f"{rep.kind}:", style="bold")

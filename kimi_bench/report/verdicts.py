@@ -256,22 +256,18 @@ def lines(report: Dict) -> list[Line]:
 
 def gate_line(results: list[Dict]) -> Line:
     """The gate's verdict from its rule rows (``RuleResult.as_dict``), as ``ci.gate``
-    words it: FAIL when a rule failed or nothing but the completeness checks ran."""
-    failed = [g for g in results if g.get("verdict") == "fail"]
-    unsure = [g for g in results if g.get("verdict") == "inconclusive"]
-    checked = [
-        g
-        for g in results
-        if g.get("verdict") != "skip" and not str(g.get("rule", "")).endswith(".complete")
-    ]
-    if failed:
-        return Line(f"gate FAIL: {len(failed)} of {len(results)} rules", "bad")
+    decides it: FAIL when a rule failed or nothing but the completeness checks ran."""
+    count = {v: sum(1 for g in results if g.get("verdict") == v)
+             for v in ("pass", "fail", "inconclusive", "skip")}  # fmt: skip
+    checked = [g for g in results if g.get("verdict") != "skip"
+               and not str(g.get("rule", "")).endswith(".complete")]  # fmt: skip
+    if count["fail"]:
+        return Line(f"gate FAIL: {count['fail']} of {len(results)} rules", "bad")
     if not checked:
-        return Line(
-            "gate FAIL: no rule was evaluated on these reports (nothing was checked)", "bad"
-        )
-    if unsure:
-        return Line(f"gate PASS ({len(unsure)} inconclusive) of {len(results)} rules", "unresolved")
-    return Line(
-        f"gate PASS: {len(results) - len(failed)} of {len(results)} rules pass or skip", "good"
-    )
+        return Line("gate FAIL: no rule was evaluated on these reports (nothing was checked)",
+                    "bad")  # fmt: skip
+    parts = [f"{count['pass']} passed"]
+    parts += [f"{count[k]} {k}" for k in ("inconclusive",) if count[k]]
+    parts += ["{} skipped".format(count["skip"])] if count["skip"] else []
+    tone: Tone = "unresolved" if count["inconclusive"] else "good"
+    return Line(f"gate PASS: {', '.join(parts)} of {len(results)} rules", tone)
