@@ -202,6 +202,22 @@ def micro_control(report: Dict) -> Table | None:
     return table
 
 
+def micro_apart(report: Dict) -> Table | None:
+    """The stages whose cost is the emulation's (the metadata gather) or a stand-in's (a
+    host copy for a device copy on CPU), shown apart in the payload cost."""
+    ctl = report.get("control")
+    rows = ctl.get("emulation_only") if isinstance(ctl, dict) else None
+    if not rows:
+        return None
+    title = "Emulation-only stages and stand-ins (shown apart)"
+    table = rows_table("micro.apart", title, rows, "/control/emulation_only",
+                       ["stage", "kind", "arms", "why"])  # fmt: skip
+    table.rows = [r | {"arms": ", ".join(map(str, r.get("arms") or []))} for r in table.rows]
+    for src in table.sources:
+        src.pop("arms", None)  # a list, written as text here
+    return table
+
+
 def noisy_stages(report: Dict) -> dict[str, list[tuple[str, float]]]:
     """Per arm: (stage or "total", IQR / median) of every measured quantity whose spread
     torch.utils.benchmark would warn about (stages under 1 ms are not counted)."""
@@ -242,6 +258,7 @@ def micro_tables(report: Dict) -> list[Table]:
         micro_copies(report),
         micro_decisions(report),
         micro_control(report),
+        micro_apart(report),
         micro_noise(report),
     ]
     return [t for t in out if t is not None]
