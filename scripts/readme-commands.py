@@ -7,10 +7,11 @@
 
 The commands run with this interpreter's environment first on PATH (run the script with the
 venv whose ``kimi-bench`` you want to try; CI uses a venv with the built wheel installed, not
-editable), each in ``bash`` with no standard input, from a folder outside the checkout: one
-fresh folder per fenced block, so the lines of a block share their files (``kimi-bench run
---output-dir kb`` then ``kimi-bench gate kb``) and blocks do not. Continuation lines (a
-trailing backslash) are joined; comment lines are not commands.
+editable), each in ``bash`` with no standard input, in README order, all in ONE fresh folder
+outside the checkout, as a reader who types them one after the other: a line sees what every
+earlier line wrote (``kimi-bench run --output-dir out`` then ``kimi-bench gate out/micro``),
+and two blocks that write the same folder collide as they would for the reader.
+Continuation lines (a trailing backslash) are joined; comment lines are not commands.
 
 A line is skipped, with its reason printed, when
 
@@ -19,11 +20,11 @@ A line is skipped, with its reason printed, when
 - ``.ci/run`` runs it verbatim in the checkout (the README's set-up and test commands), or
 - an earlier line was the same command (it ran once).
 
-Placeholders a README line uses get a fixture, made in the folder of the block when a line
-mentions it (see FIXTURES): ``~/photos`` (a few real JPEG and PNG files), ``my.toml`` (a
-small scenario), ``reports/baselines`` (the checkout's committed baselines), ``out`` and
-``new-run`` (the committed CPU run in ``reports/examples/cpu-run``), and
-``$GITHUB_STEP_SUMMARY`` (a file, when unset). Exit code: 0 when every line that ran
+The folder gets only what the README names and does not make (see FIXTURES), when a line
+first mentions it: ``~/photos`` (the reader's photos: a few real JPEG and PNG files),
+``my.toml`` (the reader's scenario: a small one), ``reports/<part>`` (the checkout's
+committed reports, copied) and ``$GITHUB_STEP_SUMMARY`` (a file, when unset). Everything
+else a line reads must be made by an earlier line. Exit code: 0 when every line that ran
 succeeded, 1 when one failed (its output's tail is printed), 2 for a README this script
 cannot read (an unknown ``needs:`` word).
 """
@@ -214,58 +215,56 @@ def _copy_tree(src: Path, dest: Path) -> None:
         shutil.copytree(src, dest, symlinks=True)
 
 
-# placeholder in a README line -> how to make it, in the block's folder or the shared one
+# what the README names but does not make -> what the reader's folder is given
 FIXTURES = {
-    "~/photos": "a folder of real JPEG/PNG files (shared by every block)",
-    "my.toml": "a small scenario (parity and a short serve-ab)",
-    "reports/baselines": "a copy of the checkout's committed baselines",
-    "out/": "a copy of reports/examples/cpu-run (a CPU run's parity, micro, serve-ab)",
-    "new-run/": "a copy of reports/examples/cpu-run",
-    "$GITHUB_STEP_SUMMARY": "a file in the block's folder when the variable is unset",
+    "~/photos": "your photos: a folder of real JPEG/PNG files",
+    "my.toml": "your scenario: a small one (parity and a short serve-ab)",
+    "reports/<part>": "the checkout's committed reports under reports/<part>, copied",
+    "$GITHUB_STEP_SUMMARY": "a file in the folder when the variable is unset",
 }
+REPORTS_RE = re.compile(r"(?:^|[\s=])reports/([\w.-]+)")
 
 
-def prepare(c: Command, block_dir: Path, shared: Path) -> str:
-    """Make the fixtures ``c`` mentions; the command with its placeholders replaced."""
+def prepare(c: Command, folder: Path, shared: Path) -> str:
+    """Give the folder what ``c`` names and no line makes; the command with its
+    placeholders replaced."""
     text = c.text
     if "~/photos" in text:
         photos = shared / "photos"
         if not photos.is_dir():
             make_photos(photos)
         text = text.replace("~/photos", str(photos))
-    if re.search(r"(^|\s)my\.toml(\s|$)", text) and not (block_dir / "my.toml").exists():
-        (block_dir / "my.toml").write_text(MY_TOML)
-    if "reports/baselines" in text:
-        _copy_tree(REPO / "reports" / "baselines", block_dir / "reports" / "baselines")
-    for name in ("out", "new-run"):
-        if re.search(rf"(^|\s){re.escape(name)}/", text):
-            _copy_tree(REPO / "reports" / "examples" / "cpu-run", block_dir / name)
+    if re.search(r"(^|\s)my\.toml(\s|$)", text) and not (folder / "my.toml").exists():
+        (folder / "my.toml").write_text(MY_TOML)
+    for part in REPORTS_RE.findall(text):  # the committed reports a line reads
+        if (REPO / "reports" / part).is_dir() and part != "runs":
+            _copy_tree(REPO / "reports" / part, folder / "reports" / part)
     return text
 
 
-def command_env(block_dir: Path) -> dict[str, str]:
+def command_env(folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # the installed package, never the checkout's
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
     env.setdefault("MPLBACKEND", "Agg")
     if not env.get("GITHUB_STEP_SUMMARY"):
-        env["GITHUB_STEP_SUMMARY"] = str(block_dir / "step-summary.md")
+        env["GITHUB_STEP_SUMMARY"] = str(folder / "step-summary.md")
     return env
 
 
 # --- running -------------------------------------------------------------------------------
 
 
-def run_one(c: Command, text: str, block_dir: Path, log: Path, timeout_s: float) -> bool:
+def run_one(c: Command, text: str, folder: Path, log: Path, timeout_s: float) -> bool:
     t0 = time.monotonic()
     print(f"[README line {c.line}] $ {text}", flush=True)
     with log.open("w") as fh:
         try:
             done = subprocess.run(
                 ["bash", "-o", "pipefail", "-c", text],
-                cwd=block_dir,
-                env=command_env(block_dir),
+                cwd=folder,
+                env=command_env(folder),
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=subprocess.STDOUT,
@@ -332,6 +331,7 @@ def run_all(commands: list[Command], args: argparse.Namespace) -> int:
     ok = failed = skipped = 0
     t0 = time.monotonic()
     # --only picks whole blocks: a line may need the files an earlier line of its block made
+    # (a block that needs an earlier block's files needs that block picked too)
     blocks = {c.block for c in commands if not args.only or re.search(args.only, c.text)}
     for c in commands:
         if c.block not in blocks:
@@ -346,12 +346,12 @@ def run_all(commands: list[Command], args: argparse.Namespace) -> int:
             print(f"[README line {c.line}] block {c.block}: {c.text}")
             ok += 1
             continue
-        block_dir = workdir / f"block-{c.block:02d}"
-        block_dir.mkdir(parents=True, exist_ok=True)
-        text = prepare(c, block_dir, workdir)
+        folder = workdir / "folder"  # the reader's one folder: every block, in order
+        folder.mkdir(parents=True, exist_ok=True)
+        text = prepare(c, folder, workdir)
         log = workdir / "logs" / f"line-{c.line:04d}.log"
         log.parent.mkdir(exist_ok=True)
-        if run_one(c, text, block_dir, log, args.timeout):
+        if run_one(c, text, folder, log, args.timeout):
             ok += 1
         else:
             failed += 1

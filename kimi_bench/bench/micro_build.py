@@ -21,12 +21,7 @@ from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES, recipe_record
-from kimi_bench.report import Report, View
-
-CONTROL_VIEW = (
-    "Control plane and payload cost (ms; payload = arm minus its control, interval over "
-    "both sides; emulation-only stages flagged)"
-)
+from kimi_bench.report import Report, verdicts
 
 
 class MicroFailed(RuntimeError):
@@ -275,8 +270,6 @@ def build_report(
     if leftovers:
         notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
     summary = _summary(arms, speed, floor_ms, exact, error, opts, samples)
-    if not error and exact and all(exact):  # an INCOMPLETE or MISMATCH verdict stays as is
-        summary["verdict"] += mc.payload_verdict_tail(section)
     summary |= mc.summary_fields(section, list(opts.arms))
     if summary.get("floor_with_control_ms") and summary.get("deferred_median_ms"):
         summary["deferred_over_floor_with_control"] = (
@@ -291,9 +284,8 @@ def build_report(
         "runtime_profile": get_profile(opts.runtime).summary(),
         "preprocess": cfg.summary(),
     }
-    copies = [{"arm": arm, **row} for arm, block in arms.items() for row in block["copies"]]
     timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
-    return Report(
+    report = Report(
         kind="micro",
         environment=env,
         config=config,
@@ -305,13 +297,10 @@ def build_report(
               "timeline": timeline, "deferred_decode": decode,
               "floor": floor, "floor_ms": floor_ms, "repeats": samples,
               "control": section, "control_repeats": control},
-        views=[
-            View("Stages (ms, bytes)", rows),
-            View("Copies (ledger per arm and stage, one repeat)", copies),
-            View("Deferral decision per image (deferred arm)", summary["decisions"] or []),
-            View(CONTROL_VIEW, section["rows"] if section else []),
-        ],
     )  # fmt: skip
+    if not error and exact and all(exact):  # an INCOMPLETE or MISMATCH verdict stays as is
+        summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
+    return report
 
 
 def _control_desc(cfg: PreprocessConfig, control: dict[str, list[dict[str, Any]]]) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.difference import difference, ratio_of_differences
-from kimi_bench.infra.stats.format import fmt_ms, fmt_speedup, fmt_speedup_range
+from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.pipeline import CPU_STAND_IN, STAGES
 
 Recs = list[dict[str, Any]]
@@ -179,24 +179,6 @@ def control_rows(payload: dict[str, Any], apart: list[dict[str, Any]]) -> list[d
                 "emulation": kinds.get(stage, ""),
             })  # fmt: skip
     return rows
-
-
-def payload_verdict_tail(section: dict[str, Any] | None) -> str:
-    """What the verdict line gains: ``; payload cost (arm minus control): deferred 3.10x
-    faster than eager (95% CI ...)``; empty without a control section."""
-    if not section:
-        return ""
-    parts = []
-    for key, m in section["payload_speedups"].items():
-        arm, base = key.split("_vs_")
-        if m.get("median") is None:
-            parts.append(f"{arm} vs {base} n/a (payload within control noise)")
-            continue
-        iv = m["interval"]
-        bounds = fmt_speedup_range(iv["low"] or math.nan, iv["high"] or math.nan)
-        spread = {"ci": f" (95% CI {bounds})", "range": f" (range {bounds})"}.get(iv["kind"], "")
-        parts.append(f"{arm} {fmt_speedup(m['median'], base)}{spread}")
-    return "; payload cost (arm minus control): " + ", ".join(parts) if parts else ""
 
 
 def control_notes(section: dict[str, Any] | None, rounds: int) -> list[str]:

@@ -38,7 +38,7 @@ from kimi_bench.infra.environment import HostLoad, environment, host_load, resol
 from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
-from kimi_bench.report import Report, View
+from kimi_bench.report import Report
 
 RESULT_KEYS = (
     "name",
@@ -316,7 +316,6 @@ def _build_report(
         results=rows,
         summary=summary,
         notes=notes,
-        views=[View("Per input", rows, list(_COLUMNS))],
     )
 
 
@@ -378,23 +377,3 @@ def _base_notes(device: torch.device, n_entries: int) -> list[str]:
     if not n_entries:
         notes.append("the input folder holds no files")
     return notes
-
-
-_COLUMNS = (
-    "name",
-    "width",
-    "height",
-    "mode",
-    "deferred",
-    "grid_thw",
-    "owner_rank",
-    "bit_exact_fp32",
-    "bit_exact_bf16",
-    "max_abs_diff_vs_pil",
-    "reason",
-    "decode_path",
-    "decode_bit_exact_fp32",
-    "decode_bit_exact_bf16",
-    "decode_reason",
-    "error",
-)

@@ -8,7 +8,6 @@ from typing import Any
 
 from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
 from kimi_bench.bench.serve_report import (
-    ab_rows,
     base_arm,
     copy_rows,
     failure_text,
@@ -21,13 +20,7 @@ from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.options import ServeOptions, rate_label
-from kimi_bench.report import Report, View
-
-COLUMNS = ["rate", "arm", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms", "req_per_s",
-           "completed", "failed", "forward_batches", "bytes_moved", "dominant_stage"]  # fmt: skip
-OVERHEAD_COLUMNS = ["rate", "arm", "requests", "client_ttft_mean_ms", "server_ttft_mean_ms",
-                    "client_overhead_ms", "client_overhead_pct", "send_lateness_p50_ms",
-                    "send_lateness_p99_ms"]  # fmt: skip
+from kimi_bench.report import Report, verdicts
 
 
 def endpoint_arms(opts: ServeOptions) -> tuple[str, ...]:
@@ -148,26 +141,14 @@ def _verdict(
     return text + (" [CPU: does not predict GPU behaviour]" if cpu else "")
 
 
-def _tables(
-    rows: list[dict[str, Any]],
-    ab: dict[str, Any],
-    runs: list[dict[str, Any]],
-    overhead: list[dict[str, Any]],
-    base: str,
-) -> tuple[dict[str, Any], list[View]]:
-    """The report's data (JSON) and views (tables)."""
-    copies = copy_rows(runs)
-    data: dict[str, Any] = {"ab": ab, "requests": request_rows(runs), "copies": copies}
-    views = [
-        View("Per rate and arm", rows, COLUMNS),
-        View(f"A/B (each arm vs {base}; signed %, arm minus {base})", ab_rows(ab)),
-        View("Copies (ledger of the measured requests, per rate and arm)", copies),
-    ]
+def _data(
+    ab: dict[str, Any], runs: list[dict[str, Any]], overhead: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The report's raw blocks (its tables are ``report.tables``, read from these)."""
+    data: dict[str, Any] = {"ab": ab, "requests": request_rows(runs), "copies": copy_rows(runs)}
     if overhead:
         data["client_overhead"] = overhead
-        views.append(View("Client overhead (client minus server mean TTFT; send lateness)",
-                          overhead, OVERHEAD_COLUMNS))  # fmt: skip
-    return data, views
+    return data
 
 
 def recipes(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -244,10 +225,10 @@ def build_serve_report(
     }
     sources = {r["arm"]: r.get("source") for r in runs if r.get("source")}
     config["arm_sources"] = sources
-    data, views = _tables(rows, ab, runs, overhead, base_arm(list(names), external))
+    data = _data(ab, runs, overhead)
     if recipe:
         data = {"recipe": recipe, **data}
-    return Report(
+    report = Report(
         kind="serve-ab",
         environment=env,
         config=config,
@@ -255,5 +236,7 @@ def build_serve_report(
         summary=summary,
         notes=notes,
         data=data,
-        views=views,
     )
+    # the verdict in the words every format prints it (report.verdicts), from the data
+    summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
+    return report

@@ -17,7 +17,6 @@ from typing import Any
 from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement, percentile
 from kimi_bench.infra.stats.compare import compare
-from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 
@@ -206,33 +205,6 @@ def _safe_compare(a: Measurement, b: Measurement, seed: int) -> dict[str, Any]:
     if not a.n or not b.n:
         return {"delta_pct": None, "verdict": "no completed runs", "significant": False}
     return compare(a, b, seed=seed).as_dict()
-
-
-def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for label, arms in ab.items():
-        for arm, v in arms.items():
-            med, thr = v["median_ttft"], v["throughput"]
-            rows.append(
-                {
-                    "rate": label,
-                    "arm": f"{med.get('b_label') or arm} vs {med.get('a_label') or 'base'}",
-                    "median_ttft_delta": fmt_pct(med["delta_pct"]),
-                    "median_ttft_interval": _fmt_interval(med.get("interval")),
-                    "p90_ttft_delta": fmt_pct(v["p90_ttft"]["delta_pct"]),
-                    "throughput_delta": fmt_pct(thr.get("delta_pct")),
-                    "throughput_interval": _fmt_interval(thr.get("interval")),
-                    "verdict": med["verdict"],
-                }
-            )
-    return rows
-
-
-def _fmt_interval(iv: dict[str, Any] | None) -> str | None:
-    if not iv or iv.get("low") is None:
-        return None
-    name = "95% CI" if iv["kind"] == "ci" else iv["kind"]
-    return f"{fmt_pct(iv['low'])} .. {fmt_pct(iv['high'])} ({name})"
 
 
 def stage_notes(rows: list[dict[str, Any]]) -> list[str]:

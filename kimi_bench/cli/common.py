@@ -35,6 +35,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from kimi_bench.report import quote
+from kimi_bench.report.quote import terminal
+from kimi_bench.report.table import Span, show
+from kimi_bench.report.table import Table as ReportTable
+
 PIPE_WIDTH = 4096  # the line width of messages when output is not a terminal: no wrapping
 # Tables off a terminal (a pipe, a file, a CI log): at most this wide. Text columns fold
 # inside their cells, numbers are never split; a table whose numbers alone need more loses
@@ -131,9 +136,9 @@ def say(
     out = to or (err_console if err or _stdout_is_document else console)
     text = Text()
     if label:
-        text.append(str(label), style=label_style or style)
+        text.append(terminal(label), style=label_style or style)
         text.append(" ")
-    text.append(str(message), style=style)
+    text.append(terminal(message), style=style)
     out.print(text, soft_wrap=not out.is_terminal)
 
 
@@ -153,6 +158,16 @@ def verdict_line(message: object, ok: bool | None, *, to: Console | None = None)
     """The verdict: green when ok, red when not, yellow when undecided (None)."""
     style = {True: "bold green", False: "bold red", None: "bold yellow"}[ok]
     say(message, style=style, to=to)
+
+
+TONE_STYLE = {"good": "bold green", "bad": "bold red", "unresolved": "bold yellow", "info": "bold"}
+
+
+def verdict_lines(lines: Sequence[Any], *, to: Console | None = None) -> None:
+    """A report's verdict lines (``report.verdicts.Line``), each in its tone's colour: the
+    same lines, in the same words, as its HTML page and report.md."""
+    for line in lines:
+        say(line.text, style=TONE_STYLE.get(line.tone, "bold"), to=to)
 
 
 def usage_error(message: object) -> typer.Exit:
@@ -194,34 +209,42 @@ def _is_numeric(v: Any) -> bool:
     )
 
 
-def cell_text(v: Any) -> Text:
-    """One table cell as literal text (bools as a green yes / red NO)."""
-    if v is None:
-        return Text("-")
+def cell_text(v: Any, fmt: Any = "text") -> Text:
+    """One table cell as literal text (bools as a green yes / red NO), written as every
+    format writes it (``report.table.show``), control characters made visible."""
     if isinstance(v, bool):
         return Text("yes", style="green") if v else Text("NO", style="bold red")
-    if isinstance(v, float):
-        return Text(f"{v:.4g}")
-    if isinstance(v, (list, tuple)):
-        return Text("x".join(map(str, v)))
-    return Text(str(v))
+    if isinstance(v, (list, tuple)) and not all(isinstance(x, (int, float)) for x in v):
+        return Text(terminal("x".join(map(str, v))))
+    return Text(terminal(show(v, fmt)))
 
 
-def rich_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> Table:
-    """A Rich table whose numeric columns never wrap (text columns fold on a terminal)."""
-    table = Table(title=Text(str(title)), show_lines=False, header_style="bold")
+def rich_table(
+    title: str,
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    formats: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Table:
+    """A Rich table whose numeric columns never wrap (text columns fold on a terminal);
+    ``formats``/``headers``: a ``report.table.Column``'s format and header per key."""
+    table = Table(title=Text(terminal(title)), show_lines=False, header_style="bold")
+    fmts = dict(formats or {})
     for i, c in enumerate(columns):
         values = [r.get(c) for r in rows if r.get(c) is not None]
-        numeric = bool(values) and all(_is_numeric(v) for v in values)
-        one_word = all(" " not in str(v) for v in values)  # names (stages, rules): whole
+        numeric = bool(values) and all(
+            _is_numeric(v) or isinstance(v, Span) or fmts.get(c) in ("pct", "x", "span")
+            for v in values
+        )
+        one_word = all(" " not in show(v, fmts.get(c, "text")) for v in values)
         table.add_column(
-            Text(str(c)),
+            Text(terminal(headers.get(c, c) if headers else c)),
             no_wrap=numeric or i == 0 or one_word,
             overflow="ellipsis" if numeric else "fold",
             justify="right" if numeric and not isinstance(values[0], bool) else "left",
         )
     for r in rows:
-        table.add_row(*[cell_text(r.get(c)) for c in columns])
+        table.add_row(*[cell_text(r.get(c), fmts.get(c, "text")) for c in columns])
     return table
 
 
@@ -261,52 +284,81 @@ def print_table(table: Table, *, to: Console | None = None) -> None:
 
 
 def fitting_table(
-    title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str], width: int
+    title: str,
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    width: int,
+    formats: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Table:
     """``rich_table`` with as many leading columns as fit ``width`` (numbers whole); the
     columns left out are named in the caption."""
     cols = list(columns)
-    table = rich_table(title, rows, cols)
+    table = rich_table(title, rows, cols, formats, headers)
     while len(cols) > 2 and min_width(table) > width:
         cols.pop()
-        table = rich_table(title, rows, cols)
+        table = rich_table(title, rows, cols, formats, headers)
     if len(cols) < len(columns):
-        rest = list(columns)[len(cols) :]
+        rest = [(headers or {}).get(c, c) for c in list(columns)[len(cols) :]]
         table.caption = Text(
             f"{len(rest)} more column(s) in the report and in --format md/json: "
-            + ", ".join(map(str, rest))
+            + terminal(", ".join(map(str, rest)))
         )
     return table
 
 
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Span):
+        return {"low": v.low, "high": v.high, "kind": v.kind}
+    return v
+
+
 def _project(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[dict[str, Any]]:
-    return [{c: r.get(c) for c in columns} for r in rows]
+    return [{c: _jsonable(r.get(c)) for c in columns} for r in rows]
+
+
+Shown = tuple[str, Sequence[dict[str, Any]], Sequence[str]] | ReportTable
+
+
+def _parts(t: Shown) -> tuple[str, Sequence[dict[str, Any]], list[str], dict[str, Any], dict]:
+    if isinstance(t, ReportTable):
+        return (t.title, t.rows, t.keys, {c.key: c.fmt for c in t.columns},
+                {c.key: c.header for c in t.columns})  # fmt: skip
+    title, rows, cols = t
+    return title, rows, list(cols), {}, {}
 
 
 def show_tables(
-    tables: Sequence[tuple[str, Sequence[dict[str, Any]], Sequence[str]]],
+    tables: Sequence[Shown],
     fmt: OutputFormat | str = OutputFormat.table,
     *,
     to: Console | None = None,
 ) -> None:
-    """Print ``(title, rows, columns)`` tables on stdout in one format: ``table`` (Rich),
-    ``md`` (one ``##`` heading and GitHub table each) or ``json`` (ONE document:
-    ``{title: [rows]}``, so stdout parses as JSON)."""
-    from kimi_bench.report.writers import markdown_table
+    """Print tables on stdout in one format: ``table`` (Rich), ``md`` (one ``##`` heading
+    and GitHub table each) or ``json`` (ONE document: ``{title: [rows]}``, so stdout parses
+    as JSON). A table is ``(title, rows, columns)`` or a ``report.table.Table`` (a report's
+    own table, as report.md and the HTML page show it)."""
+    from kimi_bench.report.writers import markdown_table, table_markdown
 
     out = to or console
     kind = OutputFormat(fmt)
+    parts = [_parts(t) for t in tables]
     if kind is OutputFormat.json:
-        doc = {title: _project(rows, cols) for title, rows, cols in tables}
+        doc = {title: _project(rows, cols) for title, rows, cols, _, _ in parts}
         out.out(json.dumps(doc, indent=1, default=str), highlight=False)
     elif kind is OutputFormat.md:
-        for title, rows, cols in tables:
-            out.out(f"## {title}\n\n" + markdown_table(list(rows), cols), highlight=False)
+        for t, (title, rows, cols, _, _) in zip(tables, parts, strict=True):
+            text = (
+                table_markdown(t)
+                if isinstance(t, ReportTable)
+                else markdown_table(list(rows), cols)
+            )
+            out.out(f"## {quote.md(title)}\n\n" + text, highlight=False)
     else:
-        for title, rows, cols in tables:  # a terminal keeps every column and wraps lines
+        for title, rows, cols, fmts, heads in parts:  # a terminal keeps every column, wraps
             table = (
-                rich_table(title, rows, cols)
+                rich_table(title, rows, cols, fmts, heads)
                 if out.is_terminal
-                else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH)
+                else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH, fmts, heads)
             )
             print_table(table, to=out)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import console, rich_table, say, usage_error
+from kimi_bench.cli.common import console, rich_table, say, usage_error, verdict_lines
 from kimi_bench.cli.output import write_report
 from kimi_bench.options import ImportOptions
 
@@ -72,7 +72,9 @@ def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
     console.print(rich_table("imported", report.results, cols))
     for line in report.notes[1:]:
         say(line, label="note:", style="dim")
-    say(report.summary["verdict"])
+    from kimi_bench.report import verdicts
+
+    verdict_lines(verdicts.lines(report.to_dict()))
     say(f"report: {result.folder / 'report.json'}")
 
 

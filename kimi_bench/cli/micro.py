@@ -16,7 +16,7 @@ from kimi_bench.cli.common import (
     say,
     show_tables,
     usage_error,
-    verdict_line,
+    verdict_lines,
     warn,
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
@@ -42,10 +42,6 @@ Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --ou
 """
 
 
-CONTROL_COLS = ["arm", "stage", "arm_ms", "control_ms", "payload_ms", "payload_low_ms",
-                "payload_high_ms", "emulation"]  # fmt: skip
-
-
 def _body(values: dict[str, Any]) -> None:
     # options first, with no torch import: a usage error comes back at once
     from kimi_bench.domain.config import ConfigError, resolve_config
@@ -66,6 +62,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
     from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.cli.progress import JobProgress, fmt_duration
+    from kimi_bench.report import verdicts
     from kimi_bench.report.emit import emit_micro
 
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
@@ -100,7 +97,7 @@ def _body(values: dict[str, Any]) -> None:
     written, out_dir = result.files, result.folder
     _show_results(report, fmt, written)
     code = exit_code(report)
-    verdict_line(report.summary["verdict"], code == 0)
+    verdict_lines(verdicts.lines(report.to_dict()))
     if failed:
         fail_line(failed, label="run failed:")
     append_jsonl(values, report, out_dir)
@@ -110,19 +107,14 @@ def _body(values: dict[str, Any]) -> None:
 
 def _show_results(report: Report, fmt: OutputFormat, written: Sequence[Path]) -> None:
     """The tables, the notes, a missing-chart hint and the floor line, on the terminal."""
+    from kimi_bench.report.access import reader_notes
     from kimi_bench.report.figbase import PLOT_HINT
+    from kimi_bench.report.tables import tables
 
-    cols = ["arm", "stage", "op", "src", "dst", "bytes", "count", "mirrors"]
-    show_tables(
-        [
-            ("micro: stage medians", report.results, ["arm", "stage", "median_ms", "p10_ms",
-                                                       "p90_ms", "bytes"]),
-            ("micro: copy ledger (one repeat)", report.views[1].rows, cols),
-            ("micro: control plane and payload cost", report.views[-1].rows, CONTROL_COLS),
-        ],
-        fmt,
-    )  # fmt: skip
-    for line in report.notes:
+    data = report.to_dict()
+    shown = ("micro.stages", "micro.copies", "micro.control", "micro.comparisons", "micro.noise")
+    show_tables([t for t in tables(data) if t.key in shown], fmt)
+    for line in reader_notes(data):
         note(line)
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no chart:")

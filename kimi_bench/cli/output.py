@@ -3,6 +3,7 @@ fallback when writing fails at the end, and the ``--append-jsonl`` history line.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import json
 from pathlib import Path
@@ -78,9 +79,12 @@ _claims: list[Any] = []  # this process's output folders (report.output.OutputCl
 
 
 def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
-    """Hold ``out`` for this command (the kernel drops the hold when the process ends).
-    An OutputError (a ValueError: a usage error) when another run holds it or it holds a
-    finished report and ``overwrite`` is not set."""
+    """Hold ``out`` for this command; released (its lock file removed) when the process
+    exits, so a finished folder holds no lock file (the kernel drops the hold of a killed
+    process). An OutputError (a ValueError: a usage error) when another run holds it or it
+    holds a finished report and ``overwrite`` is not set."""
+    if not _claims:
+        atexit.register(release_claims)
     _claims.append(claim_output_dir(out, option, overwrite=overwrite))
 
 

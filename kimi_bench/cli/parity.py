@@ -7,7 +7,7 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import note, progress_bar, say, show_tables, usage_error, verdict_line
+from kimi_bench.cli.common import note, progress_bar, say, show_tables, usage_error, verdict_lines
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ParityOptions
 
@@ -97,7 +97,9 @@ def _body(values: dict[str, Any]) -> None:
     for line in report.notes:
         note(line)
     code = exit_code(report)
-    verdict_line(report.summary["verdict"], code == 0)
+    from kimi_bench.report import verdicts
+
+    verdict_lines(verdicts.lines(report.to_dict()))
     append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
     raise typer.Exit(code=max(code, written.exit_code))

@@ -8,9 +8,10 @@ from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import say, usage_error, warn
 from kimi_bench.options import RenderOptions
 
-RENDER_DOC = """Redraw the figures of saved reports from their data (the PNGs and a report.html
-next to each report.json), e.g. committed baselines after a kimi-bench upgrade.
-Nothing is measured again.
+RENDER_DOC = """Redraw saved reports from their data: the figures (PNGs), report.md and
+report.html next to each report.json, e.g. the committed reports (which keep only
+report.json and report.md) or baselines after a kimi-bench upgrade. Nothing is measured
+again.
 
 Example: kimi-bench render reports/baselines/h200 --html h200.html
 """
@@ -40,7 +41,7 @@ def _render(opts: RenderOptions, _: dict[str, Any]) -> None:
             reports.append(item.report)
             figures.append(item.rendered)
             names = ", ".join(f.name for f in item.figures) or "no figures for this kind"
-            say(f"{item.report_path.parent}: {names}, report.html")
+            say(f"{item.report_path.parent}: {names}, report.md, report.html")
     if html is not None and reports:
         write_html(reports, html, title="kimi-bench reports", figures=figures)
         say(f"wrote {html}")

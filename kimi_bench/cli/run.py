@@ -7,7 +7,7 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import model_command, output_params
-from kimi_bench.cli.common import say, show_tables, usage_error, verdict_line
+from kimi_bench.cli.common import say, show_tables, usage_error, verdict_lines, warn
 from kimi_bench.cli.output import append_jsonl, resolve_output
 from kimi_bench.options import RunCommandOptions
 
@@ -35,6 +35,10 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "run")
     except (ScenarioError, ConfigError, OptionsError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    from kimi_bench.options import portrait_hint
+
+    if sc.serve_ab is not None and (hint := portrait_hint(sc.serve_ab.image_resolution)):
+        warn(hint.replace("--image-resolution", "[serve_ab] image_resolution"), label="size:")
     from kimi_bench.bench.estimate import CPU, busy_note, run_parts
     from kimi_bench.bench.runner import FOLDER, run_scenario
     from kimi_bench.bench.scenario import resolve_path
@@ -59,12 +63,32 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
         raise usage_error(str(exc)) from None
     for rep in reports:  # --append-jsonl: one line per part, as each single command writes
         append_jsonl(values, rep, out_dir / FOLDER[rep.kind])
-    rows = [r.as_dict() for r in results]
-    show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], fmt)
-    failed = any(r.verdict == "fail" for r in results)
-    verdict_line(f"gate {'FAIL' if failed else 'PASS'}", not failed)
+    failed = _verdicts(results, reports, fmt, out_dir)
     say(f"index: {out_dir / 'index.md'} and {out_dir / 'index.html'}", err=True)
     raise typer.Exit(code=1 if failed else 0)
+
+
+def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) -> bool:
+    """The end of a run on the terminal: the rules failed or inconclusive (``--format json``:
+    every rule, as the one document on stdout), then each part's verdict lines and the
+    gate's, as index.html shows them. Whether the gate failed."""
+    from kimi_bench.cli.common import OutputFormat
+    from kimi_bench.report import verdicts
+
+    rows = [r.as_dict() for r in results]
+    cols = ["report", "rule", "measured", "verdict", "reason"]
+    notable = [r for r in rows if r["verdict"] in ("fail", "inconclusive")]
+    shown = rows if fmt is OutputFormat.json else notable
+    if shown:
+        title = "gate" if fmt is OutputFormat.json else "gate: rules failed or inconclusive"
+        show_tables([(title, shown, cols)], fmt)
+    for rep in reports:
+        say(f"{rep.kind}:", style="bold")
+        verdict_lines(verdicts.lines(rep.to_dict()))
+    gate = verdicts.gate_line(rows)
+    verdict_lines([gate])
+    say(f"every rule: {out_dir / 'gate.md'}", err=True)
+    return gate.tone == "bad"
 
 
 run = model_command(RunCommandOptions, _body, DOC, output_params())

@@ -17,7 +17,7 @@ from kimi_bench.cli.common import (
     say,
     show_tables,
     usage_error,
-    verdict_line,
+    verdict_lines,
     warn,
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
@@ -76,10 +76,12 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.bench.scenario import ScenarioError
     from kimi_bench.domain.config import ConfigError, resolve_config
     from kimi_bench.engine.launch import LaunchError, detect_world
-    from kimi_bench.options import OptionsError, rate_label, resolve_defaults
+    from kimi_bench.options import OptionsError, portrait_hint, rate_label, resolve_defaults
 
     try:
         opts = _options(values)
+        if hint := portrait_hint(opts.image_resolution):  # typed HEIGHTxWIDTH by habit?
+            warn(hint, label="size:")
         resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
         from kimi_bench.bench.launch_runs import for_world  # imports torch
@@ -137,7 +139,9 @@ def _body(values: dict[str, Any]) -> None:
     result = write_report(lambda d: emit_serve(report, d), out_dir)
     written, out_dir = result.files, result.folder
     _show_results(report, opts, fmt, written)
-    verdict_line(report.summary["verdict"], not error)
+    from kimi_bench.report import verdicts
+
+    verdict_lines(verdicts.lines(report.to_dict()))
     append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
@@ -166,15 +170,10 @@ def _show_results(
 
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
-    base = opts.arms[0] if opts.endpoints else "eager"
-    show_tables(
-        [
-            ("serve-ab", report.results, report.views[0].columns or []),
-            (f"A/B deltas (arm minus {base}, signed %)", report.views[1].rows,
-             list(report.views[1].rows[0]) if report.views[1].rows else []),
-        ],
-        fmt,
-    )  # fmt: skip
+    from kimi_bench.report.tables import tables
+
+    show_tables([t for t in tables(report.to_dict()) if t.key in ("serve.per_rate", "serve.ab")],
+                fmt)  # fmt: skip
     for line in report.notes:
         note(line)
     for line in report.summary.get("client_warnings", []):  # late sends: said twice

@@ -9,6 +9,7 @@ Host load: take ``start = host_load()`` before a run and pass it to
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import platform
@@ -22,33 +23,72 @@ import torch
 
 import kimi_bench
 
+BUILD_INFO = "_build_info.json"  # written into the package by a wheel build (setup.py)
+
+
+def _git(where: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=where, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _checkout_commit(package: Path) -> dict[str, Any] | None:
+    """The commit of the checkout the package runs from (``python cli.py``, an editable
+    install): only when the package folder is that checkout's ``kimi_bench/``, so a
+    virtual environment inside some other repository never lends it its commit."""
+    top = _git(package, "rev-parse", "--show-toplevel")
+    if not top or (Path(top).resolve() / "kimi_bench") != package:
+        return None
+    sha = _git(package, "rev-parse", "HEAD")
+    if not sha:
+        return None
+    dirty = _git(package, "status", "--porcelain", "--untracked-files=no")
+    return {"commit": sha, "dirty": bool(dirty), "source": "checkout"}
+
+
+def build_info(package: Path | None = None) -> dict[str, Any] | None:
+    """What the installed wheel recorded when it was built (version, commit, dirty), or
+    None (a checkout, or a wheel built before it recorded this)."""
+    path = (package or Path(kimi_bench.__file__).resolve().parent) / BUILD_INFO
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
 
 def git_commit(start: Path | None = None) -> dict[str, Any]:
-    """HEAD of the checkout kimi-bench runs from (or of the working directory).
+    """The commit of the kimi-bench that runs, and where that was read (``source``):
 
-    ``KIMI_BENCH_GIT_COMMIT`` wins: set it where the code runs from a copy without ``.git``
-    (e.g. a remote GPU machine)."""
+    ``KIMI_BENCH_GIT_COMMIT`` wins (``env``: set it where the code runs from a copy without
+    ``.git``, e.g. a remote GPU machine); then the checkout the package runs from
+    (``checkout``); then the wheel's build record (``wheel``: the commit it was built from,
+    null when it was not built from a checkout). ``start``: a folder to try as the
+    checkout instead of the package's own (tests)."""
     forced = os.environ.get("KIMI_BENCH_GIT_COMMIT")
     if forced:
-        return {"commit": forced, "dirty": os.environ.get("KIMI_BENCH_GIT_DIRTY") == "1"}
-    for where in (start or Path.cwd(), Path(kimi_bench.__file__).resolve().parent):
-        try:
-            sha = subprocess.run(
-                ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5
-            )
-            if sha.returncode != 0:
-                continue
-            dirty = subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=where,
-                capture_output=True,
-                text=True,
-                timeout=5,
-            )
-            return {"commit": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
-        except (OSError, subprocess.SubprocessError):
-            continue
-    return {"commit": "unknown", "dirty": None}
+        return {
+            "commit": forced,
+            "dirty": os.environ.get("KIMI_BENCH_GIT_DIRTY") == "1",
+            "source": "env",
+        }
+    package = Path(kimi_bench.__file__).resolve().parent
+    found = _checkout_commit((start / "kimi_bench").resolve() if start else package)
+    if found:
+        return found
+    info = build_info(package)
+    if info is not None:
+        return {
+            "commit": info.get("commit") or "unknown",
+            "dirty": info.get("dirty"),
+            "source": "wheel",
+            "built_version": info.get("version"),
+        }
+    return {"commit": "unknown", "dirty": None, "source": None}
 
 
 @dataclass(frozen=True)

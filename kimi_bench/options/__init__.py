@@ -44,6 +44,7 @@ from kimi_bench.options.parse import (
     parse_image_spec,
     parse_rates,
     parse_resolution,
+    portrait_hint,
     rate_label,
 )
 from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions, StandinOptions
@@ -105,6 +106,7 @@ __all__ = [
     "parse_image_spec",
     "parse_rates",
     "parse_resolution",
+    "portrait_hint",
     "rate_label",
     "resolve_defaults",
 ]

@@ -67,6 +67,26 @@ def parse_resolution(text: str, order: Literal["wxh", "hxw"] = "wxh") -> tuple[i
     return w, h
 
 
+def portrait_hint(text: str | None) -> str | None:
+    """A warning for a bare ``AxB`` size that is portrait (A < B), such as ``1024x1536``:
+    sglang.bench_serving's users type HEIGHTxWIDTH by habit, and kimi-bench reads it as
+    1024 wide and 1536 high. None for a landscape or square size, a preset, or a size
+    whose order is spelled out (``hxw:``, ``wxh:``, ``width=W,height=H``)."""
+    t = str(text or "").strip().lower()
+    m = _AXB.match(t)
+    if not m or t in RESOLUTION_PRESETS:
+        return None
+    w, h = int(m.group(1)), int(m.group(2))
+    if w >= h:
+        return None
+    return (
+        f"--image-resolution {text} is {w} wide and {h} high (portrait): sizes are "
+        f"WIDTHxHEIGHT here. For landscape {h} wide and {w} high give {h}x{w} (or "
+        f"hxw:{w}x{h}, sglang.bench_serving's HEIGHTxWIDTH order); wxh:{text} says portrait "
+        "is meant and silences this"
+    )
+
+
 def migrate_image_resolution(text: str, resolution: Any) -> str | None:
     """A saved config's ``image_resolution`` in today's convention, or None if it does
     not describe ``resolution`` (width, height).

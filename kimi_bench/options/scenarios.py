@@ -94,11 +94,25 @@ class _Common(_Pipeline):
     _meta = field_validator("metadata", mode="before")(_metadata)
 
 
+def _folder(hint: str = "") -> Any:
+    """A validator: ``--images`` names an existing folder (checked when the options are
+    built, before any work, so the mistake comes back in about a second)."""
+
+    def check(v: Path | None) -> Path | None:
+        if v is None or v.is_dir():
+            return v
+        why = "is not a folder" if v.exists() else "does not exist"
+        raise ValueError(f"{v} {why}{hint}")
+
+    return check
+
+
 class ParityOptions(_Common):
     images: Path | None = Field(
         None, description="Folder of your inputs (PIL images, .pt/.npy tensors); "
         "default: the built-in corpus."
     )  # fmt: skip
+    _images = field_validator("images")(_folder())
     ranks: Ranks = 2
     policy: Literal["request", "image"] | None = Field(
         None, description="Override the runtime's decision scope (request or image)."
@@ -127,6 +141,9 @@ class MicroOptions(_Common):
         None, description="Folder of your images to use instead of --synthetic (the older "
         "COUNTxWxH form is still read as --synthetic).",
     )  # fmt: skip
+    _images = field_validator("images")(
+        _folder(" (for generated images use --synthetic COUNTxWIDTHxHEIGHT, e.g. 4x1536x1024)")
+    )
     ranks: MachineRanks = None
     transport: MicroCarrier = Field(
         "shm",
@@ -242,8 +259,10 @@ class ServeOptions(_Common):
     image_format: Literal["jpeg", "png"] = Field("jpeg", description="jpeg (q85) or png.")
     image_content: Content = Field("random", description="random, blank or photo.")
     unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
-    request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="Seconds "
-                                     "without progress before requests fail.")  # fmt: skip
+    request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="One deadline "
+                                     "per request, in seconds, covering connect, the response "
+                                     "headers, the first token and the whole stream; past it "
+                                     "the request fails (timeout).")  # fmt: skip
     launcher: Launcher = Field("auto", description="spawn, torchrun, or auto (torchrun when "
                                "its environment is set).")  # fmt: skip
     max_concurrency: int | None = Field(None, ge=1, le=100_000, description="Cap on "

@@ -24,10 +24,7 @@ from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.infra.stats import median, percentile
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.formats import PeerFormatError, PeerRun
-from kimi_bench.report.model import Report, ReportError, View
-
-COLUMNS = ["rate", "arm", "tool", "ttft_median_ms", "tool_ttft_median_ms", "ttft_p90_ms",
-           "ttft_p99_ms", "req_per_s", "tool_req_per_s", "completed", "failed"]  # fmt: skip
+from kimi_bench.report.model import Report, ReportError
 
 
 def _tool_mean(run: PeerRun, key: str) -> float | None:
@@ -229,7 +226,6 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
         for lab, per_arm in ab.items()
     }  # fmt: skip
     summary["verdict"] = _verdict(results, data["ab"], tools)
-    rep.views = [View("Per arm (imported)", results, COLUMNS)]
     return rep
 
 

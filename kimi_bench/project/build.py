@@ -13,13 +13,12 @@ from typing import Any
 import kimi_bench
 from kimi_bench.infra.environment import git_commit
 from kimi_bench.project.calibration import Calibration, ProjectionError
-from kimi_bench.project.figure import projection_figure
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
 from kimi_bench.project.validate import TARGET_PCT, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
-from kimi_bench.report import Report, View
-from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report import Report
+from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
@@ -102,29 +101,6 @@ def _fitted_rows(projs: list[Projection], host: Host) -> list[dict[str, Any]]:
             if v > 0
         ]
     return rows
-
-
-def _stage_pivot(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    stages: list[str] = []
-    pivot: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["transport"], r["ranks"], r["link_gbps"], r["arm"])
-        row = pivot.setdefault(
-            key,
-            {
-                "transport": r["transport"],
-                "ranks": r["ranks"],
-                "nodes": r["nodes"],
-                "link_gbps": r["link_gbps"],
-                "threads": r["threads_per_process"],
-                "arm": r["arm"],
-            },
-        )
-        row[r["stage"]] = r["predicted_ms"]
-        if r["stage"] not in stages:
-            stages.append(r["stage"])
-    cols = ["transport", "ranks", "nodes", "link_gbps", "threads", "arm", *stages]
-    return list(pivot.values()), cols
 
 
 def _calibration_for(cals: list[Calibration], measured: Calibration) -> Calibration:
@@ -222,34 +198,6 @@ def _summary(
     }
 
 
-def _views(
-    rows: list[dict[str, Any]],
-    tots: list[dict[str, Any]],
-    errors: list[dict[str, Any]],
-    fitted_rows: list[dict[str, Any]],
-) -> list[View]:
-    views = [View("Projected totals (ms, median) and speedup", tots)]
-    tot_err = total_errors(errors)
-    if tot_err:
-        cols = ["transport", "ranks", "arm", "calibration_ms", "predicted_ms", "measured_ms"]
-        views.append(
-            View("Validation: total error", tot_err, [*cols, "error_pct", "within_target"])
-        )
-        views.append(
-            View(
-                "Validation: error per stage",
-                errors,
-                [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "note"],
-            )
-        )
-    pivot, pivot_cols = _stage_pivot(rows)
-    return [
-        *views,
-        View("Projected stages (ms, median)", pivot, pivot_cols),
-        View("Fitted from the calibration", fitted_rows),
-    ]
-
-
 def build_projection(
     cals: list[Calibration], host: Host, scale: Scale, measured: list[Calibration]
 ) -> Report:
@@ -292,7 +240,6 @@ def build_projection(
             "totals": tots,
             "validation": {"stages": errors, "totals": tot_err},
         },
-        views=_views(rows, tots, errors, fitted_rows),
     )
 
 
@@ -306,15 +253,8 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
     val = report.data.get("validation", {}).get("stages") or []
     if val:
         files.append(write_csv(val, out / "validation.csv"))
-    measured = report.data.get("validation", {}).get("totals") or []
-    cfg = report.config
-    title = (
-        f"projection from {', '.join(Path(c).name for c in cfg['calibration'])}; "
-        f"{cfg['gpus_per_node']} GPUs per node beyond one node"
-    )
-    fig = projection_figure(report.data["totals"], measured, title, out / "projection.png")
-    about = "Predicted total per arm and the speedup against ranks; x: measured, o: predicted."
-    figs = [RenderedFigure("projection", "Projection", about, fig.read_bytes())] if fig else []
+    figs = figures_png(report)  # [] without matplotlib
+    paths = [f.save(out) for f in figs]
     page = write_html([report], out / "report.html", title="kimi-bench project", figures=[figs])
     # report.json last: a folder holding it holds the whole projection
-    return [*files, *([fig] if fig else []), page, write_json(report, out / "report.json")]
+    return [*files, *paths, page, write_json(report, out / "report.json")]

@@ -25,6 +25,12 @@ def _or(v: Any, default: float) -> float:
     return default if f is None else f
 
 
+def sub(block: Any, key: str) -> Dict:
+    """``block[key]`` when it is a dict, else an empty dict (a missing or odd block)."""
+    value = block.get(key) if isinstance(block, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
 def number(v: Any) -> float | None:
     """A finite float, or None for null / NaN / non-numbers (a hostile report stays drawable)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -88,6 +94,19 @@ def verdict(report: Dict) -> str:
 
 def notes(report: Dict) -> list[str]:
     return [str(n) for n in report.get("notes") or []]
+
+
+NOISE_PREFIX = "noisy: "
+
+
+def reader_notes(report: Dict) -> list[str]:
+    """The notes as a page lists them: a micro report's per-stage noise warnings
+    (``noisy: <arm>/<stage>: ...``) are left out, as its noise table (after the figures)
+    shows them grouped per arm."""
+    out = notes(report)
+    if report.get("arms"):
+        out = [n for n in out if not n.startswith(NOISE_PREFIX)]
+    return out
 
 
 # --------------------------------------------------------------------------------- micro
@@ -229,6 +248,18 @@ def offered_rate(label: str) -> float | None:
 
 def serve_arms(report: Dict) -> list[str]:
     return [str(a) for a in report.get("config", {}).get("arms") or []]
+
+
+def base_arm(report: Dict) -> str:
+    """What a serve-ab report compares every arm with: eager among emulated arms, else the
+    first arm (the first ``--endpoint``, the first imported file)."""
+    arms = serve_arms(report)
+    external = bool(report.get("config", {}).get("endpoints")) or bool(
+        report.get("config", {}).get("imported")
+    )
+    if "eager" in arms and not external:
+        return "eager"
+    return arms[0] if arms else "eager"
 
 
 def serve_row(report: Dict, arm: str, rate: str) -> Dict:

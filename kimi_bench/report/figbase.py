@@ -14,7 +14,8 @@ from kimi_bench.report import access
 
 PLOT_HINT = "install the plot extra for charts: pip install 'kimi-bench[plot]'"
 
-ARM_COLORS = {"eager": "#d95f02", "deferred": "#1b9e77"}
+ARM_COLORS = {"eager": "#d95f02", "deferred": "#1b9e77", "zero-copy": "#7570b3",
+              "deferred-decode": "#e7298a"}  # fmt: skip
 _OTHER_ARM = "#7570b3"
 DPI = 110
 
@@ -52,12 +53,51 @@ def stage_colors(stages: list[str]) -> dict[str, Any]:
 
 def decorate(fig: Any, report: dict[str, Any], title: str, note: str = "") -> Any:
     """Title naming kind and what is drawn, caption line naming the machine and commit."""
+    import textwrap
+
     fig.suptitle(f"{access.kind(report)}: {title}", fontsize=12, fontweight="bold")
-    line = access.caption(report)
+    per_line = int(fig.get_figwidth() * 16)  # 7.5 pt characters per inch, about
+    line = "\n".join(textwrap.wrap(access.caption(report), per_line))
     if note:
-        line += "\n" + note
+        line += "\n" + "\n".join(textwrap.wrap(note, per_line))
     fig.text(0.01, 0.005, line, fontsize=7.5, color="#444444", ha="left", va="bottom")
     return fig
+
+
+def plain_number(v: float) -> str:
+    """A tick value as a reader writes it: ``600``, ``2000``, ``0.05`` (never ``6x10^2``)."""
+    import numpy as np
+
+    if v == 0:
+        return "0"
+    if abs(v) >= 1:
+        return f"{v:,.0f}" if abs(v) >= 10_000 else np.format_float_positional(v, trim="-")
+    return np.format_float_positional(float(f"{v:.3g}"), trim="-")
+
+
+def plain_log_axis(axis: Any) -> None:
+    """Plain numbers on a log axis: decades labelled (``100``, ``1000``) and, where the axis
+    spans fewer than three decades, the 2x and 5x minor ticks too (``200``, ``500``)."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    low, high = sorted(axis.get_view_interval())
+    decades = math.log10(high / low) if low > 0 and high > 0 else 10.0
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
+    if decades < 3:
+        subs = (2.0, 3.0, 5.0) if decades < 1.3 else (2.0, 5.0)
+        axis.set_minor_locator(LogLocator(base=10, subs=subs))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
+    else:
+        axis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
+
+
+def inches(fig: Any, value: float) -> float:
+    """``value`` inches as a fraction of the figure's height (layouts in fixed inches:
+    legends and the caption keep their size whatever the figure's)."""
+    return value / fig.get_figheight()
 
 
 def human_bytes(n: float) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.report import figures_micro, figures_parity, figures_serve
+from kimi_bench.report import figures_micro, figures_parity, figures_project, figures_serve
 from kimi_bench.report.figbase import PLOT_HINT, FigureSpec, RenderedFigure, png_bytes, pyplot
 
 __all__ = [
@@ -28,6 +28,7 @@ FIGURES: dict[str, tuple[FigureSpec, ...]] = {
     "micro": figures_micro.FIGURES,
     "serve-ab": figures_serve.FIGURES,
     "parity": figures_parity.FIGURES,
+    "project": figures_project.FIGURES,
 }
 
 

@@ -12,6 +12,8 @@ from kimi_bench.report.figbase import (
     decorate,
     empty_figure,
     human_bytes,
+    inches,
+    plain_log_axis,
     pyplot,
     stage_colors,
 )
@@ -45,25 +47,19 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
                 lw=1.2,
             )
             ax.annotate(
-                f"total {fmt_ms(total.median, significant=True)}\n"
-                f"(p10 {total.p10:.3g}, p90 {total.p90:.3g})",
+                f"{fmt_ms(total.median, significant=True)}\np10 {total.p10:.3g}\n"
+                f"p90 {total.p90:.3g}",
                 (x, max(total.p90, bottom)),
                 xytext=(0, 4),
                 textcoords="offset points",
                 ha="center",
-                fontsize=8,
+                fontsize=7.5,
             )
     floor = access.floor_ms(report)
     if floor is not None:
-        ax.axhline(
-            floor,
-            color="crimson",
-            ls="--",
-            lw=1.2,
-            label=f"floor {fmt_ms(floor, significant=True)}",
-        )
-        ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
-    ax.set_xticks(range(len(arms)), arms)
+        ax.axhline(floor, color="crimson", ls="--", lw=1.2)
+    names = [a.replace("-", "-\n", 1) if len(arms) > 3 and len(a) > 8 else a for a in arms]
+    ax.set_xticks(range(len(arms)), names, fontsize=8.5)
     ax.set_xlim(-0.6, len(arms) - 0.4)
     ax.set_ylabel("ms per repeat (stage medians stacked)")
     ax.set_title("total: stacked stage medians, p10-p90 of the total", fontsize=9)
@@ -117,18 +113,20 @@ def _per_stage(
             top = v if err is None else v + err[1][0]
             ax.text(top * 1.08, y, label, va="center", fontsize=6.5)
     if floor is not None:
-        ax.axvline(floor, color="crimson", ls="--", lw=1, label="floor")
+        ax.axvline(floor, color="crimson", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_xlim(left=base, right=top_limit)
     if value == "bytes":
-        from matplotlib.ticker import FuncFormatter, LogLocator
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
         ax.xaxis.set_major_locator(LogLocator(base=1024))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    else:
+        plain_log_axis(ax.xaxis)
     ax.set_yticks(range(len(stages)), stages, fontsize=8)
     ax.set_ylim(len(stages) - 0.5, -0.5)
     ax.grid(axis="x", alpha=0.3, which="both" if value == "ms" else "major")
-    ax.legend(fontsize=7, loc="lower right")
 
 
 def stages_figure(report: Dict) -> Any:
@@ -138,7 +136,7 @@ def stages_figure(report: Dict) -> Any:
         return empty_figure(report, title, "the report has no stage timings")
     plt = pyplot()
     colors = stage_colors(_stage_order(stats))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 6.8), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 7.4), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
     _stacked_totals(axes[0], report, stats, colors)
     _per_stage(axes[1], stats, "ms", access.floor_ms(report))
     axes[1].set_xlabel("ms (log scale), median with p10-p90 whiskers")
@@ -146,20 +144,36 @@ def stages_figure(report: Dict) -> Any:
     _per_stage(axes[2], stats, "bytes")
     axes[2].set_xlabel("bytes moved per repeat (log scale)")
     axes[2].set_title("bytes moved per stage", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in colors]
-    fig.tight_layout(rect=(0, 0.11, 1, 0.95))
+    _stage_legends(fig, stats, colors, access.floor_ms(report))
+    note = "floor: raw bytes pinned H2D + materialize on the owner (the least any path can take)"
+    return decorate(fig, report, title, note)
+
+
+def _stage_legends(
+    fig: Any, stats: list[access.StageStat], colors: Any, floor: float | None
+) -> None:
+    """Below the panels, in fixed inches: the arms' colours (middle and right panels) and
+    the floor, then the stages' colours (left panel); the caption goes under both."""
+    plt = pyplot()
+    arms = list(dict.fromkeys(s.arm for s in stats))
+    handles = [plt.Rectangle((0, 0), 1, 1, color=arm_color(a)) for a in arms]
+    labels = [f"{a} (middle, right)" if i == 0 else a for i, a in enumerate(arms)]
+    if floor is not None:
+        handles.append(plt.Line2D([], [], color="crimson", ls="--", lw=1.2))
+        labels.append(f"floor {fmt_ms(floor, significant=True)}")
+    fig.tight_layout(rect=(0, inches(fig, 1.3), 1, 1 - inches(fig, 0.4)))
+    fig.legend(handles, labels, fontsize=7.5, loc="lower center", ncol=len(labels),
+               bbox_to_anchor=(0.5, inches(fig, 0.88)))  # fmt: skip
     fig.legend(
-        handles,
+        [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in colors],
         list(colors),
         fontsize=7,
         loc="lower center",
-        bbox_to_anchor=(0.5, 0.055),
-        ncol=len(colors),
-        title="stages (stacked in this order, bottom up)",
+        bbox_to_anchor=(0.5, inches(fig, 0.3)),
+        ncol=min(len(colors), 12),
+        title="stages (left panel: stacked in this order, bottom up)",
         title_fontsize=7,
     )
-    note = "floor: raw bytes pinned H2D + materialize on the owner (the least any path can take)"
-    return decorate(fig, report, f"{title}; {access.verdict(report)}", note)
 
 
 def timeline_figure(report: Dict) -> Any:
@@ -205,8 +219,10 @@ def timeline_figure(report: Dict) -> Any:
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("ms since the repeat started")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in stages]
-    fig.tight_layout(rect=(0, 0.14, 1, 0.95))
-    fig.legend(handles, stages, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 0.055), ncol=9)
+    rows = -(-len(stages) // 9)
+    fig.tight_layout(rect=(0, inches(fig, 0.6 + 0.2 * rows), 1, 1 - inches(fig, 0.4)))
+    fig.legend(handles, stages, fontsize=7, loc="lower center", ncol=9,
+               bbox_to_anchor=(0.5, inches(fig, 0.35)))  # fmt: skip
     missing = [a for a, (_, pr) in lanes.items() if not pr]
     note = "one lane per rank; the critical path (last rank to finish) in red"
     if missing:
@@ -225,39 +241,50 @@ def payload_figure(report: Dict) -> Any:
     if not isinstance(ctl, dict) or not ctl.get("payload"):
         return empty_figure(report, title, "the report has no control rounds")
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10, 1.6 + 0.9 * len(ctl["payload"])))
+    fig, ax = plt.subplots(figsize=(10, 2.4 + 0.9 * len(ctl["payload"])))
     only = [e["stage"] for e in ctl.get("emulation_only") or [] if e["kind"] == "emulation_only"]
     arms = list(ctl["payload"])
+    right = 0.0
     for y, arm in enumerate(arms):
-        p = ctl["payload"][arm]
-        emu = sum(p["stages"][s]["control_ms"] for s in only if s in p["stages"])
-        rest = p["total"]["control_ms"] - emu
-        pay, iv = p["total"]["payload_ms"], p["total"]["interval"]
-        ax.barh(y, rest, color="0.7", height=0.55, label="control plane" if y == 0 else None)
-        ax.barh(y, emu, left=rest, color="0.85", hatch="//", height=0.55,
-                label="emulation-only (control)" if y == 0 and emu else None)  # fmt: skip
-        start = rest + emu
-        ax.barh(y, max(pay, 0.0), left=start, color=arm_color(arm), height=0.55)
-        if iv.get("low") is not None and iv.get("high") is not None:
-            err = [[max(pay - iv["low"], 0)], [max(iv["high"] - pay, 0)]]
-            ax.errorbar(start + pay, y, xerr=err, color="black", capsize=4, lw=1)
-        ctl_ms = p["total"]["control_ms"]
-        text = (
-            f"payload {fmt_ms(pay, significant=True)} (control {fmt_ms(ctl_ms, significant=True)})"
-        )
-        ax.text(max(start + pay, start) * 1.02, y - 0.32, text, fontsize=7.5)
+        right = max(right, _payload_bar(ax, y, arm, ctl["payload"][arm], only))
     floor = (ctl.get("floor") or {}).get("floor_ms")
     if floor:
         ax.axvline(floor, color="crimson", ls="--", lw=1.2,
                    label=f"control + data floor {fmt_ms(floor, significant=True)}")  # fmt: skip
     ax.set_yticks(range(len(arms)), arms)
-    ax.invert_yaxis()
+    ax.set_ylim(len(arms) - 0.45, -0.85)  # room above each bar for its label
+    ax.set_xlim(0, right * 1.08 or 1.0)
     ax.set_xlabel("ms per repeat: control median + payload cost (arm median minus control)")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout(rect=(0, 0.04, 1, 0.93))
+    fig.tight_layout(rect=(0, inches(fig, 0.75), 1, 1 - inches(fig, 0.4)))
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7.5, loc="lower center", ncol=len(labels),
+               bbox_to_anchor=(0.5, inches(fig, 0.33)))  # fmt: skip
     note = "payload interval: 95% bootstrap over repeats and control rounds (both sides)"
     return decorate(fig, report, title, note)
+
+
+def _payload_bar(ax: Any, y: int, arm: str, p: Dict, only: list[str]) -> float:
+    """One arm's bar (control plane, its emulation-only part hatched, payload cost with
+    its interval) and its label above the bar; returns the bar's right end (ms)."""
+    emu = sum(p["stages"][s]["control_ms"] for s in only if s in p["stages"])
+    ctl_ms = p["total"]["control_ms"]
+    rest = ctl_ms - emu
+    pay, iv = p["total"]["payload_ms"], p["total"]["interval"]
+    ax.barh(y, rest, color="0.7", height=0.55, label="control plane" if y == 0 else None)
+    ax.barh(y, emu, left=rest, color="0.85", hatch="//", height=0.55,
+            label="emulation-only (control)" if y == 0 and emu else None)  # fmt: skip
+    start = rest + emu
+    ax.barh(y, max(pay, 0.0), left=start, color=arm_color(arm), height=0.55)
+    end = start + max(pay, 0.0)
+    if iv.get("low") is not None and iv.get("high") is not None:
+        err = [[max(pay - iv["low"], 0)], [max(iv["high"] - pay, 0)]]
+        ax.errorbar(start + pay, y, xerr=err, color="black", capsize=4, lw=1)
+        end = max(end, start + iv["high"])
+    text = f"payload {fmt_ms(pay, significant=True)} (control {fmt_ms(ctl_ms, significant=True)})"
+    box = {"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85}
+    ax.text(0, y - 0.34, " " + text, fontsize=7.5, va="bottom", bbox=box)
+    return end
 
 
 FIGURES = (

@@ -14,6 +14,8 @@ from kimi_bench.report.figbase import (
     arm_color,
     decorate,
     empty_figure,
+    inches,
+    plain_log_axis,
     pyplot,
     stage_colors,
 )
@@ -36,7 +38,7 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
     if not rates or not any(access.request_ttfts(report, a, r) for a in arms for r in rates):
         return empty_figure(report, title, "the report has no completed requests")
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 5.4))
+    fig, ax = plt.subplots(figsize=(9, 6.0))
     slots = _offsets(len(arms) * len(_STATS), 0.6)
     k = 0
     for arm in arms:
@@ -79,15 +81,26 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
     ax.set_xticks(range(len(rates)), [_rate_name(r) for r in rates])
     ax.set_xlim(-0.6, len(rates) - 0.4)
     ax.set_yscale("log")
+    ax.margins(y=0.08)
+    plain_log_axis(ax.yaxis)
     ax.set_xlabel("offered request rate (req/s; categories, not a numeric axis)")
     ax.set_ylabel("TTFT (ms, log scale)")
     ax.grid(axis="y", alpha=0.3, which="both")
-    if ax.get_legend_handles_labels()[1]:
-        ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    _legend_below(fig, ax.get_legend_handles_labels(), 2 * len(arms) if len(arms) < 4 else 4)
     return decorate(
         fig, report, title, "bars: 95% bootstrap interval over requests (2000 resamples)"
     )
+
+
+def _legend_below(fig: Any, handles_labels: tuple[list[Any], list[str]], ncol: int) -> None:
+    """The figure's legend under its axes, above the caption (fixed inches), so that it
+    never covers a point; the axes are laid out above it."""
+    handles, labels = handles_labels
+    rows = -(-len(labels) // max(ncol, 1)) if labels else 0
+    fig.tight_layout(rect=(0, inches(fig, 0.55 + 0.2 * rows), 1, 1 - inches(fig, 0.4)))
+    if labels:
+        fig.legend(handles, labels, fontsize=7.5, loc="lower center", ncol=ncol,
+                   bbox_to_anchor=(0.5, inches(fig, 0.35)))  # fmt: skip
 
 
 def _short(v: float) -> str:
@@ -156,8 +169,10 @@ def ttft_cdf_figure(report: Dict) -> Any:
     if not any(access.request_ttfts(report, a, r) for a in arms for r in rates):
         return empty_figure(report, title, "the report has no completed requests")
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(rates), figsize=(4.6 * len(rates) + 1, 4.6), squeeze=False)
+    width = max(4.6 * len(rates) + 1, 8.0)
+    fig, axes = plt.subplots(1, len(rates), figsize=(width, 5.2), squeeze=False)
     for ax, rate in zip(axes[0], rates, strict=True):
+        counts: list[str] = []
         for arm in arms:
             xs = sorted(access.request_ttfts(report, arm, rate))
             if not xs:
@@ -170,18 +185,23 @@ def ttft_cdf_figure(report: Dict) -> Any:
                 color=_color(arm, arms),
                 lw=1.6,
                 ls="--" if arm == "eager" else "-",
-                label=f"{arm} (n={len(xs)})",
+                label=arm,
             )
+            counts.append(f"{arm} {len(xs)}")
         ax.axhline(0.5, color="grey", lw=0.6)
         ax.axhline(0.9, color="grey", lw=0.6, ls=":")
         ax.set_xscale("log")
-        ax.set_title(f"rate {_rate_name(rate)}", fontsize=9)
+        plain_log_axis(ax.xaxis)
+        ax.tick_params(axis="x", which="both", labelsize=7.5)
+        ax.set_title(f"rate {_rate_name(rate)}\nrequests: {', '.join(counts)}", fontsize=8.5)
         ax.set_xlabel("TTFT (ms, log scale)")
         ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[1]:
-            ax.legend(fontsize=7, loc="lower right")
     axes[0][0].set_ylabel("fraction of requests")
-    fig.tight_layout(rect=(0, 0.07, 1, 0.93))
+    labels: dict[str, Any] = {}  # one entry per arm: n per rate is in the panel's title
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            labels.setdefault(lab.split(" (n=")[0], h)
+    _legend_below(fig, (list(labels.values()), list(labels)), len(labels))
     return decorate(fig, report, title, "grey lines: median (solid) and p90 (dotted)")
 
 
@@ -241,16 +261,7 @@ def waterfall_figure(report: Dict) -> Any:
     for ax in axes[:, 0]:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             labels.setdefault(lab, h)
-    fig.tight_layout(rect=(0, 0.1, 1, 0.96))
-    if labels:
-        fig.legend(
-            list(labels.values()),
-            list(labels),
-            fontsize=7,
-            loc="lower center",
-            bbox_to_anchor=(0.5, 0.045),
-            ncol=len(labels),
-        )
+    _legend_below(fig, (list(labels.values()), list(labels)), len(labels))
     note = "black tick: median TTFT (medians of stages need not add up to the median TTFT)"
     return decorate(fig, report, title, note)
 

@@ -3,23 +3,26 @@ as base64 PNG), summary and result tables, gate verdicts.
 
 The page has no external reference of any kind (no CSS, script, font or image URL), so it
 opens from the file system with no server and no network. Every string that comes from
-a report, a file name or the user is escaped with :func:`html.escape`.
+a report, a file name or the user is quoted by ``report.quote`` (escaped, control
+characters shown). The tables are ``report.tables``: the ones Markdown and the terminal
+show, each cell marked with the JSON pointer of its value (``data-src``).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
-import html
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.report import access
+from kimi_bench.report import access, quote, verdicts
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png
+from kimi_bench.report.table import Column, Span, Table, show
+from kimi_bench.report.tables import tables
 
 Dict = dict[str, Any]
 MAX_ROWS = 500  # rows per table on the page; report.json keeps all of them
@@ -30,16 +33,23 @@ background:#fafafa;line-height:1.45}
 main{max-width:1500px;margin:0 auto;padding:1rem 2rem 3rem}
 h1{margin:.6rem 0}h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.4rem}
 h3{margin:1.4rem 0 .4rem}
-.verdict{padding:.6rem .9rem;border-radius:6px;font-weight:600;margin:.6rem 0}
-.ok{background:#e3f4e8;border-left:6px solid #1b9e77}
-.bad{background:#fde8e8;border-left:6px solid #c0392b}
-.info{background:#eef3fa;border-left:6px solid #5b7db1}
+.verdict{padding:.5rem .9rem;border-radius:6px;font-weight:600;margin:.6rem 0}
+.verdict ul{margin:0;padding-left:1.1rem}.verdict li{margin:.15rem 0}
+.verdict.good{background:#e3f4e8;border-left:6px solid #1b9e77}
+.verdict.bad{background:#fde8e8;border-left:6px solid #c0392b}
+.verdict.unresolved{background:#fdf3dc;border-left:6px solid #c98a00}
+.verdict.info{background:#eef3fa;border-left:6px solid #5b7db1}
+.verdict li.good::marker{color:#1b9e77}.verdict li.bad{color:#a5281b}
+.verdict li.unresolved{color:#7a5500}.verdict li.info{color:#34507a}
 table{border-collapse:collapse;font-size:.85rem;margin:.4rem 0 1rem;background:#fff}
 th,td{border:1px solid #d8d8d8;padding:.22rem .5rem;text-align:left;vertical-align:top}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
 td.yes{color:#137a4f;font-weight:600}td.no{color:#b02a1e;font-weight:700}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto;max-width:100%}
+.scroll th,.scroll td{white-space:nowrap}
+td details summary{cursor:pointer;color:#333}td details[open] summary{color:#666}
+td details[open]{white-space:normal;min-width:24em;max-width:48em}
 figure{margin:1rem 0 1.6rem;background:#fff;border:1px solid #e2e2e2;padding:.6rem}
 figure img{max-width:100%;height:auto;display:block}
 figcaption{font-size:.85rem;color:#444;margin-top:.4rem}
@@ -48,67 +58,82 @@ nav a{margin-right:1rem}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.8rem}
 pre{background:#fff;border:1px solid #e2e2e2;padding:.6rem;overflow-x:auto}
 .muted{color:#666;font-size:.85rem}
+p.overview{margin:.8rem 0 -.3rem;font-weight:600}
 """
 
 
 def esc(value: Any) -> str:
-    """Text for HTML: escaped, quotes included (safe in attributes and element bodies)."""
-    return html.escape(str(value), quote=True)
+    """Text for HTML: control characters visible, escaped, quotes included (safe in
+    attributes and element bodies)."""
+    return quote.html_text(value)
 
 
-def _cell(v: Any) -> tuple[str, str]:
+FOLD_AT = 60  # a folding column's text longer than this folds behind a disclosure
+
+
+def _cell(v: Any, column: Column | None = None) -> tuple[str, str]:
     """(css class, text) of one table cell."""
-    if v is None:
-        return "", "-"
+    col = column or Column("value")
     if isinstance(v, bool):
         return ("yes", "yes") if v else ("no", "NO")
-    if isinstance(v, int):
-        return "num", str(v)
-    if isinstance(v, float):
-        return "num", f"{v:.4g}"
+    text = show(v, col.fmt)
+    if v is None or text == "-":
+        return "", text
+    if isinstance(v, (int, float, Span)) or col.fmt in ("pct", "x", "span"):
+        return "num", text
     if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v):
-        return "num", "x".join(str(x) for x in v)
-    if isinstance(v, (dict, list, tuple)):
-        return "", json.dumps(v, default=str)
-    return "", str(v)
+        return "num", text
+    return "", text
 
 
-def table(rows: Sequence[Dict], columns: Sequence[str] | None = None, limit: int = MAX_ROWS) -> str:
-    if not rows:
+def _td(v: Any, column: Column, src: Any) -> str:
+    cls, text = _cell(v, column)
+    attrs = f' class="{cls}"' if cls else ""
+    if src:  # one JSON pointer, or a JSON list of them (an interval's two ends)
+        attrs += f' data-src="{esc(src if isinstance(src, str) else json.dumps(list(src)))}"'
+    body = esc(text)
+    if column.fold and len(text) > FOLD_AT:
+        body = f"<details><summary>{esc(text[: FOLD_AT - 20])}…</summary>{body}</details>"
+    return f"<td{attrs}>{body}</td>"
+
+
+def render_table(t: Table, limit: int = MAX_ROWS) -> str:
+    """One table of ``report.tables``: every cell says where in report.json it comes from
+    (``data-src``, a JSON pointer); wide tables scroll sideways, long text folds."""
+    if not t.rows:
         return '<p class="muted">(none)</p>'
-    cols = list(columns) if columns else list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-    body = []
-    for r in rows[:limit]:
-        cells = []
-        for c in cols:
-            cls, text = _cell(r.get(c))
-            attr = f' class="{cls}"' if cls else ""
-            cells.append(f"<td{attr}>{esc(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th>{esc(c.header)}</th>" for c in t.columns)
+    body = [
+        "<tr>" + "".join(_td(r.get(c.key), c, src.get(c.key)) for c in t.columns) + "</tr>"
+        for r, src in zip(t.rows[:limit], t.sources[:limit], strict=True)
+    ]
     more = ""
-    if len(rows) > limit:
-        more = f'<p class="muted">{len(rows) - limit} more rows in report.json</p>'
+    if len(t.rows) > limit:
+        more = f'<p class="muted">{len(t.rows) - limit} more rows in report.json</p>'
     return (
-        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f'<div class="scroll"><table data-table="{esc(t.key)}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
 
+def table(rows: Sequence[Dict], columns: Sequence[str] | None = None, limit: int = MAX_ROWS) -> str:
+    """Plain rows (the gate's, the overview) as a table."""
+    cols = list(columns) if columns else list(dict.fromkeys(k for r in rows for k in r))
+    t = Table("rows", "", [Column(c, fold=c in ("reason", "verdict")) for c in cols])
+    for r in rows:
+        t.add({c: r.get(c) for c in cols})
+    return render_table(t, limit)
+
+
 def status(report: Dict) -> str:
-    """'bad' when the report says something failed (error, a non-identical output, failed
-    requests), else 'ok'. Only explicit fields are read; the verdict text is not parsed."""
-    s = report.get("summary") or {}
-    if s.get("error"):
-        return "bad"
-    for key in ("all_bit_exact_fp32", "all_bit_exact_bf16", "bit_exact_all_repeats"):
-        if s.get(key) is False:
-            return "bad"
-    if isinstance(s.get("failed_requests"), int) and s["failed_requests"] > 0:
-        return "bad"
-    if isinstance(s.get("errors"), int) and s["errors"] > 0:
-        return "bad"
-    return "ok"
+    """The tone of the report's verdict box: its worst verdict line's (``good`` only when
+    every line is; ``bad`` for a failure, a mismatch, a slower arm, a TTFT increase)."""
+    return verdicts.worst(verdicts.lines(report))
+
+
+def verdict_box(lines: Sequence[verdicts.Line], tone: str | None = None) -> str:
+    items = "".join(f'<li class="{ln.tone}">{esc(ln.text)}</li>' for ln in lines)
+    return f'<div class="verdict {tone or verdicts.worst(list(lines))}"><ul>{items}</ul></div>'
 
 
 def _environment(report: Dict) -> str:
@@ -129,63 +154,6 @@ def _environment(report: Dict) -> str:
     return table([{"field": k, "value": v} for k, v in rows if v is not None])
 
 
-def _summary_rows(report: Dict) -> list[Dict]:
-    rows = []
-    for k, v in (report.get("summary") or {}).items():
-        if k in ("verdict",):
-            continue
-        if isinstance(v, dict):
-            rows += [{"metric": f"{k}.{kk}", "value": vv} for kk, vv in v.items()]
-        else:
-            rows.append({"metric": k, "value": v})
-    return rows
-
-
-def _ab_rows(report: Dict) -> list[Dict]:
-    rows = []
-    for rate, metrics in (report.get("ab") or {}).items():
-        if not isinstance(metrics, dict):
-            continue
-        for name, m in metrics.items():
-            if not isinstance(m, dict):
-                continue
-            ci = m.get("ci95")
-            delta = access.number(m.get("delta"))
-            rows.append(
-                {
-                    "rate": rate,
-                    "metric": name,
-                    "delta": None if delta is None else f"{delta:+.1%}",
-                    "95% interval": (
-                        f"{ci[0]:+.1%} .. {ci[1]:+.1%}"
-                        if isinstance(ci, list) and len(ci) == 2 and None not in ci
-                        else None
-                    ),
-                    "significant": m.get("significant"),
-                    "method": m.get("method"),
-                }
-            )
-    return rows
-
-
-def _control(report: Dict) -> str:
-    """micro: the control plane and each arm's payload cost, the emulation-only stages
-    named apart ('' for other reports and micro reports without control rounds)."""
-    ctl = report.get("control")
-    if not isinstance(ctl, dict) or not ctl.get("rows"):
-        return ""
-    apart = [e for e in ctl.get("emulation_only") or [] if e.get("kind") == "emulation_only"]
-    items = "".join(f"<li><b>{esc(e.get('stage'))}</b>: {esc(e.get('why'))}</li>" for e in apart)
-    only = f'<p>Emulation-only stages (shown apart):</p><ul class="notes">{items}</ul>'
-    return (
-        "<h3>Control plane and payload cost</h3>"
-        f'<p class="muted">control: every arm with {esc(ctl.get("payload_images"))}; '
-        "payload cost = arm minus its control (ms), interval over both sides</p>"
-        + (only if apart else "")
-        + table(ctl["rows"])
-    )
-
-
 def _figure(fig: RenderedFigure) -> str:
     data = base64.b64encode(fig.png).decode("ascii")
     return (
@@ -195,21 +163,34 @@ def _figure(fig: RenderedFigure) -> str:
     )
 
 
+FOLD_ROWS = 40  # a longer table (a copy ledger) is folded behind a disclosure
+
+
+def _tables(report: Dict) -> list[str]:
+    out = []
+    for t in tables(report):
+        about = f'<p class="muted">{esc(t.about)}</p>' if t.about else ""
+        body = render_table(t)
+        if len(t.rows) > FOLD_ROWS:
+            body = f"<details><summary>{len(t.rows)} rows</summary>{body}</details>"
+        out.append(f'<h3 id="{esc(t.key)}">{esc(t.title)}</h3>{about}{body}')
+    return out
+
+
 def section(report: Dict, anchor: str, figures: Sequence[RenderedFigure]) -> str:
+    """One report: its verdict lines first, the figures, the notes (noise warnings are a
+    table after the figures), every table, the environment and the configuration."""
     kind = access.kind(report)
     parts = [f'<section id="{esc(anchor)}"><h2>{esc(kind)}</h2>']
-    parts.append(f'<div class="verdict {status(report)}">{esc(access.verdict(report))}</div>')
+    parts.append(verdict_box(verdicts.lines(report)))
     parts.append(f'<p class="muted">{esc(access.caption(report))}</p>')
-    if access.notes(report):
-        items = "".join(f"<li>{esc(n)}</li>" for n in access.notes(report))
-        parts.append(f'<h3>Notes</h3><ul class="notes">{items}</ul>')
     if figures:
         parts.append("<h3>Figures</h3>" + "".join(_figure(f) for f in figures))
-    parts.append("<h3>Summary</h3>" + table(_summary_rows(report), ["metric", "value"]))
-    if report.get("ab"):
-        parts.append("<h3>A/B deltas (deferred vs eager)</h3>" + table(_ab_rows(report)))
-    parts.append("<h3>Results</h3>" + table(report.get("results") or []))
-    parts.append(_control(report))
+    notes = access.reader_notes(report)
+    if notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+        parts.append(f'<h3>Notes</h3><ul class="notes">{items}</ul>')
+    parts += _tables(report)
     parts.append("<h3>Environment</h3>" + _environment(report))
     config = json.dumps(report.get("config") or {}, indent=1, default=str)
     parts.append(f"<details><summary>Configuration</summary><pre>{esc(config)}</pre></details>")
@@ -233,20 +214,21 @@ def render_html(
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     head.append(f'<p class="muted">written {esc(stamp)}; data: the report.json files</p>')
     if gate is not None:
-        failed = [g for g in gate if g.get("verdict") == "fail"]
-        word = f"FAIL: {len(failed)} of {len(gate)} rules" if failed else "PASS"
-        head.append(f'<div class="verdict {"bad" if failed else "ok"}">gate {esc(word)}</div>')
+        head.append(verdict_box([verdicts.gate_line(list(gate))]))
     links = "".join(
         f'<a href="#{esc(a)}">{esc(access.kind(d))}</a>'
         for a, d in zip(anchors, dicts, strict=True)
     )
     if gate is not None:
         links += '<a href="#gate">gate</a>'
-    head.append(f"<nav>{links}</nav>")
-    overview = [
-        {"report": access.kind(d), "verdict": access.verdict(d), "status": status(d)} for d in dicts
-    ]
-    head.append(table(overview))
+    if len(dicts) > 1 or gate is not None:
+        head.append(f"<nav>{links}</nav>")
+    if len(dicts) > 1 or gate is not None:  # an overview: every report's verdict lines
+        head += [
+            f'<p class="overview"><a href="#{esc(a)}">{esc(access.kind(d))}</a></p>'
+            + verdict_box(verdicts.lines(d))
+            for a, d in zip(anchors, dicts, strict=True)
+        ]
     figs += [[]] * (len(dicts) - len(figs))
     body = [section(d, a, f) for d, a, f in zip(dicts, anchors, figs, strict=False)]
     if gate is not None:

@@ -19,7 +19,8 @@ What older layouts differ in:
 
 Earlier serve-ab ``ab`` blocks (``ab[rate][metric].delta``, one arm, a fraction) stay as
 written: the gate recomputes every comparison from the request rows and checks only the
-current ``delta_pct`` against them, and the HTML page shows those blocks as they are.
+current ``delta_pct`` against them, and the tables (``report.tables_serve.ab_entries``)
+show those blocks converted to percent, without JSON pointers.
 """
 
 from __future__ import annotations

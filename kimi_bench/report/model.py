@@ -40,15 +40,6 @@ class ReportError(ValueError):
 
 
 @dataclass
-class View:
-    """A table for humans (Markdown/CSV); never part of the JSON."""
-
-    title: str
-    rows: list[dict[str, Any]]
-    columns: list[str] | None = None
-
-
-@dataclass
 class Report:
     kind: str
     environment: dict[str, Any]
@@ -58,7 +49,6 @@ class Report:
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
-    views: list[View] = field(default_factory=list, repr=False)
     # the file it was read from (None when built in memory); never written to the JSON
     source: Path | None = field(default=None, repr=False, compare=False)
 

@@ -6,10 +6,12 @@ in; a path below a file or a read-only folder is refused before any measurement 
 
 ``claim_output_dir(out)`` then makes the folder this run's: an exclusive lock on a
 ``.kimi-bench.lock`` file in it (``flock``: the kernel drops it when the process ends, so a
-killed run never leaves a stale claim). A second run given a folder that another run holds
-is refused (exit 2), and so is a folder that already holds a finished report
-(``report.json``, or ``index.md`` of ``kimi-bench run``) unless ``overwrite`` is set: no
-finished result is lost to a later run. Every file is written to a temporary name in the
+killed run never leaves a stale claim). Releasing the claim removes the file (while the
+lock is still held; a run that then locks a file removed under it tries again), so a
+finished folder holds its report and no lock file. A second run given a folder that
+another run holds is refused (exit 2), and so is a folder that already holds a finished
+report (``report.json``, or ``index.md`` of ``kimi-bench run``) unless ``overwrite`` is
+set: no finished result is lost to a later run. Every file is written to a temporary name in the
 folder and renamed into place when complete, ``report.json`` last.
 
 ``write_outputs(write, out)`` runs at the end: if writing into ``out`` fails anyway (disk
@@ -125,13 +127,29 @@ class OutputClaim:
         self._fd: int | None = fd
 
     def release(self) -> None:
-        """Drop the lock (also dropped by the kernel when the process ends)."""
+        """Remove the lock file and drop the lock (the kernel drops it when the process
+        ends; the file then stays, and the next run takes it over)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                if _same_file(fd, self.folder / LOCK_NAME):
+                    os.unlink(self.folder / LOCK_NAME)
+            except OSError:
+                pass  # a folder removed or made read-only during the run: the lock goes anyway
             finally:
-                os.close(fd)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                finally:
+                    os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (not removed or replaced)."""
+    try:
+        st, now = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
 
 
 def _holder(lock: Path) -> str:
@@ -142,15 +160,10 @@ def _holder(lock: Path) -> str:
     return text.splitlines()[0][:200] if text else "another kimi-bench run"
 
 
-def claim_output_dir(
-    out: Path, option: str = "--output-dir", *, overwrite: bool = False
-) -> OutputClaim:
-    """Create ``out`` and hold it for this run; OutputError (a usage error) when another
-    run holds it or, unless ``overwrite``, when it holds a finished report already."""
-    check_output_dir(out, option)
+def _lock(out: Path, lock: Path, option: str) -> int:
+    """Open and exclusively lock ``lock`` (OutputError when another run holds it)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        lock = out / LOCK_NAME
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise OutputError(f"{option} {out}: cannot create it: {describe_os_error(exc)}") from None
@@ -164,6 +177,23 @@ def claim_output_dir(
             f"{option} {out} is in use by {_holder(lock)}; two runs never share a folder: "
             "give this run another --output-dir"
         ) from None
+    return fd
+
+
+def claim_output_dir(
+    out: Path, option: str = "--output-dir", *, overwrite: bool = False
+) -> OutputClaim:
+    """Create ``out`` and hold it for this run; OutputError (a usage error) when another
+    run holds it or, unless ``overwrite``, when it holds a finished report already."""
+    check_output_dir(out, option)
+    lock = out / LOCK_NAME
+    for _ in range(20):  # the file a finishing run removes is locked again under its name
+        fd = _lock(out, lock, option)
+        if _same_file(fd, lock):
+            break
+        os.close(fd)
+    else:
+        raise OutputError(f"{option} {out}: its lock file keeps being replaced; try again")
     claim = OutputClaim(out, fd)
     finished = [m for m in REPORT_MARKERS if (out / m).is_file()]
     if finished and not overwrite:

@@ -1,5 +1,7 @@
-"""``kimi-bench render``: the figures and the HTML page drawn again next to every saved
-``report.json`` under a folder, from the report's data (nothing is measured again)."""
+"""``kimi-bench render``: the figures, ``report.md`` and the HTML page written again next
+to every saved ``report.json`` under a folder, from the report's data (nothing is
+measured again). Committed reports keep their data (report.json) and report.md; this makes
+the rest on demand."""
 
 from __future__ import annotations
 
@@ -11,6 +13,16 @@ from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png, find_reports
 from kimi_bench.report.html import write_html
 from kimi_bench.report.model import load_report
+from kimi_bench.report.writers import atomic_write_text, render_markdown
+
+
+def _title(report: dict[str, Any]) -> str | None:
+    """The heading the writer gave the report's report.md (None: the default one)."""
+    if report.get("kind") == "project":
+        return "kimi-bench projection"
+    if (report.get("config") or {}).get("imported"):
+        return "imported serve-ab"
+    return None
 
 
 @dataclass(frozen=True)
@@ -20,19 +32,22 @@ class Rerendered:
     figures: list[Path]
     html: Path | None
     rendered: list[RenderedFigure]
+    markdown: Path | None = None
 
 
 def render_tree(root: str | Path, *, html: bool = True) -> list[Rerendered]:
-    """Re-render the figures (and a ``report.html`` unless ``html`` is False) next to every
-    ``report.json`` under ``root``. Raises ``ReportError`` for a file that is not a report."""
+    """Re-render the figures, ``report.md`` and (unless ``html`` is False) ``report.html``
+    next to every ``report.json`` under ``root``. Raises ``ReportError`` for a file that is
+    not a report."""
     done = []
     for p in find_reports(root):
         rep = load_report(p).to_dict()
         figs = figures_png(rep)
         paths = [f.save(p.parent) for f in figs]
+        md = atomic_write_text(p.parent / "report.md", render_markdown(rep, _title(rep)))
         page = None
         if html:
             title = f"kimi-bench {rep.get('kind')}"
             page = write_html([rep], p.parent / "report.html", title=title, figures=[figs])
-        done.append(Rerendered(p, rep, paths, page, figs))
+        done.append(Rerendered(p, rep, paths, page, figs, md))
     return done

@@ -3,14 +3,13 @@
 Every file is written atomically: into a temp file in the same folder, flushed to disk,
 then renamed over the target. A crash or a full disk leaves either the old file or the new
 one, never half of one, and the temp file is removed on any failure. Text taken from a
-report (names, notes, reasons) is HTML-escaped in Markdown, so a report field can never
-inject markup into a rendered summary.
+report (names, notes, reasons) is quoted by ``report.quote`` for each format: no Markdown
+link, HTML or line break made of a file name, no CSV cell read as a formula.
 """
 
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import os
 import tempfile
@@ -18,7 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.report import access, quote, verdicts
 from kimi_bench.report.model import Report
+from kimi_bench.report.table import Column, Table, show
+from kimi_bench.report.tables import tables
 
 
 def _final_mode(path: Path) -> int:
@@ -56,41 +58,47 @@ def write_json(report: Report, path: Path) -> Path:
 
 
 def md_text(v: Any) -> str:
-    """Text for Markdown: HTML special characters escaped, one line."""
-    return html.escape(str(v), quote=False).replace("\n", " ")
+    """Text for Markdown (``report.quote.md``): one line, no markup made of it."""
+    return quote.md(v)
 
 
-def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "NO"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return md_text("x".join(str(x) for x in v))
-    return md_text(v).replace("|", "\\|")
+def _cell(v: Any, column: Column | None = None) -> str:
+    return quote.md(show(v, column.fmt if column else "text"))
 
 
 def markdown_table(rows: list[dict[str, Any]], columns: Iterable[str] | None = None) -> str:
+    """Plain rows (the gate's, compare's) as a GitHub table."""
     if not rows:
         return "_(none)_\n"
     cols = list(columns) if columns else list(rows[0])
-    lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in rows]
+    t = Table("rows", "", [Column(c) for c in cols])
+    for r in rows:
+        t.add({c: r.get(c) for c in cols})
+    return table_markdown(t)
+
+
+def table_markdown(t: Table) -> str:
+    """One table of ``report.tables`` as a GitHub table (numbers as every format writes
+    them, text quoted)."""
+    if not t.rows:
+        return "_(none)_\n"
+    lines = ["| " + " | ".join(quote.md(c.header) for c in t.columns) + " |",
+             "|" + "---|" * len(t.columns)]  # fmt: skip
+    lines += ["| " + " | ".join(_cell(r.get(c.key), c) for c in t.columns) + " |" for r in t.rows]
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(report: Report, title: str | None = None) -> str:
-    env = report.environment
+TONE_WORD = {"good": "ok", "bad": "BAD", "unresolved": "unresolved", "info": "note"}
+
+
+def _head(report: dict[str, Any], title: str | None) -> list[str]:
+    env = report.get("environment") or {}
     raw_git = env.get("git")
     git: dict[str, Any] = raw_git if isinstance(raw_git, dict) else {}
     e = {k: md_text(v) for k, v in env.items() if not isinstance(v, dict)}
-    head = md_text(title or f"kimi-bench {report.kind} report")
-    out = [f"# {head}\n"]
-    verdict = report.summary.get("verdict")
-    if verdict:
-        out.append(f"**Verdict:** {md_text(verdict)}\n")
+    out = [f"# {md_text(title or f'kimi-bench {access.kind(report)} report')}\n", "## Verdict\n"]
+    out += [f"- **{TONE_WORD[ln.tone]}**: {md_text(ln.text)}" for ln in verdicts.lines(report)]
+    out.append("")
     out.append(
         f"- device: {e.get('device_name')} ({e.get('device')}), torch {e.get('torch')}, "
         f"CUDA {e.get('cuda')}, Python {e.get('python')}\n"
@@ -99,17 +107,24 @@ def render_markdown(report: Report, title: str | None = None) -> str:
         f"{' (dirty)' if git.get('dirty') else ''}, preset {e.get('preset')}, "
         f"seed {e.get('seed')}, created {e.get('created')}\n"
     )
-    if report.notes:
+    return out
+
+
+def render_markdown(report: Report | dict[str, Any], title: str | None = None) -> str:
+    """``report.md``: the verdict lines, the environment, the notes and every table of
+    ``report.tables``, from the report's data (the same as the HTML page shows)."""
+    data = report.to_dict() if isinstance(report, Report) else report
+    out = _head(data, title)
+    notes = access.reader_notes(data)
+    if notes:
         out.append("## Notes\n")
-        out += [f"- {md_text(n)}" for n in report.notes]
+        out += [f"- {md_text(n)}" for n in notes]
         out.append("")
-    scalar = {k: v for k, v in report.summary.items() if not isinstance(v, (dict, list))}
-    if scalar:
-        out.append("## Summary\n")
-        out.append(markdown_table([{"metric": k, "value": v} for k, v in scalar.items()]))
-    for view in report.views:
-        out.append(f"## {md_text(view.title)}\n")
-        out.append(markdown_table(view.rows, view.columns))
+    for t in tables(data):
+        out.append(f"## {md_text(t.title)}\n")
+        if t.about:
+            out.append(f"_{md_text(t.about)}_\n")
+        out.append(table_markdown(t))
     return "\n".join(out)
 
 
@@ -118,11 +133,15 @@ def write_markdown(report: Report, path: Path, title: str | None = None) -> Path
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path, columns: list[str] | None = None) -> Path:
-    """Rows to CSV through pandas; list cells (grid_thw) become ``1x36x46``."""
+    """Rows to CSV through pandas; list cells (grid_thw) become ``1x36x46``; text cells are
+    quoted against formula injection (``report.quote.csv_cell``)."""
     import pandas as pd
 
     flat = [
-        {k: ("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in r.items()}
+        {
+            k: quote.csv_cell("x".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
+            for k, v in r.items()
+        }
         for r in rows
     ]
     frame = pd.DataFrame(flat, columns=columns or (list(flat[0]) if flat else []))

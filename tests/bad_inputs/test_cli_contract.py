@@ -145,6 +145,15 @@ def test_run_format_json_and_append_jsonl_one_line_per_part(tmp_path: Path):
     doc = _one_json_document(res.stdout)
     assert doc["gate"]
     assert "gate PASS" in res.stderr or "gate FAIL" in res.stderr
+    # the run ends with each part's verdict lines, as index.html shows them (issue 28)
+    from kimi_bench.report import verdicts
+    from kimi_bench.report.model import load_report
+
+    flat = " ".join(res.stderr.split())
+    for part in ("parity", "micro", "serve-ab"):
+        assert f"{part}:" in flat
+        for line in verdicts.lines(load_report(out / part).to_dict()):
+            assert " ".join(line.text.split()) in flat, line.text
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [x["kind"] for x in lines] == ["earlier", "parity", "micro", "serve-ab"]
     for line, part in zip(lines[1:], ("parity", "micro", "serve-ab"), strict=True):

@@ -52,9 +52,49 @@ def test_a_held_folder_is_refused_and_released_when_the_run_ends(tmp_path: Path)
         OutputError, match=r"is in use by kimi-bench pid \d+ .*another --output-dir"
     ):
         claim_output_dir(out)
-    first.release()
-    claim_output_dir(out).release()  # free again
     assert [p.name for p in out.iterdir()] == [LOCK_NAME]
+    first.release()
+    assert list(out.iterdir()) == []  # released: no lock file left behind
+    claim_output_dir(out).release()  # free again
+    assert list(out.iterdir()) == []
+
+
+def test_a_claim_that_locked_a_removed_lock_file_tries_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that opened the lock file just before its holder finished (and removed it)
+    holds a file no one else can see: it must notice and lock the folder's file instead."""
+    from kimi_bench.report import output
+
+    out = tmp_path / "out"
+    real, raced = output._lock, []
+
+    def holder_finishes_in_between(folder: Path, lock: Path, option: str) -> int:
+        fd = real(folder, lock, option)
+        if not raced:
+            raced.append(lock)
+            os.unlink(lock)  # the holder's release, between our open and our lock
+        return fd
+
+    monkeypatch.setattr(output, "_lock", holder_finishes_in_between)
+    claim = claim_output_dir(out)
+    try:
+        assert raced and (out / LOCK_NAME).is_file()
+        with pytest.raises(OutputError, match="is in use"):
+            claim_output_dir(out)  # the folder's own lock file is the one held
+    finally:
+        claim.release()
+    assert list(out.iterdir()) == []
+
+
+def test_a_finished_run_leaves_no_lock_file(tmp_path: Path) -> None:
+    """The installed command, run to the end: the folder holds its report, no lock."""
+    out = tmp_path / "out"
+    proc = _parity(_images(tmp_path / "img"), out)
+    rc = proc.wait(timeout=600)
+    assert rc == 0, proc.communicate()
+    names = sorted(p.name for p in out.iterdir())
+    assert "report.json" in names and LOCK_NAME not in names, names
 
 
 def test_a_finished_report_is_refused_unless_overwrite(tmp_path: Path) -> None:

@@ -6,8 +6,11 @@ Playwright for Python; no browser download) and list what a reader would see go 
 - a request that leaves the page: anything but ``data:`` URLs and the page's own file is
   recorded and aborted, so nothing reaches the network;
 - a verdict that is not visible in the first viewport (1280x800): the page's first
-  ``.verdict`` box must lie inside it, non-empty, and every report's verdict text must be
-  on the first screen (in that box or the overview table).
+  ``.verdict`` box must lie inside it, non-empty, and every report's verdict lines must be
+  on the first screen (in that box or the overview's boxes);
+- a table cell that says ``-`` where the report.json it shows holds a number (each cell
+  names its value's JSON pointer, ``data-src``): the empty A/B table this check once
+  passed.
 
 ``python tests/browser/chromium.py PAGE_OR_FOLDER... --screenshots DIR`` checks every
 ``report.html`` / ``index.html`` given or found below the folders (exit 1 on a problem;
@@ -64,6 +67,11 @@ _FOLD_JS = """() => {
     seen: seen.join('\\n'),
   };
 }"""
+
+
+_CELLS_JS = """() => Array.from(document.querySelectorAll('section')).flatMap(sec =>
+  Array.from(sec.querySelectorAll('td[data-src]')).map(td =>
+    [sec.id, td.getAttribute('data-src'), td.innerText.trim()]))"""
 
 
 def unavailable() -> str | None:
@@ -138,6 +146,7 @@ def check_page(
             f"image does not decode: {i['alt']!r}" for i in images if not i["width"] > 0
         ]
         out.problems += _fold_problems(page.evaluate(_FOLD_JS), verdicts)
+        out.problems += _empty_cells(page.evaluate(_CELLS_JS), page_reports(page_path))
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot))
@@ -165,6 +174,48 @@ def _fold_problems(fold: dict[str, Any], verdicts: list[str]) -> list[str]:
     return problems
 
 
+def page_reports(page_path: Path) -> dict[str, dict[str, Any]]:
+    """kind -> the report a page shows (report.json beside a report.html; the subfolders'
+    beside an index.html), in the current layout."""
+    import json
+
+    from kimi_bench.report.model import Report
+
+    folder = page_path.parent
+    files = [folder / "report.json"] if page_path.name == "report.html" else []
+    if page_path.name == "index.html":
+        files = sorted(folder.glob("*/report.json"))
+    out = {}
+    for f in files:
+        if f.is_file():
+            rep = Report.from_dict(json.loads(f.read_text())).to_dict()
+            out[str(rep.get("kind"))] = rep
+    return out
+
+
+def _empty_cells(cells: list[list[str]], reports: dict[str, dict[str, Any]]) -> list[str]:
+    """Cells that say ``-`` where their report.json holds a number."""
+    import json
+    import math
+
+    from kimi_bench.report.table import resolve
+
+    problems = []
+    for section, src, text in cells:
+        rep = reports.get(section.rsplit("-", 1)[0])
+        if rep is None or text != "-":
+            continue
+        ptrs = json.loads(src) if src.startswith("[") else [src]
+        try:
+            values = [resolve(rep, p) for p in ptrs]
+        except (KeyError, IndexError, ValueError, TypeError):
+            continue
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in values):  # fmt: skip
+            problems.append(f"table cell shows '-' where report.json holds {values} ({src})")
+    return problems[:10]
+
+
 def page_verdicts(page_path: Path) -> list[str]:
     """The verdict of every report a page shows: report.json beside a report.html, or the
     report.json of each subfolder beside an index.html."""
@@ -177,10 +228,17 @@ def page_verdicts(page_path: Path) -> list[str]:
     out = []
     for f in files:
         if f.is_file():
-            v = (json.loads(f.read_text()).get("summary") or {}).get("verdict")
-            if v:
-                out.append(str(v))
+            out += verdict_texts(json.loads(f.read_text()))
     return out
+
+
+def verdict_texts(report: dict[str, Any]) -> list[str]:
+    """The verdict lines the page shows for a report (``kimi_bench.report.verdicts``: the
+    data's words, not the summary string an older report was written with)."""
+    from kimi_bench.report import verdicts
+    from kimi_bench.report.model import Report
+
+    return [line.text for line in verdicts.lines(Report.from_dict(report).to_dict())]
 
 
 def find_pages(paths: list[Path], newer_than: Path | None = None) -> list[Path]:

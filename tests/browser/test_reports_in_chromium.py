@@ -89,3 +89,27 @@ def test_the_check_sees_what_a_reader_would_see_go_wrong(browser: Any, tmp_path:
     assert "page error:" in text and "undefinedFunction" in text
     assert "the verdict box is not inside the first screen" in text
     assert "verdict not on the first screen: 'BIT-IDENTICAL: 2 of 2'" in text
+
+
+def test_the_check_sees_an_empty_cell_where_the_json_has_a_number(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The A/B table once showed '-' in every cell while report.json held the numbers, and
+    this check passed it: a page that does so now fails, naming the value it hides."""
+    import json
+    import shutil
+
+    from tests.browser.pages import CPU_RUN
+
+    shutil.copy2(CPU_RUN / "serve-ab" / "report.json", tmp_path / "report.json")
+    rep = json.loads((tmp_path / "report.json").read_text())
+    rate = next(iter(rep["ab"]))
+    src = f"/ab/{rate}/deferred/median_ttft/delta_pct"
+    page = tmp_path / "report.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+        f"<section id='serve-ab-0'><div class='verdict'>x</div><table><tr>"
+        f"<td data-src='{src}'>-</td></tr></table></section></body></html>"
+    )
+    res = check_page(browser, page, [])
+    assert any(src in p and "shows '-'" in p for p in res.problems), res.problems

@@ -121,7 +121,9 @@ def test_a_failing_line_fails_the_run_and_says_which(tmp_path: Path) -> None:
     assert "README commands: 1 ok, 1 failed, 2 skipped" in out
 
 
-def test_lines_run_outside_the_checkout_with_their_fixtures(tmp_path: Path) -> None:
+def test_lines_run_in_one_folder_outside_the_checkout_with_what_the_readme_names(
+    tmp_path: Path,
+) -> None:
     check_photos = (
         'python -c "import sys; from pathlib import Path; from PIL import Image; '
         "fs = sorted(Path(sys.argv[1]).iterdir()); [Image.open(f).load() for f in fs]; "
@@ -131,16 +133,28 @@ def test_lines_run_outside_the_checkout_with_their_fixtures(tmp_path: Path) -> N
         f"{check_photos}\n"
         "python -c 'import os; assert not os.getcwd().startswith(\"" + str(REPO) + "/\")'\n"
         "grep -q '^\\[serve_ab\\]' my.toml\n"
-        "test -f out/parity/report.json && test -f new-run/micro/report.json\n"
         "test -f reports/baselines/h200/micro/sglang-0.5.23/r2-shm/report.json\n"
+        "test -f reports/examples/cpu-run/micro/report.json\n"
         'test -n "$GITHUB_STEP_SUMMARY" && touch "$GITHUB_STEP_SUMMARY"\n'
-        "mkdir -p reports/runs/x && touch reports/runs/x/written",
-        "test ! -e reports/runs/x   # another block: its own folder",
+        "mkdir -p out/x && touch out/x/written",
+        "test -f out/x/written   # another block: the same folder, as for a reader",
+        "test ! -e new-run   # nothing the README does not make or name is given",
     )
     done = run_script(text, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "README commands: 8 ok, 0 failed, 0 skipped" in done.stdout
-    assert (tmp_path / "w" / "block-01" / "reports" / "runs" / "x" / "written").is_file()
+    assert "README commands: 9 ok, 0 failed, 0 skipped" in done.stdout
+    assert (tmp_path / "w" / "folder" / "out" / "x" / "written").is_file()
+    assert not (tmp_path / "w" / "folder" / "reports" / "runs").exists()
+
+
+def test_a_folder_reused_by_a_later_block_fails_as_it_would_for_a_reader(tmp_path: Path) -> None:
+    """The CI block's ``run --output-dir kb`` after an earlier block's ``kb``: in one folder
+    the second write is refused, and the run says which line."""
+    text = readme("mkdir kb && touch kb/report.json", "test ! -e kb/report.json  # reuses kb")
+    done = run_script(text, tmp_path)
+    assert done.returncode == 1
+    assert "[README line 6] $ test ! -e kb/report.json" in done.stdout
+    assert "README commands: 1 ok, 1 failed, 0 skipped" in done.stdout
 
 
 def test_the_my_toml_fixture_is_a_valid_scenario(tmp_path: Path) -> None:

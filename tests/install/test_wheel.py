@@ -55,3 +55,45 @@ def test_a_data_file_the_build_drops_is_named_as_missing(tmp_path: Path) -> None
     (src / "kimi_bench" / "schemas" / "extra.bin").write_bytes(b"\0\1")
     wheel = build_wheel(src, tmp_path / "dist")
     assert missing_from_wheel(src, wheel) == ["kimi_bench/schemas/extra.bin"]
+
+
+def test_a_wheel_built_from_a_checkout_records_its_commit(tmp_path: Path) -> None:
+    """Issue 28: a run from the installed wheel recorded commit "unknown". The build writes
+    kimi_bench/_build_info.json (version, commit, dirty); the installed package, run from a
+    folder outside any checkout, reports that commit in its environment block."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    src = copy_sources(tmp_path / "src")
+    git = ["git", "-c", "user.name=kb", "-c", "user.email=kb@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "a build"]):
+        subprocess.run([*git, *args], cwd=src, check=True, capture_output=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, check=True,
+                         capture_output=True, text=True).stdout.strip()  # fmt: skip
+    wheel = build_wheel(src, tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as zf:
+        info = json.loads(zf.read("kimi_bench/_build_info.json"))
+        zf.extractall(tmp_path / "site")
+    assert info == {"version": "0.2.0", "commit": sha, "dirty": False}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KIMI_BENCH_GIT")}
+    env["PYTHONPATH"] = str(tmp_path / "site")
+    code = ("import json, kimi_bench; from kimi_bench.infra.environment import git_commit; "
+            "print(json.dumps([kimi_bench.__file__, git_commit()]))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    where, recorded = json.loads(done.stdout)
+    assert where.startswith(str(tmp_path / "site"))
+    assert recorded == {"commit": sha, "dirty": False, "source": "wheel", "built_version": "0.2.0"}
+
+
+def test_a_wheel_built_outside_a_checkout_records_no_commit(tmp_path: Path) -> None:
+    import json
+
+    wheel = build_wheel(copy_sources(tmp_path / "src"), tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as zf:
+        assert json.loads(zf.read("kimi_bench/_build_info.json"))["commit"] is None

@@ -261,7 +261,10 @@ def test_serve_ab_command_against_one_emulator_as_two_endpoints_draws_every_figu
     assert proc.returncode == 0 and "Traceback" not in text, text
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["arms"] == ["a", "b"] == report["config"]["arms"]
-    assert report["summary"]["verdict"].startswith("vs a: ")
+    assert (
+        report["summary"]["verdict"].startswith("rate ")
+        and " vs a " in report["summary"]["verdict"]
+    )
     assert report["summary"]["failed_requests"] == 0
     pngs = {p.name for p in out.glob("*.png") if p.stat().st_size > 1000}
     assert pngs == {"ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png"}

@@ -61,3 +61,40 @@ def test_serve_ab_help_shows_defaults_scenario_table_and_sizes_literally():
     assert "[default:kimi-k3]" in out and "\\[" not in res.stdout
     assert "[GPU:1536x1024,CPU:640x480]" in out  # one size order: WIDTHxHEIGHT
     assert "--image-count,--images-per-request" in out
+
+
+# flags of other programs the README shows (pip, torchrun, SGLang, GuideLLM, AIPerf, vLLM,
+# scripts/readme-commands.py): not kimi-bench's
+FOREIGN = {
+    "--append-result", "--artifact-dir", "--backend", "--base-url", "--concurrency",
+    "--constraint", "--data", "--dataset-name", "--enable-metrics", "--endpoint-type",
+    "--list", "--master-addr", "--master-port", "--mm-feature-transport", "--model-path",
+    "--nnodes", "--no-deps", "--node-rank", "--nproc-per-node", "--output", "--output-details",
+    "--output-tokens-mean", "--profile", "--random-input-len", "--random-output-len",
+    "--request-count", "--save-result", "--streaming", "--synthetic-input-tokens-mean",
+    "--tokenizer", "--tp", "--url",
+}  # fmt: skip
+
+
+def test_every_option_the_readme_names_is_in_some_help():
+    """README and --help agree: no option the README tells a reader to type is missing from
+    the commands' help (a renamed or removed option fails here, by name)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", readme)) - FOREIGN
+    helps = [CliRunner().invoke(app, [c, "--help"], env={"COLUMNS": "200"}).output
+             for c in [*COMMANDS, "calibrate", "import"]]  # fmt: skip
+    shown = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", " ".join(helps)))
+    shown |= {"--help", "--version"}
+    assert sorted(named - shown) == []
+
+
+def test_request_timeout_reads_the_same_in_help_and_readme():
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    res = CliRunner().invoke(app, ["serve-ab", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(res.output.split())
+    assert "One deadline per request" in text and "seconds without progress" not in text
+    assert "is one deadline per request" in readme

@@ -1,0 +1,142 @@
+"""Every table of a report, one function per table, built from ``report.json`` data only.
+
+``tables(report)`` is what the Markdown file, the HTML page and the terminal print: one
+list per report, so the three never disagree and a re-rendered committed report shows
+what a fresh one does. Each cell carries the JSON pointer of the value it shows
+(``table.Table.sources``); a value derived here (a sum, a list of noisy stages) has none.
+The kinds' own tables are in ``tables_micro`` and ``tables_serve``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kimi_bench.report import access
+from kimi_bench.report.table import Table, generic, pointer
+from kimi_bench.report.tables_base import PARITY_COLUMNS, Dict, col, present, rows_table
+from kimi_bench.report.tables_micro import micro_tables, payload_blocks, speedup_blocks
+from kimi_bench.report.tables_serve import ab_entries, comparison_name, serve_tables
+
+__all__ = ["ab_entries", "comparison_name", "payload_blocks", "speedup_blocks", "tables"]
+
+
+# -------------------------------------------------------------------------- every kind
+
+
+def summary_table(report: Dict) -> Table:
+    """The summary's numbers and words (lists of rows are tables of their own)."""
+    table = Table("summary", "Summary", [col("metric"), col("value")])
+    for k, v in (report.get("summary") or {}).items():
+        if k == "verdict":
+            continue
+        if isinstance(v, dict):
+            for kk, vv in v.items():
+                if not isinstance(vv, (dict, list)):
+                    table.add(
+                        {"metric": f"{k}.{kk}", "value": vv}, {"value": pointer("summary", k, kk)}
+                    )
+        elif isinstance(v, list):
+            if all(not isinstance(x, (dict, list)) for x in v):
+                table.add({"metric": k, "value": ", ".join(map(str, v)) or None})
+        else:
+            table.add({"metric": k, "value": v}, {"value": pointer("summary", k)})
+    return table
+
+
+# ------------------------------------------------------------------------------ parity
+
+
+def parity_tables(report: Dict) -> list[Table]:
+    rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
+    cols = present(rows, PARITY_COLUMNS)
+    table = rows_table("parity.inputs", "Per input", rows, "/results", cols)
+    return [table]
+
+
+# ----------------------------------------------------------------------------- project
+
+
+def project_tables(report: Dict) -> list[Table]:
+    val = access.sub(report, "validation")
+    out = [
+        generic(
+            "project.totals",
+            "Projected totals (ms, median) and speedup",
+            report.get("totals") or [],
+            "/totals",
+        )
+    ]
+    if val.get("totals"):
+        cols = ["transport", "ranks", "arm", "calibration_ms", "predicted_ms", "measured_ms"]
+        out.append(
+            generic(
+                "project.validation",
+                "Validation: total error",
+                val["totals"],
+                "/validation/totals",
+                [*cols, "error_pct", "within_target"],
+            )
+        )
+        out.append(
+            generic(
+                "project.validation_stages",
+                "Validation: error per stage",
+                val.get("stages") or [],
+                "/validation/stages",
+                [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "note"],
+            )
+        )
+    out.append(project_stages(report))
+    out.append(
+        generic(
+            "project.fitted", "Fitted from the calibration", report.get("fitted") or [], "/fitted"
+        )
+    )
+    for t in out:
+        t.columns = [col(c.key) for c in t.columns]
+    return out
+
+
+def project_stages(report: Dict) -> Table:
+    """The projected stages pivoted: one row per (carrier, ranks, link, arm)."""
+    stages: list[str] = []
+    keys: dict[tuple[Any, ...], int] = {}
+    table = Table("project.stages", "Projected stages (ms, median)", [])
+    for i, r in enumerate(report.get("results") or []):
+        key = (r.get("transport"), r.get("ranks"), r.get("link_gbps"), r.get("arm"))
+        if key not in keys:
+            keys[key] = len(table.rows)
+            table.add(
+                {
+                    "transport": key[0],
+                    "ranks": key[1],
+                    "nodes": r.get("nodes"),
+                    "link_gbps": key[2],
+                    "threads": r.get("threads_per_process"),
+                    "arm": key[3],
+                }
+            )
+        k = keys[key]
+        table.rows[k][r.get("stage")] = r.get("predicted_ms")
+        table.sources[k][str(r.get("stage"))] = pointer("results", i, "predicted_ms")
+        if r.get("stage") not in stages:
+            stages.append(str(r.get("stage")))
+    fixed = ["transport", "ranks", "nodes", "link_gbps", "threads", "arm"]
+    table.columns = [col(c) for c in fixed] + [col(s, "num") for s in stages]
+    return table
+
+
+BUILDERS: dict[str, Callable[[Dict], list[Table]]] = {
+    "parity": parity_tables,
+    "micro": micro_tables,
+    "serve-ab": serve_tables,
+    "project": project_tables,
+}
+
+
+def tables(report: Dict) -> list[Table]:
+    """The report's tables in the order every format shows them: the summary, then the
+    kind's own."""
+    build = BUILDERS.get(access.kind(report))
+    return [summary_table(report), *(build(report) if build else [])]

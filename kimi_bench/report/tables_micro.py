@@ -1,0 +1,264 @@
+"""The tables of a micro report (``report.tables``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimi_bench.report import access
+from kimi_bench.report.table import Span, Table, pointer
+from kimi_bench.report.tables_base import (
+    CONTROL_COLUMNS,
+    COPY_COLUMNS,
+    NOISE_MIN_MS,
+    Dict,
+    col,
+    rows_table,
+)
+
+# ------------------------------------------------------------------------------- micro
+
+
+def micro_stages(report: Dict) -> Table:
+    """Per arm: each stage's median, p10, p90 (ms) and bytes, then the arm's TOTAL."""
+    cols = [
+        col("arm"),
+        col("stage"),
+        col("median_ms", "num"),
+        col("p10_ms", "num"),
+        col("p90_ms", "num"),
+        col("bytes", "int"),
+    ]
+    table = Table("micro.stages", "Stages (ms, bytes)", cols)
+    arms = report.get("arms") or {}
+    if not arms:  # an older report: its flat table
+        for i, r in enumerate(report.get("results") or []):
+            table.add(
+                {c.key: r.get(c.key) for c in cols},
+                {c.key: pointer("results", i, c.key) for c in cols[2:]},
+            )
+        return table
+    for arm, block in arms.items():
+        for stage, st in (block.get("stages") or {}).items():
+            summ = st.get("summary_ms") if st.get("applicable", True) else None
+            summ = summ if isinstance(summ, dict) else {}
+            at = ("arms", arm, "stages", stage)
+            table.add(
+                {
+                    "arm": arm,
+                    "stage": stage,
+                    "median_ms": summ.get("median"),
+                    "p10_ms": summ.get("p10"),
+                    "p90_ms": summ.get("p90"),
+                    "bytes": st.get("bytes"),
+                },
+                {
+                    "median_ms": pointer(*at, "summary_ms", "median"),
+                    "p10_ms": pointer(*at, "summary_ms", "p10"),
+                    "p90_ms": pointer(*at, "summary_ms", "p90"),
+                    "bytes": pointer(*at, "bytes"),
+                },
+            )
+        total = access.sub(block, "total_ms")
+        table.add(
+            {
+                "arm": arm,
+                "stage": "TOTAL",
+                "median_ms": total.get("median"),
+                "p10_ms": total.get("p10"),
+                "p90_ms": total.get("p90"),
+                "bytes": block.get("moved_bytes"),
+            },
+            {
+                "median_ms": pointer("arms", arm, "total_ms", "median"),
+                "p10_ms": pointer("arms", arm, "total_ms", "p10"),
+                "p90_ms": pointer("arms", arm, "total_ms", "p90"),
+                "bytes": pointer("arms", arm, "moved_bytes"),
+            },
+        )
+    return table
+
+
+def speedup_blocks(report: Dict) -> dict[str, tuple[str, Dict]]:
+    """``<arm>_vs_<base>`` -> (its JSON pointer, the paired per-repeat ratio block)."""
+    speed = report.get("speedups")
+    if isinstance(speed, dict) and speed:
+        return {k: (pointer("speedups", k), v) for k, v in speed.items() if isinstance(v, dict)}
+    one = report.get("speedup")
+    return {"deferred_vs_eager": ("/speedup", one)} if isinstance(one, dict) else {}
+
+
+def payload_blocks(report: Dict) -> dict[str, tuple[str, Dict]]:
+    ctl = report.get("control")
+    ps = ctl.get("payload_speedups") if isinstance(ctl, dict) else None
+    if not isinstance(ps, dict):
+        return {}
+    at = ("control", "payload_speedups")
+    return {k: (pointer(*at, k), v) for k, v in ps.items() if isinstance(v, dict)}
+
+
+def _ratio_cells(at: str, block: Dict) -> tuple[Any, Any, dict[str, Any]]:
+    iv = access.sub(block, "interval")
+    span = Span(iv.get("low"), iv.get("high"), str(iv.get("kind") or "none"), "x")
+    return (
+        block.get("median"),
+        span,
+        {"median": f"{at}/median", "span": (f"{at}/interval/low", f"{at}/interval/high")},
+    )
+
+
+def micro_comparisons(report: Dict) -> Table:
+    """One row per comparison: the per-repeat paired ratio (base total / arm total) with
+    its interval and, when control rounds ran, the ratio of payload costs with its own."""
+    cols = [
+        col("comparison"),
+        col("ratio", "x", "time ratio (base / arm)"),
+        col("interval", "span", "its interval"),
+        col("repeats", "int"),
+        col("payload_ratio", "x", "payload-cost ratio"),
+        col("payload_interval", "span", "its interval"),
+    ]
+    table = Table(
+        "micro.comparisons",
+        "Comparisons (per-repeat paired ratios)",
+        cols,
+        about="time ratio > 1: the arm is faster than its base; each repeat runs "
+        "the arms back to back, so the ratio is taken per repeat (median shown)",
+    )
+    payload = payload_blocks(report)
+    for key, (at, block) in speedup_blocks(report).items():
+        arm, _, base = key.partition("_vs_")
+        med, span, src = _ratio_cells(at, block)
+        row = {
+            "comparison": f"{arm} vs {base}",
+            "ratio": med,
+            "interval": span,
+            "repeats": block.get("n_units", block.get("n")),
+        }
+        srcs: dict[str, Any] = {
+            "ratio": src["median"],
+            "interval": src["span"],
+            "repeats": f"{at}/n_units",
+        }
+        if key in payload:
+            pat, pblock = payload[key]
+            pmed, pspan, psrc = _ratio_cells(pat, pblock)
+            row |= {"payload_ratio": pmed, "payload_interval": pspan}
+            srcs |= {"payload_ratio": psrc["median"], "payload_interval": psrc["span"]}
+        table.add(row, srcs)
+    if not payload:
+        table.columns = table.columns[:4]
+    return table
+
+
+def micro_copies(report: Dict) -> Table:
+    table = Table(
+        "micro.copies",
+        "Copies (ledger per arm and stage, one repeat)",
+        [
+            col("arm"),
+            *(col(c, "int" if c in ("bytes", "count") else "text") for c in COPY_COLUMNS),
+        ],
+    )
+    for arm, block in (report.get("arms") or {}).items():
+        for i, row in enumerate(block.get("copies") or []):
+            at = ("arms", arm, "copies", i)
+            table.add(
+                {"arm": arm, **{c: row.get(c) for c in COPY_COLUMNS}},
+                {c: pointer(*at, c) for c in COPY_COLUMNS},
+            )
+    return table
+
+
+def micro_decisions(report: Dict) -> Table:
+    rows = (report.get("summary") or {}).get("decisions") or []
+    cols = ["image", "defer", "reason", "raw_bytes", "processed_bytes"]
+    return rows_table(
+        "micro.decisions",
+        "Deferral decision per image (deferred arm)",
+        rows,
+        "/summary/decisions",
+        cols,
+    )
+
+
+def micro_control(report: Dict) -> Table | None:
+    ctl = report.get("control")
+    if not isinstance(ctl, dict) or not ctl.get("rows"):
+        return None
+    table = rows_table(
+        "micro.control",
+        "Control plane and payload cost",
+        ctl["rows"],
+        "/control/rows",
+        list(CONTROL_COLUMNS),
+    )
+    table.columns = [
+        col(c, "text" if c in ("arm", "stage", "emulation") else "num") for c in CONTROL_COLUMNS
+    ]
+    table.about = (
+        f"control: every arm with {ctl.get('payload_images')}; payload cost = arm "
+        "minus its control (ms), interval over both sides"
+    )
+    return table
+
+
+def micro_apart(report: Dict) -> Table | None:
+    """The stages whose cost is the emulation's (the metadata gather) or a stand-in's (a
+    host copy for a device copy on CPU), shown apart in the payload cost."""
+    ctl = report.get("control")
+    rows = ctl.get("emulation_only") if isinstance(ctl, dict) else None
+    if not rows:
+        return None
+    title = "Emulation-only stages and stand-ins (shown apart)"
+    table = rows_table("micro.apart", title, rows, "/control/emulation_only",
+                       ["stage", "kind", "arms", "why"])  # fmt: skip
+    table.rows = [r | {"arms": ", ".join(map(str, r.get("arms") or []))} for r in table.rows]
+    for src in table.sources:
+        src.pop("arms", None)  # a list, written as text here
+    return table
+
+
+def noisy_stages(report: Dict) -> dict[str, list[tuple[str, float]]]:
+    """Per arm: (stage or "total", IQR / median) of every measured quantity whose spread
+    torch.utils.benchmark would warn about (stages under 1 ms are not counted)."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for arm, block in (report.get("arms") or {}).items():
+        items = [(s, st.get("summary_ms")) for s, st in (block.get("stages") or {}).items()]
+        items.append(("total", block.get("total_ms")))
+        for name, m in items:
+            if not isinstance(m, dict) or not m.get("warnings"):
+                continue
+            med, noise = access.number(m.get("median")), access.number(m.get("noise"))
+            if med is not None and noise is not None and (name == "total" or med >= NOISE_MIN_MS):
+                out.setdefault(arm, []).append((name, noise))
+    return out
+
+
+def micro_noise(report: Dict) -> Table | None:
+    noisy = noisy_stages(report)
+    if not noisy:
+        return None
+    table = Table(
+        "micro.noise",
+        "Noise: stages whose IQR is 10% of the median or more",
+        [col("arm"), col("noisy (IQR / median)")],
+        about="torch.utils.benchmark's thresholds: 10% could indicate system "
+        "fluctuation, 25% suggests significant environmental influence",
+    )
+    for arm, items in noisy.items():
+        text = ", ".join(f"{name} {noise:.0%}" for name, noise in items)
+        table.add({"arm": arm, "noisy (IQR / median)": text})
+    return table
+
+
+def micro_tables(report: Dict) -> list[Table]:
+    out = [
+        micro_stages(report),
+        micro_comparisons(report),
+        micro_copies(report),
+        micro_decisions(report),
+        micro_control(report),
+        micro_apart(report),
+        micro_noise(report),
+    ]
+    return [t for t in out if t is not None]

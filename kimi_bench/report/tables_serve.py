@@ -1,0 +1,148 @@
+"""The tables of a serve-ab report (``report.tables``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimi_bench.report import access
+from kimi_bench.report.table import Span, Table, pointer
+from kimi_bench.report.tables_base import (
+    COPY_COLUMNS,
+    OVERHEAD_COLUMNS,
+    SERVE_COLUMNS,
+    Dict,
+    col,
+    present,
+    rows_table,
+)
+
+# ---------------------------------------------------------------------------- serve-ab
+
+
+def serve_per_rate(report: Dict) -> Table:
+    rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
+    table = rows_table(
+        "serve.per_rate", "Per rate and arm", rows, "/results", present(rows, SERVE_COLUMNS)
+    )
+    return table
+
+
+AB_METRICS = (
+    ("median_ttft", "median TTFT"),
+    ("p90_ttft", "p90 TTFT"),
+    ("throughput", "throughput"),
+)
+
+
+def _earlier(rate: str, metrics: Dict) -> tuple[str, str, str, Dict]:
+    """An earlier report's one-arm block (``ab[rate][metric]``: ``delta`` a fraction,
+    ``ci95`` its interval) in the current shape; no pointer (the values are converted)."""
+    out: Dict = {}
+    for name, m in metrics.items():
+        if not isinstance(m, dict):
+            continue
+        d, ci = access.number(m.get("delta")), m.get("ci95")
+        ends = [access.number(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 else []
+        lo, hi = (ends[0], ends[1]) if len(ends) == 2 else (None, None)
+        out[name] = {
+            "delta_pct": None if d is None else d * 100,
+            "interval": (
+                {"low": lo * 100, "high": hi * 100, "kind": "ci"}
+                if lo is not None and hi is not None
+                else {}
+            ),
+            "significant": m.get("significant"),
+            "verdict": m.get("method"),
+        }
+    return rate, "deferred", "", out
+
+
+def ab_entries(report: Dict) -> list[tuple[str, str, str, Dict]]:
+    """(rate, comparison key, its JSON pointer, {metric: comparison}) in report order; an
+    earlier layout (``ab[rate][metric].delta``, one arm) is converted, without pointers."""
+    out = []
+    for rate, per_arm in (report.get("ab") or {}).items():
+        blocks = per_arm if isinstance(per_arm, dict) else {}
+        if any(isinstance(v, dict) and "delta" in v for v in blocks.values()):
+            out.append(_earlier(str(rate), blocks))
+            continue
+        for arm, metrics in blocks.items():
+            if isinstance(metrics, dict):
+                out.append((str(rate), str(arm), pointer("ab", rate, arm), metrics))
+    return out
+
+
+def comparison_name(arm: str, metrics: Dict, base: str) -> str:
+    """``deferred vs eager`` (``zero-copy_vs_deferred`` -> ``zero-copy vs deferred``)."""
+    med = access.sub(metrics, "median_ttft")
+    a, b = med.get("a_label"), med.get("b_label")
+    if a and b:
+        return f"{b} vs {a}"
+    head, _, tail = arm.partition("_vs_")
+    return f"{head} vs {tail or base}"
+
+
+def serve_ab(report: Dict) -> Table:
+    base = access.base_arm(report)
+    cols = [col("rate"), col("comparison")]
+    for key, label in AB_METRICS:
+        cols += [
+            col(f"{key}_delta", "pct", f"{label} Δ"),
+            col(f"{key}_interval", "span", "interval"),
+        ]
+    cols.append(col("median_ttft_verdict", "text", "median TTFT verdict"))
+    table = Table("serve.ab", f"A/B (each arm vs {base}; signed %, arm minus {base})", cols)
+    for rate, arm, at, metrics in ab_entries(report):
+        row: dict[str, Any] = {"rate": rate, "comparison": comparison_name(arm, metrics, base)}
+        src: dict[str, Any] = {}
+        for key, _label in AB_METRICS:
+            m = access.sub(metrics, key)
+            iv = access.sub(m, "interval")
+            row[f"{key}_delta"] = m.get("delta_pct")
+            row[f"{key}_interval"] = Span(
+                iv.get("low"), iv.get("high"), str(iv.get("kind") or "none"), "pct"
+            )
+            if at:
+                src[f"{key}_delta"] = f"{at}/{key}/delta_pct"
+                src[f"{key}_interval"] = (f"{at}/{key}/interval/low", f"{at}/{key}/interval/high")
+        med = access.sub(metrics, "median_ttft")
+        row["median_ttft_verdict"] = med.get("verdict")
+        if at:
+            src["median_ttft_verdict"] = f"{at}/median_ttft/verdict"
+        table.add(row, src)
+    return table
+
+
+def serve_copies(report: Dict) -> Table:
+    rows = report.get("copies") or []
+    table = rows_table(
+        "serve.copies",
+        "Copies (ledger of the measured requests, per rate and arm)",
+        rows,
+        "/copies",
+        ["rate", "arm", *COPY_COLUMNS],
+    )
+    return table
+
+
+def serve_overhead(report: Dict) -> Table | None:
+    rows = report.get("client_overhead")
+    if not rows:
+        return None
+    return rows_table(
+        "serve.overhead",
+        "Client overhead (client minus server mean TTFT; send lateness)",
+        rows,
+        "/client_overhead",
+        list(OVERHEAD_COLUMNS),
+    )
+
+
+def serve_tables(report: Dict) -> list[Table]:
+    out = [
+        serve_per_rate(report),
+        serve_ab(report) if report.get("ab") else None,
+        serve_copies(report) if report.get("copies") else None,
+        serve_overhead(report),
+    ]
+    return [t for t in out if t is not None]

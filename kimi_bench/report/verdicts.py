@@ -1,0 +1,273 @@
+"""The verdict of a report as lines a reader can trust, each with its tone, from the
+report's data: the HTML page, ``report.md``, the terminal and ``kimi-bench run`` print
+these lines, in these words and colours.
+
+Rules (issue 28):
+
+- one ratio per comparison: micro compares arms by the per-repeat paired ratio (base total
+  / arm total, median over repeats) with its interval; the payload-cost ratio is a line of
+  its own only with its own interval;
+- a result whose interval spans "no change" leads with **no difference resolved**, whatever
+  its median says; only an interval wholly on one side is "faster"/"slower";
+- a tone per line: ``good`` (resolved better, bit-identical), ``bad`` (resolved worse:
+  "slower", a TTFT increase, a mismatch, a failed request, an interrupted run),
+  ``unresolved`` (no difference resolved) and ``info`` (a plain benchmark, a caveat). A
+  report's box takes its worst line's tone; only an all-good report is green.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_range
+from kimi_bench.report import access
+from kimi_bench.report.tables import ab_entries, comparison_name, payload_blocks, speedup_blocks
+
+Dict = dict[str, Any]
+Tone = Literal["good", "bad", "unresolved", "info"]
+RANK: dict[str, int] = {"good": 0, "info": 1, "unresolved": 2, "bad": 3}
+UNRESOLVED = "no difference resolved"
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    tone: Tone
+
+
+def worst(lines: list[Line]) -> Tone:
+    """The tone of a report's box: its worst line's (``info`` when there is none)."""
+    return max((ln.tone for ln in lines), key=lambda t: RANK[t], default="info")
+
+
+def text(lines: list[Line]) -> str:
+    """The lines as one verdict string (``summary.verdict`` of new reports)."""
+    return "; ".join(ln.text for ln in lines)
+
+
+def _num(v: Any) -> float | None:
+    return access.number(v)
+
+
+def _interval(block: Dict) -> tuple[float | None, float | None, str]:
+    iv = access.sub(block, "interval")
+    return _num(iv.get("low")), _num(iv.get("high")), str(iv.get("kind") or "none")
+
+
+# -------------------------------------------------------------------------------- micro
+
+
+def _direction(block: Dict) -> int:
+    """+1 resolved faster (the whole CI above 1), -1 resolved slower, 0 not resolved."""
+    lo, hi, kind = _interval(block)
+    if kind != "ci" or lo is None or hi is None:
+        return 0
+    return 1 if lo > 1 else -1 if hi < 1 else 0
+
+
+def _ratio_line(key: str, block: Dict, what: str = "") -> Line | None:
+    """One comparison of ``<arm>_vs_<base>``; None without a ratio."""
+    med = _num(block.get("median"))
+    if med is None or med <= 0:
+        return None
+    arm, _, base = key.partition("_vs_")
+    lo, hi, kind = _interval(block)
+    n = block.get("n_units") or block.get("n")
+    reps = f", {n} repeats" if isinstance(n, int) and what == "" else ""
+    if kind == "ci" and lo is not None and hi is not None:
+        spread = f"95% CI {fmt_speedup_range(lo, hi)}{reps}"
+    elif kind == "range" and lo is not None and hi is not None:
+        spread = f"range {fmt_speedup_range(lo, hi)}: too few repeats for a CI"
+    else:
+        spread = "no interval"
+    direction = _direction(block)
+    head = f"{what}: " if what else ""
+    if direction == 0:
+        return Line(
+            f"{UNRESOLVED}{' in ' + what if what else ''}: {arm} vs {base} "
+            f"{fmt_speedup(med)} at the median ({spread})",
+            "unresolved",
+        )
+    tone: Tone = "good" if direction > 0 else "bad"
+    return Line(f"{head}{arm} {fmt_speedup(med, base)} ({spread})", tone)
+
+
+def micro_lines(report: Dict) -> list[Line]:
+    s = report.get("summary") or {}
+    recorded = access.verdict(report)
+    if s.get("error") or recorded.startswith(("INCOMPLETE", "MISMATCH")):
+        return [Line(recorded or f"INCOMPLETE: {s.get('error')}", "bad")]
+    if s.get("bit_exact_all_repeats") is False:
+        return [Line(recorded or "MISMATCH: the owner's BF16 outputs differ between arms", "bad")]
+    totals = speedup_blocks(report)
+    lines = [ln for k, (_, b) in totals.items() if (ln := _ratio_line(k, b))]
+    reps = s.get("repeats_completed")
+    if s.get("bit_exact_all_repeats"):
+        lines.append(Line(f"owner BF16 outputs identical in {reps} repeats", "good"))
+    for key, (_, block) in payload_blocks(report).items():
+        if _interval(block)[2] == "none":
+            continue  # a payload ratio without its own interval is no headline
+        line = _ratio_line(key, block, "payload cost (arm minus control)")
+        if line is None:
+            continue
+        total = totals.get(key, ("", {}))[1]
+        if _direction(total) * _direction(block) < 0:
+            line = Line(
+                line.text + "; the total says the opposite: the arms' control planes, not "
+                "their pixels, make that difference",
+                line.tone,
+            )
+        lines.append(line)
+    return lines or [Line(recorded or "no comparison", "info")]
+
+
+# ----------------------------------------------------------------------------- serve-ab
+
+
+def _pct_interval(block: Dict) -> str:
+    lo, hi, kind = _interval(block)
+    if lo is None or hi is None:
+        return str(block.get("verdict") or "no interval")
+    if kind == "ci":
+        return f"95% CI {fmt_pct(lo)} .. {fmt_pct(hi)}"
+    return f"range {fmt_pct(lo)} .. {fmt_pct(hi)}: {block.get('verdict') or 'no CI'}"
+
+
+def _resolved(block: Dict) -> int:
+    """+1 resolved increase, -1 resolved decrease, 0 not resolved (percent deltas)."""
+    lo, hi, kind = _interval(block)
+    if kind != "ci" or lo is None or hi is None or block.get("significant") is False:
+        return 0
+    return 1 if lo > 0 else -1 if hi < 0 else 0
+
+
+def _throughput(block: Dict) -> tuple[str, int]:
+    """The throughput part of a line and its resolved direction (+1 higher)."""
+    d = _num(block.get("delta_pct"))
+    if d is None:
+        return "", 0
+    direction = _resolved(block)
+    if direction == 0:
+        kind = _interval(block)[2]
+        n = block.get("b_units")
+        reps = f"{n} repeat" + ("" if n == 1 else "s")
+        why = f"{reps}: no interval" if kind != "ci" else UNRESOLVED
+        return f"; throughput {fmt_pct(d)} ({why})", 0
+    return f"; throughput {fmt_pct(d)} ({_pct_interval(block)})", direction
+
+
+def _ab_line(rate: str, name: str, metrics: Dict) -> Line | None:
+    med = access.sub(metrics, "median_ttft")
+    d = _num(med.get("delta_pct"))
+    if d is None or med.get("b_units") == 0:
+        return None  # an arm with no completed request is named among the failures
+    arm, _, base = name.partition(" vs ")
+    thr, thr_dir = _throughput(metrics.get("throughput") or {})
+    direction = _resolved(med)
+    if direction == 0:
+        return Line(
+            f"rate {rate}: {UNRESOLVED} in median TTFT: {arm} {fmt_pct(d)} vs {base} "
+            f"({_pct_interval(med)}){thr}",
+            "bad" if thr_dir < 0 else "unresolved",
+        )
+    word = "faster" if direction < 0 else "SLOWER"
+    tone: Tone = "good" if direction < 0 and thr_dir >= 0 else "bad"
+    return Line(
+        f"rate {rate}: {arm} median TTFT {fmt_pct(d)} vs {base}, {word} "
+        f"({_pct_interval(med)}){thr}",
+        tone,
+    )
+
+
+def _failures(report: Dict) -> list[str]:
+    """Per arm with a failed request: how many of how many and of which kinds (the
+    summary's ``failures`` of an HTTP run), else the per-rate rows' counts."""
+    s = report.get("summary") or {}
+    out = []
+    for arm, f in access.sub(s, "failures").items():
+        if isinstance(f, dict) and f.get("failed"):
+            kinds = access.sub(f, "kinds")
+            examples = access.sub(f, "examples")
+            what = "; ".join(f"{k} x{n}: {examples.get(k, '')}" for k, n in kinds.items())
+            out.append(f"{arm}: {f['failed']} of {f.get('requests')} requests failed ({what})")
+    if out or not (isinstance(s.get("failed_requests"), int) and s["failed_requests"] > 0):
+        return out
+    rows = [
+        f"{r.get('arm')} at rate {r.get('rate')}: {r['failed']} failed"
+        for r in report.get("results") or []
+        if isinstance(r.get("failed"), int) and r["failed"] > 0
+    ]
+    return rows or [f"{s['failed_requests']} request(s) failed"]
+
+
+def serve_lines(report: Dict) -> list[Line]:
+    s = report.get("summary") or {}
+    lines = []
+    if s.get("error"):
+        lines.append(Line(f"INCOMPLETE: {s['error']}", "bad"))
+    failed = _failures(report)
+    if failed:
+        lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
+    base = access.base_arm(report)
+    for rate, arm, _, metrics in ab_entries(report):
+        line = _ab_line(rate, comparison_name(arm, metrics, base), metrics)
+        if line:
+            lines.append(line)
+    if not report.get("ab"):
+        lines.append(Line(access.verdict(report) or "no A/B (one arm)", "info"))
+    external = report.get("config", {}).get("endpoints") or report.get("config", {}).get("imported")
+    if report.get("environment", {}).get("device") == "cpu" and not external:
+        lines.append(Line("CPU run: these numbers do not predict GPU behaviour", "info"))
+    return lines
+
+
+# ------------------------------------------------------------------------ parity, others
+
+
+def parity_lines(report: Dict) -> list[Line]:
+    s = report.get("summary") or {}
+    recorded = access.verdict(report)
+    good = (
+        bool(s.get("accepted"))
+        and s.get("all_bit_exact_fp32") is True
+        and s.get("all_bit_exact_bf16") is True
+        and not s.get("differing")
+        and not (s.get("deferred_decode") or {}).get("differing")
+        and not ((s.get("reference") or {}).get("differing"))
+        and not recorded.startswith(("INCOMPLETE", "DIFFERS", "NO INPUTS"))
+    )
+    text = recorded or ("BIT-IDENTICAL" if good else "no verdict")
+    return [Line(text, "good" if good else "bad")]
+
+
+def lines(report: Dict) -> list[Line]:
+    """The verdict lines of one report, by kind (a kind without rules: its recorded
+    verdict, as information)."""
+    kind = access.kind(report)
+    if kind == "micro":
+        return micro_lines(report)
+    if kind == "serve-ab":
+        return serve_lines(report)
+    if kind == "parity":
+        return parity_lines(report)
+    return [Line(access.verdict(report) or "no verdict", "info")]
+
+
+def gate_line(results: list[Dict]) -> Line:
+    """The gate's verdict from its rule rows (``RuleResult.as_dict``), as ``ci.gate``
+    decides it: FAIL when a rule failed or nothing but the completeness checks ran."""
+    count = {v: sum(1 for g in results if g.get("verdict") == v)
+             for v in ("pass", "fail", "inconclusive", "skip")}  # fmt: skip
+    checked = [g for g in results if g.get("verdict") != "skip"
+               and not str(g.get("rule", "")).endswith(".complete")]  # fmt: skip
+    if count["fail"]:
+        return Line(f"gate FAIL: {count['fail']} of {len(results)} rules", "bad")
+    if not checked:
+        return Line("gate FAIL: no rule was evaluated on these reports (nothing was checked)",
+                    "bad")  # fmt: skip
+    parts = [f"{count['pass']} passed"]
+    parts += [f"{count[k]} {k}" for k in ("inconclusive",) if count[k]]
+    parts += ["{} skipped".format(count["skip"])] if count["skip"] else []
+    tone: Tone = "unresolved" if count["inconclusive"] else "good"
+    return Line(f"gate PASS: {', '.join(parts)} of {len(results)} rules", tone)
