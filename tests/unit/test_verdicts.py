@@ -20,6 +20,7 @@ import pytest
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.report import verdicts
 from kimi_bench.report.model import load_report
+from tests import ci_reports
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-run"
@@ -129,14 +130,17 @@ def kimi_bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("case", ["slower", "regression"])
 def test_the_rendered_page_and_markdown_say_it_in_red(case: str, tmp_path: Path) -> None:
-    """As a user sees it: ``kimi-bench render`` on a saved report; the verdict box and the
-    line are marked bad, report.md says BAD."""
-    if case == "slower":
-        rep = micro(deferred_vs_eager=paired([0.80, 0.82, 0.78, 0.81, 0.79]))
+    """As a user sees it: ``kimi-bench render`` on a saved report (built by the real report
+    builders from raw data, so that it is read back: a report whose derived blocks were
+    edited alone is refused); the verdict box and the line are marked bad, report.md says
+    BAD."""
+    if case == "slower":  # eager totals 0.8x the deferred ones, every repeat
+        rep = ci_reports.micro([100.0, 102.0, 98.0, 101.0, 99.0], [0.8] * 5).to_dict()
         want = "deferred 1.25x slower than eager"
-    else:
-        rep = serve(37.3, 2.4, 93.5, True)
-        want = "rate inf: deferred median TTFT +37.3% vs eager, SLOWER"
+    else:  # every deferred request 40% slower, in forward batches of one request
+        eager = [100.0 + 3 * i for i in range(12)]
+        rep = ci_reports.serve({"eager": eager, "deferred": [1.4 * x for x in eager]}).to_dict()
+        want = "rate inf: deferred median TTFT +40.0% vs eager, SLOWER"
     folder = tmp_path / case
     folder.mkdir()
     (folder / "report.json").write_text(json.dumps(rep))
