@@ -261,7 +261,8 @@ def _serve_jobs(
         workers=opts.processor_workers, transport=opts.transport,
         device=resolve_device(opts.device).type, runtime=opts.runtime,
         cost=StandinCost.from_options(opts.standins), hooks=hooks, prefix=prefix,
-        init_file=init, ranks_per_node=world.ranks_per_node,
+        init_file=init, ranks_per_node=world.ranks_per_node, decoder=opts.decoder,
+        baseline_whitelisted=opts.eager_baseline == "deferral-off",
         # a zero-copy slot per request of the trace
         arena_image=opts.width_height, image_count=opts.images_per_request,
         arena_requests=load.total,

@@ -10,6 +10,7 @@ from typing import Any
 from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_block, decode_notes
+from kimi_bench.bench.variants import arm_roles, carrier_traits, decode_counts, decoder_config
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus_files import InputError, open_header
 from kimi_bench.domain.ledger import Ledger
@@ -58,6 +59,7 @@ def stage_record(rec: dict[str, Any]) -> dict[str, Any]:
         "bit_exact_fp32": all(r["bit_exact_fp32"] for r in ranks) if other else None,
         "owner_decode_ms": max(r.get("owner_decode_ms", 0.0) for r in ranks),
         "recipe": recipe_record(prod.get("recipe", []), ranks[0].get("recipe", [])),
+        "decodes": [*prod.get("decodes", []), *(d for r in ranks for d in r.get("decodes", []))],
     }
 
 
@@ -109,6 +111,8 @@ def micro_job(
         image_paths=image_paths,
         hooks=hooks,
         control_repeats=opts.control_repeats,
+        decoder=opts.decoder,
+        baseline_whitelisted=opts.eager_baseline == "deferral-off",
     )
 
 
@@ -222,10 +226,11 @@ def _skipped_notes(opts: MicroOptions) -> list[str]:
     return [f"skipped {line}" for line in skipped]
 
 
-def _pop_recipe(recs: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """The recipe each repeat record carried (the same in every repeat): the first one."""
-    trails = [r.pop("recipe", None) for r in recs]
-    return next((t for t in trails if t), {})
+def _pop_first(recs: list[dict[str, Any]], key: str) -> Any:
+    """What every repeat record carried under ``key`` (the same in every repeat: the
+    recipe, the decodes), taken off the records: the first one."""
+    values = [r.pop(key, None) for r in recs]
+    return next((v for v in values if v), {})
 
 
 def build_report(
@@ -242,9 +247,11 @@ def build_report(
 ) -> Report:
     """The report; ``control``: the control rounds' records per arm (the same shape as
     ``samples``), from which each arm's payload cost is derived (``micro_control``)."""
-    recipe = {arm: _pop_recipe(recs) for arm, recs in samples.items() if recs}
+    recipe = {arm: _pop_first(recs, "recipe") for arm, recs in samples.items() if recs}
+    decodes = {arm: decode_counts(_pop_first(recs, "decodes")) for arm, recs in samples.items()}
     for recs in (control or {}).values():
-        _pop_recipe(recs)
+        _pop_first(recs, "recipe")
+        _pop_first(recs, "decodes")
     arms = {arm: mr.arm_block(recs, arm) for arm, recs in samples.items()}
     rows = [row for arm, block in arms.items() for row in mr.stage_rows(arm, block)]
     speed = mr.speedups(samples)
@@ -283,6 +290,9 @@ def build_report(
         "defaults_profile": profile,
         "runtime_profile": get_profile(opts.runtime).summary(),
         "preprocess": cfg.summary(),
+        "arm_roles": arm_roles(opts.arms),
+        "carrier_traits": carrier_traits(opts.transport),
+        "decoding": decoder_config(opts.decoder, opts.runtime, dev),
     }
     timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
     report = Report(
@@ -292,7 +302,7 @@ def build_report(
         results=rows,
         summary=summary,
         notes=notes,
-        data={"recipe": recipe, "arms": arms, "speedups": speed,
+        data={"recipe": recipe, "decodes": decodes, "arms": arms, "speedups": speed,
               "speedup": speed.get("deferred_vs_eager"),
               "timeline": timeline, "deferred_decode": decode,
               "floor": floor, "floor_ms": floor_ms, "repeats": samples,

@@ -16,6 +16,13 @@ from kimi_bench.bench.serve_report import (
     request_rows,
     stage_notes,
 )
+from kimi_bench.bench.variants import (
+    arm_roles,
+    carrier_traits,
+    decoder_config,
+    recipes,
+    run_decodes,
+)
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.infra.stats.format import fmt_pct
@@ -151,18 +158,6 @@ def _data(
     return data
 
 
-def recipes(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each arm's recipe trail (``data.recipe``), from the first request record that
-    carries it (the pipeline reports it with every request; the same each time; request
-    rows leave it out)."""
-    out: dict[str, Any] = {}
-    for run in runs:
-        trail = next((r["recipe"] for r in run.get("records") or [] if r.get("recipe")), None)
-        if trail and run["arm"] not in out:
-            out[run["arm"]] = trail
-    return out
-
-
 def build_serve_report(
     opts: ServeOptions,
     runs: list[dict[str, Any]],
@@ -172,6 +167,7 @@ def build_serve_report(
     load_start: HostLoad | None = None,
 ) -> Report:
     recipe = recipes(runs)
+    decodes = run_decodes(runs)
     names = endpoint_arms(opts)
     if opts.endpoints and tuple(opts.arms) != names:
         opts = opts.model_copy(update={"arms": names})
@@ -222,12 +218,20 @@ def build_serve_report(
         "height": opts.width_height[1],
         "defaults_profile": profile,
         "runtime_profile": get_profile(opts.runtime).summary(),
+        "arm_roles": {"baseline": names[0], "change": names[1] if len(names) > 1 else None}
+        if external
+        else arm_roles(names),
     }
+    if not external:  # the emulator's carrier and decoder (a real server's are its own)
+        config["carrier_traits"] = carrier_traits(opts.transport)
+        config["decoding"] = decoder_config(opts.decoder, opts.runtime, device)
     sources = {r["arm"]: r.get("source") for r in runs if r.get("source")}
     config["arm_sources"] = sources
     data = _data(ab, runs, overhead)
     if recipe:
         data = {"recipe": recipe, **data}
+    if any(decodes.values()):
+        data["decodes"] = decodes
     report = Report(
         kind="serve-ab",
         environment=env,

@@ -11,8 +11,9 @@ from kimi_bench.serving.emulator import REPORTED
 from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
 from kimi_bench.serving.records import RequestRecord
 
-# per-request facts the emulator reports (its recipe trail is the run's, not a row's)
-_FACTS = (*(k for k in REPORTED if k != "recipe"), "batch")
+# per-request facts the emulator reports (its recipe trail and decodes are kept apart)
+_APART = ("recipe", "decodes")
+_FACTS = (*(k for k in REPORTED if k not in _APART), "batch")
 
 
 def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
@@ -61,6 +62,8 @@ def http_record(rec: RequestRecord, t0: float) -> dict[str, Any]:
     out.update({k: server[k] for k in _FACTS if k in server})
     if isinstance(server.get("recipe"), dict):
         out["recipe"] = server["recipe"]
+    if isinstance(server.get("decodes"), list):
+        out["decodes"] = [tuple(map(str, d)) for d in server["decodes"] if isinstance(d, list)]
     stages = server.get("stages_s")
     if isinstance(stages, dict) and all(isinstance(stages.get(k), float) for k in SERVER_STAGES):
         _place_stages(out, {k: stages[k] for k in SERVER_STAGES})

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.decoders import DecoderChoice
 from kimi_bench.domain.encoded import EncodedImage, encode_jpeg
 from kimi_bench.engine.images import make_images
 from kimi_bench.infra.fault_hooks import FaultHooks
@@ -37,6 +38,8 @@ class MicroJob:
     hooks: FaultHooks  # tests: on_repeat / before_attach fail a process there (NO_FAULTS)
     ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
     control_repeats: int  # rounds of every arm on the minimal payload (control plane)
+    decoder: str  # --decoder: a decoder's name or auto (each process resolves it, per device)
+    baseline_whitelisted: bool  # --eager-baseline deferral-off
 
     @property
     def iterations(self) -> int:
@@ -87,17 +90,21 @@ def job_images(job: MicroJob) -> list[Any]:
     return make_images(job.groups, job.content, job.seed)
 
 
-def encoded_inputs(job: MicroJob) -> bool:
-    """An arm of the run takes its inputs encoded (deferred-decode): then every arm does."""
-    return any(a.encoded_inputs for a in arms(job.arms))
+def encoded_inputs(job: MicroJob, decoder: DecoderChoice | None = None) -> bool:
+    """Every arm gets the inputs encoded (and decodes them in its producer stage, as the
+    runtime's processor does) when an arm of the run takes encoded inputs
+    (deferred-decode) or the decoder decodes on the GPU (the runtime's JPEG decode on
+    CUDA); otherwise every arm gets the images decoded once, as before the run."""
+    on_device = decoder is not None and decoder.chosen.on_device
+    return on_device or any(a.encoded_inputs for a in arms(job.arms))
 
 
-def job_inputs(job: MicroJob) -> list[Any]:
+def job_inputs(job: MicroJob, decoder: DecoderChoice | None = None) -> list[Any]:
     """What the producer receives. With the deferred-decode arm (proposed) every arm gets
     the images *encoded* (the files' bytes, or generated images as JPEG q85, as serve-ab's
     requests carry them), so every other arm decodes at its producer, inside the timed
     producer stage, and deferred-decode only on the owner. Otherwise ``job_images``."""
-    if not encoded_inputs(job):
+    if not encoded_inputs(job, decoder):
         return job_images(job)
     if job.image_paths:
         datas = [Path(p).read_bytes() for p in job.image_paths]
@@ -106,11 +113,11 @@ def job_inputs(job: MicroJob) -> list[Any]:
     return [EncodedImage(d) for d in datas]
 
 
-def control_inputs(job: MicroJob) -> list[Any]:
+def control_inputs(job: MicroJob, decoder: DecoderChoice | None = None) -> list[Any]:
     """The control payload, encoded (JPEG q85) when the run has the deferred-decode arm,
     as its real payload is."""
     images = control_images(job)
-    if not encoded_inputs(job):
+    if not encoded_inputs(job, decoder):
         return images
     return [EncodedImage(encode_jpeg(im)) for im in images]
 

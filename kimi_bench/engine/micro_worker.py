@@ -12,9 +12,11 @@ from typing import Any
 
 import torch
 
+from kimi_bench.domain.decoders import DecoderChoice, choose
 from kimi_bench.domain.materialize import materialize, to_tower_buffer
 from kimi_bench.domain.navit import plan_resize
 from kimi_bench.domain.pixels import stage_input
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.domain.scheduler import assign_owners, images_of_rank
 from kimi_bench.engine.launch import clock_offset
 from kimi_bench.engine.micro_job import (
@@ -31,10 +33,12 @@ from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, make_step, recip
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 
 
-def _step(job: MicroJob, arm: str, dev: torch.device, arena: Arena | None) -> Step:
+def _step(
+    job: MicroJob, arm: str, dev: torch.device, arena: Arena | None, decoder: DecoderChoice
+) -> Step:
     return make_step(
         arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, hook=ClockHook(dev),
-        arena=arena,
+        arena=arena, decoder=decoder, baseline_whitelisted=job.baseline_whitelisted,
     )  # fmt: skip
 
 
@@ -42,14 +46,18 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
     carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
-    payloads = {False: job_inputs(job), True: control_inputs(job) if job.control_repeats else []}
+    decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
+    payloads = {
+        False: job_inputs(job, decoder),
+        True: control_inputs(job, decoder) if job.control_repeats else [],
+    }
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
     for it, control in rounds(job):
         images = payloads[control]
         for arm in job.arms:
             conn.recv()  # "go" from rank 0
-            step = _step(job, arm, dev, arena)
+            step = _step(job, arm, dev, arena, decoder)
             step.hook.mark("start")
             produced = recipe.producer_step(step, images, job.prefix)
             conn.send_bytes(recipe.send(step, produced.packed))
@@ -59,6 +67,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                     "ledger": step.ledger.rows(),
                     "decisions": [asdict(d) for d in produced.decisions],
                     "recipe": step.trail,
+                    "decodes": step.decodes,
                 }
             )
             if not control:
@@ -116,11 +125,12 @@ def _rank_loop(
         q.send("floor", floor)
     references: dict[bool, dict[str, torch.Tensor | None]] = {False: {}, True: {}}
     ranks = Gloo(job.ranks, group)
+    decoder = choose(job.decoder, get_profile(job.runtime), dev)  # deferred-decode's owners
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
         for arm in job.arms:
             dist.barrier()
-            step = _step(job, arm, dev, arena)
+            step = _step(job, arm, dev, arena, decoder)
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
@@ -128,6 +138,7 @@ def _rank_loop(
             marks["ledger"] = step.ledger.rows()
             marks["producer"] = producer
             marks["recipe"] = step.trail
+            marks["decodes"] = step.decodes
             marks["owner_decode_ms"] = out.decode_ms  # deferred-decode: inside owner_h2d
             fp32 = out.batch.pixel_values if out.batch is not None else None
             if step.arm.role == "baseline":

@@ -34,6 +34,8 @@ class PipelineJob:
     prefix: str
     init_file: str
     ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
+    decoder: str  # --decoder: a decoder's name or auto (each process resolves it, per device)
+    baseline_whitelisted: bool  # --eager-baseline deferral-off
     # zero-copy arm: arena slots hold requests of ``image_count`` images of ``arena_image``
     arena_image: tuple[int, int]
     image_count: int

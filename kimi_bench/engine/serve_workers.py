@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
+from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
@@ -56,6 +58,7 @@ def producer_main(
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
     payloads = make_payloads(load) if load is not None else []
+    decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
     while True:
@@ -74,8 +77,9 @@ def producer_main(
             "worker": wid,
         }
         step = make_step(
-            job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena
-        )
+            job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena,
+            decoder=decoder, baseline_whitelisted=job.baseline_whitelisted,
+        )  # fmt: skip
         payload: Any = None
         try:
             encoded = msg[3] if len(msg) > 3 else _request_payloads(load, payloads, rid)
@@ -87,6 +91,7 @@ def producer_main(
             rec["patches"] = sum(p.num_patches for p in produced.plans)
             rec["deferred_images"] = sum(1 for d in produced.decisions if d.defer)
             rec["decision_reasons"] = sorted({d.reason for d in produced.decisions})
+            rec["decodes"] = step.decodes  # (decoder, why) per image
             payload = produced.packed
         except Exception as exc:  # a bad request fails alone
             rec["error"] = f"{type(exc).__name__}: {exc}"
@@ -149,6 +154,7 @@ class _Rank:
         self.load = load  # serve-ab's load generator (None: fed by a serving backend)
         self.group = group  # the NCCL device group (one GPU per rank), else None
         self.ranks = Gloo(job.ranks, group)
+        self.decoder = choose(job.decoder, get_profile(job.runtime), dev)  # owners' decodes
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
         self.producer_trails: dict[int, list[str]] = {}  # rank 0: by request id
         self.conns, self.req_q, self.outbox = conns, req_q, outbox
@@ -165,7 +171,8 @@ class _Rank:
     def _new_step(self) -> Step:
         return make_step(
             self.job.arm, self.job.cfg, self.dev, carrier_=self.job.transport,
-            runtime=self.job.runtime, arena=self.arena,
+            runtime=self.job.runtime, arena=self.arena, decoder=self.decoder,
+            baseline_whitelisted=self.job.baseline_whitelisted,
         )  # fmt: skip
 
     idle_wait_s = 0.02  # rank 0 waits up to this for a request when none is queued

@@ -31,6 +31,10 @@ Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode"]
 # are registered by the registry itself)
 ARM_MODULES: dict[str, str] = {}
 Content = Literal["random", "blank", "photo"]
+# how JPEGs are decoded (``kimi_bench.domain.decoders``; auto: as the runtime profile does
+# on the device: PIL without CUDA)
+DecoderName = Literal["auto", "pil", "nvimgcodec", "nvjpeg"]
+EagerBaseline = Literal["pre-change", "deferral-off"]
 Launcher = Literal["auto", "spawn", "torchrun"]
 
 MAX_RANKS = 64  # one process per rank on one host: beyond this use torchrun across nodes

@@ -24,7 +24,9 @@ from kimi_bench.options.base import (
     Arm,
     CarrierField,
     Content,
+    DecoderName,
     Device,
+    EagerBaseline,
     FaultHooksSpec,
     Launcher,
     MicroCarrier,
@@ -81,6 +83,21 @@ class _Pipeline(_Options):
         DEFAULT_RUNTIME,
         description="Runtime behaviour to emulate: sglang-0.5.23 (shm receivers map "
         "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request).",
+    )
+    decoder: DecoderName = Field(
+        "auto",
+        description="JPEG decoder: auto (as the runtime on this device: on CUDA nvimgcodec "
+        "for sglang-0.5.23, nvjpeg for pr-33921; PIL without CUDA), pil, nvimgcodec "
+        "(NVIDIA nvImageCodec, fancy upsampling) or nvjpeg (torchvision's decode_jpeg). "
+        "Other formats, and a JPEG a GPU decoder cannot take, decode with PIL, as the runtime "
+        "falls back.",
+    )
+    eager_baseline: EagerBaseline = Field(
+        "pre-change",
+        description="The eager arm's scheduler: pre-change (the runtime before the change: "
+        "the model class is not on the pre-embed whitelist, so every rank moves every item "
+        "to its device) or deferral-off (the same runtime with deferral off: K3 whitelisted, "
+        "no pre-embed move).",
     )
 
 

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.contract import MMItem
+from kimi_bench.domain.decoders import DecoderChoice, choose
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.policy import Decision, PolicyMode
@@ -60,17 +61,23 @@ def make_step(
     hook: Hook | None = None,
     arena: Arena | None = None,
     ledger: Ledger | None = None,
+    decoder: DecoderChoice | None = None,
+    baseline_whitelisted: bool = False,
 ) -> Step:
-    """A step of one arm in this process, its arm and carrier chosen by name (once)."""
+    """A step of one arm in this process, its arm and carrier chosen by name (once);
+    ``decoder``: this process's (default: as the runtime profile decodes on ``device``)."""
+    profile = get_profile(runtime)
     return Step(
         arm(arm_) if isinstance(arm_, str) else arm_,
         carrier(carrier_) if isinstance(carrier_, str) else carrier_,
         cfg,
         device,
-        get_profile(runtime),
+        profile,
         ledger if ledger is not None else Ledger(),
         hook if hook is not None else NoHook(),
         arena,
+        decoder if decoder is not None else choose("auto", profile, device),
+        baseline_whitelisted,
     )
 
 

@@ -56,6 +56,7 @@ REPORTED = (
     "batch_id",
     "worker",
     "recipe",
+    "decodes",
 )
 _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
 
@@ -96,6 +97,7 @@ class EmulatorConfig:
             transport=o.transport, device=self.device, runtime=o.runtime,
             cost=StandinCost.from_options(o.standins), hooks=self.hooks, prefix=prefix,
             init_file=init_file, ranks_per_node=0,  # one host
+            decoder=o.decoder, baseline_whitelisted=o.eager_baseline == "deferral-off",
             arena_image=o.arena_size, image_count=o.image_count, arena_requests=o.arena_requests,
         )  # fmt: skip
 

@@ -33,7 +33,7 @@ def _job(repeats: int, warmup: int, control: int) -> MicroJob:
         cfg=get_preset("kimi-k3"), groups=((3, 64, 48),), content="random", seed=0, ranks=2,
         transport="shm", device="cpu", repeats=repeats, warmup=warmup, prefix="", init_file="",
         arms=ARMS, control_repeats=control, runtime=DEFAULT_RUNTIME, image_paths=(),
-        ranks_per_node=0, hooks=NO_FAULTS,
+        ranks_per_node=0, hooks=NO_FAULTS, decoder="auto", baseline_whitelisted=False,
     )  # fmt: skip
 
 

@@ -290,6 +290,8 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         ranks_per_node=0,
         control_repeats=0,
         hooks=NO_FAULTS,
+        decoder="auto",
+        baseline_whitelisted=False,
     )
     return MicroJob(**(base | kw))
 

@@ -1,0 +1,66 @@
+"""What a run's report says about the objects it ran with (config and data), so that the
+readers of reports (gate, compare, project, figures) ask the report, not the arms' or
+carriers' names: which arm is the baseline and which the change, what the carrier does,
+which decoder the runtime's rule chose and which decoder each input actually got."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from kimi_bench.domain.decoders import choose
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.pipeline import carrier, with_role
+
+
+def arm_roles(arms: Sequence[str]) -> dict[str, str | None]:
+    """The baseline every other arm is compared with and the change the gate follows."""
+    return {"baseline": with_role(arms, "baseline"), "change": with_role(arms, "change")}
+
+
+def carrier_traits(name: str) -> dict[str, Any]:
+    """What a carrier declares (``project`` models a carrier by these, not by its name)."""
+    c = carrier(name)
+    return {
+        "name": c.name,
+        "uses_segments": c.uses_segments,
+        "spans_nodes": c.spans_nodes,
+        "serialize_op": c.serialize_op,
+        "runtime": c.runtime,
+    }
+
+
+def decoder_config(requested: str, runtime: str, device: torch.device) -> dict[str, Any]:
+    """The decoder the runtime's rule picks on ``device`` for ``--decoder requested``,
+    why, and its library's version (``DecoderChoice.summary``)."""
+    return {"requested": requested, **choose(requested, get_profile(runtime), device).summary()}
+
+
+def decode_counts(decodes: Iterable[Sequence[str]]) -> dict[str, int]:
+    """``"decoder: why" -> inputs`` over (decoder, why) pairs (``Step.decodes``)."""
+    return dict(Counter(f"{name}: {why}" for name, why in decodes))
+
+
+def recipes(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each arm's recipe trail (``data.recipe``), from the first request record that
+    carries it (the pipeline reports it with every request; the same each time; request
+    rows leave it out)."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        trail = next((r["recipe"] for r in run.get("records") or [] if r.get("recipe")), None)
+        if trail and run["arm"] not in out:
+            out[run["arm"]] = trail
+    return out
+
+
+def run_decodes(runs: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per arm, which decoder each measured request's images got and why."""
+    return {
+        r["arm"]: decode_counts(
+            d for rec in r.get("records") or [] for d in rec.get("decodes") or []
+        )
+        for r in runs
+    }
