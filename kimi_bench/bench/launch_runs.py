@@ -121,9 +121,10 @@ def run_micro_on(
     dev = resolve_device(opts.device)
     opts, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
     cfg = resolve_config(opts.preset, opts.config)
-    if "eager" not in opts.arms:
+    base = next((a for a in arms(opts.arms) if a.role == "baseline"), None)
+    if base is None:
         raise ValueError("--arms must include eager (every arm is checked against it)")
-    require_carrier(opts.transport)  # sglang-* carriers: the runtime must be installed
+    require_carrier(opts.transport, opts.arms, opts.runtime)  # it must run here, with these
     hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
     todo = plan(world, opts.ranks or 1)
     harness = _harness(world) if todo.hosts_producers else None
@@ -160,10 +161,8 @@ def run_micro_on(
     )
     report.data["shm_prefix"] = harness.prefix
     report.config["launch"] = launch_config(world, job.ranks, dev.type)
-    if opts.transport.startswith("sglang-"):
-        from kimi_bench.sglang_ref.carriers import segment_prefixes
-
-        report.data["runtime_shm_prefixes"] = segment_prefixes(pids)
+    if prefixes := carrier(opts.transport).segment_prefixes(pids):
+        report.data["runtime_shm_prefixes"] = prefixes
     if error:
         raise MicroFailed(error, report)
     return report

@@ -4,6 +4,7 @@ producer process and real gloo ranks? Options: ``kimi_bench.options.MicroOptions
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
-from kimi_bench.pipeline import STAGES, recipe_record
+from kimi_bench.pipeline import STAGES, arm, arms, carrier, recipe_record, with_role
 from kimi_bench.report import Report, verdicts
 
 
@@ -46,7 +47,7 @@ def stage_record(rec: dict[str, Any]) -> dict[str, Any]:
     for r in ranks:
         ledger.merge(r["ledger"])
     by_stage = ledger.by_stage()
-    other = rec["arm"] != "eager"
+    other = arm(rec["arm"]).role != "baseline"
     timeline = _timeline(pm, ranks, bounds[0])
     return {
         "timeline": timeline,
@@ -152,26 +153,22 @@ def folder_images(folder: Any) -> tuple[str, ...]:
     return scan_images(folder)[0]
 
 
-def require_carrier(transport: str) -> None:
-    """The runtime's carriers need sglang: a usage error (with the install hint) here,
-    before any worker starts, rather than a failed worker."""
-    if transport.startswith("sglang-"):
-        from kimi_bench.sglang_ref import SglangUnavailable
-        from kimi_bench.sglang_ref.carriers import require_installed
-
-        try:
-            require_installed(transport)
-        except SglangUnavailable as exc:
-            raise ValueError(str(exc)) from None
+def require_carrier(transport: str, arm_names: Sequence[str], runtime: str) -> None:
+    """A carrier that cannot run here (the runtime's need sglang), or not with these arms
+    under this runtime profile, is a usage error (with the install hint) here, before any
+    worker starts, rather than a failed worker."""
+    c = carrier(transport)
+    c.check(arms(arm_names), runtime)
+    try:
+        c.require()
+    except RuntimeError as exc:  # SglangUnavailable and the like
+        raise ValueError(str(exc)) from None
 
 
 def runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
-    """The runtime's own segments (``sgl_shm_mm_<pid>_...``) of this run's workers."""
-    if not transport.startswith("sglang-"):
-        return []
-    from kimi_bench.sglang_ref.carriers import cleanup_runtime_segments
-
-    return cleanup_runtime_segments(pids)
+    """Segments the carrier's own code made in this run's workers (the runtime's
+    ``sgl_shm_mm_<pid>_...``); kimi-bench's go with the run's prefix."""
+    return carrier(transport).leftovers(pids)
 
 
 def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -> list[str]:
@@ -192,15 +189,13 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
         f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}. The copy "
         "ledger (copies) lists every operation that moved pixel bytes, per arm and stage.",
     ]
-    if "zero-copy" in opts.arms:
-        notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
-    if "deferred-decode" in opts.arms:
-        notes.append("deferred-decode is a PROPOSED arm, not in the runtime: every arm of "
-                     "this run received encoded images.")  # fmt: skip
-    if opts.transport.startswith("sglang-"):
-        from kimi_bench.sglang_ref.carriers import describe
-
-        notes.append(describe(opts.transport))
+    for a in arms(opts.arms):
+        if a.proposed:
+            notes.append(f"{a.name} is PROPOSED, {a.label}" + (
+                ": every arm of this run received encoded images." if a.encoded_inputs else "."
+            ))  # fmt: skip
+    if (note := carrier(opts.transport).note()) is not None:
+        notes.append(note)
     if dev.type == "cpu":
         notes.append(
             "no CUDA: the device is emulated in host memory; each H2D/D2H of the runtime is "
@@ -260,7 +255,8 @@ def build_report(
     section = mc.control_section(
         samples, control, list(speed), floor_ms, _control_desc(cfg, control)
     )
-    exact = [r["bit_exact"] for arm, recs in samples.items() if arm != "eager" for r in recs]
+    base = with_role(opts.arms, "baseline")
+    exact = [r["bit_exact"] for name, recs in samples.items() if name != base for r in recs]
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
         clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
@@ -303,7 +299,7 @@ def build_report(
         summary=summary,
         notes=notes,
         data={"recipe": recipe, "decodes": decodes, "arms": arms, "speedups": speed,
-              "speedup": speed.get("deferred_vs_eager"),
+              "speedup": speed.get(_headline(opts.arms)),
               "timeline": timeline, "deferred_decode": decode,
               "floor": floor, "floor_ms": floor_ms, "repeats": samples,
               "control": section, "control_repeats": control},
@@ -326,6 +322,11 @@ def _median_timeline(recs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"repeat": rec["iteration"], "ranks": rec.get("timeline") or []}
 
 
+def _headline(names: Sequence[str]) -> str:
+    """The key of the change-vs-baseline speedup (``speedups.<change>_vs_<baseline>``)."""
+    return f"{with_role(names, 'change')}_vs_{with_role(names, 'baseline')}"
+
+
 def _summary(
     arms: dict[str, Any],
     speed: dict[str, Any],
@@ -341,9 +342,10 @@ def _summary(
     def moved(arm: str) -> int | None:
         return arms.get(arm, {}).get("moved_bytes")
 
-    d_med, dve = med("deferred"), speed.get("deferred_vs_eager") or {}
-    e_b, d_b = moved("eager"), moved("deferred")
-    dec = next((r["decisions"] for r in samples.get("deferred", []) if r.get("decisions")), None)
+    base, change = with_role(opts.arms, "baseline") or "", with_role(opts.arms, "change") or ""
+    d_med, dve = med(change), speed.get(f"{change}_vs_{base}") or {}
+    e_b, d_b = moved(base), moved(change)
+    dec = next((r["decisions"] for r in samples.get(change, []) if r.get("decisions")), None)
     return {
         "verdict": mr.verdict(error, exact, speed, list(opts.arms)),
         "repeats_completed": min((len(v) for v in samples.values()), default=0),

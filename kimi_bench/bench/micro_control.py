@@ -23,7 +23,7 @@ from kimi_bench.bench import micro_report as mr
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.difference import difference, ratio_of_differences
 from kimi_bench.infra.stats.format import fmt_ms
-from kimi_bench.pipeline import CPU_STAND_IN, STAGES
+from kimi_bench.pipeline import CPU_STAND_IN, STAGES, with_role
 
 Recs = list[dict[str, Any]]
 
@@ -229,13 +229,14 @@ def summary_fields(section: dict[str, Any] | None, arms: list[str]) -> dict[str,
         out[f"{k}_payload_ms"] = p["total"]["payload_ms"]
     for key, m in section["payload_speedups"].items():
         out[f"payload_speedup_{key.replace('-', '_')}"] = m.get("median")
-    d = section["payload_speedups"].get("deferred_vs_eager") or {}
+    base, change = with_role(arms, "baseline"), with_role(arms, "change")
+    d = section["payload_speedups"].get(f"{change}_vs_{base}") or {}
     out["payload_speedup_interval"] = d.get("interval")
     out["floor_with_control_ms"] = section["floor"]["floor_ms"]
     data_floor = section["floor"]["data_floor_ms"]
-    if data_floor and "deferred" in section["payload"]:
-        out["deferred_payload_over_data_floor"] = (
-            section["payload"]["deferred"]["total"]["payload_ms"] / data_floor
+    if data_floor and change in section["payload"]:
+        out["deferred_payload_over_data_floor"] = (  # the change's (the key keeps its name)
+            section["payload"][change]["total"]["payload_ms"] / data_floor
         )
     out["emulation_only_stages"] = [
         e["stage"] for e in section["emulation_only"] if e["kind"] == "emulation_only"

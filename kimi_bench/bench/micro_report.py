@@ -15,7 +15,8 @@ from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import ratio
 from kimi_bench.infra.stats.format import fmt_ms, fmt_speedup, fmt_speedup_range
-from kimi_bench.pipeline import STAGES
+from kimi_bench.pipeline import STAGES, with_role
+from kimi_bench.pipeline import arm as pipeline_arm
 
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 
@@ -93,11 +94,13 @@ def stage_rows(arm: str, block: dict[str, Any]) -> list[dict[str, Any]]:
 
 def speedups(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """``<arm>_vs_<base>``: base total / arm total per repeat (paired), for every arm
-    against eager and, for the proposed arm, against deferred too."""
+    against the baseline (eager) and, for the proposed arms, against the change (deferred)
+    too."""
     out: dict[str, Any] = {}
+    roles = (with_role(samples, "baseline"), with_role(samples, "change"))
     for arm in samples:
-        for base in ("eager", "deferred"):
-            if arm == base or base not in samples or (base == "deferred" and arm == "eager"):
+        for base in roles:
+            if base is None or arm == base or base not in samples or (base, arm) == roles[::-1]:
                 continue
             if not samples[arm] or not samples[base]:
                 continue
@@ -134,7 +137,7 @@ def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
         )[:3]  # fmt: skip
         top = ", ".join(f"{s} {fmt_ms(ms)} ({ms / total:.0%})" for s, ms in meds)
         out.append(f"where {arm} time goes (median {fmt_ms(total)}): {top}.")
-        if arm != "eager" and floor_ms:
+        if pipeline_arm(arm).role != "baseline" and floor_ms:
             host = ("producer", "serialize", "to_rank0", "broadcast", "take_copy")
             host_ms = sum(
                 block["stages"][s]["summary_ms"]["median"]

@@ -28,6 +28,8 @@ from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import stage_input
 from kimi_bench.pipeline import OwnerOutput, run_arm, run_eager
 
+# the paths an input can take through the arm (the rows' ``decode_path``)
+ENCODED, ROUTED, KEPT_EAGER = "encoded", "raw", "eager"
 DECODE_KEYS = (
     "decode_path",  # encoded (the owner decodes), raw (routed to raw uint8) or eager
     "decode_reason",
@@ -83,7 +85,7 @@ def run_decode_arm(
     out = run_arm(arm, inputs, arm_plans, cfg, ranks, producer, rank_dev, **kw)
     rows = []
     for i, d in enumerate(out.decisions):
-        path = "encoded" if d.encoded else "raw" if d.defer else "eager"
+        path = ENCODED if d.encoded else ROUTED if d.defer else KEPT_EAGER
         rows.append(
             {
                 "decode_path": path,
@@ -99,7 +101,7 @@ def run_decode_arm(
 def decode_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The arm's summary over the accepted rows: paths taken, bytes, bit-exactness."""
     ran = [r for r in rows if r.get("decode_path") is not None]
-    enc = [r for r in ran if r["decode_path"] == "encoded"]
+    enc = [r for r in ran if r["decode_path"] == ENCODED]
     differing = [r["name"] for r in ran
                  if not (r["decode_bit_exact_fp32"] and r["decode_bit_exact_bf16"])]  # fmt: skip
     arm = decode_arm()
@@ -108,8 +110,8 @@ def decode_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "label": arm.label if arm else "",
         "inputs": len(ran),
         "encoded": len(enc),
-        "routed_raw": sum(1 for r in ran if r["decode_path"] == "raw"),
-        "eager": sum(1 for r in ran if r["decode_path"] == "eager"),
+        "routed_raw": sum(1 for r in ran if r["decode_path"] == ROUTED),
+        "eager": sum(1 for r in ran if r["decode_path"] == KEPT_EAGER),
         "encoded_bytes": sum(r["encoded_bytes"] or 0 for r in enc),
         "raw_bytes_of_encoded": sum(r["raw_bytes"] or 0 for r in enc),
         "all_bit_exact_fp32": bool(ran) and all(r["decode_bit_exact_fp32"] for r in ran),

@@ -27,6 +27,7 @@ from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.options import ServeOptions, rate_label
+from kimi_bench.pipeline import arms as arm_objects
 from kimi_bench.report import Report, verdicts
 
 
@@ -84,15 +85,16 @@ def _notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
         f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}; the "
         "copies table is the ledger of every pixel-byte move of the measured requests.",
     ]
-    if "zero-copy" in opts.arms:
-        notes.append("zero-copy is a PROPOSED transport, not in the runtime.")
-    if "deferred-decode" in opts.arms:
-        notes.append(
-            "deferred-decode is a PROPOSED arm, not in the runtime: its producers read only "
-            "each image's header (the decode stage) and ship the encoded bytes; each owner "
-            "decodes its images inside the step, after scheduling (a decode error then fails "
-            "its request there, not at the producer)."
-        )
+    for a in arm_objects(opts.arms):
+        if a.encoded_inputs:
+            notes.append(
+                f"{a.name} is a PROPOSED arm, {a.label}: its producers read only each image's "
+                "header (the decode stage) and ship the encoded bytes; each owner decodes its "
+                "images inside the step, after scheduling (a decode error then fails its "
+                "request there, not at the producer)."
+            )
+        elif a.proposed:
+            notes.append(f"{a.name} is PROPOSED, {a.label}.")
     if device.type == "cpu":
         notes.append(
             f"CPU only: stand-in FLOPs scaled by {c.cpu_flops_scale}; the device is emulated "
@@ -181,7 +183,7 @@ def build_serve_report(
                     f"rate {label}, {arm}: median TTFT delta not significant: "
                     f"{v['median_ttft']['verdict']}."
                 )
-    notes += stage_notes(rows) + list(opts.notes)
+    notes += stage_notes(rows, base_arm(list(names), bool(opts.endpoints))) + list(opts.notes)
     notes += [f"{r['arm']} at rate {r['rate_label']}: {r['error']}" for r in runs if r.get("error")]
     overhead = overhead_rows(runs)  # HTTP runs only
     warnings = lateness_warnings(overhead)

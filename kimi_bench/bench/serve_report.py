@@ -19,6 +19,7 @@ from kimi_bench.infra.stats import Measurement, percentile
 from kimi_bench.infra.stats.compare import compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
+from kimi_bench.pipeline import with_role
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")
@@ -154,9 +155,9 @@ def arm_row(label: str, arm: str, runs: list[dict[str, Any]], opts: ServeOptions
 
 
 def base_arm(arms: list[str], endpoints: bool = False) -> str:
-    """What the other arms are compared with: the first endpoint given, else eager (or the
-    first arm)."""
-    return "eager" if "eager" in arms and not endpoints else arms[0]
+    """What the other arms are compared with: the first endpoint given, else the baseline
+    arm (eager), else the first arm."""
+    return (None if endpoints else with_role(arms, "baseline")) or arms[0]
 
 
 def _versus(
@@ -207,13 +208,13 @@ def _safe_compare(a: Measurement, b: Measurement, seed: int) -> dict[str, Any]:
     return compare(a, b, seed=seed).as_dict()
 
 
-def stage_notes(rows: list[dict[str, Any]]) -> list[str]:
-    """Per rate: per-request stage medians of eager vs each other arm and the stage that
-    makes the largest part of the TTFT difference (signed: other minus eager)."""
+def stage_notes(rows: list[dict[str, Any]], base: str) -> list[str]:
+    """Per rate: per-request stage medians of the baseline vs each other arm and the stage
+    that makes the largest part of the TTFT difference (signed: other minus baseline)."""
     by = {(r["rate"], r["arm"]): r for r in rows}
     out = []
-    for rate, arm in dict.fromkeys((r["rate"], r["arm"]) for r in rows if r["arm"] != "eager"):
-        e, d = by.get((rate, "eager")), by.get((rate, arm))
+    for rate, arm in dict.fromkeys((r["rate"], r["arm"]) for r in rows if r["arm"] != base):
+        e, d = by.get((rate, base)), by.get((rate, arm))
         if e and d and any(f"{s}_ms" not in e or f"{s}_ms" not in d for s in STAGES):
             continue
         if not e or not d:

@@ -34,6 +34,7 @@ from kimi_bench.ci.verdicts import FAIL, INCONCLUSIVE
 from kimi_bench.infra.stats import median
 from kimi_bench.infra.stats.rank_test import mann_whitney
 from kimi_bench.report.model import Report
+from kimi_bench.report.roles import DEFAULT_ROLES, change_arm
 
 GRID = (0.02, 0.03, 0.05, 0.075, 0.10, 0.125, 0.15, 0.175, 0.20, 0.25, 0.30, 0.40, 0.50)
 EFFECTS = tuple(round(0.05 * k, 2) for k in range(1, 21))  # slowdowns 5% .. 100%
@@ -57,11 +58,12 @@ def effect_factor(metric: str, slowdown: float) -> float:
     control rounds and the eager arm stay as measured)."""
     k = 1.0 + slowdown
     parts = metric.split(".")
+    change = DEFAULT_ROLES["change"]  # the arm a metric's name calls the change
     if metric == "micro.speedup":
         return 1.0 / k
-    if parts[0] == "micro" and parts[1] == "deferred":
+    if parts[0] == "micro" and parts[1] == change:
         return k
-    if parts[0] == "serve_ab" and len(parts) == 4 and parts[2] == "deferred":
+    if parts[0] == "serve_ab" and len(parts) == 4 and parts[2] == change:
         return k
     return 1.0
 
@@ -72,13 +74,14 @@ def inject(report: Report, slowdown: float) -> Report:
     serve-ab: deferred TTFTs). ``effect_factor`` gives what it does to each metric."""
     out = copy.deepcopy(report)
     k = 1.0 + slowdown
+    change = change_arm(report.config, [str(a) for a in report.config.get("arms") or []])
     if report.kind == "micro":
-        for rec in out.data["repeats"].get("deferred", []):
+        for rec in out.data["repeats"].get(change, []):
             rec["total_ms"] *= k
             rec["stage_ms"] = {s: v * k for s, v in rec["stage_ms"].items()}
     elif report.kind == "serve-ab":
         for row in out.data["requests"]:
-            if row.get("arm") == "deferred" and row.get("ttft_ms") is not None:
+            if row.get("arm") == change and row.get("ttft_ms") is not None:
                 row["ttft_ms"] *= k
     return out
 

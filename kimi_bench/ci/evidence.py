@@ -19,6 +19,7 @@ from typing import Any
 from kimi_bench.infra.stats import Measurement, median
 from kimi_bench.infra.stats.compare import Comparison, compare, ratio
 from kimi_bench.report.model import Report, ReportError, validate_report
+from kimi_bench.report.roles import baseline_arm, change_arm
 
 
 class EvidenceError(ReportError):
@@ -75,14 +76,15 @@ def micro_evidence(report: Report) -> Evidence:
     w, cfg = where_of(report), report.config
     ev = Evidence("micro")
     arms = [str(a) for a in cfg.get("arms") or []]
-    if "eager" not in arms or len(arms) < 2:
-        raise EvidenceError(f"{w}: config.arms {arms!r} must hold eager and another arm")
+    base, change = baseline_arm(cfg, arms), change_arm(cfg, arms)
+    if base not in arms or len(arms) < 2:
+        raise EvidenceError(f"{w}: config.arms {arms!r} must hold the baseline and another arm")
     planned = cfg.get("repeats")
     totals = {arm: _totals(report, arm) for arm in arms}
     exact = [
         r.get("bit_exact") is True
         for arm in arms
-        if arm != "eager"
+        if arm != base
         for r in report.data["repeats"][arm]
     ]
     for arm, xs in totals.items():
@@ -91,16 +93,16 @@ def micro_evidence(report: Report) -> Evidence:
     n = min(len(v) for v in totals.values())
     ev.figures["bit_exact"] = bool(exact) and all(exact)
     ev.figures["repeats"] = n
-    if totals.get("deferred"):
-        if len(totals["deferred"]) != len(totals["eager"]):
-            raise EvidenceError(f"{w}: eager and deferred have a different number of repeats")
-        speed = ratio(Measurement(totals["eager"]), Measurement(totals["deferred"]))
+    if change is not None and totals.get(change):
+        if len(totals[change]) != len(totals[base]):
+            raise EvidenceError(f"{w}: {base} and {change} have a different number of repeats")
+        speed = ratio(Measurement(totals[base]), Measurement(totals[change]))
         ev.measurements["speedup"] = speed
         ev.figures["speedup"] = speed.median
-        ev.figures["deferred_median_ms"] = median(totals["deferred"])
-    _micro_bytes(report, ev, arms)
+        ev.figures["deferred_median_ms"] = median(totals[change])  # the change's (a name kept)
+    _micro_bytes(report, ev, arms, base, change)
     _micro_floor(report, ev)
-    _micro_control(report, ev, totals)
+    _micro_control(report, ev, totals, base, change)
     stopped(report, ev)
     return ev
 
@@ -110,10 +112,12 @@ def _moved(report: Report, arm: str) -> float:
     return float(sum(r["bytes"] for r in block.get("copies") or [] if r.get("copies", True)))
 
 
-def _micro_bytes(report: Report, ev: Evidence, arms: list[str]) -> None:
+def _micro_bytes(
+    report: Report, ev: Evidence, arms: list[str], base: str, change: str | None
+) -> None:
     moved = {arm: _moved(report, arm) for arm in arms}
-    if moved.get("deferred"):
-        ev.figures["bytes_ratio"] = moved["eager"] / moved["deferred"]
+    if change is not None and moved.get(change):
+        ev.figures["bytes_ratio"] = moved[base] / moved[change]
 
 
 def _micro_floor(report: Report, ev: Evidence) -> None:
@@ -122,9 +126,11 @@ def _micro_floor(report: Report, ev: Evidence) -> None:
         ev.figures["floor_ratio"] = ev.figures["deferred_median_ms"] / float(floor)
 
 
-def _micro_control(report: Report, ev: Evidence, totals: dict[str, list[float]]) -> None:
+def _micro_control(
+    report: Report, ev: Evidence, totals: dict[str, list[float]], base: str, change: str | None
+) -> None:
     """Each arm's payload cost (its median minus its control rounds' median) and the
-    payload speedup of deferred over eager."""
+    payload speedup of the change over the baseline."""
     raw = report.data.get("control_repeats")
     if not raw:
         return  # no control rounds (older reports, --control-repeats 0)
@@ -134,8 +140,8 @@ def _micro_control(report: Report, ev: Evidence, totals: dict[str, list[float]])
         if ctl and arm_totals:
             payload[arm] = median(arm_totals) - median(ctl)
             ev.figures[f"{arm.replace('-', '_')}_payload_ms"] = payload[arm]
-    if payload.get("deferred", 0) > 0 and payload.get("eager", 0) > 0:
-        ev.figures["payload_speedup"] = payload["eager"] / payload["deferred"]
+    if change is not None and payload.get(change, 0) > 0 and payload.get(base, 0) > 0:
+        ev.figures["payload_speedup"] = payload[base] / payload[change]
 
 
 def stopped(report: Report, ev: Evidence) -> None:

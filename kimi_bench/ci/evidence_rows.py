@@ -22,6 +22,7 @@ from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import Comparison, compare
 from kimi_bench.report.agree_rows import served as request_ok
 from kimi_bench.report.model import Report
+from kimi_bench.report.roles import baseline_arm, change_arm
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
 
@@ -86,6 +87,7 @@ def serve_evidence(report: Report) -> Evidence:
     ev.figures["failed"] = failed
     ev.figures["rates"] = labels
     ev.figures["arms"] = arms
+    ev.figures["change_arm"] = change_arm(cfg, arms)
     stated = report.summary.get("failed_requests")
     if isinstance(stated, int) and stated < failed and ev.complete:
         raise EvidenceError(
@@ -95,10 +97,6 @@ def serve_evidence(report: Report) -> Evidence:
     ev.figures["ab"] = _ab(report, rows, labels, arms)
     stopped(report, ev)
     return ev
-
-
-def _base(arms: list[str]) -> str:
-    return "eager" if "eager" in arms else arms[0]
 
 
 def _throughputs(report: Report, rate: str, arm: str) -> list[float]:
@@ -115,7 +113,7 @@ def _ab(
     """Per rate, each arm vs the base arm: median/p90 TTFT from the request rows and
     throughput from the per-rate rows."""
     seed = int(report.config.get("seed") or 0)
-    base = _base(arms)
+    base = baseline_arm(report.config, arms) or arms[0]
     out: dict[str, dict[str, dict[str, Comparison | None]]] = {}
     for rate in labels:
         a = ttft_measurement([r for r in rows if r["rate"] == rate and r["arm"] == base], base)

@@ -15,6 +15,7 @@ from typing import Any
 from kimi_bench.ci.evidence import Evidence, EvidenceError, stopped, throughput_comparison, where_of
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.model import Report
+from kimi_bench.report.roles import baseline_arm, change_arm
 
 
 def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) -> Evidence:
@@ -44,6 +45,7 @@ def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) ->
     ev.figures["failed"] = failed
     ev.figures["rates"] = labels
     ev.figures["arms"] = arms
+    ev.figures["change_arm"] = change_arm(report.config, arms)
     ev.figures["summary_only"] = True
     ev.figures["ab"] = _ab(report, labels, arms)
     stopped(report, ev)
@@ -54,7 +56,7 @@ def _ab(
     report: Report, labels: list[str], arms: list[str]
 ) -> dict[str, dict[str, dict[str, Comparison | None]]]:
     seed = int(report.config.get("seed") or 0)
-    base = "eager" if "eager" in arms else arms[0]
+    base = baseline_arm(report.config, arms) or arms[0]
     out: dict[str, dict[str, dict[str, Comparison | None]]] = {}
 
     def thr(rate: str, arm: str) -> list[float]:

@@ -181,7 +181,8 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
                 out.append(RuleResult(f"serve_ab.{rate}.{key}", None, lim, SKIP, why))
             continue
         per_arm = ab.get(rate)
-        arm = "deferred" if per_arm and "deferred" in per_arm else next(iter(per_arm or {}), None)
+        change = ev.figures.get("change_arm")
+        arm = change if per_arm and change in per_arm else next(iter(per_arm or {}), None)
         arms = ev.figures.get("arms") or []
         for key, lim in body.model_dump(exclude_none=True).items():
             name = f"serve_ab.{rate}.{key}"

@@ -33,6 +33,7 @@ from kimi_bench.domain.stages import STAGES
 from kimi_bench.infra.stats import median
 from kimi_bench.options import Arm
 from kimi_bench.report.model import Report
+from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -59,7 +60,7 @@ def metric_problem(metric: object) -> str | None:
     arm = m.group("arm")
     if arm is not None and arm not in ARMS:
         return f"unknown arm {arm!r} in metric {metric!r}; arms: {', '.join(ARMS)}"
-    if arm == "eager" and metric.endswith(".over_yardstick"):
+    if arm == DEFAULT_ROLES["baseline"] and metric.endswith(".over_yardstick"):
         return f"{metric!r}: the yardstick is the eager arm itself; use another arm"
     stage = m.group("stage")
     if stage is not None and stage != "total" and stage not in STAGES:
@@ -81,8 +82,10 @@ def metric_samples(report: Report, metric: str) -> list[float]:
     parts = metric.split(".")
     if parts[0] == "micro" and report.kind == "micro":
         reps = report.data.get("repeats") or {}
+        arms = [str(a) for a in report.config.get("arms") or reps]
+        base = baseline_arm(report.config, arms) or ""
         if parts[1:] == ["speedup"]:
-            eager, deferred = reps["eager"], reps["deferred"]
+            eager, deferred = reps[base], reps[change_arm(report.config, arms) or ""]
             return [e["total_ms"] / d["total_ms"] for e, d in zip(eager, deferred, strict=True)]
         if len(parts) == 3:
             recs = reps[parts[1]]
@@ -91,7 +94,7 @@ def metric_samples(report: Report, metric: str) -> list[float]:
                 control = median([float(r["total_ms"]) for r in rounds])
                 return [float(r["total_ms"]) / control for r in recs]
             if parts[2] == "over_yardstick":
-                return _over_yardstick(report, recs, reps["eager"])
+                return _over_yardstick(report, recs, base)
             if parts[2] == "total_ms":
                 return [float(r["total_ms"]) for r in recs]
             stage = parts[2].removesuffix("_ms")
@@ -103,10 +106,12 @@ def metric_samples(report: Report, metric: str) -> list[float]:
     raise KeyError(metric)
 
 
-def _over_yardstick(report: Report, recs: list[dict], eager: list[dict]) -> list[float]:
-    """Each repeat's total over sqrt(the same repeat's eager total x the eager control
-    rounds' median): see the module docstring (KeyError when a part is missing)."""
-    rounds = (report.data.get("control_repeats") or {})["eager"]
+def _over_yardstick(report: Report, recs: list[dict], base: str) -> list[float]:
+    """Each repeat's total over sqrt(the same repeat's baseline (eager) total x the
+    baseline's control rounds' median): see the module docstring (KeyError when a part is
+    missing)."""
+    eager = (report.data.get("repeats") or {})[base]
+    rounds = (report.data.get("control_repeats") or {})[base]
     control = median([float(r["total_ms"]) for r in rounds])
     if len(recs) != len(eager) or not control > 0 or any(e["total_ms"] <= 0 for e in eager):
         raise KeyError("over_yardstick")

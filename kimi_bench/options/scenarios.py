@@ -207,25 +207,6 @@ class MicroOptions(_Common):
             data["synthetic"] = str(data.pop("images"))
         return data
 
-    @model_validator(mode="after")
-    def _runtime_carrier(self) -> MicroOptions:
-        """The runtime's carriers are the installed release's: only its profile fits, and
-        the proposed zero-copy arm is kimi-bench's own transport."""
-        if not self.transport.startswith("sglang-"):
-            return self
-        if self.runtime != "sglang-0.5.23":
-            raise ValueError(
-                f"carrier (--transport/--carrier) {self.transport} runs the installed SGLang "
-                f"release's carrier (0.5.23 behaviour): use --runtime sglang-0.5.23, not "
-                f"{self.runtime}"
-            )
-        if "zero-copy" in self.arms:
-            raise ValueError(
-                f"carrier {self.transport} carries the runtime's arms (eager, deferred); the "
-                "proposed zero-copy arm runs with --carrier shm or pickle"
-            )
-        return self
-
     @property
     def groups(self) -> tuple[tuple[int, int, int], ...]:
         return parse_image_spec(self.synthetic)

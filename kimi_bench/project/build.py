@@ -160,7 +160,7 @@ def unprojected(projs: list[Projection], scale: Scale) -> str | None:
     if done & set(scale.ranks):
         return None
     asked = ", ".join(str(r) for r in sorted(set(scale.ranks)))
-    shm = [p for p in projs if p.calibration.transport == "shm"]
+    shm = [p for p in projs if p.calibration.uses_segments]
     if shm and len(shm) == len(projs):
         return (
             f"no projection at {asked} ranks: with {scale.gpus_per_node} GPUs per node they "

@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 from kimi_bench.options import Carrier
 from kimi_bench.report import Report
+from kimi_bench.report.roles import carrier_traits
 
 
 class ProjectionError(ValueError):
@@ -57,6 +58,10 @@ class Calibration:
     source: str
     ranks: int
     transport: str
+    # what the carrier does (``report.roles.carrier_traits``): shared-memory segments (one
+    # node only) or features pickled inline; the producer's byte-moving ledger op
+    uses_segments: bool
+    serialize_op: str
     device: str
     nodes: int  # nodes the ranks ran on (config ``nodes``/``nnodes``; 1 when absent)
     gpus: int  # GPUs the ranks shared (round robin); 0 on a CPU run
@@ -114,13 +119,13 @@ def stage_view(stage: dict[str, Any]) -> tuple[float | None, int]:
 
 # Operations of a stage when the report has no ledger (the older micro format).
 def _inferred_ops(
-    stage: str, transport: str, nbytes: int, ranks: int
+    stage: str, serialize_op: str, nbytes: int, ranks: int
 ) -> dict[str, tuple[int, int]]:
     if not nbytes:
         return {}
     by_stage = {
         "d2h": "d2h",
-        "serialize": "shm_copy_in" if transport == "shm" else "pickle",
+        "serialize": serialize_op,
         "to_rank0": "ipc",
         "broadcast": "gloo_broadcast",
         "take_copy": "clone",
@@ -165,7 +170,7 @@ def _nodes(config: dict[str, Any]) -> int:
     return 1
 
 
-def _arm(name: str, raw: dict[str, Any], transport: str, ranks: int) -> ArmCal:
+def _arm(name: str, raw: dict[str, Any], serialize_op: str, ranks: int) -> ArmCal:
     stages_raw = raw.get("stages")
     if not isinstance(stages_raw, dict) or not stages_raw:
         raise ProjectionError(f"arm {name!r} has no stages")
@@ -177,7 +182,7 @@ def _arm(name: str, raw: dict[str, Any], transport: str, ranks: int) -> ArmCal:
         if ledger_ops is not None:
             ops = ledger_ops.get(s, {})
         else:
-            ops = _inferred_ops(s, transport, nbytes, ranks)
+            ops = _inferred_ops(s, serialize_op, nbytes, ranks)
         stages[s] = StageCal(s, ms, nbytes, ops)
     total = (raw.get("total_ms") or {}).get("median")
     if not isinstance(total, (int, float)):
@@ -198,9 +203,10 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
     ranks, transport = cfg.get("ranks"), str(cfg.get("transport"))
     if not isinstance(ranks, int) or ranks < 1 or transport not in get_args(Carrier):
         raise ProjectionError(f"{where} does not say its ranks and transport (config)")
+    traits = carrier_traits(cfg)
     try:
         arms = {
-            a: _arm(a, raw, transport, ranks)
+            a: _arm(a, raw, str(traits["serialize_op"]), ranks)
             for a, raw in arms_raw.items()
             if isinstance(raw, dict)
         }
@@ -215,6 +221,8 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         source=source,
         ranks=ranks,
         transport=transport,
+        uses_segments=bool(traits["uses_segments"]),
+        serialize_op=str(traits["serialize_op"]),
         device=device,
         nodes=_nodes(cfg),
         gpus=int(env.get("gpu_count") or 0) if device == "cuda" else 0,

@@ -193,7 +193,7 @@ def _payload(stage: StageCal, ranks: int) -> int:
 
 
 def estimate_loopback(cal: Calibration, host: Host) -> tuple[float, str]:
-    """GB/s of one gloo transfer. With the pickle carrier the broadcast stage is rank 0's
+    """GB/s of one gloo transfer. With an inline carrier (pickle) the broadcast stage is rank 0's
     pickling (the same work as the producer's ``serialize``) + the transfer + a receiver's
     unpickling (the same work as rank 0's in ``to_rank0``); what remains after removing
     them, regressed on the payload over the arms, is the transfer's per-byte cost."""
@@ -202,7 +202,7 @@ def estimate_loopback(cal: Calibration, host: Host) -> tuple[float, str]:
     pts = []
     for arm in cal.arms.values():
         b, s, t = (arm.stage_ms(x) for x in ("broadcast", "serialize", "to_rank0"))
-        if cal.transport == "pickle" and cal.ranks > 1 and None not in (b, s, t):
+        if not cal.uses_segments and cal.ranks > 1 and None not in (b, s, t):
             pts.append((_payload(arm.stages["broadcast"], cal.ranks), b - s - t))  # type: ignore[operator]
     if len(pts) >= 2 and pts[0][0] != pts[1][0]:
         (x0, y0), (x1, y1) = sorted(pts)[:1] + sorted(pts)[-1:]

@@ -65,9 +65,9 @@ def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
     proj = Projection(cal, host, fitted)
     for n in curve_points(cal.ranks, scale.ranks):
         topo = topology(n, scale.gpus_per_node)
-        if topo.nodes > 1 and cal.transport == "shm":
+        if topo.nodes > 1 and cal.uses_segments:
             proj.skipped.append(
-                f"shm at {n} ranks ({topo.nodes} nodes): shared memory does not cross "
+                f"{cal.transport} at {n} ranks ({topo.nodes} nodes): shared memory does not cross "
                 "nodes; the runtime pickles inline there (see the pickle projection)"
             )
             proj.skipped_ranks.append(n)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kimi_bench.report.migrate import rate_label as _rate_label
+from kimi_bench.report.roles import baseline_arm
 
 Dict = dict[str, Any]
 
@@ -251,15 +252,10 @@ def serve_arms(report: Dict) -> list[str]:
 
 
 def base_arm(report: Dict) -> str:
-    """What a serve-ab report compares every arm with: eager among emulated arms, else the
-    first arm (the first ``--endpoint``, the first imported file)."""
-    arms = serve_arms(report)
-    external = bool(report.get("config", {}).get("endpoints")) or bool(
-        report.get("config", {}).get("imported")
-    )
-    if "eager" in arms and not external:
-        return "eager"
-    return arms[0] if arms else "eager"
+    """What a serve-ab report compares every arm with (``roles.baseline_arm``: the baseline
+    arm among emulated arms, else the first: the first ``--endpoint``, the first imported
+    file)."""
+    return baseline_arm(report.get("config", {}), serve_arms(report)) or ""
 
 
 def serve_row(report: Dict, arm: str, rate: str) -> Dict:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kimi_bench.infra.stats import Measurement, percentile
+from kimi_bench.report.roles import baseline_arm, change_arm
 
 REL_TOL = 1e-6  # derived from the same floats: only rounding may differ
 EDITED = "the summary disagrees with its raw data (an edited or inconsistent report)"
@@ -195,11 +196,18 @@ def _moved(raw: Dict, arm: str) -> float:
     return moved
 
 
+def _roles(raw: Dict, arms: list[str]) -> tuple[str, str]:
+    """(baseline, change) as the report records them (``report.roles``; "" for none)."""
+    cfg = block(raw, "config")
+    return baseline_arm(cfg, arms) or "", change_arm(cfg, arms) or ""
+
+
 def _ratios(raw: Dict, totals: dict[str, list[float]]) -> None:
-    """The speedup blocks: eager over deferred per repeat (``speedup``), and each
+    """The speedup blocks: the baseline over the change per repeat (``speedup``), and each
     ``speedups.<x>_vs_<y>`` (y's total over x's, per repeat)."""
     s = block(raw, "summary")
-    pairs = [("speedup", "deferred", "eager")]
+    base, change = _roles(raw, list(totals))
+    pairs = [("speedup", change, base)]
     for k in block(raw, "speedups"):
         fast, _, slow = k.partition("_vs_")
         pairs.append((f"speedups.{k}", fast, slow))
@@ -241,7 +249,7 @@ def micro_disagreement(raw: Dict) -> None:
         reps = micro_repeats(raw, arm)
         arm_block_agrees(block(raw, "arms").get(arm), reps, f"arms.{arm}", f"repeats.{arm}")
         totals[arm] = [float(r["total_ms"]) for r in reps]
-        if arm != "eager":
+        if arm != _roles(raw, arms)[0]:
             exact += [r.get("bit_exact") is True for r in reps]
         key = arm.replace("-", "_")
         agree(s.get(f"{key}_median_ms"), percentile(totals[arm], 50) if reps else None,
@@ -257,8 +265,9 @@ def micro_disagreement(raw: Dict) -> None:
     for arm, derived in moved.items():
         key = f"{arm.replace('-', '_')}_moved_bytes"
         agree(s.get(key), derived, f"summary.{key}")
-    if moved.get("deferred") and "eager" in moved:
-        agree(s.get("bytes_ratio"), moved["eager"] / moved["deferred"], "summary.bytes_ratio")
+    base, change = _roles(raw, arms)
+    if moved.get(change) and base in moved:
+        agree(s.get("bytes_ratio"), moved[base] / moved[change], "summary.bytes_ratio")
     _floor(raw, totals)
     _control(raw, totals)
     _timeline(raw)
@@ -266,14 +275,15 @@ def micro_disagreement(raw: Dict) -> None:
 
 def _floor(raw: Dict, totals: dict[str, list[float]]) -> None:
     floor = raw.get("floor_ms")
-    if floor is None or not totals.get("deferred"):
+    change = _roles(raw, list(totals))[1]
+    if floor is None or not totals.get(change):
         return
     f = number(floor, "floor_ms")
     if f <= 0:
         raise Disagreement(f"floor_ms must be > 0, got {f!r}")
     s = block(raw, "summary")
     agree(s.get("floor_ms"), f, "summary.floor_ms")
-    agree(s.get("deferred_over_floor"), percentile(totals["deferred"], 50) / f,
+    agree(s.get("deferred_over_floor"), percentile(totals[change], 50) / f,
           "summary.deferred_over_floor")  # fmt: skip
 
 
@@ -298,8 +308,9 @@ def _control(raw: Dict, totals: dict[str, list[float]]) -> None:
         agree(s.get(f"{key}_control_ms"), ctl, f"summary.{key}_control_ms")
         payload[arm] = percentile(arm_totals, 50) - ctl
         agree(s.get(f"{key}_payload_ms"), payload[arm], f"summary.{key}_payload_ms")
-    for arm, base in [(a, b) for a in payload for b in ("eager", "deferred") if b in payload]:
-        if arm == base or (arm, base) == ("eager", "deferred"):
+    roles = _roles(raw, list(totals))
+    for arm, base in [(a, b) for a in payload for b in roles if b in payload]:
+        if arm == base or (arm, base) == roles:
             continue
         key = f"payload_speedup_{arm}_vs_{base}".replace("-", "_")
         both = payload[arm] > 0 and payload[base] > 0

@@ -20,6 +20,7 @@ from kimi_bench.report.agree import (
     micro_disagreement,
     number,
 )
+from kimi_bench.report.roles import baseline_arm
 
 Dict = dict[str, Any]
 # A peer tool's own summary against its rows: beyond this the file was edited (the tools
@@ -121,7 +122,7 @@ def _ab_agrees(raw: Dict, rows: list[Dict]) -> None:
         "arms") or []]  # fmt: skip
     if not arms:
         return
-    base = "eager" if "eager" in arms else arms[0]
+    base = baseline_arm(block(raw, "config"), arms) or arms[0]
     for rate, per_arm in block(raw, "ab").items():
         for arm, metrics in (per_arm or {}).items():
             if not isinstance(metrics, dict) or arm == base:

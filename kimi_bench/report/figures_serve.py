@@ -19,6 +19,7 @@ from kimi_bench.report.figbase import (
     pyplot,
     stage_colors,
 )
+from kimi_bench.report.roles import baseline_arm
 
 Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))
@@ -171,6 +172,7 @@ def ttft_cdf_figure(report: Dict) -> Any:
     plt = pyplot()
     width = max(4.6 * len(rates) + 1, 8.0)
     fig, axes = plt.subplots(1, len(rates), figsize=(width, 5.2), squeeze=False)
+    base = baseline_arm(report.get("config") or {}, arms)
     for ax, rate in zip(axes[0], rates, strict=True):
         counts: list[str] = []
         for arm in arms:
@@ -184,7 +186,7 @@ def ttft_cdf_figure(report: Dict) -> Any:
                 where="post",
                 color=_color(arm, arms),
                 lw=1.6,
-                ls="--" if arm == "eager" else "-",
+                ls="--" if arm == base else "-",
                 label=arm,
             )
             counts.append(f"{arm} {len(xs)}")

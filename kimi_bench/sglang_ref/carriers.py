@@ -34,7 +34,7 @@ import os
 import pickle
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,7 @@ from kimi_bench.sglang_ref.runtime import (
 )
 
 TRANSPORTS = ("sglang-shm", "sglang-pickle")
+RELEASE_PROFILE = "sglang-0.5.23"  # the runtime profile of the installed release
 # ShmPointerMMData names its segments make_shm_name("mm"): sgl_shm_mm_<pid>_<8 hex digits>
 SEGMENT_PREFIX = "sgl_shm_mm_"
 TAG = "sglang: "  # every ledger row written here starts its ``mirrors`` with this
@@ -117,6 +118,22 @@ class RuntimeCarrier(Carrier):
 
     def require(self) -> None:
         require_installed(self.name)
+
+    def check(self, arms: Sequence[Any], runtime: str) -> None:
+        """The runtime's carriers are the installed release's: only its profile fits, and
+        they carry the runtime's arms, not an arm that needs kimi-bench's arena."""
+        if runtime != RELEASE_PROFILE:
+            raise ValueError(
+                f"carrier (--transport/--carrier) {self.name} runs the installed SGLang "
+                f"release's carrier (0.5.23 behaviour): use --runtime {RELEASE_PROFILE}, not "
+                f"{runtime}"
+            )
+        for a in arms:
+            if a.needs_arena:
+                raise ValueError(
+                    f"carrier {self.name} carries the runtime's arms (eager, deferred); the "
+                    f"proposed {a.name} arm runs with --carrier shm or pickle"
+                )
 
     def prepare(self) -> None:
         rt = configure(self.name)

@@ -187,12 +187,14 @@ def test_runtime_carrier_needs_the_release_profile(tmp_path: Path):
     assert "sglang-0.5.23" in res.output
 
 
-def test_runtime_carrier_refuses_the_proposed_zero_copy_arm():
-    from kimi_bench.cli.build import build
-    from kimi_bench.options import OptionsError
-
-    with pytest.raises(OptionsError, match="zero-copy arm runs with --carrier shm or pickle"):
-        build(MicroOptions, {"transport": "sglang-shm", "arms": "eager,deferred,zero-copy"})
+def test_runtime_carrier_refuses_the_proposed_zero_copy_arm(tmp_path: Path):
+    res = CliRunner().invoke(
+        app,
+        ["micro", "--carrier", "sglang-shm", "--arms", "eager,deferred,zero-copy",
+         "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert res.exit_code == 2
+    assert "zero-copy arm runs with --carrier shm or pickle" in res.output
 
 
 def test_unknown_transport_is_refused():

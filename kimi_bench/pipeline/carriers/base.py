@@ -4,7 +4,7 @@ so that nothing outside its module asks for its name."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from kimi_bench.domain.contract import MMItem
@@ -39,6 +39,10 @@ class Carrier:
     def require(self) -> None:
         """Cheap check in the parent process (nothing heavy imported): raise with an
         install hint when the carrier cannot run here."""
+
+    def check(self, arms: Sequence[Any], runtime: str) -> None:
+        """ValueError (a usage error) when this carrier cannot carry these arms (objects)
+        under this runtime profile."""
 
     def prepare(self) -> None:
         """Once per process, before anything is timed (e.g. load a runtime)."""

@@ -1,0 +1,63 @@
+"""Which arm of a report plays which role, and what its carrier does, read from the report
+(never from the arms' or carriers' names): micro and serve-ab reports record
+``config.arm_roles`` (the baseline every other arm is compared with, the change the gate's
+headline figures follow) and ``config.carrier_traits`` from the objects that ran
+(``bench/variants.py``). Reports written before they did are read by the roles and traits
+those runs had, named here once: eager was the baseline and deferred the change (with
+endpoints or imported files: the first one was the baseline), and a carrier used shared-
+memory segments when it was shm (kimi-bench's or the runtime's)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# the roles and the carriers' traits of reports written before they were recorded
+DEFAULT_ROLES: dict[str, str] = {"baseline": "eager", "change": "deferred"}
+EARLIER_SEGMENT_CARRIERS = ("shm", "sglang-shm")
+
+
+def _recorded(config: Mapping[str, Any], role: str) -> str | None:
+    roles = config.get("arm_roles")
+    if isinstance(roles, Mapping) and role in roles:
+        value = roles[role]
+        return str(value) if value is not None else None
+    return None
+
+
+def baseline_arm(config: Mapping[str, Any], arms: Sequence[str]) -> str | None:
+    """The arm every other arm is compared with (None: no arm)."""
+    recorded = _recorded(config, "baseline")
+    if recorded is not None or "arm_roles" in config:
+        return recorded
+    earlier = DEFAULT_ROLES["baseline"]
+    emulated = not (config.get("endpoints") or config.get("imported"))
+    return earlier if earlier in arms and emulated else next(iter(arms), None)
+
+
+def change_arm(config: Mapping[str, Any], arms: Sequence[str]) -> str | None:
+    """The arm the gate's headline figures follow (None: the run had none)."""
+    if "arm_roles" in config:
+        return _recorded(config, "change")
+    earlier = DEFAULT_ROLES["change"]
+    return earlier if earlier in arms else None
+
+
+def carrier_traits(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the run's carrier does: ``uses_segments`` (shared memory), ``spans_nodes``,
+    ``serialize_op`` (the ledger op that moves a feature at the producer)."""
+    traits = config.get("carrier_traits")
+    if isinstance(traits, Mapping) and "uses_segments" in traits:
+        return dict(traits)
+    segments = str(config.get("transport")) in EARLIER_SEGMENT_CARRIERS
+    return {
+        "name": config.get("transport"),
+        "uses_segments": segments,
+        "spans_nodes": not segments,
+        "serialize_op": "shm_copy_in" if segments else "pickle",
+    }
+
+
+def uses_segments(config: Mapping[str, Any]) -> bool:
+    """The run's carrier put features in shared-memory segments."""
+    return bool(carrier_traits(config)["uses_segments"])
