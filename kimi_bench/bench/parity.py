@@ -17,7 +17,14 @@ from kimi_bench.bench.parity_decode import (
     encoded_input,
     run_decode_arm,
 )
-from kimi_bench.bench.parity_reference import merge_reference
+from kimi_bench.bench.parity_pixels import (
+    PIXEL_KEYS,
+    decode_batch,
+    feature_distance,
+    on_device,
+    pixels_summary,
+)
+from kimi_bench.bench.parity_reference import apply_reference
 from kimi_bench.bench.reference import max_abs_diff, pil_reference
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.contract import audit_contract
@@ -30,6 +37,7 @@ from kimi_bench.domain.corpus import (
     missing_photos_note,
 )
 from kimi_bench.domain.corpus_files import InputError
+from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import StagingError, input_size, stage_input
@@ -57,6 +65,7 @@ RESULT_KEYS = (
     "max_abs_diff_vs_pil",
     "error",
     *DECODE_KEYS,
+    *PIXEL_KEYS,
 )
 
 
@@ -110,20 +119,32 @@ def _run_batch(
     producer: torch.device,
     rank_dev: torch.device,
 ) -> dict[str, list[str]]:
-    """Every parity arm over one batch, into the rows; returns the change's recipe."""
-    objs = [a.obj for a in batch]
+    """Every parity arm over one batch, on the pixels the runtime's decoder makes of each
+    encoded input (``parity_pixels``), into the rows; returns the change's recipe."""
+    choice = choose(opts.decoder, get_profile(opts.runtime), producer)
+    objs, pixel_rows = decode_batch([a.obj for a in batch], [a.encoded for a in batch],
+                                    choice, producer, cfg)  # fmt: skip
     plans = [a.plan for a in batch]
-    kw: dict[str, Any] = {"runtime": opts.runtime, "policy": opts.policy,
-                          "images_per_request": opts.images_per_request}  # fmt: skip
-    eager = run_arm(by_role("baseline"), objs, plans, cfg, opts.ranks, producer, rank_dev,
-                    runtime=opts.runtime)  # fmt: skip
+    same: dict[str, Any] = {
+        "runtime": opts.runtime,
+        "decoder": opts.decoder,
+        "baseline_whitelisted": opts.eager_baseline == "deferral-off",
+    }
+    kw = same | {"policy": opts.policy, "images_per_request": opts.images_per_request}
+    eager = run_arm(by_role("baseline"), objs, plans, cfg, opts.ranks, producer, rank_dev, **same)
     deferred = run_arm(by_role("change"), objs, plans, cfg, opts.ranks, producer, rank_dev, **kw)
+    if idx := on_device(objs):  # how far the runtime's pixels move the BF16 features
+        pil = run_arm(by_role("change"), [batch[i].obj for i in idx], [plans[i] for i in idx],
+                      cfg, opts.ranks, producer, rank_dev, **same)  # fmt: skip
+        moved = feature_distance([deferred.bf16[i] for i in idx], pil.bf16)
+        for i, dist in zip(idx, moved, strict=True):
+            pixel_rows[i]["vs_pil_bf16_max_abs"] = dist
     decode_rows = run_decode_arm(
         objs, [a.encoded for a in batch], plans, eager, cfg, opts.ranks, producer, rank_dev, **kw
     )
     other_rows = run_other_arms(objs, plans, eager, cfg, opts.ranks, producer, rank_dev, **kw)
     for i, acc in enumerate(batch):
-        acc.row.update(decode_rows[i], **other_rows[i])
+        acc.row.update(decode_rows[i], **other_rows[i], **pixel_rows[i])
         d = deferred.decisions[i]
         e_fp, d_fp = eager.fp32[i], deferred.fp32[i]
         acc.row.update(
@@ -216,44 +237,8 @@ def run_parity(
         report.notes.append(f"run stopped early: {interrupted}; results are partial.")
         return report
     if opts.reference == "sglang":
-        _apply_reference(report, opts, cfg, entries, rows, rank_dev, reference_runtime)
+        apply_reference(report, opts, cfg, entries, rows, rank_dev, reference_runtime)
     return report
-
-
-def _apply_reference(
-    report: Report,
-    opts: ParityOptions,
-    cfg: PreprocessConfig,
-    entries: list[CorpusEntry],
-    rows: list[dict[str, Any]],
-    rank_dev: torch.device,
-    reference_runtime: Any,
-) -> None:
-    """``--reference sglang``: fold the runtime's verdicts into the rows, notes and verdict."""
-    if reference_runtime is None:
-        from kimi_bench.sglang_ref import load_runtime
-
-        reference_runtime = load_runtime()
-    ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
-    report.summary["reference"] = ref
-    report.notes += [
-        f"--reference sglang: held against sglang {ref['sglang_version']} "
-        f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
-        "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
-        *(ref.get("notes") or []),
-    ]
-    if ref["runtime_refused"]:
-        report.notes.append(
-            "the runtime itself raises on: "
-            + ", ".join(ref["runtime_refused"])
-            + " (kimi-bench follows SPEC there; see each row's reference_detail)"
-        )
-    if ref["differing"]:
-        report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
-    else:
-        report.summary["verdict"] += (
-            f"; identical to sglang {ref['sglang_version']} on every input it accepts"
-        )
 
 
 def _build_report(
@@ -275,7 +260,10 @@ def _build_report(
     differing += [n for n in decode["differing"] if n not in differing]
     others = other_arms_summary(accepted)
     differing += [n for o in others.values() for n in o["differing"] if n not in differing]
+    pixels = pixels_summary(accepted)
     verdict = _verdict(accepted, errors, differing, decode, n_entries)
+    if pixels and accepted and not differing:
+        verdict += f"; decode: {pixels['line']}"
     notes = _base_notes(device, n_entries)
     summary = {
         "verdict": verdict,
@@ -292,6 +280,8 @@ def _build_report(
     }
     if others:  # arms beside the built-in ones (none by default)
         summary["arms"] = others
+    if pixels:
+        summary["decoding"] = pixels
     config = {
         **opts.model_dump(mode="json"),
         "preprocess": cfg.summary(),

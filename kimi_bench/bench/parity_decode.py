@@ -23,9 +23,11 @@ from PIL import Image
 from kimi_bench.bench.parity_arms import decode_arm
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus import CorpusEntry
-from kimi_bench.domain.encoded import EncodedImage, decode_image, encode_for_request
+from kimi_bench.domain.decoders import choose
+from kimi_bench.domain.encoded import EncodedImage, encode_for_request
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import stage_input
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.pipeline import OwnerOutput, run_arm, run_eager
 
 # the paths an input can take through the arm (the rows' ``decode_path``)
@@ -77,7 +79,9 @@ def run_decode_arm(
         for e, p in zip(encoded, plans, strict=True)
     ]
     pairs = list(zip(objs, encoded, strict=True))
-    decoded = [decode_image(e.data) if e is not None else o for o, e in pairs]
+    # decoded as the arm's owner decodes: the runtime's decoder on this device
+    choice = choose(str(kw.get("decoder", "auto")), get_profile(kw.get("runtime")), producer)
+    decoded = [choice.decode(e.data, producer).image if e is not None else o for o, e in pairs]
     reference = eager
     if not all(_same_pixels(d, o, cfg) for d, o in zip(decoded, objs, strict=True)):
         reference = run_eager(decoded, arm_plans, cfg, ranks, producer, rank_dev,

@@ -62,7 +62,8 @@ def run_in_process(
     for rank in range(n_ranks):
         rank_step_ = make_step(
             step.arm, step.cfg, rank_device, carrier_=step.carrier, ledger=step.ledger,
-            runtime=step.profile.name,
+            runtime=step.profile.name, decoder=step.decoder.requested,
+            baseline_whitelisted=step.baseline_whitelisted,
         )  # fmt: skip
         mine = recipe.receive(rank_step_, blob) if rank == 0 else None
         received = recipe.broadcast(rank_step_, ranks, mine, rank)
@@ -118,8 +119,14 @@ def run_arm(
     policy: PolicyMode | None = None,
     images_per_request: int = 1,
     owner_can_materialize: bool = True,
+    decoder: str = "auto",
+    baseline_whitelisted: bool = False,
 ) -> OwnerOutput:
-    step = make_step(arm, cfg, producer_device, runtime=runtime)
+    """One arm over a corpus in this process (``decoder``: the name each device chooses)."""
+    step = make_step(
+        arm, cfg, producer_device, runtime=runtime, decoder=decoder,
+        baseline_whitelisted=baseline_whitelisted,
+    )  # fmt: skip
     decisions = _request_decisions(
         step, inputs, plans, images_per_request, policy, owner_can_materialize
     )

@@ -61,11 +61,12 @@ def make_step(
     hook: Hook | None = None,
     arena: Arena | None = None,
     ledger: Ledger | None = None,
-    decoder: DecoderChoice | None = None,
+    decoder: DecoderChoice | str = "auto",
     baseline_whitelisted: bool = False,
 ) -> Step:
     """A step of one arm in this process, its arm and carrier chosen by name (once);
-    ``decoder``: this process's (default: as the runtime profile decodes on ``device``)."""
+    ``decoder``: this process's choice, or the name to choose on ``device`` (``auto``: as
+    the runtime profile decodes there)."""
     profile = get_profile(runtime)
     return Step(
         arm(arm_) if isinstance(arm_, str) else arm_,
@@ -76,7 +77,7 @@ def make_step(
         ledger if ledger is not None else Ledger(),
         hook if hook is not None else NoHook(),
         arena,
-        decoder if decoder is not None else choose("auto", profile, device),
+        decoder if isinstance(decoder, DecoderChoice) else choose(decoder, profile, device),
         baseline_whitelisted,
     )
 

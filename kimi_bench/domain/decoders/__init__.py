@@ -79,6 +79,7 @@ class DecoderChoice:
     chosen: Decoder
     reason: str
     fallback: Decoder
+    requested: str = AUTO  # what was asked for (another device chooses again from it)
 
     def decode(self, data: bytes, device: torch.device) -> Decoded:
         """The runtime's ``load_image`` for one input: the chosen decoder when it takes
@@ -119,5 +120,5 @@ def choose(requested: str, profile: RuntimeProfile, device: torch.device) -> Dec
     missing = want.unavailable(device)
     if missing is not None:
         reason = f"{why}: {name}, but {missing}: PIL, as the runtime falls back"
-        return DecoderChoice(pil, reason, pil)
-    return DecoderChoice(want, f"{why}: {want.label}", pil)
+        return DecoderChoice(pil, reason, pil, requested)
+    return DecoderChoice(want, f"{why}: {want.label}", pil, requested)

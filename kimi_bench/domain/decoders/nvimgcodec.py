@@ -87,7 +87,13 @@ class NvImageCodecDecoder(Decoder):
             found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
         except (ImportError, ValueError):
             found = False
-        return None if found else "nvImageCodec not importable (nvidia.nvimgcodec)"
+        if found:
+            return None
+        major = (torch.version.cuda or "12").split(".")[0]
+        return (
+            "nvImageCodec not importable (nvidia.nvimgcodec; "
+            f"pip install 'kimi-bench[gpu-decode-cu{major}]')"
+        )
 
     def refuses(self, data: bytes) -> str | None:
         return None if is_jpeg(data) else "not a JPEG (SOI ... EOI)"
