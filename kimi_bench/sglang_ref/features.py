@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 import kimi_bench.sglang_ref.calls as C
@@ -38,10 +39,12 @@ from kimi_bench.domain.contract import (
     make_deferred_record,
 )
 from kimi_bench.domain.corpus import CorpusEntry, describe_input
+from kimi_bench.domain.decoders import DeviceImage, choose
 from kimi_bench.domain.materialize import materialize, materialize_items, to_tower_buffer
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import input_size, stage_input
 from kimi_bench.domain.policy import PolicyMode, decide_images, is_deferrable_input
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.domain.scheduler import PRESET_MODEL_CLASS
 
 CHECKS = (
@@ -52,6 +55,7 @@ CHECKS = (
     "reference_deferred_fp32_equal",
     "reference_deferred_bf16_equal",
     "reference_staged_equal",
+    "reference_decode_equal",  # encoded inputs: the runtime's load_image vs kimi-bench's decoder
 )
 REFERENCE_KEYS = (
     "reference_resize_config",
@@ -70,6 +74,7 @@ class _Input:
     plan: ResizePlan | None = None
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    encoded: Callable[[], bytes] | None = None  # the input's encoded bytes, if it has them
 
     @property
     def planned(self) -> ResizePlan:
@@ -103,7 +108,7 @@ def tensor_difference(ours: torch.Tensor, theirs: torch.Tensor) -> str | None:
 def _load(entry: CorpusEntry, cfg: PreprocessConfig) -> _Input:
     row: dict[str, Any] = {"name": entry.name, "source": entry.source, "mode": None}
     row.update(dict.fromkeys(REFERENCE_KEYS))
-    inp = _Input(row)
+    inp = _Input(row, encoded=entry.encoded)
     try:
         inp.obj = entry.load()
         row["mode"] = describe_input(inp.obj)
@@ -170,6 +175,35 @@ def _compare_decisions(
             inp.row["reference_defer"] = t
             diff = None if d.defer == t else f"kimi-bench defer={d.defer} vs sglang defer={t}"
             _check(inp, "reference_decision_equal", "decision", diff)
+
+
+def _pixels(image: Any) -> torch.Tensor:
+    """RGB uint8 CHW on the host of a PIL image, a CUDA tensor or a ``DeviceImage``."""
+    t = image.tensor if isinstance(image, DeviceImage) else image
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        return t.repeat(3, 1, 1) if t.dim() == 3 and t.shape[0] == 1 else t
+    return torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1).contiguous()
+
+
+def _compare_decode(rt: R.Runtime, inputs: list[_Input], dev: torch.device) -> None:
+    """The runtime's own ``load_image`` (with K3's ``gpu_image_decode``) against the decoder
+    kimi-bench picks on this device for every input that has encoded bytes."""
+    flag = getattr(rt.sym("KimiK3ImageProcessor"), "gpu_image_decode", True)
+    choice = choose("auto", get_profile(None), dev)
+    for inp in inputs:
+        if inp.encoded is None:
+            continue
+        data = inp.encoded()
+        try:
+            theirs, _ = rt.sym("load_image")(data, flag)
+        except Exception as exc:
+            inp.errors.append(f"decode: sglang raised {_err(exc)}")
+            inp.row["reference_decode_equal"] = False
+            continue
+        ours = choice.decode(data, dev)
+        diff = tensor_difference(_pixels(ours.image), _pixels(theirs))
+        _check(inp, "reference_decode_equal", f"decode ({ours.decoder.name})", diff)
 
 
 def _split(values: torch.Tensor, plans: Sequence[ResizePlan]) -> list[torch.Tensor]:
@@ -310,6 +344,7 @@ def reference_rows(
     inputs = [_load(e, cfg) for e in entries]
     ok = [i for i in inputs if i.plan is not None]
     _compare_plans(rt, ok, cfg)
+    _compare_decode(rt, ok, dev)
     _compare_decisions(rt, ok, cfg, policy, images_per_request, transport, owner_can_materialize)
     for start in range(0, len(ok), batch_size):
         batch = ok[start : start + batch_size]

@@ -69,6 +69,8 @@ SYMBOLS: dict[str, tuple[str, str]] = {
     "unwrap_shm_features": (MANAGER_MM, "unwrap_shm_features"),
     "ShmPointerMMData": (MANAGER_MM, "ShmPointerMMData"),
     "broadcast_pyobj": (COMMON, "broadcast_pyobj"),
+    "load_image": (COMMON, "load_image"),
+    "KimiK3ImageProcessor": (K3, "KimiK3ImageProcessor"),
     "has_shm_features": (MANAGER_MM, "has_shm_features"),
     "TokenizedGenerateReqInput": (IO_STRUCT, "TokenizedGenerateReqInput"),
     "MultimodalProcessorOutput": (BATCH, "MultimodalProcessorOutput"),
