@@ -25,6 +25,7 @@ from kimi_bench.bench.micro_build import (
     runtime_leftovers,
     stage_record,
 )
+from kimi_bench.bench.micro_records import LaunchConfig, Samples
 from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.domain.config import resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
@@ -39,6 +40,7 @@ from kimi_bench.engine.launch import (
     sigterm_received,
 )
 from kimi_bench.engine.micro_job import MicroJob, rounds
+from kimi_bench.engine.micro_messages import Floor
 from kimi_bench.engine.procs import Harness
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
@@ -57,7 +59,7 @@ class RankFailed(RuntimeError):
     """A rank that runs in this process (torchrun, rank > 0) stopped; the message says why."""
 
 
-def launch_config(world: World, ranks: int, device: str) -> dict[str, Any]:
+def launch_config(world: World, ranks: int, device: str) -> LaunchConfig:
     """The launch for the report's config: launcher, nodes and the rank -> device mapping
     (``launch.describe_mapping``)."""
     import torch
@@ -137,9 +139,9 @@ def run_micro_on(
         assert rank is not None
         _in_process(world, lambda: micro_worker.rank_main(job, rank, None, None))
         return None
-    samples: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
-    control: dict[str, list[dict[str, Any]]] = {a: [] for a in opts.arms}
-    floor: dict[str, Any] = {}
+    samples: Samples = {a: [] for a in opts.arms}
+    control: Samples = {a: [] for a in opts.arms}
+    floor = Floor()
     error: str | None = None
     try:
         prod_end, rank0_end = harness.pipe()
@@ -172,12 +174,12 @@ def _collect_micro(
     harness: Harness,
     opts: MicroOptions,
     job: MicroJob,
-    into: tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]],
+    into: tuple[Samples, Samples],
     progress: Callable[[int, int], None] | None,
-) -> dict[str, Any]:
+) -> Floor:
     """Rank 0's repeats into ``into`` (the arms' samples, the control rounds' samples);
     returns the floor."""
-    floor: dict[str, Any] = {}
+    floor = Floor()
     total, done = len(rounds(job)) * len(opts.arms), 0
     for kind, payload in harness.messages(opts.timeout_s):
         if kind == "floor":

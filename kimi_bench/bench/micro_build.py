@@ -11,6 +11,14 @@ from typing import Any
 from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_block, decode_notes
+from kimi_bench.bench.micro_records import (
+    ArmBlock,
+    MedianTimeline,
+    Ratio,
+    Repeat,
+    Samples,
+    rows_json,
+)
 from kimi_bench.bench.variants import arm_roles, carrier_traits, decode_counts, decoder_config
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus_files import InputError, open_header
@@ -18,6 +26,7 @@ from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.micro_job import MicroJob
+from kimi_bench.engine.micro_messages import Floor, RankMarks, RepeatMessage
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS
@@ -34,37 +43,44 @@ class MicroFailed(RuntimeError):
         self.report = report
 
 
-def stage_record(rec: dict[str, Any]) -> dict[str, Any]:
+def stage_record(rec: RepeatMessage) -> Repeat:
     """One repeat's marks -> stage durations (ms) on the critical path (each stage ends
     when the slowest rank finished it), the merged copy ledger (producer + every rank) and
     the bit-exactness flags."""
     ranks = rec["ranks"]
     prod = ranks[0]["producer"]
+    assert prod is not None, "rank 0 forwards the producer's marks"
     pm = prod["marks"]
-    bounds = [pm["start"], pm["producer"], pm["d2h"], pm["serialize"], ranks[0]["to_rank0"]]
-    bounds += [max(r[s] for r in ranks) for s in STAGES[4:]]
+    bounds = [
+        pm["start"],
+        pm["producer"],
+        pm["d2h"],
+        pm["serialize"],
+        ranks[0]["marks"]["to_rank0"],
+    ]
+    bounds += [max(r["marks"][s] for r in ranks) for s in STAGES[4:]]
     ledger = Ledger().merge(prod["ledger"])
     for r in ranks:
         ledger.merge(r["ledger"])
     by_stage = ledger.by_stage()
     other = arm(rec["arm"]).role != "baseline"
     timeline = _timeline(pm, ranks, bounds[0])
-    return {
-        "timeline": timeline,
-        "stage_ms": {s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)},
-        "stage_bytes": {s: by_stage.get(s, 0) for s in STAGES},
-        "total_ms": (bounds[-1] - bounds[0]) * 1e3,
-        "copies": ledger.rows(),
-        "decisions": prod.get("decisions"),
-        "bit_exact": all(r["bit_exact"] for r in ranks) if other else None,
-        "bit_exact_fp32": all(r["bit_exact_fp32"] for r in ranks) if other else None,
-        "owner_decode_ms": max(r.get("owner_decode_ms", 0.0) for r in ranks),
-        "recipe": recipe_record(prod.get("recipe", []), ranks[0].get("recipe", [])),
-        "decodes": [*prod.get("decodes", []), *(d for r in ranks for d in r.get("decodes", []))],
-    }
+    return Repeat(
+        timeline=timeline,
+        stage_ms={s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)},
+        stage_bytes={s: by_stage.get(s, 0) for s in STAGES},
+        total_ms=(bounds[-1] - bounds[0]) * 1e3,
+        copies=ledger.rows(),
+        decisions=prod["decisions"],
+        bit_exact=all(r["bit_exact"] for r in ranks) if other else None,
+        bit_exact_fp32=all(r["bit_exact_fp32"] for r in ranks) if other else None,
+        owner_decode_ms=max(r["owner_decode_ms"] for r in ranks),
+        recipe=recipe_record(prod["recipe"], ranks[0]["recipe"]),
+        decodes=[*prod["decodes"], *(d for r in ranks for d in r["decodes"])],
+    )
 
 
-def _timeline(pm: dict[str, float], ranks: list[dict[str, Any]], t0: float) -> list[Any]:
+def _timeline(pm: dict[str, float], ranks: list[RankMarks], t0: float) -> list[Any]:
     """One repeat per lane (ms from its start, one clock): the producer's stages, then each
     rank's own marks from the broadcast on, so the figure shows which rank is last."""
     ms = lambda t: (t - t0) * 1e3  # noqa: E731
@@ -73,8 +89,9 @@ def _timeline(pm: dict[str, float], ranks: list[dict[str, Any]], t0: float) -> l
     for s in STAGES[:3]:
         lanes[0]["spans"].append({"stage": s, "start_ms": ms(prev), "end_ms": ms(pm[s])})
         prev = pm[s]
-    for r, marks in enumerate(ranks):
-        prev = ranks[0]["to_rank0"] if r else pm["serialize"]
+    for r, sent in enumerate(ranks):
+        marks = sent["marks"]
+        prev = ranks[0]["marks"]["to_rank0"] if r else pm["serialize"]
         spans = []
         for s in STAGES[3:]:
             if s in marks:
@@ -221,10 +238,10 @@ def _skipped_notes(opts: MicroOptions) -> list[str]:
     return [f"skipped {line}" for line in skipped]
 
 
-def _pop_first(recs: list[dict[str, Any]], key: str) -> Any:
+def _pop_first(recs: list[Repeat], key: str) -> Any:
     """What every repeat record carried under ``key`` (the same in every repeat: the
     recipe, the decodes), taken off the records: the first one."""
-    values = [r.pop(key, None) for r in recs]
+    values = [r.pop(key, None) for r in recs]  # type: ignore[misc]
     return next((v for v in values if v), {})
 
 
@@ -232,13 +249,13 @@ def build_report(
     opts: MicroOptions,
     cfg: PreprocessConfig,
     dev: Any,
-    samples: dict[str, list[dict[str, Any]]],
-    floor: dict[str, Any],
+    samples: Samples,
+    floor: Floor,
     error: str | None,
     leftovers: list[str],
     profile: str = "cpu",
     load_start: HostLoad | None = None,
-    control: dict[str, list[dict[str, Any]]] | None = None,
+    control: Samples | None = None,
 ) -> Report:
     """The report; ``control``: the control rounds' records per arm (the same shape as
     ``samples``), from which each arm's payload cost is derived (``micro_control``)."""
@@ -256,7 +273,8 @@ def build_report(
         samples, control, list(speed), floor_ms, _control_desc(cfg, control)
     )
     base = with_role(opts.arms, "baseline")
-    exact = [r["bit_exact"] for name, recs in samples.items() if name != base for r in recs]
+    exact = [r.get("bit_exact") is True for name, recs in samples.items() if name != base
+             for r in recs]  # fmt: skip
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
         clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
@@ -295,7 +313,7 @@ def build_report(
         kind="micro",
         environment=env,
         config=config,
-        results=rows,
+        results=rows_json(rows),
         summary=summary,
         notes=notes,
         data={"recipe": recipe, "decodes": decodes, "arms": arms, "speedups": speed,
@@ -309,17 +327,17 @@ def build_report(
     return report
 
 
-def _control_desc(cfg: PreprocessConfig, control: dict[str, list[dict[str, Any]]]) -> str:
+def _control_desc(cfg: PreprocessConfig, control: Samples) -> str:
     side = cfg.merge_kernel_size * cfg.patch_size
     n = next((len(r[0].get("decisions") or []) for r in control.values() if r), 0)
     return f"{n} image(s) of {side}x{side} (one merged token each)"
 
 
-def _median_timeline(recs: list[dict[str, Any]]) -> dict[str, Any]:
+def _median_timeline(recs: list[Repeat]) -> MedianTimeline:
     """The per-lane timeline of the repeat whose total is the median."""
     ordered = sorted(recs, key=lambda r: r["total_ms"])
     rec = ordered[len(ordered) // 2]
-    return {"repeat": rec["iteration"], "ranks": rec.get("timeline") or []}
+    return MedianTimeline(repeat=rec["iteration"], ranks=rec.get("timeline") or [])
 
 
 def _headline(names: Sequence[str]) -> str:
@@ -328,19 +346,21 @@ def _headline(names: Sequence[str]) -> str:
 
 
 def _summary(
-    arms: dict[str, Any],
-    speed: dict[str, Any],
+    arms: dict[str, ArmBlock],
+    speed: dict[str, Ratio],
     floor_ms: float | None,
     exact: list[bool],
     error: str | None,
     opts: MicroOptions,
-    samples: dict[str, list[dict[str, Any]]],
+    samples: Samples,
 ) -> dict[str, Any]:
     def med(arm: str) -> float | None:
-        return (arms.get(arm, {}).get("total_ms") or {}).get("median")
+        block = arms.get(arm)
+        return (block["total_ms"] or {}).get("median") if block else None
 
     def moved(arm: str) -> int | None:
-        return arms.get(arm, {}).get("moved_bytes")
+        block = arms.get(arm)
+        return block["moved_bytes"] if block else None
 
     base, change = with_role(opts.arms, "baseline") or "", with_role(opts.arms, "change") or ""
     d_med, dve = med(change), speed.get(f"{change}_vs_{base}") or {}
@@ -369,7 +389,7 @@ def _summary(
     }
 
 
-def zero_copy_notes(floor: dict[str, Any]) -> list[str]:
+def zero_copy_notes(floor: Floor) -> list[str]:
     """The zero-copy arm's one-time start-up (arena map and CUDA registration per rank):
     measured once, reported apart from the per-request stages."""
     setup = [s for s in floor.get("zero_copy_setup") or [] if s]

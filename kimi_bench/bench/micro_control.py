@@ -20,12 +20,22 @@ import math
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
+from kimi_bench.bench.micro_records import (
+    ApartStage,
+    ControlRow,
+    ControlSection,
+    Cost,
+    PayloadBlock,
+    Ratio,
+    Repeat,
+    rows_json,
+)
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.difference import difference, ratio_of_differences
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.pipeline import CPU_STAND_IN, STAGES, with_role
 
-Recs = list[dict[str, Any]]
+Recs = list[Repeat]
 
 GATHER_WHY = (
     "ranks share a GPU (or there is no CUDA), so the encoder-output gather is a gloo "
@@ -38,11 +48,11 @@ STAND_IN_WHY = (
 )
 
 
-def emulation_stages(by_arm: dict[str, Recs]) -> list[dict[str, Any]]:
+def emulation_stages(by_arm: dict[str, Recs]) -> list[ApartStage]:
     """Stages whose cost here is the emulation's, read from the copy ledger of one repeat
     per arm: ``emulation_only`` (the runtime has no such cost: the metadata gather) and
     ``stand_in`` (a runtime device copy done as a host copy on CPU), with the arms."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ApartStage] = {}
     for arm, recs in by_arm.items():
         for row in recs[0]["copies"] if recs else []:
             if row["op"] == "gather_metadata":
@@ -51,10 +61,10 @@ def emulation_stages(by_arm: dict[str, Recs]) -> list[dict[str, Any]]:
                 kind, why = "stand_in", STAND_IN_WHY
             else:
                 continue
-            e = out.setdefault(row["stage"], {"stage": row["stage"], "kind": kind, "why": why,
-                                              "arms": []})  # fmt: skip
+            e = out.setdefault(row["stage"], ApartStage(stage=row["stage"], kind=kind, why=why,
+                                                        arms=[]))  # fmt: skip
             if kind == "emulation_only":  # the stronger claim wins for the stage
-                e.update(kind=kind, why=why)
+                e["kind"], e["why"] = kind, why
             if arm not in e["arms"]:
                 e["arms"].append(arm)
     order = {s: i for i, s in enumerate(STAGES)}
@@ -69,45 +79,43 @@ def _series(recs: Recs, stages: list[str] | None, label: str) -> Measurement:
     return Measurement(vals, "ms", label, [r["iteration"] for r in recs])
 
 
-def _cost(arm: Measurement, ctl: Measurement) -> dict[str, Any]:
+def _cost(arm: Measurement, ctl: Measurement) -> Cost:
     d = difference(arm, ctl)
-    return {"arm_ms": arm.median, "control_ms": ctl.median, "payload_ms": d.value,
-            "interval": d.interval.as_dict()}  # fmt: skip
+    return Cost(arm_ms=arm.median, control_ms=ctl.median, payload_ms=d.value,
+                interval=d.interval.as_dict())  # fmt: skip
 
 
-def payload_block(recs: Recs, ctl: Recs, apart: list[str]) -> dict[str, Any]:
+def payload_block(recs: Recs, ctl: Recs, apart: list[str]) -> PayloadBlock:
     """One arm's payload cost per stage, in total, and in total without the
     emulation-only stages (``apart``)."""
     stages = [s for s in STAGES if recs and s in recs[0]["stage_ms"] and s in ctl[0]["stage_ms"]]
     kept = [s for s in stages if s not in apart]
-    return {
-        "stages": {s: _cost(_series(recs, [s], s), _series(ctl, [s], s)) for s in stages},
-        "total": _cost(_series(recs, None, "total"), _series(ctl, None, "control total")),
-        "total_without_emulation": _cost(
-            _series(recs, kept, "total"), _series(ctl, kept, "control")
-        ),
-    }
+    return PayloadBlock(
+        stages={s: _cost(_series(recs, [s], s), _series(ctl, [s], s)) for s in stages},
+        total=_cost(_series(recs, None, "total"), _series(ctl, None, "control total")),
+        total_without_emulation=_cost(_series(recs, kept, "total"), _series(ctl, kept, "control")),
+    )
 
 
 def payload_speedups(
     samples: dict[str, Recs], control: dict[str, Recs], keys: list[str]
-) -> dict[str, Any]:
+) -> dict[str, Ratio]:
     """``<arm>_vs_<base>`` on payload cost: the base's payload cost over the arm's (median
     minus control median each), with an interval that draws the same repeats for both arms
     and each arm's control rounds independently (``stats.ratio_of_differences``). None
     with the reason when a payload cost is not above its control."""
-    out: dict[str, Any] = {}
+    out: dict[str, Ratio] = {}
     for key in keys:
         arm, base = key.split("_vs_")
         series = {a: (_series(samples[a], None, a), _series(control[a], None, f"{a} control"))
                   for a in (arm, base)}  # fmt: skip
         value, iv = ratio_of_differences(*series[base], *series[arm])
-        entry: dict[str, Any] = {
-            "median": None if math.isnan(value) else value,
-            "base_payload_ms": series[base][0].median - series[base][1].median,
-            "arm_payload_ms": series[arm][0].median - series[arm][1].median,
-            "interval": iv.as_dict(),
-        }
+        entry = Ratio(
+            median=None if math.isnan(value) else value,
+            base_payload_ms=series[base][0].median - series[base][1].median,
+            arm_payload_ms=series[arm][0].median - series[arm][1].median,
+            interval=iv.as_dict(),
+        )
         if math.isnan(value):
             entry["reason"] = (
                 f"the payload cost of {arm} or {base} is not above its control (within the "
@@ -123,7 +131,7 @@ def control_section(
     speed_keys: list[str],
     floor_ms: float | None,
     payload_desc: str,
-) -> dict[str, Any] | None:
+) -> ControlSection | None:
     """``data.control``: the control arms (blocks like ``data.arms``), each arm's payload
     cost, payload speedups, the emulation-only stages and the control + data floor. None
     when no control round completed (``--control-repeats 0`` or a run stopped early)."""
@@ -135,9 +143,9 @@ def control_section(
     blocks = {a: mr.arm_block(control[a], a) for a in arms}
     payload = {a: payload_block(samples[a], control[a], only) for a in arms}
     for e in apart:
-        e["control_ms"] = {a: payload[a]["stages"].get(e["stage"], {}).get("control_ms")
-                           for a in arms}  # fmt: skip
-        e["arm_ms"] = {a: payload[a]["stages"].get(e["stage"], {}).get("arm_ms") for a in arms}
+        costs = {a: payload[a]["stages"].get(e["stage"]) for a in arms}
+        e["control_ms"] = {a: c["control_ms"] if c else None for a, c in costs.items()}
+        e["arm_ms"] = {a: c["arm_ms"] if c else None for a, c in costs.items()}
     ctl_med = {a: payload[a]["total"]["control_ms"] for a in arms}
     cheapest = min(arms, key=lambda a: ctl_med[a])
     floor = {
@@ -150,38 +158,37 @@ def control_section(
         "bytes + the materialize kernel)",
     }
     keys = [k for k in speed_keys if all(a in arms for a in k.split("_vs_"))]
-    return {
-        "payload_images": payload_desc,
-        "rounds": min(len(control[a]) for a in arms),
-        "arms": blocks,
-        "payload": payload,
-        "payload_speedups": payload_speedups(samples, control, keys),
-        "emulation_only": apart,
-        "floor": floor,
-        "rows": control_rows(payload, apart),
-    }
+    return ControlSection(
+        payload_images=payload_desc,
+        rounds=min(len(control[a]) for a in arms),
+        arms=blocks,
+        payload=payload,
+        payload_speedups=payload_speedups(samples, control, keys),
+        emulation_only=apart,
+        floor=floor,
+        rows=rows_json(control_rows(payload, apart)),
+    )
 
 
-def control_rows(payload: dict[str, Any], apart: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def control_rows(payload: dict[str, PayloadBlock], apart: list[ApartStage]) -> list[ControlRow]:
     """The table (Markdown, HTML, payload.csv): per arm and stage, the arm's median, its
     control's, the payload cost with its interval; emulation-only stages flagged."""
     kinds = {e["stage"]: e["kind"] for e in apart}
-    rows = []
+    rows: list[ControlRow] = []
     for arm, block in payload.items():
         items = [*block["stages"].items(), ("TOTAL", block["total"]),
                  ("TOTAL without emulation-only", block["total_without_emulation"])]  # fmt: skip
         for stage, c in items:
             iv = c["interval"]
-            rows.append({
-                "arm": arm, "stage": stage, "arm_ms": c["arm_ms"], "control_ms": c["control_ms"],
-                "payload_ms": c["payload_ms"], "payload_low_ms": iv["low"],
-                "payload_high_ms": iv["high"], "interval": iv["kind"],
-                "emulation": kinds.get(stage, ""),
-            })  # fmt: skip
+            rows.append(ControlRow(
+                arm=arm, stage=stage, arm_ms=c["arm_ms"], control_ms=c["control_ms"],
+                payload_ms=c["payload_ms"], payload_low_ms=iv["low"], payload_high_ms=iv["high"],
+                interval=iv["kind"], emulation=kinds.get(stage, ""),
+            ))  # fmt: skip
     return rows
 
 
-def control_notes(section: dict[str, Any] | None, rounds: int) -> list[str]:
+def control_notes(section: ControlSection | None, rounds: int) -> list[str]:
     """What the control plane is, what each arm's payload costs, what is emulation-only."""
     if not section:
         return [] if rounds else ["control plane not measured (--control-repeats 0)."]
@@ -218,7 +225,7 @@ def control_notes(section: dict[str, Any] | None, rounds: int) -> list[str]:
     return out
 
 
-def summary_fields(section: dict[str, Any] | None, arms: list[str]) -> dict[str, Any]:
+def summary_fields(section: ControlSection | None, arms: list[str]) -> dict[str, Any]:
     """Flat summary fields (the older ones stay as they are)."""
     if not section:
         return {"control_rounds": 0}

@@ -1,6 +1,7 @@
-"""``micro``'s account of the deferred-decode arm (proposed, not in the runtime): the bytes
-and milliseconds it saves against ``deferred`` and ``zero-copy``, and the time the owner's
-decode adds to the critical path.
+"""``micro``'s account of the arm whose inputs travel encoded (``deferred-decode``, proposed,
+not in the runtime; the arm object says so, ``encoded_inputs``): the bytes and
+milliseconds it saves against every other arm but the baseline (``deferred``,
+``zero-copy``), and the time the owner's decode adds to the critical path.
 
 With the arm in a run every arm receives encoded images (``engine.micro_worker.
 job_inputs``): the other arms decode at the producer (inside ``producer``), this one
@@ -14,17 +15,17 @@ from __future__ import annotations
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
-from kimi_bench.domain.encoded import DEFERRED_DECODE, DEFERRED_DECODE_LABEL
+from kimi_bench.bench.micro_records import DecodeBlock, Ratio, Repeat, Samples
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import ratio
 from kimi_bench.infra.stats.format import fmt_ms
+from kimi_bench.pipeline import arm as arm_of
 
-BASES = ("deferred", "zero-copy")
 # the stages that carry the payload from the producer to the ranks
 CARRIER_STAGES = ("serialize", "to_rank0", "broadcast", "take_copy")
 
 
-def _paired_delta(base: list[dict[str, Any]], arm: list[dict[str, Any]], key: Any) -> Measurement:
+def _paired_delta(base: list[Repeat], arm: list[Repeat], key: Any) -> Measurement:
     """base minus arm per repeat (same iteration), of ``key(record)``."""
     by_it = {r["iteration"]: key(r) for r in arm}
     pairs = [(r["iteration"], key(r) - by_it[r["iteration"]]) for r in base
@@ -36,38 +37,39 @@ def _stage(name: str) -> Any:
     return lambda r: r["stage_ms"][name]
 
 
-def _carried(rec: dict[str, Any]) -> int:
+def _carried(rec: Repeat) -> int:
     return sum(rec["stage_bytes"].get(s, 0) for s in CARRIER_STAGES)
 
 
-def _summary(m: Measurement) -> dict[str, Any]:
-    return {"median": m.median, "interval": m.interval().as_dict()} if m.n else {}
+def _summary(m: Measurement) -> Ratio:
+    return Ratio(median=m.median, interval=m.interval().as_dict()) if m.n else Ratio()
 
 
-def decode_block(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+def decode_block(samples: Samples) -> DecodeBlock | None:
     """Savings of the arm against each base present, and its owner decode time."""
-    arm = samples.get(DEFERRED_DECODE) or []
-    if not arm:
+    name = next((n for n in samples if arm_of(n).encoded_inputs), None)
+    arm = samples.get(name or "") or []
+    if name is None or not arm:
         return None
     decisions = arm[0].get("decisions") or []
     owner = Measurement([r.get("owner_decode_ms", 0.0) for r in arm], "ms")
     routed = {d["reason"] for d in decisions if d.get("defer") and not d.get("encoded")}
-    out: dict[str, Any] = {
-        "label": DEFERRED_DECODE_LABEL,
-        "encoded_images": sum(1 for d in decisions if d.get("encoded")),
-        "images": len(decisions),
-        "routed": sorted(routed),
-        "carried_bytes": _carried(arm[0]),
-        "moved_bytes": sum(r["bytes"] for r in arm[0]["copies"] if r["copies"]),
-        "owner_decode_ms": _summary(owner),
-        "versus": {},
-    }
-    for name in BASES:
-        base = samples.get(name) or []
-        if not base:
+    out = DecodeBlock(
+        arm=name,
+        label=arm_of(name).label,
+        encoded_images=sum(1 for d in decisions if d.get("encoded")),
+        images=len(decisions),
+        routed=sorted(routed),
+        carried_bytes=_carried(arm[0]),
+        moved_bytes=sum(r["bytes"] for r in arm[0]["copies"] if r["copies"]),
+        owner_decode_ms=_summary(owner),
+        versus={},
+    )
+    for other, base in samples.items():
+        if other == name or arm_of(other).role == "baseline" or not base:
             continue
-        speed = ratio(mr.total_measurement(base, name), mr.total_measurement(arm, DEFERRED_DECODE))
-        out["versus"][name] = {
+        speed = ratio(mr.total_measurement(base, other), mr.total_measurement(arm, name))
+        out["versus"][other] = {
             "saved_ms": _summary(_paired_delta(base, arm, lambda r: r["total_ms"])),
             "speedup": _summary(speed),
             "producer_saved_ms": _summary(_paired_delta(base, arm, _stage("producer"))),
@@ -79,23 +81,23 @@ def decode_block(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | N
     return out
 
 
-def decode_notes(block: dict[str, Any] | None) -> list[str]:
+def decode_notes(block: DecodeBlock | None) -> list[str]:
     """Plain sentences: what travelled, what it saved, what it put on the critical path."""
     if block is None:
         return []
     notes = [
-        f"{DEFERRED_DECODE} is {DEFERRED_DECODE_LABEL}: {block['encoded_images']} of "
+        f"{block['arm']} is {block['label']}: {block['encoded_images']} of "
         f"{block['images']} images travelled encoded ({block['carried_bytes']:,} B through "
         "the carrier stages) and were decoded once, on their owner; every other arm got the "
         "same encoded images and decoded them at its producer (inside producer)."
     ]
     if block["routed"]:
-        notes.append(f"{DEFERRED_DECODE} routed to raw uint8: " + "; ".join(block["routed"]))
+        notes.append(f"{block['arm']} routed to raw uint8: " + "; ".join(block["routed"]))
     dec = block["owner_decode_ms"].get("median")
     for name, v in block["versus"].items():
         saved = v["saved_ms"].get("median")
         notes.append(
-            f"{DEFERRED_DECODE} vs {name}: total {fmt_ms(saved)} saved per repeat (median, "
+            f"{block['arm']} vs {name}: total {fmt_ms(saved)} saved per repeat (median, "
             f"paired; negative = slower); through the carriers {block['carried_bytes']:,} B "
             f"vs {block['carried_bytes'] + v['carried_bytes_saved']:,} B, copied in all "
             f"{block['moved_bytes']:,} B vs {block['moved_bytes'] + v['moved_bytes_saved']:,} B; "

@@ -9,8 +9,16 @@ back), so each repeat is one independent unit.
 from __future__ import annotations
 
 import math
-from typing import Any
 
+from kimi_bench.bench.micro_records import (
+    ArmBlock,
+    Floor,
+    Ratio,
+    Repeat,
+    Samples,
+    StageRow,
+    ratio_block,
+)
 from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import ratio
@@ -21,7 +29,7 @@ from kimi_bench.pipeline import arm as pipeline_arm
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 
 
-def stage_measurements(recs: list[dict[str, Any]]) -> dict[str, Measurement]:
+def stage_measurements(recs: list[Repeat]) -> dict[str, Measurement]:
     ids = [r["iteration"] for r in recs]
     return {
         s: Measurement([r["stage_ms"][s] for r in recs], unit="ms", label=s, unit_ids=ids)
@@ -30,7 +38,7 @@ def stage_measurements(recs: list[dict[str, Any]]) -> dict[str, Measurement]:
     }
 
 
-def total_measurement(recs: list[dict[str, Any]], arm: str) -> Measurement:
+def total_measurement(recs: list[Repeat], arm: str) -> Measurement:
     return Measurement(
         [r["total_ms"] for r in recs],
         unit="ms",
@@ -39,7 +47,7 @@ def total_measurement(recs: list[dict[str, Any]], arm: str) -> Measurement:
     )
 
 
-def arm_block(recs: list[dict[str, Any]], arm: str) -> dict[str, Any]:
+def arm_block(recs: list[Repeat], arm: str) -> ArmBlock:
     """Per stage: bytes (from the ledger), raw samples and the derived summary; the arm's
     copy ledger (one repeat) and its totals."""
     stages = stage_measurements(recs)
@@ -64,39 +72,23 @@ def arm_block(recs: list[dict[str, Any]], arm: str) -> dict[str, Any]:
     }
 
 
-def stage_rows(arm: str, block: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
+def stage_rows(arm: str, block: ArmBlock) -> list[StageRow]:
+    rows: list[StageRow] = []
     for s, st in block["stages"].items():
         m = st["summary_ms"] or {}
-        rows.append(
-            {
-                "arm": arm,
-                "stage": s,
-                "median_ms": m.get("median"),
-                "p10_ms": m.get("p10"),
-                "p90_ms": m.get("p90"),
-                "bytes": st["bytes"],
-            }
-        )
+        rows.append(StageRow(arm=arm, stage=s, median_ms=m.get("median"), p10_ms=m.get("p10"),
+                             p90_ms=m.get("p90"), bytes=st["bytes"]))  # fmt: skip
     t = block["total_ms"] or {}
-    rows.append(
-        {
-            "arm": arm,
-            "stage": "TOTAL",
-            "median_ms": t.get("median"),
-            "p10_ms": t.get("p10"),
-            "p90_ms": t.get("p90"),
-            "bytes": block["moved_bytes"],
-        }
-    )
+    rows.append(StageRow(arm=arm, stage="TOTAL", median_ms=t.get("median"), p10_ms=t.get("p10"),
+                         p90_ms=t.get("p90"), bytes=block["moved_bytes"]))  # fmt: skip
     return rows
 
 
-def speedups(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def speedups(samples: Samples) -> dict[str, Ratio]:
     """``<arm>_vs_<base>``: base total / arm total per repeat (paired), for every arm
     against the baseline (eager) and, for the proposed arms, against the change (deferred)
     too."""
-    out: dict[str, Any] = {}
+    out: dict[str, Ratio] = {}
     roles = (with_role(samples, "baseline"), with_role(samples, "change"))
     for arm in samples:
         for base in roles:
@@ -106,11 +98,11 @@ def speedups(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 continue
             m = ratio(total_measurement(samples[base], base), total_measurement(samples[arm], arm))
             iv = m.interval()
-            out[f"{arm}_vs_{base}"] = m.as_dict() | {"interval": iv.as_dict()}
+            out[f"{arm}_vs_{base}"] = ratio_block(m, iv)
     return out
 
 
-def noise_notes(arms: dict[str, Any]) -> list[str]:
+def noise_notes(arms: dict[str, ArmBlock]) -> list[str]:
     out = []
     for arm, block in arms.items():
         for _s, st in block["stages"].items():
@@ -122,7 +114,7 @@ def noise_notes(arms: dict[str, Any]) -> list[str]:
     return out
 
 
-def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
+def where_time_goes(arms: dict[str, ArmBlock], floor_ms: float | None) -> list[str]:
     """The stages that dominate each arm, and what separates each non-eager arm from the
     floor (host-side work on the raw bytes)."""
     out = []
@@ -140,9 +132,9 @@ def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
         if pipeline_arm(arm).role != "baseline" and floor_ms:
             host = ("producer", "serialize", "to_rank0", "broadcast", "take_copy")
             host_ms = sum(
-                block["stages"][s]["summary_ms"]["median"]
+                (block["stages"][s]["summary_ms"] or {}).get("median") or 0.0
                 for s in host
-                if s in block["stages"] and block["stages"][s]["summary_ms"]
+                if s in block["stages"]
             )
             out.append(
                 f"{arm} vs floor: {fmt_ms(total)} vs {fmt_ms(floor_ms)}; {fmt_ms(host_ms)} "
@@ -153,7 +145,7 @@ def where_time_goes(arms: dict[str, Any], floor_ms: float | None) -> list[str]:
     return out
 
 
-def floor_notes(floor: dict[str, Any], arms: dict[str, Any]) -> list[str]:
+def floor_notes(floor: Floor, arms: dict[str, ArmBlock]) -> list[str]:
     """What the floor is made of and, if an arm's median beats it, that this is a
     measurement problem (the floor is work every arm does), never a ratio below 1."""
     if not floor.get("floor_ms"):
@@ -176,7 +168,7 @@ def floor_notes(floor: dict[str, Any], arms: dict[str, Any]) -> list[str]:
     return out
 
 
-def verdict(error: str | None, exact: list[bool], speed: dict[str, Any], arms: list[str]) -> str:
+def verdict(error: str | None, exact: list[bool], speed: dict[str, Ratio], arms: list[str]) -> str:
     if error:
         return f"INCOMPLETE after {len(exact) // max(1, len(arms) - 1)} repeats: {error}"
     if not exact or not all(exact):

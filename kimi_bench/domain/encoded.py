@@ -27,8 +27,6 @@ from PIL import Image
 from kimi_bench.domain.device_image import DeviceImage
 from kimi_bench.domain.pixels import StagingError, pil_has_alpha
 
-DEFERRED_DECODE = "deferred-decode"
-DEFERRED_DECODE_LABEL = "proposed, not in the runtime"
 # Formats whose header (read by Image.open before any pixel) gives the size, the mode and
 # the transparency the decoded image will have: JPEG (SOF before scan data), PNG (IHDR,
 # PLTE and tRNS must precede IDAT), WebP (VP8/VP8L/VP8X header).

@@ -27,6 +27,7 @@ from kimi_bench.engine.micro_job import (
     job_inputs,
     rounds,
 )
+from kimi_bench.engine.micro_messages import ProducerMarks, RankMarks, RepeatMessage
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.infra.stats import median
 from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, make_step, recipe
@@ -62,13 +63,13 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
             produced = recipe.producer_step(step, images, job.prefix)
             conn.send_bytes(recipe.send(step, produced.packed))
             conn.send(
-                {
-                    "marks": step.hook.marks,  # type: ignore[attr-defined]
-                    "ledger": step.ledger.rows(),
-                    "decisions": [asdict(d) for d in produced.decisions],
-                    "recipe": step.trail,
-                    "decodes": step.decodes,
-                }
+                ProducerMarks(
+                    marks=step.hook.marks,  # type: ignore[attr-defined]
+                    ledger=step.ledger.rows(),
+                    decisions=[asdict(d) for d in produced.decisions],
+                    recipe=step.trail,
+                    decodes=step.decodes,
+                )
             )
             if not control:
                 job.hooks.on_repeat(None, it)
@@ -134,28 +135,31 @@ def _rank_loop(
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
-            marks: dict[str, Any] = {k: t + offset for k, t in step.hook.marks.items()}  # type: ignore[attr-defined]
-            marks["ledger"] = step.ledger.rows()
-            marks["producer"] = producer
-            marks["recipe"] = step.trail
-            marks["decodes"] = step.decodes
-            marks["owner_decode_ms"] = out.decode_ms  # deferred-decode: inside owner_h2d
             fp32 = out.batch.pixel_values if out.batch is not None else None
-            if step.arm.role == "baseline":
+            baseline = step.arm.role == "baseline"
+            if baseline:  # every other arm's owner output is held against this one's
                 reference.update(bf16=out.tower, fp32=fp32, encoded=encoded)
-                marks["bit_exact"] = marks["bit_exact_fp32"] = None
-            else:  # the owner's BF16 output and, with a device group, the gathered one
-                marks["bit_exact"] = _same(out.tower, reference.get("bf16")) and _same(
-                    encoded, reference.get("encoded")
-                )
-                marks["bit_exact_fp32"] = _same(fp32, reference.get("fp32"))
+            marks = RankMarks(
+                marks={k: t + offset for k, t in step.hook.marks.items()},  # type: ignore[attr-defined]
+                ledger=step.ledger.rows(),
+                producer=producer,
+                recipe=step.trail,
+                decodes=step.decodes,
+                owner_decode_ms=out.decode_ms,  # deferred-decode: inside owner_h2d
+                # the owner's BF16 output and, with a device group, the gathered one
+                bit_exact=None
+                if baseline
+                else _same(out.tower, reference.get("bf16"))
+                and _same(encoded, reference.get("encoded")),
+                bit_exact_fp32=None if baseline else _same(fp32, reference.get("fp32")),
+            )
             if not control:
                 job.hooks.on_repeat(rank, it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []
             dist.gather_object(marks, gathered if rank == 0 else None, dst=0)
             if rank == 0:
-                rec = {"iteration": it, "arm": arm, "ranks": gathered, "control": control}
-                q.send("repeat", rec)
+                q.send("repeat", RepeatMessage(iteration=it, arm=arm, ranks=gathered,
+                                               control=control))  # fmt: skip
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
