@@ -5,8 +5,11 @@ Flow per request: loadgen -> shared request queue -> a producer decodes the enco
 image with PIL and does its arm's producer work -> pipe to rank 0 -> rank 0 takes what is
 queued each step (continuous batching) and broadcasts the batch -> every rank: take its
 copy, pre-embed move (eager), owner assignment, owner materialization, encoder stand-in,
-gather, prefill stand-in -> rank 0 records the first token. Clocks: time.perf_counter
-(CLOCK_MONOTONIC), comparable across the processes of one host.
+gather, prefill stand-in -> rank 0 records the first token. A request that asks for more
+tokens (the emulator's ``max_tokens``) then takes part in every later step's decode
+stand-in, one token per step (continuous batching: a step prefills the newly scheduled
+requests and decodes the running ones), and rank 0 reports each decode step's tokens.
+Clocks: time.perf_counter (CLOCK_MONOTONIC), comparable across the processes of one host.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ def producer_main(
             if arena is not None:
                 arena.close()
             return
-        rid, warm, t_sent = msg[:3]  # a "queue" source adds the request's encoded images
+        # a "queue" source adds the request's encoded images and its max_tokens
+        rid, warm, t_sent = msg[:3]
         job.hooks.on_request(rid)
         rec: dict[str, Any] = {
             "rid": rid,
@@ -75,6 +79,7 @@ def producer_main(
             "t_sent": t_sent,
             "t_start": time.perf_counter(),
             "worker": wid,
+            "max_tokens": msg[4] if len(msg) > 4 else 1,
         }
         step = make_step(
             job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena,
@@ -167,6 +172,7 @@ class _Rank:
         self.steps = 0  # forward batches served (rank 0): the independent unit of TTFT
         self.warm_done = 0
         self.last_progress = time.perf_counter()
+        self.decoding: dict[int, int] = {}  # rank 0: request id -> tokens still to decode
 
     def _new_step(self) -> Step:
         return make_step(
@@ -186,7 +192,7 @@ class _Rank:
     def _collect(self, step: Step) -> dict[str, Any]:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
         reqs = []
-        ready = wait(self.conns, timeout=self.idle_wait_s)
+        ready = wait(self.conns, timeout=0 if self.decoding else self.idle_wait_s)
         while ready:
             for c in ready:
                 conn: Any = c  # a producer's pipe end
@@ -201,7 +207,8 @@ class _Rank:
         if reqs:
             self.last_progress = time.perf_counter()
         stop, stalled = self._should_stop(len(reqs))
-        return {"reqs": reqs, "stop": stop, "stalled": stalled, "t_step": time.perf_counter()}
+        return {"reqs": reqs, "stop": stop, "stalled": stalled, "t_step": time.perf_counter(),
+                "decode": list(self.decoding)}  # fmt: skip
 
     def loop(self) -> None:
         while True:
@@ -210,6 +217,8 @@ class _Rank:
             batch = recipe.broadcast(step, self.ranks, batch, self.rank)
             if batch["reqs"]:
                 self._step(step, batch)
+            if batch.get("decode"):
+                self._decode(batch["decode"])
             if batch["stop"]:
                 self._stop(batch)
                 return
@@ -255,6 +264,22 @@ class _Rank:
             _fail_undecoded(ok, [f for _, fs in stats for f in fs])
             self._finish(batch, sum(c for c, _ in stats))
 
+    def _decode(self, rids: list[int]) -> None:
+        """The decode stand-in: one token for each running request (split over the ranks,
+        sized per token like the prefill's); rank 0 reports the step's tokens."""
+        cost = self.job.cost
+        gflop = len(rids) * cost.decode_gflop_per_token * self.scale / self.job.ranks
+        self.chain.run(max(1, len(rids)), gflop)
+        if self.rank != 0:
+            return
+        done = []
+        for rid in rids:
+            self.decoding[rid] -= 1
+            if self.decoding[rid] <= 0:
+                done.append(rid)
+                del self.decoding[rid]
+        self.outbox.send("tokens", {"rids": rids, "t": time.perf_counter(), "done": done})
+
     def _encoder(self, out: RankOutput) -> None:
         """The encoder stand-in on this rank's own images (between materialize and gather)."""
         if out.patches:
@@ -276,6 +301,8 @@ class _Rank:
                 recipe=recipe_record(self.producer_trails.pop(r["rid"], []), self.recipe),
             )
             self.done += 1
+            if int(r.get("max_tokens") or 1) > 1 and "error" not in r:
+                self.decoding[r["rid"]] = int(r["max_tokens"]) - 1
             if r["warm"]:
                 self.warm_done += 1
                 if self.load is not None and self.warm_done == self.load.warmup_requests:
