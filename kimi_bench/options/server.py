@@ -57,7 +57,11 @@ class ServeCommandOptions(_Pipeline):
     }
     cli_repeatable: ClassVar[tuple[str, ...]] = ("standins", "served_model_name")
 
-    arm: Arm = Field(description="Pipeline to serve (as serve-ab's arms).")
+    arm: Arm = Field(
+        "deferred",
+        description="Pipeline to serve, as serve-ab's arms: deferred (the change, the "
+        "default), eager (before it), zero-copy or deferred-decode (proposed).",
+    )
     port: int = Field(8000, ge=0, le=65535, description="TCP port.")
     host: str = Field("127.0.0.1", description="Address to listen on.")
     ranks: int = Field(2, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")
