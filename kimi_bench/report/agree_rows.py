@@ -9,8 +9,9 @@ import math
 from collections import Counter
 from typing import Any
 
+import kimi_bench.report.agree_serve as agree_serve
+import kimi_bench.report.serve_figures as serve_figures
 from kimi_bench.infra.stats import Measurement, pct_delta, percentile
-from kimi_bench.report import agree_serve, serve_figures
 from kimi_bench.report.agree import (
     EDITED,
     Disagreement,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import kimi_bench.report.serve_figures as sf
 from kimi_bench.infra.stats import pct_delta, percentile
-from kimi_bench.report import serve_figures as sf
 from kimi_bench.report.agree import Disagreement, agree, block, number
 
 Dict = dict[str, Any]
