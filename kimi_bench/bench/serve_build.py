@@ -73,8 +73,9 @@ def build_serve_report(
     notes += stage_notes(rows) + list(opts.notes)
     notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
     overhead = overhead_rows(runs)  # HTTP runs only
-    warnings = lateness_warnings(overhead) + serving_notes(opts, runs, requests).warnings
-    notes += overhead_notes(overhead, runs) + serving_notes(opts, runs, requests).notes + warnings
+    serving = serving_notes(opts, runs, requests)
+    warnings = lateness_warnings(overhead) + serving.warnings
+    notes += overhead_notes(overhead, runs) + serving.notes + warnings
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     env = environment(device, opts.preset, opts.seed, load_start=load_start,
@@ -112,6 +113,8 @@ def build_serve_report(
     data: dict[str, Any] = {"ab": ab, "requests": requests, "copies": copy_rows(runs)}
     if overhead:
         data["client_overhead"] = [o.as_row() for o in overhead]
+    if serving.profiles:
+        data["profiles"] = serving.profiles
     if recipe:
         data = {"recipe": recipe, **data}
     if any(decodes.values()):

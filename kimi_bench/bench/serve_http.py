@@ -135,6 +135,9 @@ def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
             "standins": opts.standins, "start_timeout": SERVE_AB_START_TIMEOUT_S,
             "arena_image": f"{w}x{h}", "image_count": opts.images_per_request,
             "arena_requests": max(2, min(requests, 512)), "fault_hooks": opts.fault_hooks,
+            # profiled: measured requests (after start-up, the text-only probe, the warm-up)
+            "profile": Path(opts.profile).resolve() if opts.profile else None,
+            "profile_after": 2 + opts.warmup_requests,
         }
     )  # fmt: skip
 
@@ -262,7 +265,10 @@ def emulator_command(arm: str, port: int, opts: HttpServeOptions, folder: Path) 
     """The ``kimi-bench serve`` of one emulated arm: its options model written whole to
     ``folder/serve-<arm>.json`` and handed to the server process as that file."""
     assert opts.emulator is not None, "endpoints are not emulated"
-    model = opts.emulator.model_copy(update={"arm": arm, "port": port})
+    update: dict[str, object] = {"arm": arm, "port": port}
+    if opts.emulator.profile is not None:  # each arm's traces in a folder of its own
+        update["profile"] = opts.emulator.profile / arm
+    model = opts.emulator.model_copy(update=update)
     path = folder / f"serve-{arm}.json"
     path.write_text(model.model_dump_json())
     return [sys.executable, "-m", "kimi_bench.cli.main", SERVE_FROM_OPTIONS, str(path)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve_runs import ServeRun
@@ -108,6 +109,7 @@ def emulator_notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
 class ServingNotes:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    profiles: dict[str, list[str]] = field(default_factory=dict)  # arm -> trace files
 
 
 def serving_notes(
@@ -146,6 +148,15 @@ def serving_notes(
                 "the images may never have reached the vision tower (sglang issue #21294); "
                 "the latencies then measure a text-only model"
             )
+    if opts.profile is not None and not opts.endpoints:
+        out.profiles = {arm: sorted(str(p) for p in (opts.profile / arm).glob("*.trace.json"))
+                        for arm in opts.arms}  # fmt: skip
+        named = "; ".join(f"{a}: {', '.join(Path(p).name for p in ps) or 'none written'}"
+                          for a, ps in out.profiles.items())  # fmt: skip
+        out.notes.append(
+            f"torch profiler traces (Chrome trace JSON; stages as stage:<name> ranges) of each "
+            f"emulator's producers and ranks under {opts.profile}/<arm>/: {named}."
+        )
     for run in runs:
         for answer in (run.source or {}).get("profile_server") or []:
             if answer.get("warning") and answer["warning"] not in out.warnings:

@@ -25,6 +25,7 @@ from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
+from kimi_bench.engine.profiling import maybe_profiler
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
 from kimi_bench.pipeline import (
@@ -64,11 +65,14 @@ def producer_main(
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
+    prof = maybe_profiler(job.profile_dir, f"producer{wid}", job.profile_requests)
     while True:
         msg = req_q.get()
         if msg is None:
             if arena is not None:
                 arena.close()
+            if prof is not None:
+                prof.close()
             return
         # a "queue" source adds the request's encoded images and its max_tokens
         rid, warm, t_sent = msg[:3]
@@ -81,9 +85,10 @@ def producer_main(
             "worker": wid,
             "max_tokens": msg[4] if len(msg) > 4 else 1,
         }
+        hook = prof.hook(None) if prof is not None and rid >= job.profile_skip else None
         step = make_step(
             job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena,
-            decoder=decoder, baseline_whitelisted=job.baseline_whitelisted,
+            decoder=decoder, baseline_whitelisted=job.baseline_whitelisted, hook=hook,
         )  # fmt: skip
         payload: Any = None
         try:
@@ -104,6 +109,8 @@ def producer_main(
         rec["items"] = payload
         conn.send_bytes(recipe.send(step, rec))  # the request's own pickle and the hop to rank 0
         conn.send((step.ledger.rows(), step.trail))
+        if prof is not None:
+            prof.finish(hook)
 
 
 def _request_payloads(load: LoadJob | None, payloads: list[bytes], rid: int) -> list[bytes]:
@@ -173,12 +180,14 @@ class _Rank:
         self.warm_done = 0
         self.last_progress = time.perf_counter()
         self.decoding: dict[int, int] = {}  # rank 0: request id -> tokens still to decode
+        self.prof = maybe_profiler(job.profile_dir, f"rank{rank}", job.profile_requests)
 
     def _new_step(self) -> Step:
         return make_step(
             self.job.arm, self.job.cfg, self.dev, carrier_=self.job.transport,
             runtime=self.job.runtime, arena=self.arena, decoder=self.decoder,
             baseline_whitelisted=self.job.baseline_whitelisted,
+            hook=self.prof.hook(None) if self.prof is not None else None,
         )  # fmt: skip
 
     idle_wait_s = 0.02  # rank 0 waits up to this for a request when none is queued
@@ -219,7 +228,12 @@ class _Rank:
                 self._step(step, batch)
             if batch.get("decode"):
                 self._decode(batch["decode"])
+            if self.prof is not None:  # a step that served a profiled request counts
+                counted = any(r["rid"] >= self.job.profile_skip for r in batch["reqs"])
+                self.prof.finish(step.hook) if counted else self.prof.drop(step.hook)
             if batch["stop"]:
+                if self.prof is not None:
+                    self.prof.close()
                 self._stop(batch)
                 return
 

@@ -99,6 +99,8 @@ class EmulatorConfig:
             init_file=init_file, ranks_per_node=0,  # one host
             decoder=o.decoder, baseline_whitelisted=o.eager_baseline == "deferral-off",
             arena_image=o.arena_size, image_count=o.image_count, arena_requests=o.arena_requests,
+            profile_dir=str(o.profile) if o.profile else None,
+            profile_requests=o.profile_requests, profile_skip=o.profile_after,
         )  # fmt: skip
 
 
