@@ -131,8 +131,12 @@ def test_stream_follows_the_openai_chunk_format() -> None:
         "prompt_tokens": 4,
         "completion_tokens": 3,
         "total_tokens": 7,
-        "prompt_tokens_details": {"cached_tokens": 0, "text_tokens": 4, "image_tokens": 0,
-                                  "prompt_tokens": 4},
+        "prompt_tokens_details": {
+            "cached_tokens": 0,
+            "text_tokens": 4,
+            "image_tokens": 0,
+            "prompt_tokens": 4,
+        },
     }
     # the server passes the encoded files through, byte for byte
     [(rid, images, prompt_tokens)] = backend.calls
