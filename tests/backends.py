@@ -54,7 +54,9 @@ class SleepBackend:
     async def close(self) -> None:
         self.closed = True
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> FirstToken:
         self.submitted += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -98,16 +100,18 @@ class FaultyBackend:
     async def close(self) -> None:
         await self.inner.close()
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> FirstToken:
         n, self.count = self.count, self.count + 1
         if self.requests is not None and n not in self.requests:
-            return await self.inner.submit(request_id, images, prompt_tokens)
+            return await self.inner.submit(request_id, images, prompt_tokens, max_tokens)
         if self.mode == "http500":
             raise BackendError(500, f"injected fault http500 on request {n}")
         if self.mode == "stall":
             await asyncio.sleep(self.stall_s)
             raise BackendError(504, f"injected stall of {self.stall_s:g} s on request {n}")
-        first = await self.inner.submit(request_id, images, prompt_tokens)
+        first = await self.inner.submit(request_id, images, prompt_tokens, max_tokens)
         return dataclasses.replace(first, hooks=BrokenStream(self.mode))  # see tests/faults.py
 
 

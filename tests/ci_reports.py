@@ -12,6 +12,7 @@ import torch
 
 from kimi_bench.bench.micro import build_report
 from kimi_bench.bench.serve_build import build_serve_report
+from kimi_bench.bench.serve_runs import Placement, ServedRequest, ServeRun
 from kimi_bench.domain.config import resolve_config
 from kimi_bench.domain.stages import STAGES
 from kimi_bench.options import MicroOptions, ServeOptions
@@ -82,17 +83,15 @@ def micro(
                         control=rounds)  # fmt: skip
 
 
-def _records(ttfts: list[float], start: float, fail: set[int]) -> list[dict[str, Any]]:
+def _records(ttfts: list[float], start: float, fail: set[int]) -> list[ServedRequest]:
     out = []
     for i, ttft in enumerate(ttfts):
         sent = start + 0.01 * i
-        rec: dict[str, Any] = {"rid": i, "warm": False, "scheduled_s": 0.01 * i, "status": 200,
-                               "t_sent": sent, "batch_id": i}  # fmt: skip
+        base = {"rid": i, "scheduled_s": 0.01 * i, "t_sent": sent, "facts": {"batch_id": i}}
         if i in fail:
-            rec.update(status=500, error="HTTP 500", error_kind="http")
+            out.append(ServedRequest(**base, status=500, error="HTTP 500", error_kind="http"))
         else:
-            rec.update(t_first=sent + ttft / 1e3, ttft_ms=ttft)
-        out.append(rec)
+            out.append(ServedRequest(**base, status=200, t_first=sent + ttft / 1e3, ttft_ms=ttft))
     return out
 
 
@@ -111,11 +110,9 @@ def serve(
                         device="cpu")  # fmt: skip
     runs = []
     for arm, xs in ttft.items():
-        runs.append({
-            "arm": arm, "records": _records(xs, 100.0, (fail or {}).get(arm, set())),
-            "trace_start": 100.0, "error": None, "rate": opts.rates[0], "rate_label": rate,
-            "repeat": 0, "rate_index": 0, "arrivals": [0.0] * len(xs),
-        })  # fmt: skip
+        at = Placement(opts.rates[0], rate, 0, 0, (0.0,) * len(xs))
+        records = _records(xs, 100.0, (fail or {}).get(arm, set()))
+        runs.append(ServeRun(arm=arm, at=at, records=records, trace_start=100.0))
     return build_serve_report(opts, runs, CPU, error, "cpu")
 
 

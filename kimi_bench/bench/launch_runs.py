@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kimi_bench.bench.micro_build import (
     MicroFailed,
@@ -27,6 +27,7 @@ from kimi_bench.bench.micro_build import (
 )
 from kimi_bench.bench.micro_records import LaunchConfig, Samples
 from kimi_bench.bench.serve_http import ServeFailed
+from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
 from kimi_bench.domain.config import resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
 from kimi_bench.engine.launch import (
@@ -210,13 +211,13 @@ def _collect_micro(
 def run_serve_on(
     world: World,
     opts: ServeOptions,
-    on_run: Callable[[list[dict[str, Any]]], None] | None = None,
-) -> list[dict[str, Any]]:
+    on_run: Callable[[list[ServeRun]], None] | None = None,
+) -> list[ServeRun]:
     """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
     in the same order on every rank; the runs at global rank 0, [] elsewhere."""
     opts, _ = resolve_defaults(for_world(opts, world), "serve_ab", resolve_device(opts.device).type)
     hooks = load_hooks(opts.fault_hooks)  # tests' faults, loaded once, before any start
-    runs: list[dict[str, Any]] = []
+    runs: list[ServeRun] = []
     for i, rate in enumerate(opts.rates):
         for rep in range(opts.repeats):
             trace = arrival_offsets(
@@ -226,18 +227,15 @@ def run_serve_on(
                 if sigterm_received():
                     msg = explain_failure(world, "stopped between pipelines", terminated=True)
                     raise ServeFailed(msg, runs)
-                res = _serve_pipeline(world, opts, arm, trace, f"serve/{i}/{rep}/{arm}", hooks)
+                at = Placement(rate, rate_label(rate), rep, i, tuple(trace))
+                res = _serve_pipeline(world, opts, arm, at, f"serve/{i}/{rep}/{arm}", hooks)
                 if res is None:
                     continue
-                res.update(
-                    rate=rate, rate_label=rate_label(rate), repeat=rep, rate_index=i,
-                    arrivals=list(trace),
-                )  # fmt: skip
                 runs.append(res)
                 if on_run:
                     on_run(runs)
-                if res["error"] and "timed out" not in res["error"]:
-                    raise ServeFailed(f"{arm} at rate {rate_label(rate)}: {res['error']}", runs)
+                if res.error and "timed out" not in res.error:
+                    raise ServeFailed(f"{arm} at rate {rate_label(rate)}: {res.error}", runs)
     return runs
 
 
@@ -272,14 +270,10 @@ def _serve_jobs(
 
 
 def _serve_pipeline(
-    world: World,
-    opts: ServeOptions,
-    arm: str,
-    arrivals: tuple[float, ...],
-    tag: str,
-    hooks: FaultHooks,
-) -> dict[str, Any] | None:
+    world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, hooks: FaultHooks
+) -> ServeRun | None:
     """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
+    arrivals = at.arrivals
     todo = plan(world, opts.ranks or 1)
     if not todo.hosts_producers:
         job, load = _serve_jobs(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", hooks)
@@ -290,8 +284,10 @@ def _serve_pipeline(
     harness = _harness(world)
     init = rendezvous(world, tag, harness.init_file)
     job, load = _serve_jobs(world, opts, arm, arrivals, init, harness.prefix, hooks)
-    records: list[dict[str, Any]] = []
-    out: dict[str, Any] = {"arm": arm, "records": records, "trace_start": None, "error": None}
+    out = ServeRun(arm=arm, at=at)
+    w, h = opts.width_height
+    n = opts.images_per_request
+    images = RequestImages(n, n * w * h, 0)  # encoded sizes: the load generator's own
     try:
         req_q, warm_evt = harness.ctx.Queue(), harness.ctx.Event()
         pipes = [harness.pipe() for _ in range(opts.processor_workers)]
@@ -305,20 +301,20 @@ def _serve_pipeline(
         harness.start("loadgen", serve_workers.loadgen_main, load, req_q, warm_evt)
         for kind, payload in harness.messages(opts.request_timeout_s + 120.0):
             if kind == "request" and not payload["warm"]:
-                records.append(payload)
+                out.records.append(from_pipeline(payload, images))
             elif kind == "ledger":
-                out["copies"] = payload
+                out.copies = payload
             elif kind == "arena":  # zero-copy start-up per rank (spawn only)
-                out.setdefault("arena", []).append(payload)
+                out.arena.append(payload)
             elif kind == "trace_start":
-                out["trace_start"] = payload
+                out.trace_start = payload
             elif kind == "stalled":
-                out["error"] = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
+                out.error = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
                 break
     except KeyboardInterrupt as exc:
-        out["error"] = interrupt_reason(exc)
+        out.error = interrupt_reason(exc)
     except Exception as exc:
-        out["error"] = explain_failure(world, str(exc), sigterm_received())
+        out.error = explain_failure(world, str(exc), sigterm_received())
     finally:
-        out["leftover_segments"] = len(harness.stop())
+        out.leftover_segments = len(harness.stop())
     return out

@@ -13,6 +13,7 @@ from kimi_bench.bench.parity import run_parity
 from kimi_bench.bench.scenario import ScenarioError, resolve_path
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
+from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.ci.gate import RuleResult, load_rules, run_gate
 from kimi_bench.infra.environment import host_load, resolve_device
 from kimi_bench.infra.limits import is_interrupt
@@ -52,9 +53,9 @@ def _serve(sc: RunOptions, out: Path, say: Callable[[str], None], progress: Prog
     progress.part("serve-ab", total, "pipelines")
     start, error = host_load(), None
 
-    def on_run(runs: list[dict[str, Any]]) -> None:
+    def on_run(runs: list[ServeRun]) -> None:
         last = runs[-1]
-        progress.step(len(runs), item=f"{last['arm']} @ {last['rate_label']}")
+        progress.step(len(runs), item=f"{last.arm} @ {last.rate_label}")
 
     try:
         runs = run_serve_ab(sopts, on_run)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kimi_bench.bench.serve_http import HttpServeOptions, ServeFailed, run_serve_ab_http
+from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.serving.trace import arrival_offsets
 
@@ -17,9 +17,9 @@ __all__ = ["ServeFailed", "arrival_offsets", "rate_label", "run_serve_ab"]
 
 def run_serve_ab(
     opts: ServeOptions,
-    on_run: Callable[[list[dict[str, Any]]], None] | None = None,
+    on_run: Callable[[list[ServeRun]], None] | None = None,
     log_dir: Path | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ServeRun]:
     """Every (rate, repeat, arm) on this host, through HTTP: the same seeded trace is sent
     by the OpenAI-compatible client to each ``--endpoint`` or, without endpoints, to one
     emulator server per arm (``kimi-bench serve``) started on loopback and stopped at the

@@ -6,14 +6,14 @@ Arms are either external endpoints (``endpoints``: name -> base URL, e.g. two SG
 servers) or, without endpoints, one ``kimi-bench serve`` emulator server per arm started
 on loopback and stopped at the end. Each endpoint is probed once (``/v1/models``, version);
 ``/metrics`` is scraped after the warm-up requests and after each trace, and the deltas are
-kept. Runs come back in the shape ``bench.serve.run_pipeline`` returns (``arm``,
-``records``, ``trace_start``, ``error``, ``copies`` for emulated arms) plus ``source`` (what
-served the arm) and ``server_metrics``; per-request records carry ``t_sent``/``t_first``
-(client clock), ``ttft_ms``, ``status`` and, on failure, ``error`` and ``error_kind``."""
+kept. Runs come back as ``bench.serve_runs.ServeRun`` (what the in-process path returns
+too) with ``source`` (what served the arm) and ``server_metrics``; each request is a
+``ServedRequest`` (client times, tokens, the images it carried, the server's facts)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -25,7 +25,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.bench.serve_records import http_record
+from PIL import Image
+
+from kimi_bench.bench.serve_profile import ServerProfiler
+from kimi_bench.bench.serve_runs import Placement, ServeRun, from_client, request_images
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.infra.limits import interrupt_reason, is_interrupt
@@ -46,14 +49,15 @@ from kimi_bench.serving.client import (
     drive,
     probe_server,
 )
+from kimi_bench.serving.endpoints import text_only_prompt_tokens
 from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
-from kimi_bench.serving.trace import arrival_offsets, make_trace
+from kimi_bench.serving.trace import DEFAULT_PROMPT, Trace, arrival_offsets, make_trace
 
 
 class ServeFailed(RuntimeError):
-    def __init__(self, message: str, runs: list[dict[str, Any]]) -> None:
+    def __init__(self, message: str, runs: list[ServeRun]) -> None:
         super().__init__(message)
         self.runs = runs
 
@@ -88,6 +92,7 @@ class HttpServeOptions:
     # client
     model: str | None  # None: the first model each endpoint lists
     max_tokens: int
+    profile_server: bool  # --profile-server: /start_profile, /stop_profile around each trace
     max_concurrency: int | None
     api_key_env: str
     retry_429: int
@@ -130,6 +135,9 @@ def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
             "standins": opts.standins, "start_timeout": SERVE_AB_START_TIMEOUT_S,
             "arena_image": f"{w}x{h}", "image_count": opts.images_per_request,
             "arena_requests": max(2, min(requests, 512)), "fault_hooks": opts.fault_hooks,
+            # profiled: measured requests (after start-up, the text-only probe, the warm-up)
+            "profile": Path(opts.profile).resolve() if opts.profile else None,
+            "profile_after": 2 + opts.warmup_requests,
         }
     )  # fmt: skip
 
@@ -142,12 +150,12 @@ class _Arm:
     model: str = ""
     server: ServerProcess | None = None
     dead: str | None = None
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[ServeRun] = field(default_factory=list)
 
 
 def run_serve_ab_http(
-    opts: HttpServeOptions, on_run: Callable[[list[dict[str, Any]]], None] | None = None
-) -> list[dict[str, Any]]:
+    opts: HttpServeOptions, on_run: Callable[[list[ServeRun]], None] | None = None
+) -> list[ServeRun]:
     """Every (rate, repeat, arm) through HTTP; ``on_run`` sees the runs after each. A dead
     endpoint ends its arm (the others go on); at the end, ServeFailed with the runs names
     every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the runs so far.
@@ -156,7 +164,7 @@ def run_serve_ab_http(
     pool = encode_images(
         opts.resolution, opts.unique_images, opts.image_content, opts.image_format, opts.seed
     )
-    runs: list[dict[str, Any]] = []
+    runs: list[ServeRun] = []
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(_sigterm_as_interrupt())
@@ -168,21 +176,15 @@ def run_serve_ab_http(
                     )
                     trace = make_trace(offsets, pool, opts.images_per_request, mime=mime)
                     order = arms[::-1] if rep % 2 else arms  # A B, B A, A B, ...
+                    at = Placement(rate, rate_label(rate), rep, i, tuple(offsets))
                     for arm in (a for a in order if not a.dead):
-                        res = _run_arm(arm, trace, opts)
-                        res.update(
-                            rate=rate,
-                            rate_label=rate_label(rate),
-                            repeat=rep,
-                            rate_index=i,
-                            arrivals=list(offsets),
-                        )
+                        res = _run_arm(arm, trace, at, opts)
                         runs.append(res)
                         arm.runs.append(res)
                         if on_run:
                             on_run(runs)
-                        if is_interrupt(res["error"]):
-                            raise KeyboardInterrupt(res["error"])
+                        if is_interrupt(res.error):
+                            raise KeyboardInterrupt(res.error)
         except KeyboardInterrupt as exc:
             raise ServeFailed(interrupt_reason(exc), runs) from None
     dead = [f"{a.name}: {a.dead}" for a in arms if a.dead]
@@ -251,6 +253,9 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
                 [],
             )
         arm.model = model
+        arm.source["text_only_prompt_tokens"] = text_only_prompt_tokens(
+            arm.url, model, DEFAULT_PROMPT, api_key_env=opts.api_key_env
+        )
     if len(unreachable) == len(arms):  # nothing to measure: a typo, a server not up yet
         raise ServeFailed("; ".join(unreachable), [])
     return arms
@@ -260,7 +265,10 @@ def emulator_command(arm: str, port: int, opts: HttpServeOptions, folder: Path) 
     """The ``kimi-bench serve`` of one emulated arm: its options model written whole to
     ``folder/serve-<arm>.json`` and handed to the server process as that file."""
     assert opts.emulator is not None, "endpoints are not emulated"
-    model = opts.emulator.model_copy(update={"arm": arm, "port": port})
+    update: dict[str, object] = {"arm": arm, "port": port}
+    if opts.emulator.profile is not None:  # each arm's traces in a folder of its own
+        update["profile"] = opts.emulator.profile / arm
+    model = opts.emulator.model_copy(update=update)
     path = folder / f"serve-{arm}.json"
     path.write_text(model.model_dump_json())
     return [sys.executable, "-m", "kimi_bench.cli.main", SERVE_FROM_OPTIONS, str(path)]
@@ -301,7 +309,7 @@ def _stop_emulator(arm: _Arm) -> None:
     left = cleanup_segments(f"kimibench_{pid}_") if pid else []
     arm.source["exit_code"] = code
     for run in arm.runs:
-        run["leftover_segments"] = len(left)
+        run.leftover_segments = len(left)
 
 
 def _server_gone(arm: _Arm) -> str | None:
@@ -334,45 +342,64 @@ class _Scrapes:
         self.before = self.scrape()
 
 
-def _run_arm(arm: _Arm, trace: Any, opts: HttpServeOptions) -> dict[str, Any]:
+def _run_arm(arm: _Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
     gone = _server_gone(arm)
     scrapes = _Scrapes(arm.url, opts.api_key_env)
+    profiler = ServerProfiler(arm.url, opts.api_key_env) if opts.profile_server else None
     result = None
     if gone is None:
+
+        def before_trace() -> None:
+            scrapes.take_before()
+            if profiler is not None:
+                profiler.start()
+
         result = drive(
             arm.url,
             trace,
             opts.client_options(arm.model),
-            before_trace=scrapes.take_before,
+            before_trace=before_trace,
             before_send=opts.before_send,
         )
+        if profiler is not None:
+            profiler.stop()
+            arm.source.setdefault("profile_server", []).append(profiler.outcome())
     if arm.server is not None:
         time.sleep(SETTLE_S)
     after = scrapes.scrape() if scrapes.before is not None else None
-    out: dict[str, Any] = {
-        "arm": arm.name,
-        "records": [],
-        "trace_start": None,
-        "error": gone,
-        "source": arm.source,
-        "server_metrics": None,
-        "server_metrics_error": scrapes.error,
-    }
-    if result is not None:
+    out = ServeRun(arm=arm.name, at=at, error=gone, source=arm.source,
+                   server_metrics_error=scrapes.error)  # fmt: skip
+    if result is not None and result.trace_start is not None:
         t0 = result.trace_start
-        out.update(
-            records=[http_record(r, t0) for r in result.records] if t0 is not None else [],
-            trace_start=t0,
-            error=result.error,
-            unsent=result.unsent,
-            warmup_failed=sum(not r.ok for r in result.warmup),
-        )
+        sizes = _pool_sizes(trace)
+        out.records = [
+            from_client(r, t0, request_images([sizes[k] for k in trace.image_keys[r.rid]]))
+            for r in result.records
+        ]
+        out.trace_start = t0
+    if result is not None:
+        out.error, out.unsent = result.error, result.unsent
+        out.warmup_failed = sum(not r.ok for r in result.warmup)
     if scrapes.before is not None and after is not None:
-        out["server_metrics"] = metrics_delta(scrapes.before, after).to_dict()
+        out.server_metrics = metrics_delta(scrapes.before, after).to_dict()
         if arm.server is not None:
-            out["copies"] = copies_from_metrics(scrapes.before, after)
-    if not is_interrupt(out["error"]):
-        arm.dead = out["error"] or _server_gone(arm)
-        if arm.dead and not out["error"]:
-            out["error"] = arm.dead
+            out.copies = copies_from_metrics(scrapes.before, after)
+    if not is_interrupt(out.error):
+        arm.dead = out.error or _server_gone(arm)
+        if arm.dead and not out.error:
+            out.error = arm.dead
+    return out
+
+
+def _pool_sizes(trace: Trace) -> list[tuple[int, int, int]]:
+    """(width, height, encoded bytes) of each image of the trace's pool (read from its
+    header; an unreadable file counts no pixels)."""
+    out = []
+    for data in trace.images:
+        try:
+            with Image.open(io.BytesIO(data)) as img:
+                w, h = img.size
+        except Exception:
+            w = h = 0
+        out.append((w, h, len(data)))
     return out

@@ -1,71 +1,82 @@
-"""From ``serve-ab`` runs to a report: TTFT and throughput per rate and arm, the stage
-that dominates, and A/B deltas over ``Measurement`` objects.
+"""From ``serve-ab`` runs (``serve_runs.ServeRun``) to a report: the request rows, and per
+rate and arm TTFT, ITL, TPOT and E2E latency at the asked percentiles, request, output-token
+and image throughput, goodput under the SLOs, the stage that dominates, and A/B deltas over
+``Measurement`` objects. The serving figures are derived from the request rows by
+``report.serve_figures`` (the reader recomputes them there too).
 
 Independent units: requests served in one forward batch share one step, so TTFT
 intervals resample forward batches (``unit_ids`` = repeat:batch); a server that does not
 report batches (any third-party server) makes each request its own unit (repeat:rid).
-Throughput intervals resample repeats. A difference is called significant only with at least three
-units per side and an interval that excludes zero (``kimi_bench.infra.stats.compare.compare``).
-Deltas are signed percentages, B minus A (each arm vs eager).
+Throughput and goodput intervals resample repeats. A difference is called significant only
+with at least three units per side and an interval that excludes zero
+(``kimi_bench.infra.stats.compare.compare``). Deltas are signed percentages, B minus A.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from kimi_bench.bench.serve_runs import BOUNDS, ServedRequest, ServeRun
 from kimi_bench.domain.ledger import Ledger, sort_copies
-from kimi_bench.infra.stats import Measurement, percentile
+from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
+from kimi_bench.report import serve_figures as figures
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
-_BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "producer_copied_bytes",
-          "scheduler_copied_bytes", "batch_requests", "batch_id", "status")  # fmt: skip
-# what the HTTP client recorded of every request (present on HTTP runs; no *_ms names, which
-# the figures read as pipeline stages); its times become scheduled_s, sent_s, first_byte_s,
-# first_token_s and end_s (seconds from the trace start, client clock)
-_CLIENT = ("error_kind", "bytes_received", "token_chunks", "output_tokens",
-           "finish_reason", "done_marker", "retries")  # fmt: skip
+          "scheduler_copied_bytes", "batch_requests", "batch_id")  # fmt: skip
 
 
-def request_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per measured request (what requests.csv holds)."""
-    rows = []
-    for run in runs:
-        for r in run["records"]:
-            row = {
-                "rate": run["rate_label"],
-                "arm": run["arm"],
-                "repeat": run["repeat"],
-                "rid": r["rid"],
-                "worker": r.get("worker"),
-                "error": r.get("error"),
-                "ttft_ms": r.get("ttft_ms"),
-            }
-            row.update({k: r[k] for k in _CLIENT if k in r})
-            row.update({f"{k}_s": v for k, v in (r.get("times_s") or {}).items()})
-            if r.get("lateness_ms") is not None:  # seconds here: *_ms columns are stages
-                row["send_lateness_s"] = r["lateness_ms"] / 1e3
-            if "t_first" in r and not r.get("error"):
-                row["ttft_ms"] = (r["t_first"] - r["t_sent"]) * 1e3
-                for k, s in enumerate(STAGES):
-                    if _BOUNDS[k] in r and _BOUNDS[k + 1] in r:
-                        row[f"{s}_ms"] = (r[_BOUNDS[k + 1]] - r[_BOUNDS[k]]) * 1e3
-            row.update({key: r.get(key) for key in _CARRY})
-            rows.append(row)
-    return rows
+def _row(run: ServeRun, r: ServedRequest) -> dict[str, Any]:
+    """One request in the report's layout (requests.csv): client times in seconds from the
+    trace start (``*_s``: no ``*_ms`` name but the latencies, the figures read the other
+    ``*_ms`` names as pipeline stages)."""
+    row: dict[str, Any] = {
+        "rate": run.rate_label, "arm": run.arm, "repeat": run.repeat, "rid": r.rid,
+        "worker": r.worker, "error": r.error, "ttft_ms": r.ttft_ms, "status": r.status,
+        "output_tokens": r.output_tokens, "prompt_tokens": r.prompt_tokens,
+        "images": r.images.count, "pixels": r.images.pixels,
+        "encoded_bytes": r.images.encoded_bytes,
+    }  # fmt: skip
+    if r.ok:
+        row.update(itl_ms=list(r.itl_ms), tpot_ms=r.tpot_ms, e2e_ms=r.e2e_ms)
+    c = r.client
+    if c is not None:
+        row.update(error_kind=r.error_kind, bytes_received=c.bytes_received,
+                   token_chunks=c.token_chunks, finish_reason=c.finish_reason,
+                   done_marker=c.done_marker, retries=c.retries,
+                   prompt_image_tokens=c.prompt_image_tokens)  # fmt: skip
+        row.update({f"{k}_s": v for k, v in c.times_s.items()})
+        if c.lateness_ms is not None:  # seconds here: *_ms columns are stages
+            row["send_lateness_s"] = c.lateness_ms / 1e3
+    elif r.error_kind:
+        row["error_kind"] = r.error_kind
+    bounds = {"t_sent": r.t_sent, **r.bounds, "t_first": r.t_first}
+    if r.ok:
+        for k, s in enumerate(STAGES):
+            a, b = bounds.get(BOUNDS[k]), bounds.get(BOUNDS[k + 1])
+            if a is not None and b is not None:
+                row[f"{s}_ms"] = (b - a) * 1e3
+    row.update({key: r.facts.get(key) for key in _CARRY})
+    return row
 
 
-def copy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def request_rows(runs: Sequence[ServeRun]) -> list[dict[str, Any]]:
+    """One flat row per measured request (what requests.csv and ``data.requests`` hold)."""
+    return [_row(run, r) for run in runs for r in run.records]
+
+
+def copy_rows(runs: Sequence[ServeRun]) -> list[dict[str, Any]]:
     """The copy ledger of each (rate, arm) run, repeats summed, in pipeline order."""
     merged: dict[tuple[str, str], Ledger] = {}
     for run in runs:
-        key = (run["rate_label"], run["arm"])
-        merged.setdefault(key, Ledger()).merge(run.get("copies") or [])
+        merged.setdefault((run.rate_label, run.arm), Ledger()).merge(run.copies or [])
     return [
         {"rate": rate, "arm": arm, **row}
         for (rate, arm), ledger in merged.items()
@@ -73,118 +84,157 @@ def copy_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def ttft_measurement(rows: list[dict[str, Any]], label: str) -> Measurement:
-    ok = [r for r in rows if r.get("ttft_ms") is not None and not r.get("error")]
-    return Measurement(
-        [r["ttft_ms"] for r in ok],
-        unit="ms",
-        label=label,
-        unit_ids=[f"{r['repeat']}:{_unit(r)}" for r in ok],
-    )
-
-
-def _unit(row: dict[str, Any]) -> str:
+def _unit(r: ServedRequest) -> str:
     """A request's independent unit: its forward batch when the server reports one, else
     the request itself."""
-    batch = row.get("batch_id")
-    return f"b{batch}" if batch is not None else f"r{row['rid']}"
+    batch = r.facts.get("batch_id")
+    return f"b{batch}" if batch is not None else f"r{r.rid}"
 
 
-def failures(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per arm: measured requests failed (and planned but unsent), counted by error kind,
-    with the first error text of each kind."""
-    out: dict[str, dict[str, Any]] = {}
+def latency_measurement(runs: Sequence[ServeRun], metric: str, label: str) -> Measurement:
+    """TTFT (units: forward batches), or ITL/TPOT/E2E (units: requests) of the runs."""
+    xs: list[float] = []
+    units: list[str] = []
     for run in runs:
-        f = out.setdefault(run["arm"], {"failed": 0, "requests": 0, "kinds": {}, "examples": {}})
-        f["requests"] += len(run["records"]) + (run.get("unsent") or 0)
-        f["failed"] += run.get("unsent") or 0
-        if run.get("unsent"):
-            f["kinds"]["unsent"] = f["kinds"].get("unsent", 0) + run["unsent"]
-            f["examples"].setdefault("unsent", run.get("error") or "not sent")
-        for r in run["records"]:
-            if r.get("error"):
-                kind = r.get("error_kind") or "failed"
-                f["failed"] += 1
-                f["kinds"][kind] = f["kinds"].get(kind, 0) + 1
-                f["examples"].setdefault(kind, r["error"])
+        for r in (r for r in run.records if r.ok):
+            values: list[float | None] = (
+                list(r.itl_ms) if metric == "itl" else [getattr(r, f"{metric}_ms")]
+            )
+            unit = _unit(r) if metric == "ttft" else f"r{r.rid}"
+            for v in (v for v in values if v is not None):
+                xs.append(v)
+                units.append(f"{run.repeat}:{unit}")
+    return Measurement(xs, unit="ms", label=label, unit_ids=units)
+
+
+@dataclass
+class ArmFailures:
+    """One arm's failed (and planned but unsent) requests by kind, the first error text
+    of each kind."""
+
+    failed: int = 0
+    requests: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def add(self, kind: str, example: str, n: int = 1) -> None:
+        self.failed += n
+        self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.examples.setdefault(kind, example)
+
+    def text(self, arm: str) -> str:
+        """``b: 6 of 6 requests failed (http x6: HTTP 500 ...)``."""
+        kinds = "; ".join(f"{k} x{n}: {self.examples[k]}" for k, n in self.kinds.items())
+        return f"{arm}: {self.failed} of {self.requests} requests failed ({kinds})"
+
+
+def failures(runs: Sequence[ServeRun]) -> dict[str, ArmFailures]:
+    out: dict[str, ArmFailures] = {}
+    for run in runs:
+        f = out.setdefault(run.arm, ArmFailures())
+        f.requests += len(run.records) + run.unsent
+        if run.unsent:
+            f.add("unsent", run.error or "not sent", run.unsent)
+        for r in run.records:
+            if r.error:
+                f.add(r.error_kind or "failed", r.error)
     return out
 
 
-def failure_text(arm: str, f: dict[str, Any]) -> str:
-    """``b: 6 of 6 requests failed (http x6: HTTP 500 ...)``."""
-    kinds = "; ".join(f"{k} x{n}: {f['examples'][k]}" for k, n in f["kinds"].items())
-    return f"{arm}: {f['failed']} of {f['requests']} requests failed ({kinds})"
-
-
-def run_throughput(run: dict[str, Any], rows: list[dict[str, Any]], opts: ServeOptions) -> float:
+def run_throughput(run: ServeRun) -> float:
     """Completed requests / (last first token - trace start) of one run."""
-    ok = [r for r in run["records"] if not r.get("error") and "t_first" in r]
-    start = run.get("trace_start")
-    if not ok or start is None:
+    firsts = [r.t_first for r in run.records if r.ok and r.t_first is not None]
+    if not firsts or run.trace_start is None:
         return math.nan
-    span = max(r["t_first"] for r in ok) - start
-    return len(ok) / span if span > 0 else math.nan
+    span = max(firsts) - run.trace_start
+    return len(firsts) / span if span > 0 else math.nan
 
 
-def arm_row(label: str, arm: str, runs: list[dict[str, Any]], opts: ServeOptions) -> dict[str, Any]:
-    rows = request_rows(runs)
-    ttft = ttft_measurement(rows, f"{arm} TTFT @ {label}")
-    thr = [run_throughput(r, rows, opts) for r in runs]
-    ok = [r for r in rows if r.get("ttft_ms") is not None and not r.get("error")]
+def arm_row(
+    label: str, arm: str, runs: Sequence[ServeRun], rows: list[dict[str, Any]], opts: ServeOptions
+) -> dict[str, Any]:
+    """One per-rate row: TTFT (and ITL, TPOT, E2E) at the asked percentiles, throughputs,
+    goodput, the stage medians; ``unit_label`` says what ``forward_batches`` counts."""
+    ttft = latency_measurement(runs, "ttft", f"{arm} TTFT @ {label}")
+    thr = [run_throughput(r) for r in runs]
+    ok = [r for r in rows if figures.served(r)]
     stages = {s: Measurement([r[f"{s}_ms"] for r in ok if f"{s}_ms" in r]).median for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
     moved = sum((r.get("producer_copied_bytes") or 0) + (r.get("scheduler_copied_bytes") or 0)
                 for r in ok)  # fmt: skip
     span_rate = sum(x for x in thr if not math.isnan(x)) / max(1, len(thr))
+    batches = any(r.get("batch_id") is not None for r in ok)
     return {
         "rate": label,
         "arm": arm,
         "ttft_mean_ms": ttft.mean if ttft.n else math.nan,
-        "ttft_median_ms": ttft.median if ttft.n else math.nan,
-        "ttft_p90_ms": ttft.p90 if ttft.n else math.nan,
-        "ttft_p99_ms": percentile(list(ttft.samples), 99) if ttft.n else math.nan,
+        **figures.rate_figures(rows, opts.metric_percentiles, opts.slos),
         "req_per_s": span_rate,
         "images_per_s": span_rate * opts.images_per_request,
         "completed": len(ok),
         "failed": (opts.requests or 0) * len(runs) - len(ok),
+        # units of TTFT: forward batches, or requests where the server reports no batches
         "forward_batches": ttft.n_units,
+        "units": "forward batches" if batches else "requests",
         "bytes_moved": moved,
         "dominant_stage": max(known, key=lambda s: known[s]) if known else None,
         **{f"{s}_ms": v for s, v in stages.items()},
     }
 
 
-def base_arm(arms: list[str], endpoints: bool = False) -> str:
+def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:
     """What the other arms are compared with: the first endpoint given, else the baseline
     arm (eager), else the first arm."""
     return (None if endpoints else with_role(arms, "baseline")) or arms[0]
 
 
-def _versus(
-    base_runs: list[dict[str, Any]], runs: list[dict[str, Any]], opts: ServeOptions, names: tuple
+def _repeat_values(runs: Sequence[ServeRun], rows: list[dict[str, Any]], key: str,
+                   opts: ServeOptions) -> Measurement:  # fmt: skip
+    """A per-repeat throughput (``serve_figures.throughputs``) as a Measurement."""
+    return Measurement(figures.throughputs(rows, opts.slos).get(key, []), unit="1/s")
+
+
+def _safe_compare(a: Measurement, b: Measurement, seed: int, q: float = 50.0) -> dict[str, Any]:
+    if not a.n or not b.n:
+        return {"delta_pct": None, "verdict": "no completed runs", "significant": False}
+    return compare(a, b, q=q, seed=seed).as_dict()
+
+
+def versus(
+    base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
 ) -> dict[str, Any]:
-    """One arm vs another: median and p90 TTFT over forward batches, throughput over
-    repeats (B minus A, signed %)."""
-    a_rows, b_rows = request_rows(base_runs), request_rows(runs)
-    a, b = ttft_measurement(a_rows, names[0]), ttft_measurement(b_rows, names[1])
-    a_thr = _finite([run_throughput(r, a_rows, opts) for r in base_runs])
-    b_thr = _finite([run_throughput(r, b_rows, opts) for r in runs])
-    return {
+    """One arm vs another: median and p90 TTFT over forward batches, median ITL/TPOT/E2E
+    over requests (when measured), throughput and goodput over repeats (B minus A, %)."""
+    (na, ra), (nb, rb) = base, arm
+    a_rows, b_rows = request_rows(ra), request_rows(rb)
+    a, b = latency_measurement(ra, "ttft", na), latency_measurement(rb, "ttft", nb)
+    out = {
         "median_ttft": compare(a, b, q=50, seed=opts.seed).as_dict(),
         "p90_ttft": compare(a, b, q=90, seed=opts.seed).as_dict(),
-        "throughput": _safe_compare(a_thr, b_thr, opts.seed),
+        "throughput": _safe_compare(
+            Measurement([x for x in map(run_throughput, ra) if math.isfinite(x)], unit="req/s"),
+            Measurement([x for x in map(run_throughput, rb) if math.isfinite(x)], unit="req/s"),
+            opts.seed,
+        ),
     }
+    for metric in ("itl", "tpot", "e2e"):
+        ma, mb = latency_measurement(ra, metric, na), latency_measurement(rb, metric, nb)
+        if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
+            out[f"median_{metric}"] = compare(ma, mb, q=50, seed=opts.seed).as_dict()
+    if opts.slos:
+        ga = _repeat_values(ra, a_rows, "goodput_req_per_s", opts)
+        gb = _repeat_values(rb, b_rows, "goodput_req_per_s", opts)
+        out["goodput"] = _safe_compare(ga, gb, opts.seed)
+    return out
 
 
-def ab_for_rate(
-    per_arm: dict[str, list[dict[str, Any]]], opts: ServeOptions, label: str
-) -> dict[str, Any]:
+def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[str, Any]:
     """Each arm vs the base arm (eager, or the first endpoint) at one rate; with the
     proposed arms also ``zero-copy_vs_deferred``, ``deferred-decode_vs_deferred`` and
     ``deferred-decode_vs_zero-copy``."""
     first = base_arm(list(per_arm), bool(opts.endpoints))
     out = {
-        arm: _versus(per_arm[first], runs, opts, (first, arm))
+        arm: versus((first, per_arm[first]), (arm, runs), opts)
         for arm, runs in per_arm.items()
         if arm != first
     }
@@ -193,57 +243,50 @@ def ab_for_rate(
     for arm, base in (("zero-copy", "deferred"), ("deferred-decode", "deferred"),
                       ("deferred-decode", "zero-copy")):  # fmt: skip
         if arm in per_arm and base in per_arm and not opts.endpoints:
-            out[f"{arm}_vs_{base}"] = _versus(per_arm[base], per_arm[arm], opts, (base, arm))
+            out[f"{arm}_vs_{base}"] = versus((base, per_arm[base]), (arm, per_arm[arm]), opts)
     return out
 
 
-def _finite(xs: list[float]) -> Measurement:
-    """Throughput of the runs that completed a request (a run with none has no rate)."""
-    return Measurement([x for x in xs if math.isfinite(x)], unit="req/s")
-
-
-def _safe_compare(a: Measurement, b: Measurement, seed: int) -> dict[str, Any]:
-    if not a.n or not b.n:
-        return {"delta_pct": None, "verdict": "no completed runs", "significant": False}
-    return compare(a, b, seed=seed).as_dict()
-
-
-def stage_notes(rows: list[dict[str, Any]], base: str) -> list[str]:
+def stage_notes(rows: Sequence[dict[str, Any]], base: str) -> list[str]:
     """Per rate: per-request stage medians of the baseline vs each other arm and the stage
     that makes the largest part of the TTFT difference (signed: other minus baseline)."""
     by = {(r["rate"], r["arm"]): r for r in rows}
     out = []
     for rate, arm in dict.fromkeys((r["rate"], r["arm"]) for r in rows if r["arm"] != base):
         e, d = by.get((rate, base)), by.get((rate, arm))
-        if e and d and any(f"{s}_ms" not in e or f"{s}_ms" not in d for s in STAGES):
-            continue
-        if not e or not d:
+        if not e or not d or any(f"{s}_ms" not in e or f"{s}_ms" not in d for s in STAGES):
             continue
         diffs = {s: d[f"{s}_ms"] - e[f"{s}_ms"] for s in STAGES}
-        if any(math.isnan(v) for v in diffs.values()):
+        if any(math.isnan(v) for v in diffs.values()) or "ttft_median_ms" not in e:
             continue
         top = max(diffs, key=lambda s: abs(diffs[s]))
         parts = ", ".join(f"{s} {e[f'{s}_ms']:.1f}/{d[f'{s}_ms']:.1f}" for s in STAGES)
         out.append(
             f"rate {rate}: median TTFT eager {e['ttft_median_ms']:.0f} ms vs {arm} "
-            f"{d['ttft_median_ms']:.0f} ms; per-request stage medians eager/{arm} (ms): "
-            f"{parts}; the largest difference is {top} ({arm} minus eager "
+            f"{d.get('ttft_median_ms', math.nan):.0f} ms; per-request stage medians "
+            f"eager/{arm} (ms): {parts}; the largest difference is {top} ({arm} minus eager "
             f"{diffs[top]:+.1f} ms)."
         )
     return out
 
 
-def per_rate(opts: ServeOptions, runs: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    ab: dict[str, Any] = {}
+@dataclass
+class PerRate:
+    """The per-rate rows (``results``) and the A/B block (``ab``) of a report."""
+
+    rows: list[dict[str, Any]]
+    ab: dict[str, Any]
+
+
+def per_rate(opts: ServeOptions, runs: Sequence[ServeRun]) -> PerRate:
+    out = PerRate([], {})
     for i, rate in enumerate(opts.rates):
         label = rate_label(rate)
-        names = list(dict.fromkeys([*opts.arms, *(r["arm"] for r in runs)]))
-        per_arm: dict[str, list[dict[str, Any]]] = {
-            arm: [r for r in runs if r["rate_index"] == i and r["arm"] == arm] for arm in names
-        }
+        names = list(dict.fromkeys([*opts.arms, *(r.arm for r in runs)]))
+        per_arm = {arm: [r for r in runs if r.at.rate_index == i and r.arm == arm]
+                   for arm in names}  # fmt: skip
         per_arm = {a: rs for a, rs in per_arm.items() if rs}
-        rows += [arm_row(label, arm, rs, opts) for arm, rs in per_arm.items()]
+        out.rows += [arm_row(label, arm, rs, request_rows(rs), opts) for arm, rs in per_arm.items()]
         if len(per_arm) > 1:
-            ab[label] = ab_for_rate(per_arm, opts, label)
-    return rows, ab
+            out.ab[label] = ab_for_rate(per_arm, opts)
+    return out

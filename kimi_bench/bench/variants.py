@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.pipeline import carrier, with_role
+
+if TYPE_CHECKING:
+    from kimi_bench.bench.serve_runs import ServeRun
 
 
 def arm_roles(arms: Sequence[str]) -> dict[str, str | None]:
@@ -44,23 +47,18 @@ def decode_counts(decodes: Iterable[Sequence[str]]) -> dict[str, int]:
     return dict(Counter(f"{name}: {why}" for name, why in decodes))
 
 
-def recipes(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def recipes(runs: Sequence[ServeRun]) -> dict[str, Any]:
     """Each arm's recipe trail (``data.recipe``), from the first request record that
     carries it (the pipeline reports it with every request; the same each time; request
     rows leave it out)."""
     out: dict[str, Any] = {}
     for run in runs:
-        trail = next((r["recipe"] for r in run.get("records") or [] if r.get("recipe")), None)
-        if trail and run["arm"] not in out:
-            out[run["arm"]] = trail
+        trail = next((r.recipe for r in run.records if r.recipe), None)
+        if trail and run.arm not in out:
+            out[run.arm] = dict(trail)
     return out
 
 
-def run_decodes(runs: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def run_decodes(runs: Sequence[ServeRun]) -> dict[str, dict[str, int]]:
     """Per arm, which decoder each measured request's images got and why."""
-    return {
-        r["arm"]: decode_counts(
-            d for rec in r.get("records") or [] for d in rec.get("decodes") or []
-        )
-        for r in runs
-    }
+    return {r.arm: decode_counts(d for rec in r.records for d in rec.decodes) for r in runs}

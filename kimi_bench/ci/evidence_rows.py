@@ -20,6 +20,7 @@ from kimi_bench.ci.evidence import (
 from kimi_bench.ci.evidence_summary import summary_only_evidence
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import Comparison, compare
+from kimi_bench.report import serve_figures
 from kimi_bench.report.agree_rows import served as request_ok
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import baseline_arm, change_arm
@@ -126,6 +127,12 @@ def _ab(
                 got[name] = compare(a, b, q=q, seed=seed) if a.n and b.n else None
             ta, tb = _throughputs(report, rate, base), _throughputs(report, rate, arm)
             got["throughput"] = throughput_comparison(ta, tb, seed)
+            slo = serve_figures.slos(report.config)
+            if slo:
+                good = [serve_figures.throughputs([r for r in rows if r["rate"] == rate
+                                                   and r["arm"] == x], slo).get(
+                    "goodput_req_per_s", []) for x in (base, arm)]  # fmt: skip
+                got["goodput"] = throughput_comparison(good[0], good[1], seed)
             out.setdefault(rate, {})[arm] = got
     return out
 

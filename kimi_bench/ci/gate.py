@@ -30,6 +30,7 @@ from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.history import history_rules
 from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE
 from kimi_bench.ci.rules import GateRules, MicroRules, RulesError, ServeRules, load_rules
+from kimi_bench.ci.serving_rules import ABSOLUTE, serving_rules
 from kimi_bench.ci.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -149,6 +150,7 @@ _SERVE_METRIC = {
     "max_median_ttft_delta": "median_ttft",
     "max_p90_ttft_delta": "p90_ttft",
     "min_throughput_delta": "throughput",
+    "min_goodput_delta": "goodput",
 }
 
 
@@ -166,7 +168,9 @@ def _delta_rule(name: str, c: Comparison | None, key: str, lim: float, policy: s
     return with_policy(RuleResult(name, v, lim, verdict, why), policy)
 
 
-def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[RuleResult]:
+def serve_rules(
+    ev: Evidence, rules: ServeRules | None, policy: str, report: Report | None = None
+) -> list[RuleResult]:
     if rules is None:
         return []
     out = []
@@ -184,7 +188,12 @@ def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[Rul
         change = ev.figures.get("change_arm")
         arm = change if per_arm and change in per_arm else next(iter(per_arm or {}), None)
         arms = ev.figures.get("arms") or []
-        for key, lim in body.model_dump(exclude_none=True).items():
+        limits = body.model_dump(exclude_none=True)
+        if report is not None:
+            out += serving_rules(report, rate, list(arms), limits)
+        for key, lim in limits.items():
+            if key in ABSOLUTE:
+                continue
             name = f"serve_ab.{rate}.{key}"
             if not per_arm or arm is None:
                 why = (
@@ -261,7 +270,7 @@ def rules_for(
     elif rep.kind == "micro":
         out += micro_rules(ev, rules.micro, rules.inconclusive)
     else:
-        out += serve_rules(ev, rules.serve_ab, rules.inconclusive)
+        out += serve_rules(ev, rules.serve_ab, rules.inconclusive, rep)
     if rules.baseline is not None and any(
         m.startswith(table + ".") for m in rules.baseline.metrics
     ):

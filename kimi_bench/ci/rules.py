@@ -72,10 +72,24 @@ class MicroRules(_Rules):
         return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+Ms = Annotated[float, Field(gt=0, le=1e7)]
+
+
 class RateRules(_Rules):
     max_median_ttft_delta: Delta | None = None
     max_p90_ttft_delta: Delta | None = None
     min_throughput_delta: Delta | None = None
+    min_goodput_delta: Delta | None = Field(
+        None, description="The change arm's goodput vs the baseline's (a fraction)."
+    )
+    # absolute limits every arm at the rate must meet (a report without the data: refused)
+    min_goodput: Annotated[float, Field(ge=0, le=1e7)] | None = Field(
+        None, description="Requests per second that meet every --goodput SLO, at least this."
+    )
+    max_p99_ttft_ms: Ms | None = None
+    max_p99_itl_ms: Ms | None = None
+    max_p99_tpot_ms: Ms | None = None
+    max_p99_e2e_ms: Ms | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -24,7 +24,7 @@ from kimi_bench.cli.common import usage_error
 from kimi_bench.options import OptionsError, OutputOptions, describe_error
 
 # Repeatable options (a list on the command line).
-_REPEATABLE = {"notes", "metadata", "endpoints"}
+_REPEATABLE = {"notes", "metadata", "endpoints", "goodput"}
 # Flags whose names differ from the field names (aliases of the same option included).
 FLAGS: dict[str, tuple[str, ...]] = {
     "notes": ("--note",),
@@ -36,6 +36,7 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "timeout_s": ("--timeout",),
     "transport": ("--transport", "--carrier"),
     "request_timeout_s": ("--request-timeout",),
+    "max_tokens": ("--max-tokens", "--random-output-len"),
 }
 
 

@@ -24,6 +24,7 @@ from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ScenarioFileOptions, ServeOptions
 
 if TYPE_CHECKING:
+    from kimi_bench.bench.serve_runs import ServeRun
     from kimi_bench.report.model import Report
 
 DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
@@ -114,16 +115,16 @@ def _body(values: dict[str, Any]) -> None:
     _say_plan(opts, profile, total)
     error = None
 
-    def write(runs: list[dict[str, Any]], err: str | None, figures: bool) -> Any:
+    def write(runs: list[ServeRun], err: str | None, figures: bool) -> Any:
         report = build_serve_report(opts, runs, dev, err, profile, load_start)
         return report, emit_serve(report, folder, figures=figures, final=figures)
 
     with progress_bar(total, "serve-ab") as bar:
         task = bar.add_task("serve-ab", total=total, item="")
 
-        def on_run(runs: list[dict[str, Any]]) -> None:
+        def on_run(runs: list[ServeRun]) -> None:
             last = runs[-1]
-            bar.update(task, completed=len(runs), item=f"{last['arm']} @ {last['rate_label']}")
+            bar.update(task, completed=len(runs), item=f"{last.arm} @ {last.rate_label}")
             write(runs, None, figures=False)  # partial results on disk after every pipeline
 
         try:

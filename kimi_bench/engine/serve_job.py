@@ -40,6 +40,11 @@ class PipelineJob:
     arena_image: tuple[int, int]
     image_count: int
     arena_requests: int
+    # --profile: torch profiler traces of each process into this folder (None: off), for
+    # ``profile_requests`` requests after the first ``profile_skip`` request ids
+    profile_dir: str | None = None
+    profile_requests: int = 0
+    profile_skip: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

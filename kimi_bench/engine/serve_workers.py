@@ -5,8 +5,11 @@ Flow per request: loadgen -> shared request queue -> a producer decodes the enco
 image with PIL and does its arm's producer work -> pipe to rank 0 -> rank 0 takes what is
 queued each step (continuous batching) and broadcasts the batch -> every rank: take its
 copy, pre-embed move (eager), owner assignment, owner materialization, encoder stand-in,
-gather, prefill stand-in -> rank 0 records the first token. Clocks: time.perf_counter
-(CLOCK_MONOTONIC), comparable across the processes of one host.
+gather, prefill stand-in -> rank 0 records the first token. A request that asks for more
+tokens (the emulator's ``max_tokens``) then takes part in every later step's decode
+stand-in, one token per step (continuous batching: a step prefills the newly scheduled
+requests and decodes the running ones), and rank 0 reports each decode step's tokens.
+Clocks: time.perf_counter (CLOCK_MONOTONIC), comparable across the processes of one host.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
+from kimi_bench.engine.profiling import maybe_profiler
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
 from kimi_bench.engine.standins import MatmulChain
 from kimi_bench.pipeline import (
@@ -61,13 +65,17 @@ def producer_main(
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
+    prof = maybe_profiler(job.profile_dir, f"producer{wid}", job.profile_requests)
     while True:
         msg = req_q.get()
         if msg is None:
             if arena is not None:
                 arena.close()
+            if prof is not None:
+                prof.close()
             return
-        rid, warm, t_sent = msg[:3]  # a "queue" source adds the request's encoded images
+        # a "queue" source adds the request's encoded images and its max_tokens
+        rid, warm, t_sent = msg[:3]
         job.hooks.on_request(rid)
         rec: dict[str, Any] = {
             "rid": rid,
@@ -75,10 +83,12 @@ def producer_main(
             "t_sent": t_sent,
             "t_start": time.perf_counter(),
             "worker": wid,
+            "max_tokens": msg[4] if len(msg) > 4 else 1,
         }
+        hook = prof.hook(None) if prof is not None and rid >= job.profile_skip else None
         step = make_step(
             job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena,
-            decoder=decoder, baseline_whitelisted=job.baseline_whitelisted,
+            decoder=decoder, baseline_whitelisted=job.baseline_whitelisted, hook=hook,
         )  # fmt: skip
         payload: Any = None
         try:
@@ -99,6 +109,8 @@ def producer_main(
         rec["items"] = payload
         conn.send_bytes(recipe.send(step, rec))  # the request's own pickle and the hop to rank 0
         conn.send((step.ledger.rows(), step.trail))
+        if prof is not None:
+            prof.finish(hook)
 
 
 def _request_payloads(load: LoadJob | None, payloads: list[bytes], rid: int) -> list[bytes]:
@@ -167,12 +179,15 @@ class _Rank:
         self.steps = 0  # forward batches served (rank 0): the independent unit of TTFT
         self.warm_done = 0
         self.last_progress = time.perf_counter()
+        self.decoding: dict[int, int] = {}  # rank 0: request id -> tokens still to decode
+        self.prof = maybe_profiler(job.profile_dir, f"rank{rank}", job.profile_requests)
 
     def _new_step(self) -> Step:
         return make_step(
             self.job.arm, self.job.cfg, self.dev, carrier_=self.job.transport,
             runtime=self.job.runtime, arena=self.arena, decoder=self.decoder,
             baseline_whitelisted=self.job.baseline_whitelisted,
+            hook=self.prof.hook(None) if self.prof is not None else None,
         )  # fmt: skip
 
     idle_wait_s = 0.02  # rank 0 waits up to this for a request when none is queued
@@ -186,7 +201,7 @@ class _Rank:
     def _collect(self, step: Step) -> dict[str, Any]:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
         reqs = []
-        ready = wait(self.conns, timeout=self.idle_wait_s)
+        ready = wait(self.conns, timeout=0 if self.decoding else self.idle_wait_s)
         while ready:
             for c in ready:
                 conn: Any = c  # a producer's pipe end
@@ -201,7 +216,8 @@ class _Rank:
         if reqs:
             self.last_progress = time.perf_counter()
         stop, stalled = self._should_stop(len(reqs))
-        return {"reqs": reqs, "stop": stop, "stalled": stalled, "t_step": time.perf_counter()}
+        return {"reqs": reqs, "stop": stop, "stalled": stalled, "t_step": time.perf_counter(),
+                "decode": list(self.decoding)}  # fmt: skip
 
     def loop(self) -> None:
         while True:
@@ -210,7 +226,14 @@ class _Rank:
             batch = recipe.broadcast(step, self.ranks, batch, self.rank)
             if batch["reqs"]:
                 self._step(step, batch)
+            if batch.get("decode"):
+                self._decode(batch["decode"])
+            if self.prof is not None:  # a step that served a profiled request counts
+                counted = any(r["rid"] >= self.job.profile_skip for r in batch["reqs"])
+                self.prof.finish(step.hook) if counted else self.prof.drop(step.hook)
             if batch["stop"]:
+                if self.prof is not None:
+                    self.prof.close()
                 self._stop(batch)
                 return
 
@@ -255,6 +278,22 @@ class _Rank:
             _fail_undecoded(ok, [f for _, fs in stats for f in fs])
             self._finish(batch, sum(c for c, _ in stats))
 
+    def _decode(self, rids: list[int]) -> None:
+        """The decode stand-in: one token for each running request (split over the ranks,
+        sized per token like the prefill's); rank 0 reports the step's tokens."""
+        cost = self.job.cost
+        gflop = len(rids) * cost.decode_gflop_per_token * self.scale / self.job.ranks
+        self.chain.run(max(1, len(rids)), gflop)
+        if self.rank != 0:
+            return
+        done = []
+        for rid in rids:
+            self.decoding[rid] -= 1
+            if self.decoding[rid] <= 0:
+                done.append(rid)
+                del self.decoding[rid]
+        self.outbox.send("tokens", {"rids": rids, "t": time.perf_counter(), "done": done})
+
     def _encoder(self, out: RankOutput) -> None:
         """The encoder stand-in on this rank's own images (between materialize and gather)."""
         if out.patches:
@@ -276,6 +315,8 @@ class _Rank:
                 recipe=recipe_record(self.producer_trails.pop(r["rid"], []), self.recipe),
             )
             self.done += 1
+            if int(r.get("max_tokens") or 1) > 1 and "error" not in r:
+                self.decoding[r["rid"]] = int(r["max_tokens"]) - 1
             if r["warm"]:
                 self.warm_done += 1
                 if self.load is not None and self.warm_done == self.load.warmup_requests:

@@ -24,6 +24,7 @@ class StandinCost:
 
     encoder_gflop_per_patch: float
     prefill_gflop_per_token: float
+    decode_gflop_per_token: float  # one token per running request per decode step
     text_tokens_per_request: int
     cpu_flops_scale: float  # on CPU-only runs, FLOPs are scaled down by this
 

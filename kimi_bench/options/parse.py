@@ -166,3 +166,44 @@ def parse_endpoint(text: str) -> tuple[str, str]:
             f"http://HOST:PORT/v1), not a path under /v1, got {url!r}"
         )
     return name, url
+
+
+GOODPUT_KEYS = ("ttft", "tpot", "e2el")  # vllm bench serve's and sglang.bench_serving's names
+
+
+def parse_goodput(value: Any) -> dict[str, float]:
+    """``["ttft:500", "tpot:50"]`` (or one string ``"ttft:500 tpot:50"``, as vllm and
+    sglang take ``--goodput``) -> {"ttft": 500.0, "tpot": 50.0}: SLOs in ms, each > 0,
+    each key once."""
+    parts = value.split() if isinstance(value, str) else [p for v in value for p in str(v).split()]
+    out: dict[str, float] = {}
+    for part in parts:
+        key, sep, text = part.partition(":")
+        key = key.strip().lower()
+        if not sep or key not in GOODPUT_KEYS:
+            raise ValueError(
+                f"bad SLO {part!r}: expected KEY:MS with KEY one of {', '.join(GOODPUT_KEYS)} "
+                "(e.g. ttft:500 tpot:50 e2el:2000)"
+            )
+        if key in out:
+            raise ValueError(f"SLO {key} is given twice")
+        try:
+            ms = float(text)
+        except ValueError:
+            raise ValueError(f"bad SLO {part!r}: {text!r} is not a number of ms") from None
+        if not math.isfinite(ms) or ms <= 0:
+            raise ValueError(f"bad SLO {part!r}: the limit must be a finite number of ms > 0")
+        out[key] = ms
+    return out
+
+
+def parse_percentiles(value: Any) -> tuple[float, ...]:
+    """``"50,90,99,99.9"`` -> (50.0, 90.0, 99.0, 99.9): each in (0, 100], sorted, distinct."""
+    parts = str(value).split(",") if isinstance(value, str) else list(value)
+    try:
+        qs = sorted({float(str(p).strip()) for p in parts if str(p).strip()})
+    except ValueError:
+        raise ValueError(f"comma-separated percentiles expected, got {value!r}") from None
+    if not qs or any(not 0 < q <= 100 for q in qs):
+        raise ValueError(f"percentiles must be in (0, 100], got {value!r}")
+    return tuple(qs)

@@ -40,7 +40,9 @@ from kimi_bench.options.parse import (
     _split_list,
     migrate_image_resolution,
     parse_endpoint,
+    parse_goodput,
     parse_image_spec,
+    parse_percentiles,
     parse_rates,
     parse_resolution,
 )
@@ -217,6 +219,10 @@ class StandinOptions(_Options):
                                            "GFLOP per patch (MoonViT-sized).")  # fmt: skip
     prefill_gflop_per_token: float = Field(6.0, ge=0, le=1e5, description="Prefill stand-in "
                                            "GFLOP per token, split over ranks.")  # fmt: skip
+    decode_gflop_per_token: float = Field(6.0, ge=0, le=1e5, description="Decode stand-in "
+                                          "GFLOP per output token after the first (one token "
+                                          "per running request per step), split over "
+                                          "ranks.")  # fmt: skip
     text_tokens_per_request: int = Field(128, ge=0, le=1_000_000, description="Text tokens.")
     cpu_flops_scale: float = Field(0.002, gt=0, le=1, description="Fraction of stand-in "
                                    "FLOPs run on CPU-only machines.")  # fmt: skip
@@ -281,7 +287,32 @@ class ServeOptions(_Common):
 
     model: str | None = Field(None, description="Model name sent to --endpoint servers "
                               "[default: the first model each server lists].")  # fmt: skip
-    max_tokens: int = Field(1, ge=1, le=65_536, description="Output tokens per request.")
+    max_tokens: int = Field(
+        1, ge=1, le=65_536, validation_alias=AliasChoices("max_tokens", "random_output_len"),
+        description="Output tokens per request (sglang.bench_serving's and vllm bench serve's "
+        "--random-output-len); above 1 the emulator decodes the rest with its stand-in decode "
+        "step and ITL, TPOT and E2E latency mean something.",
+    )  # fmt: skip
+    metric_percentiles: Annotated[tuple[float, ...], _LIST_SCHEMA] = Field(
+        (50.0, 90.0, 99.0),
+        description="Percentiles of TTFT, ITL, TPOT and E2E latency in the per-rate table, "
+        "comma-separated (vllm bench serve's --metric-percentiles), e.g. 50,90,99,99.9.",
+    )
+    goodput: tuple[str, ...] = Field(
+        (), description="SLOs KEY:MS for goodput, the rate of requests that meet all of them "
+        "(repeatable, or space-separated as vllm bench serve and sglang.bench_serving take "
+        "--goodput): ttft, tpot, e2el, e.g. --goodput 'ttft:500 tpot:50 e2el:2000'.",
+    )  # fmt: skip
+    profile: Path | None = Field(
+        None, description="Write torch profiler traces (Chrome trace JSON) of the emulator's "
+        "producer and each owner rank for a few measured requests into this folder, named in "
+        "the report (emulated arms only).",
+    )  # fmt: skip
+    profile_server: bool = Field(
+        False, description="Around each measured trace, call the --endpoint servers' "
+        "/start_profile and /stop_profile (SGLang's and vLLM's profiler endpoints, as their "
+        "own benchmark clients do); a server without them gets a warning.",
+    )  # fmt: skip
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable with the API key.")
     retry_429: int = Field(0, ge=0, le=10, description="Resend a request answered HTTP 429 up "
                            "to N times after its Retry-After (at most 30 s; within "
@@ -303,6 +334,22 @@ class ServeOptions(_Common):
     @classmethod
     def _rates(cls, v: Any) -> Any:
         return parse_rates(v)
+
+    @field_validator("metric_percentiles", mode="before")
+    @classmethod
+    def _percentiles(cls, v: Any) -> Any:
+        return parse_percentiles(v)
+
+    @field_validator("goodput", mode="before")
+    @classmethod
+    def _goodput(cls, v: Any) -> Any:
+        parts = v.split() if isinstance(v, str) else [p for x in v for p in str(x).split()]
+        parse_goodput(parts)  # ValueError names the bad SLO
+        return tuple(parts)
+
+    @property
+    def slos(self) -> dict[str, float]:
+        return parse_goodput(self.goodput) if self.goodput else {}
 
     @model_validator(mode="before")
     @classmethod

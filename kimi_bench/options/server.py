@@ -6,6 +6,7 @@ it (``serving.emulator.EmulatorConfig.from_options``,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
@@ -57,7 +58,11 @@ class ServeCommandOptions(_Pipeline):
     }
     cli_repeatable: ClassVar[tuple[str, ...]] = ("standins", "served_model_name")
 
-    arm: Arm = Field(description="Pipeline to serve (as serve-ab's arms).")
+    arm: Arm = Field(
+        "deferred",
+        description="Pipeline to serve, as serve-ab's arms: deferred (the change, the "
+        "default), eager (before it), zero-copy or deferred-decode (proposed).",
+    )
     port: int = Field(8000, ge=0, le=65535, description="TCP port.")
     host: str = Field("127.0.0.1", description="Address to listen on.")
     ranks: int = Field(2, ge=1, le=MAX_RANKS, description="Scheduler (TP) ranks.")
@@ -102,6 +107,15 @@ class ServeCommandOptions(_Pipeline):
         "make it).",
     )  # fmt: skip
     fault_hooks: FaultHooksSpec = None
+    profile: Path | None = Field(
+        None, description="Write torch profiler traces (Chrome trace JSON) of the producer "
+        "and each rank (the owners) into this folder: PROCESS.trace.json, with the pipeline's "
+        "stage names, for --profile-requests requests.",
+    )  # fmt: skip
+    profile_requests: int = Field(3, ge=1, le=1000, description="Requests each process "
+                                  "profiles with --profile.")  # fmt: skip
+    profile_after: int = Field(1, ge=0, le=1_000_000, description="Requests served before "
+                               "--profile starts (the start-up request is the first).")  # fmt: skip
     # what the API answers to (serving.models) and how it counts tokens (serving.usage)
     served_model_name: tuple[str, ...] = Field(
         (EMULATOR_MODEL,),

@@ -281,7 +281,8 @@ def serve_stage_keys(report: Dict) -> list[str]:
     reqs = report.get("requests") or []
     if not reqs:
         return []
-    return [k for k in reqs[0] if k.endswith("_ms") and k != "ttft_ms"]
+    latencies = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "itl_mean_ms")  # not stages
+    return [k for k in reqs[0] if k.endswith("_ms") and k not in latencies]
 
 
 def serve_stage_medians(report: Dict, arm: str, rate: str) -> dict[str, float]:

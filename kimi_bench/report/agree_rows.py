@@ -9,6 +9,8 @@ import math
 from collections import Counter
 from typing import Any
 
+import kimi_bench.report.agree_serve as agree_serve
+import kimi_bench.report.serve_figures as serve_figures
 from kimi_bench.infra.stats import Measurement, pct_delta, percentile
 from kimi_bench.report.agree import (
     EDITED,
@@ -29,11 +31,7 @@ TOOL_REL_TOL = 1e-3
 TOOL_ABS_TOL_MS = 1e-3
 
 
-def served(row: Dict) -> bool:
-    """A request counts as served only with no error, a TTFT and a 2xx (or no) status."""
-    status = row.get("status")
-    good_status = status is None or (isinstance(status, int) and 200 <= status < 300)
-    return row.get("error") is None and row.get("ttft_ms") is not None and good_status
+served = serve_figures.served  # a request with no error, a TTFT and a 2xx (or no) status
 
 
 # ------------------------------------------------------------------------------ serve-ab
@@ -53,7 +51,7 @@ def check_rows(rows: list[Any]) -> None:
         if row.get("ttft_ms") is not None:
             number(row["ttft_ms"], f"{at}.ttft_ms")
         for key, v in row.items():
-            if key.endswith("_ms") and v is not None and key != "ttft_ms":
+            if key.endswith("_ms") and v is not None and key not in ("ttft_ms", "itl_ms"):
                 number(v, f"{at}.{key}", minimum=None)
             if key.endswith("_bytes") and v is not None:
                 number(v, f"{at}.{key}")
@@ -198,10 +196,15 @@ def serve_disagreement(raw: Dict) -> None:
     if not per_request and rows:
         raise Disagreement("config.per_request is false but the report has request rows")
     check_rows(rows)
+    agree_serve.rows_agree(rows)
     _planned_rows(raw, rows)
     _results_agree(raw, rows, per_request)
     if per_request:
         _ab_agrees(raw, rows)
+        agree_serve.results_agree(raw, rows)
+        arms = [str(a) for a in block(raw, "summary").get("arms") or cfg.get("arms") or []]
+        if arms:
+            agree_serve.ab_agrees(raw, rows, baseline_arm(cfg, arms) or arms[0])
     if cfg.get("imported"):
         _tool_agrees(raw, rows)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimi_bench.report import access
-from kimi_bench.report.table import Span, Table, pointer
+from kimi_bench.report.table import Column, Span, Table, pointer
 from kimi_bench.report.tables_base import (
     COPY_COLUMNS,
     OVERHEAD_COLUMNS,
@@ -24,6 +24,10 @@ def serve_per_rate(report: Dict) -> Table:
     table = rows_table(
         "serve.per_rate", "Per rate and arm", rows, "/results", present(rows, SERVE_COLUMNS)
     )
+    # TTFT's independent units: forward batches, or requests where the server reports none
+    if rows and all(r.get("units") == "requests" for r in rows):
+        table.columns = [Column(c.key, "requests", c.fmt, c.fold)
+                         if c.key == "forward_batches" else c for c in table.columns]  # fmt: skip
     return table
 
 
@@ -31,6 +35,13 @@ AB_METRICS = (
     ("median_ttft", "median TTFT"),
     ("p90_ttft", "p90 TTFT"),
     ("throughput", "throughput"),
+)
+# shown when a report has them (ITL and TPOT need two tokens, goodput --goodput)
+AB_MORE = (
+    ("median_itl", "median ITL"),
+    ("median_tpot", "median TPOT"),
+    ("median_e2e", "median E2E"),
+    ("goodput", "goodput"),
 )
 
 
@@ -85,17 +96,21 @@ def comparison_name(arm: str, metrics: Dict, base: str) -> str:
 def serve_ab(report: Dict) -> Table:
     base = access.base_arm(report)
     cols = [col("rate"), col("comparison")]
-    for key, label in AB_METRICS:
+    entries = ab_entries(report)
+    shown = AB_METRICS + tuple(
+        (k, label) for k, label in AB_MORE if any(isinstance(m.get(k), dict) for *_, m in entries)
+    )
+    for key, label in shown:
         cols += [
             col(f"{key}_delta", "pct", f"{label} Δ"),
             col(f"{key}_interval", "span", "interval"),
         ]
     cols.append(col("median_ttft_verdict", "text", "median TTFT verdict"))
     table = Table("serve.ab", f"A/B (each arm vs {base}; signed %, arm minus {base})", cols)
-    for rate, arm, at, metrics in ab_entries(report):
+    for rate, arm, at, metrics in entries:
         row: dict[str, Any] = {"rate": rate, "comparison": comparison_name(arm, metrics, base)}
         src: dict[str, Any] = {}
-        for key, _label in AB_METRICS:
+        for key, _label in shown:
             m = access.sub(metrics, key)
             iv = access.sub(m, "interval")
             row[f"{key}_delta"] = m.get("delta_pct")

@@ -3,7 +3,7 @@ tests bring their own, ``tests/backends.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +24,9 @@ class FirstToken:
     # the stages in the REQUEST_HEADER response header; a real server sends none
     report: Mapping[str, Any] = field(default_factory=dict)
     hooks: FaultHooks = NO_FAULTS  # tests: whose stream() breaks this answer's stream
+    # a backend that decodes: awaits its next token (the time it was ready; NaN when the
+    # backend failed meanwhile); None: the server paces later tokens itself
+    next_token: Callable[[], Awaitable[float]] | None = None
 
 
 class BackendError(Exception):
@@ -42,6 +45,9 @@ class Backend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
-        """Run the request up to its first token; ``images`` are encoded files."""
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int
+    ) -> FirstToken:
+        """Run the request up to its first token; ``images`` are encoded files; a backend
+        that decodes produces the other ``max_tokens - 1`` (``FirstToken.next_token``)."""
         ...

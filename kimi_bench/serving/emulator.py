@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from PIL import Image
@@ -99,6 +99,8 @@ class EmulatorConfig:
             init_file=init_file, ranks_per_node=0,  # one host
             decoder=o.decoder, baseline_whitelisted=o.eager_baseline == "deferral-off",
             arena_image=o.arena_size, image_count=o.image_count, arena_requests=o.arena_requests,
+            profile_dir=str(o.profile) if o.profile else None,
+            profile_requests=o.profile_requests, profile_skip=o.profile_after,
         )  # fmt: skip
 
 
@@ -138,6 +140,7 @@ class EmulatorBackend:
         self.leftover_segments: list[str] = []
         self._ids = itertools.count()  # request ids; 0 is the start-up request
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._decoding: dict[int, asyncio.Queue[float]] = {}  # request id -> its tokens' times
         self._loop: asyncio.AbstractEventLoop | None = None
         self._harness: Harness | None = None
         self._reader: threading.Thread | None = None
@@ -232,6 +235,8 @@ class EmulatorBackend:
             for kind, payload in self._harness.messages(math.inf):
                 if kind == "request":
                     self._call(self._resolve, payload)
+                elif kind == "tokens":
+                    self._call(self._tokens, payload)
                 elif kind == "copies":
                     self._count(payload)
             if not self._stopping:
@@ -273,6 +278,15 @@ class EmulatorBackend:
         if fut is not None and not fut.done():
             fut.set_result(rec)
 
+    def _tokens(self, step: dict[str, Any]) -> None:
+        """A decode step's tokens to their streams (a stream that went away: dropped)."""
+        for rid in step["rids"]:
+            q = self._decoding.get(rid)
+            if q is not None:
+                q.put_nowait(step["t"])
+        for rid in step["done"]:
+            self._decoding.pop(rid, None)
+
     def _die(self, message: str) -> None:
         if self.dead is not None:
             return
@@ -285,10 +299,15 @@ class EmulatorBackend:
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(BackendError(503, message))
+        for q in self._decoding.values():  # open streams end (NaN: the backend failed)
+            q.put_nowait(math.nan)
+        self._decoding.clear()
 
     # -------------------------------------------------------------------- requests
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> FirstToken:
         if self.dead is not None:
             raise BackendError(503, f"the emulated pipeline failed: {self.dead}")
         if self._loop is None or self._req_q is None or self._stopping:
@@ -296,17 +315,25 @@ class EmulatorBackend:
         rid = next(self._ids)
         fut = self._loop.create_future()
         self._pending[rid] = fut
+        tokens: asyncio.Queue[float] = asyncio.Queue()
+        if max_tokens > 1:
+            self._decoding[rid] = tokens
         try:
             # a cancelled request still runs in the pipeline; its answer is dropped
-            self._req_q.put((rid, False, time.perf_counter(), list(images)))
+            self._req_q.put((rid, False, time.perf_counter(), list(images), max_tokens))
             rec = await fut
+        except BaseException:
+            self._decoding.pop(rid, None)
+            raise
         finally:
             self._pending.pop(rid, None)
         t_done = time.perf_counter()
         if "error" in rec:
+            self._decoding.pop(rid, None)
             status = 400 if rec["error"].split(":")[0] in _DECODE_ERRORS else 500
             raise BackendError(status, f"the producer rejected the request: {rec['error']}")
-        return first_token(rec, t_done, self.conf)
+        first = first_token(rec, t_done, self.conf)
+        return replace(first, next_token=tokens.get) if max_tokens > 1 else first
 
 
 def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> FirstToken:

@@ -80,3 +80,22 @@ def probe_server(
         if info.server_header and "/" in info.server_header:
             info.version, info.version_source = info.server_header, "Server header"
     return info
+
+
+def text_only_prompt_tokens(
+    base_url: str, model: str, prompt: str, *, api_key_env: str, timeout_s: float = 60.0
+) -> int | None:
+    """``usage.prompt_tokens`` the server bills for ``prompt`` without images (one plain
+    request, one output token): what an image request's prompt tokens must exceed if its
+    images reached the vision tower. None when the server does not say."""
+    message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
+    body = {"model": model, "max_tokens": 1, "stream": False, "temperature": 0,
+            "messages": [message]}  # fmt: skip
+    try:
+        r = httpx.post(base_url.rstrip("/") + CHAT_PATH, json=body, timeout=timeout_s,
+                       headers=auth_headers(api_key_env), trust_env=False)  # fmt: skip
+        usage = parse_json(r.text, "usage", constants=True).get("usage") if r.is_success else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None

@@ -42,6 +42,7 @@ class RequestRecord:
     done_marker: bool = False  # the stream ended with data: [DONE]
     retries: int = 0  # 429 answers retried (--retry-429)
     prompt_tokens: int | None = None  # usage.prompt_tokens, when the server reports usage
+    prompt_image_tokens: int | None = None  # usage.prompt_tokens_details.image_tokens, if given
     itl_ms: list[float] = field(default_factory=list)  # between content-bearing chunks
     server: dict[str, Any] | None = None  # the X-Kimi-Bench-Request header (stages, facts)
     error_kind: str | None = None  # a key of ERROR_KINDS

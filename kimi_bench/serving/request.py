@@ -132,6 +132,7 @@ class _Stream:
     finish_reason: str | None = None
     usage_tokens: int | None = None
     prompt_tokens: int | None = None
+    prompt_image_tokens: int | None = None
     done: bool = False
 
     def take(self, data: str, now: float) -> None:
@@ -153,6 +154,10 @@ class _Stream:
             self.usage_tokens = usage["completion_tokens"]
         if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
             self.prompt_tokens = usage["prompt_tokens"]
+            details = usage.get("prompt_tokens_details")
+            image = details.get("image_tokens") if isinstance(details, dict) else None
+            if isinstance(image, int) and not isinstance(image, bool):
+                self.prompt_image_tokens = image
         for choice in choices:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
@@ -164,7 +169,7 @@ class _Stream:
 
     def record(self, rec: RequestRecord) -> None:
         """What the stream showed, success or not."""
-        rec.prompt_tokens = self.prompt_tokens
+        rec.prompt_tokens, rec.prompt_image_tokens = self.prompt_tokens, self.prompt_image_tokens
         rec.token_chunks = len(self.stamps)
         rec.finish_reason, rec.done_marker = self.finish_reason, self.done
 

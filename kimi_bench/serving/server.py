@@ -274,7 +274,9 @@ class _Handler:
     ) -> FirstToken | Response:
         """The backend's first token, or the response that ends the request instead: the
         client left (499, nobody reads it), the server stops (503), the backend failed."""
-        submit = asyncio.ensure_future(self.backend.submit(rid, chat.images, chat.prompt_tokens))
+        submit = asyncio.ensure_future(
+            self.backend.submit(rid, chat.images, chat.prompt_tokens, chat.max_tokens)
+        )
         submit.add_done_callback(_retrieve)
         gone = asyncio.ensure_future(_disconnected(request))
         stop = asyncio.ensure_future(self.stop.wait())
@@ -321,6 +323,7 @@ class _Handler:
             stop=self.stop,
             include_usage=chat.include_usage,
             hooks=first.hooks,
+            next_token=first.next_token,
         )
         headers = {
             "X-Request-Id": rid,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.requests import ClientDisconnect
@@ -56,8 +57,10 @@ class ChatStream:
         stop: asyncio.Event,
         include_usage: bool = False,
         hooks: FaultHooks = NO_FAULTS,
+        next_token: Callable[[], Awaitable[float]] | None = None,
     ) -> None:
         self.rid, self.model, self.max_tokens, self.prompt = rid, model, max_tokens, prompt
+        self.next_token = next_token  # the backend's decode (None: paced by the interval)
         self.interval, self.stop, self.include_usage = decode_interval_s, stop, include_usage
         self.hooks = hooks
         self.created = int(time.time())
@@ -74,7 +77,20 @@ class ChatStream:
         return f"data: {json.dumps({**obj, 'model': self.model, **extra})}\n\n"
 
     async def _pause(self) -> None:
-        """The gap between two tokens; ServerStopping when the server stops meanwhile."""
+        """The gap between two tokens (the backend's next decode step, else the interval);
+        ServerStopping when the server stops meanwhile."""
+        if self.next_token is not None:
+            token = asyncio.ensure_future(self.next_token())
+            stop = asyncio.ensure_future(self.stop.wait())
+            try:
+                await asyncio.wait({token, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                if not token.done():
+                    token.cancel()
+            if self.stop.is_set() or not token.done() or math.isnan(token.result()):
+                raise ServerStopping(STOPPING)
+            return
         if self.interval > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self.interval)

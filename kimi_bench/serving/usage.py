@@ -11,9 +11,15 @@ The emulator has no tokenizer, so prompt tokens are counted from the request its
 - **image tokens**: what the backend's processor made of the images (the emulator: K3's
   patch grid after the merge), 0 when the backend does not say.
 
-``prompt_tokens`` = text + image tokens, itemised in ``prompt_tokens_details``
-(``image_tokens`` as SGLang reports it; ``cached_tokens`` 0: no prefix cache). Every chat
-response says the counts are emulated in the ``USAGE_HEADER`` header."""
+``prompt_tokens`` = text + image tokens, itemised in ``prompt_tokens_details`` the way
+the peers read it: ``image_tokens`` as SGLang reports it (GuideLLM's image tokens),
+``text_tokens``, and ``prompt_tokens`` = the text tokens alone, which GuideLLM reads as the
+prompt's text tokens before it adds the image tokens (so its total is what was billed,
+not text + image + image); ``cached_tokens`` 0: no prefix cache. AIPerf compares
+``usage.prompt_tokens`` (what was billed, images included) with its own count of the
+text, so it reports a difference for every image request, as it does for any server that
+bills image tokens. Every chat response says the counts are emulated in the
+``USAGE_HEADER`` header."""
 
 from __future__ import annotations
 
@@ -48,7 +54,8 @@ class PromptCount:
 
     def usage(self, completion: int) -> dict[str, Any]:
         """The OpenAI ``usage`` object of a response with ``completion`` tokens."""
-        details = {"cached_tokens": 0, "text_tokens": self.text, "image_tokens": self.image}
+        details = {"cached_tokens": 0, "text_tokens": self.text, "image_tokens": self.image,
+                   "prompt_tokens": self.text}  # fmt: skip
         return {
             "prompt_tokens": self.total,
             "completion_tokens": completion,

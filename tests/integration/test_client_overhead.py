@@ -104,9 +104,10 @@ def test_report_shows_client_overhead_when_metrics_has_the_ttft_histogram() -> N
     assert row["send_lateness_p99_ms"] is not None
     assert any(n.startswith("client overhead = client mean TTFT") for n in report.notes)
     # every request record and row carries the send's times and lateness
-    for rec in runs[0]["records"]:
-        assert {"scheduled", "sent", "wire_sent"} <= set(rec["times_s"])
-        assert rec["lateness_ms"] is not None
+    for rec in runs[0].records:
+        assert rec.client is not None
+        assert {"scheduled", "sent", "wire_sent"} <= set(rec.client.times_s)
+        assert rec.client.lateness_ms is not None
     assert all(r["send_lateness_s"] is not None for r in report.data["requests"])
     assert any(t.title.startswith("Client overhead") for t in tables(report.to_dict()))
     # the existing fields are untouched; the report validates (schema and typed model)
@@ -134,7 +135,7 @@ def test_late_sends_raise_a_warning_in_the_report() -> None:
 
     with kimi_bench_serve() as url:
         report, runs = serve_ab(url, before_send=late)
-    assert all(r["lateness_ms"] >= 20.0 for r in runs[0]["records"])
+    assert all(r.client and (r.client.lateness_ms or 0) >= 20.0 for r in runs[0].records)
     [warning] = report.summary["client_warnings"]
     assert warning.startswith("WARNING: send lateness p99") and "> 5 ms at inf, a" in warning
     assert warning in report.notes

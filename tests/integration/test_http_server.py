@@ -68,7 +68,9 @@ class Recorder:
     async def close(self) -> None:
         self.closed = True
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> FirstToken:
         self.calls.append((request_id, images, prompt_tokens))
         return FirstToken(stages_s={"work": 0.001}, stage_bytes={"work": 7})
 
@@ -129,7 +131,12 @@ def test_stream_follows_the_openai_chunk_format() -> None:
         "prompt_tokens": 4,
         "completion_tokens": 3,
         "total_tokens": 7,
-        "prompt_tokens_details": {"cached_tokens": 0, "text_tokens": 4, "image_tokens": 0},
+        "prompt_tokens_details": {
+            "cached_tokens": 0,
+            "text_tokens": 4,
+            "image_tokens": 0,
+            "prompt_tokens": 4,
+        },
     }
     # the server passes the encoded files through, byte for byte
     [(rid, images, prompt_tokens)] = backend.calls
@@ -259,7 +266,9 @@ def test_metrics_count_requests_latency_and_stage_bytes() -> None:
 
 
 class Broken(Recorder):
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> FirstToken:
         raise RuntimeError("rank 3 died")
 
 

@@ -36,8 +36,10 @@ IMAGE_TOKENS = 7  # per image, from the backend below
 class Processor(Recorder):
     """A backend that reports image tokens, as the emulator's processor does."""
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> FirstToken:
-        await super().submit(request_id, images, prompt_tokens)
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> FirstToken:
+        await super().submit(request_id, images, prompt_tokens, max_tokens)
         return FirstToken(image_tokens=IMAGE_TOKENS * len(images))
 
 
@@ -139,8 +141,12 @@ def test_usage_counts_text_and_image_tokens() -> None:
             "cached_tokens": 0,
             "text_tokens": 11,
             "image_tokens": 2 * IMAGE_TOKENS,
+            "prompt_tokens": 11,
         },
     }
+    # as GuideLLM reads it: text = details.prompt_tokens, plus details.image_tokens
+    details = usage["prompt_tokens_details"]
+    assert details["prompt_tokens"] + details["image_tokens"] == usage["prompt_tokens"]
     plain = text_only.json()["usage"]
     assert plain["prompt_tokens"] == 11 and plain["prompt_tokens_details"]["image_tokens"] == 0
     for r in (with_images, text_only):

@@ -78,10 +78,10 @@ def test_same_trace_and_payloads_for_both_arms():
         device="cpu",
     )
     runs = run_serve_ab(opts)
-    assert [r["arm"] for r in runs] == ["eager", "deferred"]
+    assert [r.arm for r in runs] == ["eager", "deferred"]
     assert runs[0]["arrivals"] == runs[1]["arrivals"]
     assert len(runs[0]["arrivals"]) == 4 and runs[0]["arrivals"] == sorted(runs[0]["arrivals"])
-    rids = [sorted(r["rid"] for r in run["records"] if "error" not in r) for run in runs]
+    rids = [sorted(r.rid for r in run.records if r.error is None) for run in runs]
     assert rids[0] == rids[1] == [0, 1, 2, 3]  # every request served by both arms
     # what the producers decode: the same bytes for both arms (and not for another seed,
     # so this check can fail); jobs as run_pipeline builds them from the options
@@ -144,10 +144,10 @@ def test_wedged_request_times_out_and_counts_as_failed():
         request_timeout_s=3.0,
     )
     runs = run_serve_on(World(), opts)  # a timeout is a result, not a crash: both arms run
-    assert [r["arm"] for r in runs] == ["eager", "deferred"]
+    assert [r.arm for r in runs] == ["eager", "deferred"]
     for run in runs:
-        assert "1 request(s) timed out" in run["error"]
-        assert sorted(r["rid"] for r in run["records"]) == [0, 1, 3, 4]
+        assert run.error is not None and "1 request(s) timed out" in run.error
+        assert sorted(r.rid for r in run.records) == [0, 1, 3, 4]
     report = build_serve_report(opts, runs, __import__("torch").device("cpu"), None)
     assert report.summary["failed_requests"] == 2  # one per arm
     assert all(row["failed"] == 1 and row["completed"] == 4 for row in report.results)

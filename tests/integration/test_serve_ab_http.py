@@ -77,8 +77,8 @@ def ttft(runs: list[dict[str, Any]], arm: str) -> Measurement:
     """TTFT of an arm's measured requests; the unit is the repeat (one trace window):
     requests of one window share the machine's load at that time, so they are not
     independent of each other, while windows are (and alternate between the arms)."""
-    pairs = [(r["ttft_ms"], run["repeat"]) for run in runs if run["arm"] == arm
-             for r in run["records"] if "error" not in r]  # fmt: skip
+    pairs = [(r.ttft_ms, run.repeat) for run in runs if run.arm == arm
+             for r in run.records if r.error is None]  # fmt: skip
     return Measurement([p[0] for p in pairs], "ms", arm, [p[1] for p in pairs])
 
 
@@ -95,15 +95,17 @@ def test_one_server_as_two_endpoints_gives_a_small_median_ttft_delta(
         opts = options(endpoints=(("a", url), ("b", url)), rates=(4.0,), requests=6, repeats=6)
         runs = run_serve_ab_http(opts)
     # A B, B A, A B, ...: the order of the arms alternates between repeats
-    assert [r["arm"] for r in runs] == ["a", "b", "b", "a"] * 3
+    assert [r.arm for r in runs] == ["a", "b", "b", "a"] * 3
     for run in runs:
-        assert run["error"] is None and run["source"]["kind"] == "external"
-        assert len(run["records"]) == 6 and all("error" not in r for r in run["records"])
-        src = run["source"]
+        assert run.error is None and run.source is not None
+        assert run.source["kind"] == "external"
+        assert len(run.records) == 6 and all(r.error is None for r in run.records)
+        src = run.source
         assert src["model"] == "kimi-bench-emulator" and src["server_version"] == __version__
         assert src["version_source"] == "GET /version" and src["url"] == url
-        assert run["server_metrics"]["counters"][OK] == 6  # the warm-up request came before
-        assert "copies" not in run  # an external server's ledger is not ours to read
+        assert run.server_metrics is not None
+        assert run.server_metrics["counters"][OK] == 6  # the warm-up request came before
+        assert run.copies is None  # an external server's ledger is not ours to read
     a, b = ttft(runs, "a"), ttft(runs, "b")
     assert a.n_units == b.n_units == 6
     # One server behind both names: the A/B has nothing to find. Whether a 99% interval
@@ -140,8 +142,8 @@ def _all_gone(servers: list[ServerProcess]) -> None:
     assert gone(os.environ[MARK]) == []
 
 
-def copied(run: dict[str, Any]) -> int:
-    return sum(r["bytes"] for r in run["copies"] if r["copies"])
+def copied(run: Any) -> int:
+    return sum(r["bytes"] for r in run.copies if r["copies"])
 
 
 @pytest.mark.slow
@@ -149,19 +151,23 @@ def test_without_endpoints_each_arm_gets_an_emulator_server_that_is_stopped(
     tmp_path: Path, recorded: list[ServerProcess]
 ) -> None:
     runs = run_serve_ab_http(options(arms=("eager", "deferred"), log_dir=tmp_path))
-    assert [r["arm"] for r in runs] == ["eager", "deferred"]
+    assert [r.arm for r in runs] == ["eager", "deferred"]
     for run in runs:
-        assert run["error"] is None and run["leftover_segments"] == 0
-        src = run["source"]
-        assert src["kind"] == "emulated" and src["emulator"]["arm"] == run["arm"]
+        assert run.error is None and run.leftover_segments == 0
+        src = run.source
+        assert src is not None and run.server_metrics is not None
+        assert src["kind"] == "emulated" and src["emulator"]["arm"] == run.arm
         assert src["exit_code"] == 0 and src["model"] == "kimi-bench-emulator"
-        assert run["server_metrics"]["counters"][OK] == 6
-        for r in run["records"]:
-            assert "error" not in r and r["status"] == 200
-            bounds = [r[k] for k in ("t_sent", "t_start", "t_produced", "t_recv", "t_step")]
-            assert bounds == sorted(bounds) and bounds[-1] <= r["t_first"]
-            assert abs(sum(r["stages_ms"].values()) - r["ttft_ms"]) < 1e-6 * r["ttft_ms"] + 1e-6
-            assert r["image_tokens"] > 0 and r["batch"] > 0
+        assert run.server_metrics["counters"][OK] == 6
+        for r in run.records:
+            assert r.error is None and r.status == 200 and r.ttft_ms is not None
+            bounds = [r.t_sent, *(r.bounds[k] for k in ("t_start", "t_produced", "t_recv",
+                                                        "t_step"))]  # fmt: skip
+            assert r.t_first is not None and bounds == sorted(bounds) and bounds[-1] <= r.t_first
+            assert r.stages_ms is not None
+            assert abs(sum(r.stages_ms.values()) - r.ttft_ms) < 1e-6 * r.ttft_ms + 1e-6
+            assert r.facts["image_tokens"] > 0 and r.facts["batch"] > 0
+            assert r.images.count == 1 and r.images.pixels == 160 * 120
     eager, deferred = runs
     assert copied(deferred) < copied(eager)  # the point of deferral, from the servers' ledgers
     assert len(recorded) == 2
@@ -191,15 +197,15 @@ def test_a_dead_endpoint_ends_its_arm_with_a_message_and_the_partial_runs(
     message, runs = str(info.value), info.value.runs
     assert message.startswith(f"b: endpoint {bad.base_url} looks dead"), message
     assert message.endswith("results are partial")
-    a_runs = [r for r in runs if r["arm"] == "a"]
-    b_runs = [r for r in runs if r["arm"] == "b"]
-    assert len(a_runs) == 2 and all(r["error"] is None for r in a_runs)
-    assert all(len(r["records"]) == 6 and "error" not in r["records"][0] for r in a_runs)
-    first = b_runs[0]["records"]
-    assert ["error" not in r for r in first[:2]] == [True, True]
-    for r in (r for run in b_runs for r in run["records"][2:] if "error" in r):
-        assert r["error_kind"] in ("http", "connect", "read", "cancelled"), r
-        assert r["error"]
+    a_runs = [r for r in runs if r.arm == "a"]
+    b_runs = [r for r in runs if r.arm == "b"]
+    assert len(a_runs) == 2 and all(r.error is None for r in a_runs)
+    assert all(len(r.records) == 6 and r.records[0].error is None for r in a_runs)
+    first = b_runs[0].records
+    assert [r.error is None for r in first[:2]] == [True, True]
+    for r in (r for run in b_runs for r in run.records[2:] if r.error is not None):
+        assert r.error_kind in ("http", "connect", "read", "cancelled"), r
+        assert r.error
     assert "looks dead" in b_runs[-1]["error"]
     assert bad_code == 1
     assert "producer0 died with exit code 3" in " ".join(bad.log.read_text().split())
@@ -232,8 +238,8 @@ def test_ctrl_c_stops_the_servers_it_started(recorded: list[ServerProcess]) -> N
             t.cancel()
     assert str(info.value) == INTERRUPTED
     runs = info.value.runs
-    assert [r["rate_label"] for r in runs][:2] == ["inf", "inf"]
-    assert runs[-1]["error"] == INTERRUPTED and runs[-1]["rate_label"] == "0.5"
+    assert [r.rate_label for r in runs][:2] == ["inf", "inf"]
+    assert runs[-1].error == INTERRUPTED and runs[-1].rate_label == "0.5"
     assert len(recorded) == 2
     _all_gone(recorded)
 

@@ -1,0 +1,166 @@
+"""The notes of a serve-ab report: what ran (the emulator's stand-ins, or the external
+servers), how each figure is measured, and the serving checks' findings: the SLOs of
+goodput, image requests the server billed no image tokens for (a benchmark that never
+reached the vision tower, sglang issue #21294), profiler traces and --profile-server's
+answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.bench.serve_runs import ServeRun
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.options import ServeOptions
+from kimi_bench.pipeline import arms as arm_objects
+from kimi_bench.report import serve_figures
+
+
+def endpoint_arms(opts: ServeOptions) -> tuple[str, ...]:
+    """The arms: the endpoint names with --endpoint, else the emulated arms."""
+    return tuple(e.partition("=")[0] for e in opts.endpoints) or tuple(opts.arms)
+
+
+def _endpoint_notes(opts: ServeOptions) -> list[str]:
+    arms = endpoint_arms(opts)
+    notes = [
+        f"external OpenAI-compatible servers ({', '.join(arms)}): the same seeded trace "
+        "(arrivals, images, prompt) is streamed to each; TTFT = first streamed content token "
+        "at the client - time the request was sent. Throughput = completed requests / (last "
+        "first token - trace start). Warm-up requests excluded. No per-stage times or copy "
+        "ledger (a third-party server does not report them).",
+        "A request counts as completed only when its stream finished (a finish_reason or "
+        "[DONE]); a stream that stops early is failed (truncated). HTTP 429 is a failed "
+        + (
+            f"request after {opts.retry_429} retries honouring Retry-After"
+            if opts.retry_429
+            else "request (no retry; --retry-429 N retries)"
+        )
+        + f"; --request-timeout {opts.request_timeout_s:g} s bounds each request end to end.",
+        "TTFT intervals resample requests (each request of a server that reports no batches "
+        "is one unit; requests of one batch are one unit when the server reports batches); "
+        "throughput intervals resample repeats; repeats alternate the order of the arms.",
+    ]
+    if len(arms) > 1:
+        notes.append(f"A/B: each endpoint vs the first, {arms[0]} (signed %, arm minus "
+                     f"{arms[0]}).")  # fmt: skip
+    else:
+        notes.append(f"one endpoint ({arms[0]}): a plain benchmark, no A/B.")
+    return notes
+
+
+def emulator_notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
+    import torch
+
+    if opts.endpoints:
+        return _endpoint_notes(opts)
+    c = opts.standins
+    notes = [
+        "The vision encoder and the prefill are STAND-INS (matmul chains sized by patch and "
+        f"token counts: {c.encoder_gflop_per_patch} GFLOP/patch, {c.prefill_gflop_per_token} "
+        f"GFLOP/token split over {opts.ranks} ranks), not the model; the gather carries "
+        "metadata only. TTFT ends at the first token after prefill"
+        + (
+            f"; each later token is a STAND-IN decode step (one token per running request per "
+            f"step, {c.decode_gflop_per_token} GFLOP/token split over the ranks, batched "
+            "with the prefills of newly scheduled requests), so ITL, TPOT and E2E latency "
+            "include the decode under load."
+            if opts.max_tokens > 1
+            else "; there is no decode (--max-tokens 1)."
+        ),
+        "TTFT = first token time - time the request was sent. Throughput = completed "
+        "requests / (last first token - trace start). Warm-up requests excluded. TTFT "
+        "intervals resample forward batches (requests served together are one unit); "
+        "throughput intervals resample repeats.",
+        f"defaults: the {profile.upper()} profile ({opts.ranks} ranks, {opts.requests} "
+        f"requests per rate and arm, {opts.width_height[0]}x{opts.width_height[1]} "
+        "width x height).",
+        f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}; the "
+        "copies table is the ledger of every pixel-byte move of the measured requests.",
+    ]
+    for a in arm_objects(opts.arms):
+        if a.encoded_inputs:
+            notes.append(
+                f"{a.name} is a PROPOSED arm, {a.label}: its producers read only each image's "
+                "header (the decode stage) and ship the encoded bytes; each owner decodes its "
+                "images inside the step, after scheduling (a decode error then fails its "
+                "request there, not at the producer)."
+            )
+        elif a.proposed:
+            notes.append(f"{a.name} is PROPOSED, {a.label}.")
+    if device.type == "cpu":
+        notes.append(
+            f"CPU only: stand-in FLOPs scaled by {c.cpu_flops_scale}; the device is emulated "
+            "in host memory (each H2D/D2H is a host copy here). CPU timings do not predict "
+            "GPU behaviour."
+        )
+    elif torch.cuda.device_count() < (opts.ranks or 1):
+        gpus = torch.cuda.device_count()
+        notes.append(
+            f"{opts.ranks} ranks share {gpus} GPU(s): each rank's stand-in FLOPs are scaled "
+            f"by {gpus}/{opts.ranks} so that stand-in device time per step matches "
+            f"{opts.ranks} ranks on {opts.ranks} GPUs; host-to-device copies of all ranks "
+            "still share one PCIe link."
+        )
+    return notes
+
+
+@dataclass
+class ServingNotes:
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    profiles: dict[str, list[str]] = field(default_factory=dict)  # arm -> trace files
+
+
+def serving_notes(
+    opts: ServeOptions, runs: Sequence[ServeRun], rows: list[dict[str, Any]]
+) -> ServingNotes:
+    """Goodput's SLOs, unbilled images per (rate, arm), profiles and profiler answers."""
+    out = ServingNotes()
+    if opts.slos:
+        slo = ", ".join(f"{k} <= {v:g} ms" for k, v in opts.slos.items())
+        out.notes.append(
+            f"goodput = requests that met every SLO ({slo}; a one-token request meets a TPOT "
+            "SLO) per second of the repeat's duration (trace start to the last response's "
+            "end), as vllm bench serve and sglang.bench_serving count it; mean over repeats."
+        )
+    out.notes.append(
+        "ITL = every gap between two streamed chunks that carried text; TPOT = (E2E - TTFT) "
+        "/ (output tokens - 1); E2E = send to the stream's end (sglang.bench_serving's and "
+        "vllm bench serve's definitions); percentiles: "
+        + ", ".join(serve_figures.pct_name(q) for q in opts.metric_percentiles)
+        + "."
+    )
+    for key in dict.fromkeys((r.rate_label, r.arm) for r in runs):
+        text_only = next((r.source.get("text_only_prompt_tokens") for r in runs
+                          if r.arm == key[1] and r.source), None)  # fmt: skip
+        mine = [r for r in rows if (r["rate"], r["arm"]) == key]
+        n = serve_figures.unbilled_images(mine, text_only)
+        if n:
+            how = (
+                f"usage.prompt_tokens <= the {text_only} of the same prompt without images"
+                if text_only is not None
+                else "usage.prompt_tokens_details.image_tokens 0"
+            )
+            out.warnings.append(
+                f"WARNING: rate {key[0]}, {key[1]}: {n} image request(s) were billed no image "
+                f"tokens ({how}): "
+                "the images may never have reached the vision tower (sglang issue #21294); "
+                "the latencies then measure a text-only model"
+            )
+    if opts.profile is not None and not opts.endpoints:
+        out.profiles = {arm: sorted(str(p) for p in (opts.profile / arm).glob("*.trace.json"))
+                        for arm in opts.arms}  # fmt: skip
+        named = "; ".join(f"{a}: {', '.join(Path(p).name for p in ps) or 'none written'}"
+                          for a, ps in out.profiles.items())  # fmt: skip
+        out.notes.append(
+            f"torch profiler traces (Chrome trace JSON; stages as stage:<name> ranges) of each "
+            f"emulator's producers and ranks under {opts.profile}/<arm>/: {named}."
+        )
+    for run in runs:
+        for answer in (run.source or {}).get("profile_server") or []:
+            if answer.get("warning") and answer["warning"] not in out.warnings:
+                out.warnings.append(str(answer["warning"]))
+    return out

@@ -1,0 +1,76 @@
+"""Gate rules on serving figures at one rate (``[serve_ab.<rate>]``): absolute limits every
+arm must meet (``min_goodput`` in req/s, ``max_p99_ttft_ms``, ``max_p99_itl_ms``,
+``max_p99_tpot_ms``, ``max_p99_e2e_ms``), recomputed from the request rows
+(``report.serve_figures``). A rule whose figure the report cannot give is refused
+(``EvidenceError``, exit 2) with the rule named and why: no SLOs were recorded for goodput,
+no request streamed two tokens for ITL/TPOT, no client times for goodput's duration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimi_bench.ci.evidence import EvidenceError
+from kimi_bench.ci.verdicts import FAIL, PASS, RuleResult
+from kimi_bench.infra.stats import percentile
+from kimi_bench.report import serve_figures as sf
+from kimi_bench.report.model import Report
+
+ABSOLUTE = ("min_goodput", "max_p99_ttft_ms", "max_p99_itl_ms", "max_p99_tpot_ms",
+            "max_p99_e2e_ms")  # fmt: skip
+_WHY_NONE = {
+    "itl": "no request streamed two tokens (run with --max-tokens 2 or more)",
+    "tpot": "no request streamed two tokens (run with --max-tokens 2 or more)",
+    "e2e": "no request has an end-to-end latency (older reports record TTFT only)",
+    "ttft": "no request was served",
+}
+
+
+def _figure(report: Report, rate: str, arm: str, key: str, rule: str) -> float:
+    rows = [r for r in report.data.get("requests") or [] if r["rate"] == rate and r["arm"] == arm]
+    if key == "min_goodput":
+        slo = sf.slos(report.config)
+        if not slo:
+            raise EvidenceError(
+                f"{report.source or 'report'}: rule {rule}: the report has no goodput SLOs "
+                "(run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
+            )
+        values = sf.throughputs(rows, slo).get("goodput_req_per_s")
+        if not values:
+            raise EvidenceError(
+                f"{report.source or 'report'}: rule {rule}: no client times to measure the "
+                "duration goodput is counted over (an in-process or older report)"
+            )
+        return sum(values) / len(values)
+    metric = key.removeprefix("max_p99_").removesuffix("_ms")
+    xs = sf.samples(rows, metric)
+    if not xs:
+        raise EvidenceError(
+            f"{report.source or 'report'}: rule {rule}: the report has no {metric.upper()} "
+            f"data at rate {rate} for {arm}: {_WHY_NONE[metric]}"
+        )
+    return percentile(xs, 99)
+
+
+def serving_rules(
+    report: Report, rate: str, arms: list[str], body: dict[str, Any]
+) -> list[RuleResult]:
+    """The absolute rules of one rate table, one result per arm."""
+    out = []
+    if body.get("min_goodput_delta") is not None and not sf.slos(report.config):
+        raise EvidenceError(
+            f"{report.source or 'report'}: rule [serve_ab.{rate}] min_goodput_delta: the report "
+            "has no goodput SLOs (run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
+        )
+    for key in ABSOLUTE:
+        lim = body.get(key)
+        if lim is None:
+            continue
+        for arm in arms:
+            rule = f"serve_ab.{rate}.{arm}.{key}"
+            v = _figure(report, rate, arm, key, f"[serve_ab.{rate}] {key}")
+            if key == "min_goodput":
+                ok, why = v >= lim, f"goodput {v:.3g} req/s vs >= {lim:g}"
+            else:
+                ok, why = v <= lim, f"p99 {v:.1f} ms vs <= {lim:g} ms"
+            out.append(RuleResult(rule, v, lim, PASS if ok else FAIL, why))
+    return out
