@@ -30,7 +30,6 @@ from kimi_bench.pipeline import (
     produce,
     serialize,
     take,
-    wrap,
 )
 from kimi_bench.pipeline.transport import cleanup_segments, list_segments, new_prefix
 from kimi_bench.sglang_ref import Runtime, SglangMissingError
@@ -100,7 +99,7 @@ def test_wrap_and_take_copy_as_the_own_shm_carrier(shm_runtime: Runtime, runtime
     ref = make_step("deferred", K3, CPU, runtime=runtime, ledger=Ledger())
     prefix, mine = new_prefix(), f"{C.SEGMENT_PREFIX}{os.getpid()}_"
     try:
-        blob = serialize(own, wrap(own, items, "shm", prefix), "serialize", "send_pyobj")
+        blob = serialize(own, carrier("shm").wrap(own, items, prefix), "serialize", "send_pyobj")
         own_items, _ = take(own, deserialize(own, blob, "to_rank0", "recv_pyobj"))
         packed = C.wrap(ref, items, "sglang-shm", "")
         assert len(list_segments(mine)) == len(items)  # the runtime's own segment names

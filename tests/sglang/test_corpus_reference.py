@@ -107,3 +107,14 @@ def test_corpus_identical_to_runtime_on_cuda(rt: Runtime, preset: str) -> None:
     entries = [e for e in builtin_corpus(cfg) if (preset, e.name) not in RUNTIME_REFUSES]
     rows = reference_rows(entries, cfg, "cuda", runtime=rt)
     assert first_difference(rows) is None
+
+
+def test_the_runtimes_load_image_decodes_as_kimi_bench_does(rt: Runtime) -> None:
+    """Every built-in input that has encoded bytes (the image files and photos): the
+    runtime's own load_image, with K3's gpu_image_decode, gives the pixels kimi-bench's
+    decoder gives on this device (PIL without CUDA, as the runtime's rule says)."""
+    rows = _rows(rt, "kimi-k3")
+    encoded = {e.name for e in builtin_corpus(get_preset("kimi-k3")) if e.encoded is not None}
+    assert encoded, "the built-in corpus has encoded inputs (the photos)"
+    assert {n for n, r in rows.items() if r["reference_decode_equal"] is True} == encoded
+    assert all(r["reference_decode_equal"] is None for n, r in rows.items() if n not in encoded)
