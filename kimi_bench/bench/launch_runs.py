@@ -265,6 +265,8 @@ def _serve_jobs(
         # a zero-copy slot per request of the trace
         arena_image=opts.width_height, image_count=opts.images_per_request,
         arena_requests=load.total,
+        # torchrun's in-process pipeline writes no traces (the emulator's does: --profile)
+        profile_dir=None, profile_requests=0, profile_skip=0,
     )  # fmt: skip
     return job, load
 

@@ -42,9 +42,9 @@ class PipelineJob:
     arena_requests: int
     # --profile: torch profiler traces of each process into this folder (None: off), for
     # ``profile_requests`` requests after the first ``profile_skip`` request ids
-    profile_dir: str | None = None
-    profile_requests: int = 0
-    profile_skip: int = 0
+    profile_dir: str | None
+    profile_requests: int
+    profile_skip: int
 
 
 @dataclass(frozen=True, kw_only=True)
