@@ -351,6 +351,8 @@ def rank_step(
                 # the exception's type first: a server maps decode errors to HTTP 400
                 decode_errors.append((i, f"{type(exc).__name__}: {exc}"))
                 items[i] = stand_in(items[i])
+            if step.on_cuda:  # a GPU decode is asynchronous: time it done (the H2D waits anyway)
+                torch.cuda.synchronize(step.device)
             decode_s += time.perf_counter() - t0
         f: Any = items[i].feature
         if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena
