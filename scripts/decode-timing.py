@@ -66,6 +66,8 @@ def main() -> int:
         why[name] = c.reason
         if c.chosen.name == name:
             choices[name] = c
+    # the first decode in this process: the library loaded, its handles made
+    first_ms = {name: c.warm(device) * 1e3 for name, c in choices.items()}
     rows = []
     for path in sorted(p for p in args.images.iterdir() if p.is_file()):
         data = path.read_bytes()
@@ -105,6 +107,7 @@ def main() -> int:
         "kind": "decode-timing",
         "repeats": args.repeats,
         "warmup": args.warmup,
+        "first_decode_ms": first_ms,
         "environment": env,
         "rows": rows,
     }
@@ -126,6 +129,9 @@ def _markdown(doc: dict[str, Any]) -> str:
         f"{env['host_load']['end']['load_1m']:.1f} at end on {env['cpu_count']} CPUs.",
         "",
         "Decoders: " + "; ".join(f"{n} {env['decoders'][n]['version']}" for n in names),
+        "",
+        "First decode in the process (a 64x64 JPEG: the library loaded, handles made): "
+        + "; ".join(f"{n} {doc['first_decode_ms'][n]:.0f} ms" for n in names),
         "",
         "## Median ms by kind (median of the files' medians)",
         "",

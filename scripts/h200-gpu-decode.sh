@@ -13,7 +13,8 @@
 #           shm and pickle, decoder auto -> OUTDIR/micro/<runtime>/r8-<carrier>-photo
 #   serve   serve-ab in the PR's shape (8 ranks, 1536x1024 JPEG photos, rate inf, shm,
 #           pr-33921, 80 requests; eager, deferred, deferred-decode), decoder auto
-#           -> OUTDIR/serve-ab/pr-33921/r8-shm; then the same under sglang-0.5.23
+#           -> OUTDIR/serve-ab/pr-33921/r8-shm (PR_SERVE_REPEATS repeats, default 3, for a
+#           throughput interval); then the same under sglang-0.5.23 (1 repeat)
 # A step is skipped (and says so) once the call's budget (BUDGET_S, default 560 s) would be
 # exceeded by a step of its usual length.
 set -u -o pipefail
@@ -41,8 +42,8 @@ micro() {  # micro RUNTIME CARRIER
     --runtime "$1" --arms eager,deferred,zero-copy,deferred-decode --repeats 20 --warmup 3 \
     --device cuda --output-dir "$out/micro/$1/r8-$2-photo"
 }
-serve() {  # serve RUNTIME
-  "${kb[@]}" serve-ab --request-rate inf --ranks 8 --image-resolution 1536x1024 \
+serve() {  # serve RUNTIME REPEATS
+  "${kb[@]}" serve-ab --repeats "$2" --request-rate inf --ranks 8 --image-resolution 1536x1024 \
     --image-content photo --preset kimi-k3 --runtime "$1" --transport shm \
     --arms eager,deferred,deferred-decode --num-prompts 80 --device cuda \
     --output-dir "$out/serve-ab/$1/r8-shm"
@@ -95,7 +96,8 @@ EOF
       ;;
     serve)
       for rt in pr-33921 sglang-0.5.23; do
-        step 130 "$out/serve-$rt.log" serve "$rt"
+        n=1; [[ $rt == pr-33921 ]] && n=${PR_SERVE_REPEATS:-3}
+        step $((60 * n + 30)) "$out/serve-$rt.log" serve "$rt" "$n"
         tail -4 "$out/serve-$rt.log"
       done
       ;;

@@ -48,6 +48,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
+    decoder.warm(dev)
     payloads = {
         False: job_inputs(job, decoder),
         True: control_inputs(job, decoder) if job.control_repeats else [],
@@ -127,6 +128,7 @@ def _rank_loop(
     references: dict[bool, dict[str, torch.Tensor | None]] = {False: {}, True: {}}
     ranks = Gloo(job.ranks, group)
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # deferred-decode's owners
+    decoder.warm(dev)
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
         for arm in job.arms:

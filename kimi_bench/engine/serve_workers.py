@@ -63,6 +63,7 @@ def producer_main(
     dev = rank_device(job.device, 0)
     payloads = make_payloads(load) if load is not None else []
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
+    decoder.warm(dev)  # before traffic, as a server's warm-up
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
     prof = maybe_profiler(job.profile_dir, f"producer{wid}", job.profile_requests)
@@ -167,6 +168,7 @@ class _Rank:
         self.group = group  # the NCCL device group (one GPU per rank), else None
         self.ranks = Gloo(job.ranks, group)
         self.decoder = choose(job.decoder, get_profile(job.runtime), dev)  # owners' decodes
+        self.decoder.warm(dev)  # before traffic: a first GPU decode loads the library
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
         self.producer_trails: dict[int, list[str]] = {}  # rank 0: by request id
         self.conns, self.req_q, self.outbox = conns, req_q, outbox

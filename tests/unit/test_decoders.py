@@ -17,7 +17,7 @@ from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import plan_resize
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.pipeline import make_step, producer_step, run_arm
-from tests.decoders import fake_gpu_decoder
+from tests.decoders import FakeDeviceDecoder, fake_gpu_decoder
 
 K3 = get_preset("kimi-k3")
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
@@ -107,6 +107,21 @@ def test_a_jpeg_the_device_decoder_refuses_falls_back_to_pil() -> None:
     assert isinstance(got.image, Image.Image) and got.decoder.name == "pil"
     assert got.reason.startswith("nvimgcodec failed (DecodeError: the stand-in decoder")
     assert got.reason.endswith("): PIL")
+
+
+def test_warm_decodes_once_before_traffic_on_a_device_decoder_only() -> None:
+    calls: list[int] = []
+
+    def counted(self, data, device):  # the stand-in's decode, counted
+        calls.append(len(data))
+        return FakeDeviceDecoder.decode(self, data, device)
+
+    with fake_gpu_decoder(decode=counted):
+        assert choose("nvimgcodec", NEW, CPU).warm(CPU) >= 0.0
+    assert len(calls) == 1 and calls[0] > 0  # one small JPEG
+    assert choose("pil", NEW, CPU).warm(CPU) == 0.0
+    with fake_gpu_decoder(refuse=(b"JFIF",)):  # a decoder that fails is left to the inputs
+        assert choose("nvimgcodec", NEW, CPU).warm(CPU) >= 0.0
 
 
 def test_a_truncated_jpeg_gets_pils_answer() -> None:

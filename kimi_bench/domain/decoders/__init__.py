@@ -10,11 +10,15 @@ module registers its own with ``register_decoder``."""
 
 from __future__ import annotations
 
+import io
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
+from PIL import Image
 
 from kimi_bench.domain.decoders.base import DecodeError, Decoder, DeviceImage, is_jpeg
 from kimi_bench.domain.decoders.nvimgcodec import NvImageCodecDecoder
@@ -94,6 +98,22 @@ class DecoderChoice:
                 why = f"{self.chosen.name} failed ({type(exc).__name__}: {exc})"
         return Decoded(self.fallback.decode(data, device), self.fallback, f"{why}: PIL")
 
+    def warm(self, device: torch.device) -> float:
+        """One decode of a small JPEG by the chosen device decoder, before any traffic (its
+        library loaded, its handles made: seconds on a first call), as a server's warm-up
+        request does; the seconds it took. PIL needs none (0.0). A failure here is left to
+        the real decodes, which fall back as the runtime does."""
+        if not self.chosen.on_device:
+            return 0.0
+        t0 = time.perf_counter()
+        try:
+            self.chosen.decode(_warm_jpeg(), device)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except Exception:  # the inputs' own decodes report it
+            pass
+        return time.perf_counter() - t0
+
     def summary(self) -> dict[str, Any]:
         """What a report's environment says about the decoder and its library."""
         return {
@@ -103,6 +123,13 @@ class DecoderChoice:
             "version": self.chosen.version(),
             "fallback": self.fallback.name,
         }
+
+
+@cache
+def _warm_jpeg() -> bytes:
+    buf = io.BytesIO()
+    Image.linear_gradient("L").convert("RGB").resize((64, 64)).save(buf, "JPEG", quality=85)
+    return buf.getvalue()
 
 
 def choose(requested: str, profile: RuntimeProfile, device: torch.device) -> DecoderChoice:
