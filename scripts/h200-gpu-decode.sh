@@ -13,8 +13,8 @@
 #           shm and pickle, decoder auto -> OUTDIR/micro/<runtime>/r8-<carrier>-photo
 #   serve   serve-ab in the PR's shape (8 ranks, 1536x1024 JPEG photos, rate inf, shm,
 #           pr-33921, 80 requests; eager, deferred, deferred-decode), decoder auto
-#           -> OUTDIR/serve-ab/pr-33921/r8-shm (PR_SERVE_REPEATS repeats, default 3, for a
-#           throughput interval); then the same under sglang-0.5.23 (1 repeat)
+#           -> OUTDIR/serve-ab/pr-33921/r8-shm (SERVE_REPEATS repeats, default 3, for a
+#           throughput interval); then the same under sglang-0.5.23
 # A step is skipped (and says so) once the call's budget (BUDGET_S, default 560 s) would be
 # exceeded by a step of its usual length.
 set -u -o pipefail
@@ -96,7 +96,7 @@ EOF
       ;;
     serve)
       for rt in pr-33921 sglang-0.5.23; do
-        n=1; [[ $rt == pr-33921 ]] && n=${PR_SERVE_REPEATS:-3}
+        n=${SERVE_REPEATS:-3}
         step $((60 * n + 30)) "$out/serve-$rt.log" serve "$rt" "$n"
         tail -4 "$out/serve-$rt.log"
       done

@@ -30,15 +30,15 @@ from kimi_bench.engine.micro_job import (
 from kimi_bench.engine.micro_messages import ProducerMarks, RankMarks, RepeatMessage
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.infra.stats import median
-from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, make_step, recipe
+from kimi_bench.pipeline import ClockHook, Gloo, Step, arm, carrier, make_step, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 
 
 def _step(
-    job: MicroJob, arm: str, dev: torch.device, arena: Arena | None, decoder: DecoderChoice
+    job: MicroJob, name: str, dev: torch.device, arena: Arena | None, decoder: DecoderChoice
 ) -> Step:
     return make_step(
-        arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, hook=ClockHook(dev),
+        name, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, hook=ClockHook(dev),
         arena=arena, decoder=decoder, baseline_whitelisted=job.baseline_whitelisted,
     )  # fmt: skip
 
@@ -48,7 +48,8 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
-    decoder.warm(dev)
+    if not all(arm(a).encoded_inputs for a in job.arms):  # an arm decodes here
+        decoder.warm(dev)
     payloads = {
         False: job_inputs(job, decoder),
         True: control_inputs(job, decoder) if job.control_repeats else [],
@@ -57,9 +58,9 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
     for it, control in rounds(job):
         images = payloads[control]
-        for arm in job.arms:
+        for name in job.arms:
             conn.recv()  # "go" from rank 0
-            step = _step(job, arm, dev, arena, decoder)
+            step = _step(job, name, dev, arena, decoder)
             step.hook.mark("start")
             produced = recipe.producer_step(step, images, job.prefix)
             conn.send_bytes(recipe.send(step, produced.packed))
@@ -128,12 +129,13 @@ def _rank_loop(
     references: dict[bool, dict[str, torch.Tensor | None]] = {False: {}, True: {}}
     ranks = Gloo(job.ranks, group)
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # deferred-decode's owners
-    decoder.warm(dev)
+    if any(arm(a).encoded_inputs for a in job.arms):  # an arm decodes at its owners
+        decoder.warm(dev)
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
-        for arm in job.arms:
+        for name in job.arms:
             dist.barrier()
-            step = _step(job, arm, dev, arena, decoder)
+            step = _step(job, name, dev, arena, decoder)
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
@@ -160,7 +162,7 @@ def _rank_loop(
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []
             dist.gather_object(marks, gathered if rank == 0 else None, dst=0)
             if rank == 0:
-                q.send("repeat", RepeatMessage(iteration=it, arm=arm, ranks=gathered,
+                q.send("repeat", RepeatMessage(iteration=it, arm=name, ranks=gathered,
                                                control=control))  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from kimi_bench.pipeline import (
     Gloo,
     RankOutput,
     Step,
+    arm,
     feature_bytes,
     make_step,
     recipe,
@@ -63,7 +64,8 @@ def producer_main(
     dev = rank_device(job.device, 0)
     payloads = make_payloads(load) if load is not None else []
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
-    decoder.warm(dev)  # before traffic, as a server's warm-up
+    if not arm(job.arm).encoded_inputs:  # this producer decodes: warm it before traffic
+        decoder.warm(dev)
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
     prof = maybe_profiler(job.profile_dir, f"producer{wid}", job.profile_requests)
@@ -168,7 +170,8 @@ class _Rank:
         self.group = group  # the NCCL device group (one GPU per rank), else None
         self.ranks = Gloo(job.ranks, group)
         self.decoder = choose(job.decoder, get_profile(job.runtime), dev)  # owners' decodes
-        self.decoder.warm(dev)  # before traffic: a first GPU decode loads the library
+        if arm(job.arm).encoded_inputs:  # the owners decode: warm before traffic (a first
+            self.decoder.warm(dev)  # GPU decode loads the library: seconds, in one step)
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
         self.producer_trails: dict[int, list[str]] = {}  # rank 0: by request id
         self.conns, self.req_q, self.outbox = conns, req_q, outbox
@@ -261,7 +264,7 @@ class _Rank:
         job = self.job
         ok = [r for r in batch["reqs"] if "error" not in r]
         failed: list[tuple[int, str]] = []  # deferred-decode: images their owner could not decode
-        recipe.scheduler_step(
+        done = recipe.scheduler_step(
             step, self.ranks, [r["items"] for r in ok], self.rank, encoder=self._encoder,
             decode_errors=failed,
         )  # fmt: skip
@@ -273,12 +276,14 @@ class _Rank:
         producers = sum(r["producer_copied_bytes"] for r in ok) if self.rank == 0 else 0
         rank_copied = step.ledger.copied_bytes() - producers
         stats: list[Any] = [None] * job.ranks
-        dist.all_gather_object(stats, (rank_copied, failed))  # also the TP sync before prefill
+        mine = (rank_copied, failed, done.out.decoded)  # also the TP sync before prefill
+        dist.all_gather_object(stats, mine)
         if not any(r["warm"] for r in batch["reqs"]):
             self.ledger.merge(step.ledger)
         if self.rank == 0:
-            _fail_undecoded(ok, [f for _, fs in stats for f in fs])
-            self._finish(batch, sum(c for c, _ in stats))
+            _fail_undecoded(ok, [f for _, fs, _ in stats for f in fs])
+            _owner_decodes(ok, [d for *_, ds in stats for d in ds])
+            self._finish(batch, sum(c for c, *_ in stats))
 
     def _decode(self, rids: list[int]) -> None:
         """The decode stand-in: one token for each running request (split over the ranks,
@@ -340,6 +345,15 @@ def _fail_undecoded(ok: list[dict[str, Any]], failed: list[tuple[int, str]]) -> 
         if req is not None:  # "OSError: ..." first, as a producer's decode error reads
             kind, _, detail = why.partition(": ")
             req["error"] = f"{kind}: the owner could not decode image {i} of the batch: {detail}"
+
+
+def _owner_decodes(ok: list[dict[str, Any]], decoded: list[tuple[int, Any]]) -> None:
+    """deferred-decode: which decoder each owner used for a request's images, and why,
+    added to the request's decodes (its producer only read the headers)."""
+    owner_of_item = [r for r in ok for _ in r["items"]]
+    for i, (name, why) in decoded:
+        if i < len(owner_of_item):
+            owner_of_item[i].setdefault("decodes", []).append((name, why))
 
 
 def serve_rank_main(

@@ -127,6 +127,8 @@ class RankOutput:
     tower: torch.Tensor | None
     sizes: list[int] = field(default_factory=list)  # patches per image, input order
     decode_ms: float = 0.0  # deferred-decode: the owner's decode + staging (in owner_h2d)
+    # deferred-decode: (batch item index, (decoder, why)) of each of the owner's decodes
+    decoded: list[tuple[int, tuple[str, str]]] = field(default_factory=list)
 
     @property
     def patches(self) -> int:

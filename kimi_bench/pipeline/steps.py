@@ -339,10 +339,11 @@ def rank_step(
     owners = assign_owners([it.num_patches for it in items], world)
     mine = images_of_rank(owners, rank)
     decode_s = 0.0
+    decoded: list[tuple[int, tuple[str, str]]] = []
     for i in mine:
         resident = False  # decoded on this rank's GPU: nothing to copy there
         if items[i].is_encoded:  # deferred-decode: the owner's one decode, then staging
-            t0 = time.perf_counter()
+            t0, n = time.perf_counter(), len(step.decodes)
             try:
                 items[i], resident = owner_decode(step, items[i])
             except (StagingError, ContractError, OSError, SyntaxError) as exc:
@@ -354,6 +355,7 @@ def rank_step(
             if step.on_cuda:  # a GPU decode is asynchronous: time it done (the H2D waits anyway)
                 torch.cuda.synchronize(step.device)
             decode_s += time.perf_counter() - t0
+            decoded += [(i, d) for d in step.decodes[n:]]
         f: Any = items[i].feature
         if isinstance(f, ArenaRef):  # zero-copy arm: straight from the arena
             items[i].feature = arena_to_device(step, f)
@@ -367,7 +369,7 @@ def rank_step(
         tower = to_tower_buffer(batch.split(), torch.bfloat16)
     step.hook.mark("owner_materialize")
     out = RankOutput(owners, mine, batch, tower, [it.num_patches for it in items])
-    out.decode_ms = decode_s * 1e3
+    out.decode_ms, out.decoded = decode_s * 1e3, decoded
     return out
 
 

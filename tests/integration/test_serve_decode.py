@@ -34,6 +34,11 @@ def test_serve_ab_runs_the_arm_and_compares_it_with_deferred(tmp_path: Path):
     copies = [c for c in rep["copies"] if c.get("arm") == "deferred-decode"]
     decodes = [c for c in copies if c["op"] == "decode"]
     assert decodes and {c["stage"] for c in decodes} == {"owner_h2d"}
+    # which decoder each measured image got, and why: the owners' decodes for this arm
+    by_arm = rep["decodes"]
+    assert sum(by_arm["deferred-decode"].values()) == 4
+    assert all(k.startswith("pil: no CUDA") for k in by_arm["deferred-decode"])
+    assert sum(by_arm["eager"].values()) == 4
 
 
 def test_the_emulated_server_fails_only_the_request_an_owner_cannot_decode():
