@@ -60,5 +60,9 @@ def recipes(runs: Sequence[ServeRun]) -> dict[str, Any]:
 
 
 def run_decodes(runs: Sequence[ServeRun]) -> dict[str, dict[str, int]]:
-    """Per arm, which decoder each measured request's images got and why."""
-    return {r.arm: decode_counts(d for rec in r.records for d in rec.decodes) for r in runs}
+    """Per arm, which decoder each measured request's images got and why (every rate
+    and repeat of the arm)."""
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    for r in runs:
+        pairs.setdefault(r.arm, []).extend(d for rec in r.records for d in rec.decodes)
+    return {a: decode_counts(p) for a, p in pairs.items()}

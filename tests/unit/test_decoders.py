@@ -232,3 +232,19 @@ def test_parity_holds_the_runtime_decoders_pixels_against_pils(tmp_path) -> None
     assert dec["line"].startswith("decoders nvimgcodec 2, pil 1: 1 of 2 JPEGs decode differently")
     assert "1 of 1 progressive" in dec["line"]
     assert report.summary["verdict"].startswith("BIT-IDENTICAL")
+
+
+def test_serve_ab_counts_every_repeats_decodes_per_arm() -> None:
+    from kimi_bench.bench.serve_runs import Placement, ServedRequest, ServeRun
+    from kimi_bench.bench.variants import run_decodes
+
+    def run(arm: str, repeat: int, n: int) -> ServeRun:
+        at = Placement(float("inf"), "inf", repeat, 0, ())
+        recs = [ServedRequest(rid=i, decodes=(("nvimgcodec", "on CUDA"),)) for i in range(n)]
+        return ServeRun(arm, at, recs)
+
+    runs = [run("eager", 0, 3), run("deferred", 0, 2), run("eager", 1, 4)]
+    assert run_decodes(runs) == {
+        "eager": {"nvimgcodec: on CUDA": 7},
+        "deferred": {"nvimgcodec: on CUDA": 2},
+    }
