@@ -16,7 +16,8 @@ from kimi_bench.bench.parity_decode import (
     encoded_input,
     run_decode_arm,
 )
-from kimi_bench.bench.parity_reference import merge_reference
+from kimi_bench.bench.parity_outputs import DumpWriter, check_dump
+from kimi_bench.bench.parity_reference import apply_reference
 from kimi_bench.bench.reference import max_abs_diff, pil_reference
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.contract import audit_contract
@@ -24,7 +25,6 @@ from kimi_bench.domain.corpus import (
     CorpusEntry,
     builtin_corpus,
     describe_input,
-    dump_filename,
     folder_corpus,
     missing_photos_note,
 )
@@ -56,6 +56,12 @@ RESULT_KEYS = (
     "max_abs_diff_vs_pil",
     "error",
     *DECODE_KEYS,
+)
+
+
+NOT_FINITE = (
+    "InputError: the features hold inf or NaN (the input's values or the config's "
+    "image_mean/image_std overflow float32/bfloat16): not a parity result"
 )
 
 
@@ -108,6 +114,7 @@ def _run_batch(
     cfg: PreprocessConfig,
     producer: torch.device,
     rank_dev: torch.device,
+    dump: DumpWriter,
 ) -> None:
     objs = [a.obj for a in batch]
     plans = [a.plan for a in batch]
@@ -140,15 +147,13 @@ def _run_batch(
             bit_exact_fp32=bool(torch.equal(e_fp, d_fp)),
             bit_exact_bf16=bool(torch.equal(eager.bf16[i], deferred.bf16[i])),
         )
+        if not (torch.isfinite(e_fp).all() and torch.isfinite(eager.bf16[i]).all()):
+            acc.row["error"] = NOT_FINITE  # equal infinities are no evidence of parity
         if opts.reference == "pil":
             ref = pil_reference(acc.obj, acc.plan, cfg)
             acc.row["max_abs_diff_vs_pil"] = None if ref is None else max_abs_diff(ref, d_fp)
-        if opts.dump is not None:
-            opts.dump.mkdir(parents=True, exist_ok=True)
-            torch.save(
-                {"eager": e_fp, "deferred": d_fp, "grid_thw": torch.tensor(acc.plan.grid_thw)},
-                opts.dump / dump_filename(acc.row["name"]),
-            )
+        grid = torch.tensor(acc.plan.grid_thw)
+        dump.save(acc.row["name"], {"eager": e_fp, "deferred": d_fp, "grid_thw": grid})
 
 
 def run_parity(
@@ -156,8 +161,11 @@ def run_parity(
     progress: Callable[[str, int, int], None] | None = None,
     cfg: PreprocessConfig | None = None,
     reference_runtime: Any = None,
+    *,
+    overwrite: bool = False,
 ) -> Report:
-    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input."""
+    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input.
+    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
     load_start = host_load()
     rank_dev = resolve_device(opts.device)
@@ -167,6 +175,8 @@ def run_parity(
         if opts.images is not None
         else builtin_corpus(cfg, opts.seed)
     )
+    check_dump(opts.dump, [e.name for e in entries], overwrite)
+    dump = DumpWriter(opts.dump)
     rows: list[dict[str, Any]] = []
     pending: list[_Accepted] = []
     done = 0
@@ -176,7 +186,7 @@ def run_parity(
         if not pending:
             return
         try:
-            _run_batch(pending, opts, cfg, producer, rank_dev)
+            _run_batch(pending, opts, cfg, producer, rank_dev, dump)
         except (RuntimeError, ValueError, OSError) as exc:  # one bad batch never ends the run
             for acc in pending:
                 acc.row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -207,6 +217,9 @@ def run_parity(
         unfinished = {id(a.row) for a in pending}
         rows = [r for r in rows if id(r) not in unfinished]
     report = _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
+    if dump.error:
+        report.data["dump_error"] = dump.error
+        report.notes.append(f"{dump.error}; no dump after it was written")
     if opts.images is None and (missing := missing_photos_note()):
         report.notes.append(missing)
     if interrupted:
@@ -217,44 +230,8 @@ def run_parity(
         report.notes.append(f"run stopped early: {interrupted}; results are partial.")
         return report
     if opts.reference == "sglang":
-        _apply_reference(report, opts, cfg, entries, rows, rank_dev, reference_runtime)
+        apply_reference(report, opts, cfg, entries, rows, rank_dev, reference_runtime)
     return report
-
-
-def _apply_reference(
-    report: Report,
-    opts: ParityOptions,
-    cfg: PreprocessConfig,
-    entries: list[CorpusEntry],
-    rows: list[dict[str, Any]],
-    rank_dev: torch.device,
-    reference_runtime: Any,
-) -> None:
-    """``--reference sglang``: fold the runtime's verdicts into the rows, notes and verdict."""
-    if reference_runtime is None:
-        from kimi_bench.sglang_ref import load_runtime
-
-        reference_runtime = load_runtime()
-    ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
-    report.summary["reference"] = ref
-    report.notes += [
-        f"--reference sglang: held against sglang {ref['sglang_version']} "
-        f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
-        "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
-        *(ref.get("notes") or []),
-    ]
-    if ref["runtime_refused"]:
-        report.notes.append(
-            "the runtime itself raises on: "
-            + ", ".join(ref["runtime_refused"])
-            + " (kimi-bench follows SPEC there; see each row's reference_detail)"
-        )
-    if ref["differing"]:
-        report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
-    else:
-        report.summary["verdict"] += (
-            f"; identical to sglang {ref['sglang_version']} on every input it accepts"
-        )
 
 
 def _build_report(

@@ -18,6 +18,7 @@ from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus import CorpusEntry
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ParityOptions
+from kimi_bench.report import Report
 
 
 def runtime_refused(row: dict[str, Any]) -> bool:
@@ -66,3 +67,39 @@ def merge_reference(
             f"{first['name']}: {first.get('reference_detail') or 'differs'}" if first else None
         ),
     }
+
+
+def apply_reference(
+    report: Report,
+    opts: ParityOptions,
+    cfg: PreprocessConfig,
+    entries: list[CorpusEntry],
+    rows: list[dict[str, Any]],
+    rank_dev: torch.device,
+    reference_runtime: Any,
+) -> None:
+    """``--reference sglang``: fold the runtime's verdicts into the rows, notes and verdict."""
+    if reference_runtime is None:
+        from kimi_bench.sglang_ref import load_runtime
+
+        reference_runtime = load_runtime()
+    ref = merge_reference(opts, cfg, entries, rows, rank_dev, reference_runtime)
+    report.summary["reference"] = ref
+    report.notes += [
+        f"--reference sglang: held against sglang {ref['sglang_version']} "
+        f"({ref['sglang_location']}): {ref['identical']} inputs identical to the runtime "
+        "(plan, decision, eager and deferred FP32/BF16 by torch.equal).",
+        *(ref.get("notes") or []),
+    ]
+    if ref["runtime_refused"]:
+        report.notes.append(
+            "the runtime itself raises on: "
+            + ", ".join(ref["runtime_refused"])
+            + " (kimi-bench follows SPEC there; see each row's reference_detail)"
+        )
+    if ref["differing"]:
+        report.summary["verdict"] = f"DIFFERS FROM SGLANG: {ref['first_difference']}"
+    else:
+        report.summary["verdict"] += (
+            f"; identical to sglang {ref['sglang_version']} on every input it accepts"
+        )

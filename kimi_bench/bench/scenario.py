@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, parse_toml, read_text_or
 from kimi_bench.options import RunOptions, describe_error
 
 
@@ -52,7 +52,7 @@ def read_tables(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
     path = resolve_path(name_or_path)
     text = read_text_or(ScenarioError, path, MAX_CONFIG_BYTES, "scenario")
     try:
-        raw = tomllib.loads(text)
+        raw = parse_toml(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     for section, body in raw.items():

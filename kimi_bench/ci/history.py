@@ -16,7 +16,6 @@ vs before gives p < ``alpha``. The first run of that segment names the first bad
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ import ruptures
 
 from kimi_bench.ci.metrics import higher_is_better
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
-from kimi_bench.infra.limits import read_text_or
+from kimi_bench.infra.limits import parse_json, read_text_or
 from kimi_bench.infra.stats import median
 from kimi_bench.infra.stats.rank_test import mann_whitney
 
@@ -70,7 +69,7 @@ def load_history(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line)
         except ValueError as exc:
             raise HistoryError(f"{path}:{i}: not a JSON line: {exc}") from None
         if not isinstance(obj, dict):

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kimi_bench.ci.metrics import metric_problem
-from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, parse_toml, read_text_or
 
 RATE_LABEL = re.compile(r"^(inf|[0-9]+(\.[0-9]+)?)$")
 Delta = Annotated[float, Field(ge=-1.0, le=10.0)]  # a fraction: -0.4 = -40%
@@ -206,7 +206,7 @@ def load_rules(path: str | Path) -> GateRules:
     p = Path(path)
     text = read_text_or(RulesError, p, MAX_CONFIG_BYTES, "rules file")
     try:
-        raw = tomllib.loads(text)
+        raw = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise RulesError(f"{p}: not valid TOML: {exc}") from None
     return parse_rules(raw, p)

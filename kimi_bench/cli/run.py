@@ -57,14 +57,15 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
             )
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    jsonl = 0
     for rep in reports:  # --append-jsonl: one line per part, as each single command writes
-        append_jsonl(values, rep, out_dir / FOLDER[rep.kind])
+        jsonl = max(jsonl, append_jsonl(values, rep, out_dir / FOLDER[rep.kind]))
     rows = [r.as_dict() for r in results]
     show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], fmt)
     failed = any(r.verdict == "fail" for r in results)
     verdict_line(f"gate {'FAIL' if failed else 'PASS'}", not failed)
     say(f"index: {out_dir / 'index.md'} and {out_dir / 'index.html'}", err=True)
-    raise typer.Exit(code=1 if failed else 0)
+    raise typer.Exit(code=max(1 if failed else 0, jsonl))
 
 
 run = model_command(RunCommandOptions, _body, DOC, output_params())

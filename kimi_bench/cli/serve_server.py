@@ -32,7 +32,8 @@ bodies over --max-body-mb are refused with an OpenAI-style JSON error
 (400 / 413) and one console line each. Stops cleanly on Ctrl-C or
 SIGTERM: open streams end with an error event, every pipeline process
 is reaped before it exits. Exits by itself (code 1) when the pipeline
-fails.
+fails; exit code 2 for a usage error, e.g. a --port in use or a --host that
+cannot be bound (nothing is started then).
 
 Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
 """
@@ -40,7 +41,7 @@ Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
 
 def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
-    from kimi_bench.serving.launch import ServerStartError
+    from kimi_bench.serving.launch import ServerStartError, bind_socket
     from kimi_bench.serving.server import ServerOptions
 
     arm, ranks, transport, runtime = opts.arm, opts.ranks, opts.transport, opts.runtime
@@ -56,6 +57,10 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     if api_key_env and not key:
         raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
     server_opts = ServerOptions.from_options(opts, api_key=key)
+    try:  # a port in use or a bad --host: refused before any line says where it serves
+        bind_socket(host, port).close()
+    except ServerStartError as exc:
+        raise usage_error(str(exc)) from None
     err_console.print(
         escape(
             f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "
@@ -68,9 +73,8 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     )
     try:
         served = serve_emulator(conf, server_opts, host, port)
-    except ServerStartError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(code=1) from None
+    except ServerStartError as exc:  # taken between the check above and the bind
+        raise usage_error(str(exc)) from None
     backend = served.backend
     if backend.start_error or backend.dead:
         what = "did not start" if backend.start_error else "failed"

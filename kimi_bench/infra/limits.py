@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import signal
 import stat
 import threading
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,26 @@ REQUEST_PIXELS_PER_IMAGE_LIMIT = 4
 
 class LimitError(ValueError):
     """A value or a file outside the documented bounds; the message names it."""
+
+
+_TOO_DEEP = "arrays or tables nested too deeply (beyond Python's recursion limit)"
+
+
+def parse_json(text: str | bytes, **kwargs: Any) -> Any:
+    """``json.loads``, with nesting too deep to parse (``[[[[...]]]]``, a RecursionError
+    in Python) raised as the JSONDecodeError (a ValueError) every caller handles."""
+    try:
+        return json.loads(text, **kwargs)
+    except RecursionError:
+        raise json.JSONDecodeError(_TOO_DEEP, "", 0) from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads``, with nesting too deep to parse raised as TOMLDecodeError."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(_TOO_DEEP) from None
 
 
 # What ``stat`` calls each kind of file, in a reader's words (anything else: "special file").

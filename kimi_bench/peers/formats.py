@@ -15,13 +15,14 @@ the file and the field; per-request lists of different lengths are refused.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, ValidationError
+
+from kimi_bench.infra.limits import parse_json
 
 
 class PeerFormatError(ValueError):
@@ -118,7 +119,7 @@ def field_error(exc: ValidationError, where: str) -> PeerFormatError:
 def json_objects(text: str, where: str) -> list[dict[str, Any]]:
     """One JSON object, or JSON Lines (one object per non-empty line)."""
     try:
-        whole = json.loads(text)
+        whole = parse_json(text)
     except ValueError:
         whole = None
     if isinstance(whole, dict):
@@ -130,7 +131,7 @@ def json_objects(text: str, where: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line)
         except ValueError as exc:
             raise PeerFormatError(f"{where}: line {n} is not JSON: {exc}") from None
         if not isinstance(obj, dict):

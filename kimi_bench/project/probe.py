@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.infra.limits import parse_json
+
 # the ranks' own copies run in every rank process at once; the rest runs in the producer
 RANK_SIDE_STAGES = frozenset({"take_copy"})
 
@@ -94,6 +96,6 @@ def load_probe(path: Path | None) -> CopyProbe:
         text = resources.files("kimi_bench.project").joinpath("h200_copy_probe.json")
         return parse_probe(json.loads(text.read_text()), "packaged H200 probe (16 cores)")
     try:
-        return parse_probe(json.loads(path.read_text()), str(path))
+        return parse_probe(parse_json(path.read_text()), str(path))
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read the host probe {path}: {exc}") from None

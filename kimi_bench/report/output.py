@@ -12,6 +12,12 @@ is refused (exit 2), and so is a folder that already holds a finished report
 finished result is lost to a later run. Every file is written to a temporary name in the
 folder and renamed into place when complete, ``report.json`` last.
 
+``write_file(path, data, option)`` writes one file the user named (``--append-jsonl``,
+``gate --junit``/``--summary``, ``compare --markdown``, ``render --html``): completely, or
+a ``WriteFailed`` naming the option, the path and why (the commands exit 3 then). A new
+or regular file is replaced atomically (or appended to and synced); an existing special
+file (``/dev/stdout``, a pipe, ``/dev/full``) is written in place, never replaced.
+
 ``write_outputs(write, out)`` runs at the end: if writing into ``out`` fails anyway (disk
 full, folder removed or made read-only during the run), every file is written again into
 a fresh temporary folder, and the result says where and why. Commands then exit with
@@ -21,17 +27,20 @@ fallback path, not where it was asked for.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import fcntl
 import os
 import socket
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kimi_bench.infra.limits import describe_os_error
+from kimi_bench.report.writers import atomic_write_bytes
 
 EXIT_OUTPUT_INCOMPLETE = 3
 _PROBE_BYTES = 4096
@@ -82,6 +91,54 @@ def check_output_file(path: Path, option: str) -> None:
     if path.is_dir():
         raise OutputError(f"{option} {path} is a folder, not a file")
     check_output_dir(path.parent, option)
+
+
+class WriteFailed(OSError):
+    """A file the user asked for could not be written; the message names it and why."""
+
+
+def _special(path: Path) -> bool:
+    """An existing file that is not a regular file or a folder (a device, a pipe)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_in_place(path: Path, data: bytes, append: bool) -> None:
+    """Append to (or write into a special file) in place; a failed append to a regular
+    file is cut back to where it was, so no half line stays behind."""
+    with open(path, "ab" if append else "wb") as fh:
+        regular = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+        start = fh.tell() if regular else 0
+        try:
+            fh.write(data)
+            fh.flush()
+            if regular:
+                os.fsync(fh.fileno())
+        except OSError:
+            if regular:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fh.fileno(), start)
+            raise
+
+
+def write_file(path: Path, data: str | bytes, option: str, *, append: bool = False) -> Path:
+    """Write (or, ``append``, add to) a file the user named with ``option``: all of
+    ``data`` reaches it, or WriteFailed says which file and why (a full disk, a folder in
+    the way, a permission). Never leaves a partial file behind a replaced one."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file")
+        if append or _special(path):
+            _write_in_place(path, raw, append)
+        else:
+            atomic_write_bytes(path, raw)
+    except OSError as exc:
+        raise WriteFailed(f"{option} {path} was not written: {describe_os_error(exc)}") from None
+    return path
 
 
 @dataclass

@@ -64,13 +64,13 @@ def probe_server(
             try:
                 data = r.json().get("data", [])
                 info.models = [_scalars(m) for m in data] if isinstance(data, list) else []
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 info.error = f"/v1/models did not answer JSON: {_excerpt(r.text)}"
         for path in ("/version", "/get_server_info"):
             try:
                 v = client.get(path)
                 version = v.json().get("version") if v.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, AttributeError):
+            except (httpx.HTTPError, ValueError, AttributeError, RecursionError):
                 continue
             if version:
                 info.version, info.version_source = str(version), f"GET {path}"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kimi_bench.infra.limits import parse_json
 from kimi_bench.options import CLIENT_CONNECT_TIMEOUT_S, CLIENT_DEAD_AFTER
 from kimi_bench.serving.backend import REQUEST_HEADER
 from kimi_bench.serving.endpoints import CHAT_PATH, _excerpt, _redact, auth_headers
@@ -136,7 +137,7 @@ class _Stream:
 
     def take(self, data: str, now: float) -> None:
         try:
-            obj = json.loads(data)
+            obj = parse_json(data)
         except json.JSONDecodeError:
             raise _Fail("malformed", f"event data is not JSON: {_excerpt(data)!r}") from None
         if not isinstance(obj, dict):
@@ -204,7 +205,7 @@ def _server_report(value: str | None) -> dict[str, Any] | None:
     if not value:
         return None
     try:
-        obj = json.loads(value)
+        obj = parse_json(value)
     except json.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) else None

@@ -36,7 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kimi_bench import __version__
-from kimi_bench.infra.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT
+from kimi_bench.infra.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT, parse_json
 from kimi_bench.options import MAX_TOKENS_LIMIT, REQUEST_MAX_TOKENS, ServeCommandOptions
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
 from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body
@@ -175,7 +175,7 @@ def admit(raw: bytes, opts: ServerOptions, models: ServedModels) -> tuple[_Chat,
     chat (400), an unknown model (404), an unreadable image or one over the pixel limits
     (400, read from the headers). CPU work on the whole body: run it off the event loop."""
     try:
-        body = json.loads(raw)
+        body = parse_json(raw)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise Refused(400, "invalid_json", f"bad request: the body is not JSON: {exc}") from None
     try:
