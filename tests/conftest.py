@@ -1,13 +1,47 @@
+"""Shared test set-up. The suite runs in parallel (pytest-xdist: ``addopts`` in
+pyproject.toml has ``-n auto --dist loadgroup``, so ``python -m pytest -q`` is parallel as
+the README writes it). What every test may rely on, and what it must do itself:
+
+- **Workers.** ``-n auto`` starts one worker per CPU (at least 2; ``KB_TEST_WORKERS=N``
+  sets N, ``-n 0`` runs in this process). A run that names test ids only
+  (``pytest tests/x.py::test_y``) stays in this process. Each worker is a process of its
+  own: session fixtures run once per worker. Tests that share an expensive module or
+  session fixture can keep together with ``@pytest.mark.xdist_group("name")``.
+- **Files.** Use ``tmp_path`` / ``tmp_path_factory`` (unique per worker and test), never a
+  fixed path; a command run without ``--output-dir`` writes under ``reports/runs/`` in a
+  folder of its own (``cli.output``).
+- **Shared memory.** kimi-bench names segments ``kimibench_<pid>_<run>_...``: unique per
+  process. Judge only your own run's segments (``leftover_segments(before)`` below ignores
+  the ones the SIGKILL tests leave on purpose); ``shm_prefix`` gives a test that makes
+  segments itself a unique prefix.
+- **Ports.** Let the OS choose (``bind_socket(host, 0)`` / ``free_port()`` in
+  ``kimi_bench.serving.launch``); never a fixed port.
+- **Signals.** A test that sends SIGINT must not depend on the disposition it inherits (a
+  shell starts a background job with SIGINT ignored): use the ``sigint_default`` fixture
+  when this process receives it, ``preexec_fn=default_sigint`` (or ``popen_kw``) when a
+  child does.
+- **Speed.** Tests assert behaviour, never that something is fast: the machine may be
+  shared and loaded. Timing benchmarks belong in ``kimi-bench micro`` / ``serve-ab``.
+"""
+
 from __future__ import annotations
 
 import os
+import signal
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
+# Segments a test leaves behind on purpose (the SIGKILL tests: "the next run reaps them")
+# carry this in their prefix, so that other tests running at the same time never count
+# them as their own leftovers.
+DELIBERATE_ORPHAN = "_orphan-by-test_"
 
 
 def golden_images_dir() -> Path | None:
@@ -28,9 +62,12 @@ def kimibench_segments() -> set[str]:
 
 def leftover_segments(before: set[str]) -> list[str]:
     """New segments whose creating process is gone: what a finished run left behind.
-    Segments of other runs still active on the machine (live pids) are not ours to judge."""
+    Segments of other runs still active on the machine (live pids) are not ours to judge,
+    nor those another test leaves on purpose (``DELIBERATE_ORPHAN``)."""
     out = []
     for name in kimibench_segments() - before:
+        if DELIBERATE_ORPHAN in name:
+            continue
         try:
             pid = int(name.split("_")[1])
         except (IndexError, ValueError):
@@ -42,6 +79,45 @@ def leftover_segments(before: set[str]) -> list[str]:
         except PermissionError:
             continue
     return out
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that must take SIGINT as Ctrl-C (Python turns it into
+    KeyboardInterrupt only when SIGINT is not ignored at its start)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# keyword arguments of subprocess.Popen/run for a child that will be sent SIGINT
+popen_kw: dict[str, Any] = {"preexec_fn": default_sigint}
+
+
+@pytest.fixture
+def sigint_default() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in this process for the test (as in an interactive
+    Python), whatever disposition pytest inherited; the previous one is restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def shm_prefix() -> str:
+    """A segment prefix no other process or test uses (kimi-bench's own form)."""
+    return f"kimibench_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: KB_TEST_WORKERS if set; 0 (this process) when only test ids are named;
+    else one worker per usable CPU, at least 2 (many tests wait on processes and sockets,
+    so two share a core well)."""
+    env = os.environ.get("KB_TEST_WORKERS")
+    if env:
+        return int(env)
+    if config.args and all("::" in a for a in config.args):
+        return 0
+    return max(2, len(os.sched_getaffinity(0)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
