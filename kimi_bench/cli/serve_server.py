@@ -40,13 +40,18 @@ Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
 
 
 def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
-    from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
     from kimi_bench.serving.launch import ServerStartError, bind_socket
-    from kimi_bench.serving.server import ServerOptions
 
     arm, ranks, transport, runtime = opts.arm, opts.ranks, opts.transport, opts.runtime
     model, *aliases = opts.served_model_name
     processor_workers, host, port = opts.processor_workers, opts.host, opts.port
+    try:  # a port in use or a bad --host: refused at once, before any line says where
+        bind_socket(host, port).close()
+    except ServerStartError as exc:
+        raise usage_error(str(exc)) from None
+    from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
+    from kimi_bench.serving.server import ServerOptions
+
     try:
         conf = EmulatorConfig.from_options(opts)
     except ValueError as exc:  # --config unreadable (ConfigError), --device cuda without CUDA,
@@ -57,10 +62,6 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     if api_key_env and not key:
         raise usage_error(f"--api-key-env {api_key_env}: the variable is not set")
     server_opts = ServerOptions.from_options(opts, api_key=key)
-    try:  # a port in use or a bad --host: refused before any line says where it serves
-        bind_socket(host, port).close()
-    except ServerStartError as exc:
-        raise usage_error(str(exc)) from None
     err_console.print(
         escape(
             f"kimi-bench serve: arm {arm}, {ranks} rank(s), {processor_workers} producer(s), "

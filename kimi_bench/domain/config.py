@@ -6,7 +6,6 @@ See SPEC section 2. Everything here is immutable data; nothing touches tensors.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import warnings
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
+from kimi_bench.infra.limits import MAX_CONFIG_BYTES, parse_json, read_text_or
 
 BACKGROUND_PATTERNS = ("chessboard", "white", "black", "gray")
 
@@ -300,8 +299,8 @@ def load_preprocessor_config(path: str | Path) -> PreprocessConfig:
     p = Path(path)
     text = read_text_or(ConfigError, p, MAX_CONFIG_BYTES, "preprocessor config")
     try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5000-digit number
+        raw = parse_json(text)
+    except ValueError as exc:  # JSONDecodeError (nesting too deep too), a 5000-digit number
         raise ConfigError(f"{p} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p} must hold a JSON object")

@@ -47,6 +47,20 @@ _PROBE_BYTES = 4096
 LOCK_NAME = ".kimi-bench.lock"
 # Files whose presence means a finished report is in a folder.
 REPORT_MARKERS = ("report.json", "index.md")
+# Every file a report folder of any kind holds (tests/bad_inputs/test_writes.py checks
+# that the commands write no other name) and the subfolders a run writes (the parts of
+# ``kimi-bench run``, serve-ab's server logs): what ``--overwrite`` removes first, so that
+# no file of the report it replaces stays beside the new one. Other files are the user's.
+REPORT_FILES = frozenset(
+    {
+        *("report.json", "report.md", "report.html", "index.md", "index.html"),
+        *("parity.csv", "stages.csv", "requests.csv", "validation.csv", "projection.csv"),
+        *("calibration.md", "calibration.json", "rules.toml", "gate.xml", "gate.md"),
+        *("parity_grid.png", "stages.png", "timeline.png", "payload.png", "projection.png"),
+        *("ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png"),
+    }
+)
+REPORT_FOLDERS = ("parity", "micro", "serve-ab", "servers")
 
 
 class OutputError(ValueError):
@@ -191,6 +205,28 @@ class OutputClaim:
                 os.close(fd)
 
 
+def _report_file(p: Path) -> bool:
+    return p.is_file() and not p.is_symlink() and (
+        p.name in REPORT_FILES or (p.name.startswith("server-") and p.suffix == ".log")
+    )
+
+
+def clear_report(folder: Path) -> list[Path]:
+    """Remove the files of the report ``folder`` holds (``REPORT_FILES``, the part and log
+    subfolders' files, then those subfolders when empty); returns what was removed. Files
+    of other names are left where they are."""
+    removed: list[Path] = []
+    for p in sorted(folder.iterdir()):
+        if _report_file(p):
+            p.unlink()
+            removed.append(p)
+        elif p.name in REPORT_FOLDERS and p.is_dir() and not p.is_symlink():
+            removed += clear_report(p)  # a part of a run, serve-ab's server logs
+            with contextlib.suppress(OSError):
+                p.rmdir()  # only when empty: a user's file keeps it
+    return removed
+
+
 def _holder(lock: Path) -> str:
     try:
         text = lock.read_text(encoding="utf-8", errors="replace").strip()
@@ -229,6 +265,14 @@ def claim_output_dir(
             f"{option} {out} already holds a finished report ({', '.join(finished)}); give a "
             "new folder, or --overwrite to replace it"
         )
+    if finished:
+        try:
+            clear_report(out)
+        except OSError as exc:
+            claim.release()
+            raise OutputError(
+                f"{option} {out}: cannot remove the report it replaces: {describe_os_error(exc)}"
+            ) from None
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     os.ftruncate(fd, 0)
     os.pwrite(
