@@ -206,8 +206,10 @@ class OutputClaim:
 
 
 def _report_file(p: Path) -> bool:
-    return p.is_file() and not p.is_symlink() and (
-        p.name in REPORT_FILES or (p.name.startswith("server-") and p.suffix == ".log")
+    return (
+        p.is_file()
+        and not p.is_symlink()
+        and (p.name in REPORT_FILES or (p.name.startswith("server-") and p.suffix == ".log"))
     )
 
 
