@@ -102,6 +102,7 @@ def test_append_jsonl_to_a_full_disk_exits_3_after_the_report(tmp_path: Path) ->
     assert json.loads((out / "report.json").read_text())["summary"]["accepted"] == 1
 
 
+@pytest.mark.slow  # the command imports torch before it checks this
 def test_append_jsonl_to_a_folder_is_refused_before_the_run(tmp_path: Path) -> None:
     res = kimi("micro", *TINY_MICRO, "--output-dir", str(tmp_path / "o"),
                "--append-jsonl", str(tmp_path))  # fmt: skip
@@ -158,6 +159,7 @@ def test_dump_to_a_full_file_system_exits_3_and_keeps_the_results(tmp_path: Path
     assert report["dump_error"].startswith(f"--dump {dump / 'a.png.pt'} was not written")
 
 
+@pytest.mark.slow  # the command imports torch before it checks this
 def test_output_or_dump_folder_that_is_the_images_folder_is_refused(tmp_path: Path) -> None:
     images = png_folder(tmp_path / "img")
     before = sorted(p.name for p in images.iterdir())
