@@ -27,18 +27,19 @@ def _render(opts: RenderOptions, _: dict[str, Any]) -> None:
     from kimi_bench.report.rerender import render_tree
 
     paths, html = opts.paths, opts.html
-    if not plot_available():
-        raise usage_error(f"matplotlib is missing; {PLOT_HINT}")
     try:
         if html is not None:  # a folder or an unwritable place: refused before any drawing
             check_output_file(html, "--html")
     except OutputError as exc:
         raise usage_error(str(exc)) from None
-    reports: list[dict[str, Any]] = []
-    figures: list[Any] = []
     for p in paths:
         if not p.exists():
             raise usage_error(f"no such file or folder: {p}")
+    if not plot_available():
+        raise usage_error(f"matplotlib is missing; {PLOT_HINT}")
+    reports: list[dict[str, Any]] = []
+    figures: list[Any] = []
+    for p in paths:
         try:
             done = render_tree(p)
         except ReportError as exc:

@@ -89,6 +89,7 @@ def _png_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # a whole parity run in its own process
 def test_parity_format_json_prints_one_document_and_messages_on_stderr(tmp_path: Path):
     images = _png_folder(tmp_path / "img")
     res = _kimi("parity", "--images", str(images), "--device", "cpu", "--format", "json",

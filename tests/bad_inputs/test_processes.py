@@ -63,6 +63,7 @@ def _mine(prefix: str) -> list[str]:
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm")
+@pytest.mark.slow  # three processes that import torch
 def test_sigkill_of_main_leaves_no_process_and_the_next_run_reaps_its_files():
     env = dict(os.environ, PYTHONPATH=str(REPO))
     main = subprocess.Popen(

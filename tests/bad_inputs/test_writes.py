@@ -31,20 +31,20 @@ def _gated(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------ gate, compare, render
 
 
-@pytest.mark.parametrize("option", ["--junit", "--summary"])
-def test_gate_output_to_a_full_disk_exits_3_naming_it(tmp_path: Path, option: str) -> None:
+def test_gate_outputs_to_a_full_disk_exit_3_naming_each(tmp_path: Path) -> None:
     needs_dev_full()
-    res = kimi("gate", str(_gated(tmp_path)), option, str(FULL))
+    res = kimi("gate", str(_gated(tmp_path)), "--junit", str(FULL), "--summary", str(FULL))
     assert res.returncode == 3, flat(res)
-    assert f"{option} /dev/full {NO_SPACE}" in flat(res)
+    for option in ("--junit", "--summary"):
+        assert f"{option} /dev/full {NO_SPACE}" in flat(res)
+    assert "gate PASS" in flat(res)  # the verdict stands; only its files are missing
     assert FULL.is_char_device()  # written into, never replaced by a regular file
 
 
-@pytest.mark.parametrize("option", ["--junit", "--summary"])
-def test_gate_output_to_a_folder_is_refused_before_gating(tmp_path: Path, option: str) -> None:
-    res = kimi("gate", str(_gated(tmp_path)), option, str(tmp_path))
+def test_gate_output_to_a_folder_is_refused_before_gating(tmp_path: Path) -> None:
+    res = kimi("gate", str(_gated(tmp_path)), "--summary", str(tmp_path))
     assert res.returncode == 2, flat(res)
-    assert f"{option} {tmp_path} is a folder, not a file" in flat(res)
+    assert f"--summary {tmp_path} is a folder, not a file" in flat(res)
 
 
 def test_gate_outputs_to_a_special_file_are_written_into_it(tmp_path: Path) -> None:
@@ -60,23 +60,25 @@ def test_compare_markdown_to_a_full_disk_exits_3(tmp_path: Path) -> None:
     res = kimi("compare", str(a), str(b), "--markdown", str(FULL))
     assert res.returncode == 3, flat(res)
     assert f"--markdown /dev/full {NO_SPACE}" in flat(res)
-    ok = kimi("compare", str(a), str(b), "--markdown", str(tmp_path / "c.md"))
-    assert ok.returncode == 0 and "# compare micro" in (tmp_path / "c.md").read_text()
+    assert "owner_materialize" in res.stdout  # the comparison itself was shown
 
 
-def test_render_html_to_a_folder_or_a_full_disk(tmp_path: Path) -> None:
+def test_render_html_to_a_folder_is_refused_before_drawing(tmp_path: Path) -> None:
+    res = kimi("render", str(EXAMPLE_PARITY), "--html", str(tmp_path))
+    assert res.returncode == 2, flat(res)
+    assert f"--html {tmp_path} is a folder, not a file" in flat(res)
+    assert "Traceback" not in flat(res) and "IsADirectoryError" not in flat(res)
+
+
+@pytest.mark.slow  # draws the figures again (matplotlib)
+def test_render_html_to_a_full_disk_exits_3(tmp_path: Path) -> None:
+    needs_dev_full()
     rep = tmp_path / "parity"
     shutil.copytree(EXAMPLE_PARITY, rep)  # render redraws next to the report: a copy
-    folder = kimi("render", str(rep), "--html", str(tmp_path))
-    assert folder.returncode == 2, flat(folder)
-    assert f"--html {tmp_path} is a folder, not a file" in flat(folder)
-    assert "Traceback" not in flat(folder) and "IsADirectoryError" not in flat(folder)
-    needs_dev_full()
-    full = kimi("render", str(rep), "--html", str(FULL))
-    assert full.returncode == 3, flat(full)
-    assert f"--html /dev/full {NO_SPACE}" in flat(full)
-    nothing = kimi("render", str(tmp_path / "empty-dir-x"), "--html", str(tmp_path / "x.html"))
-    assert nothing.returncode == 2  # no such folder: nothing to draw, nothing written
+    res = kimi("render", str(rep), "--html", str(FULL))
+    assert res.returncode == 3, flat(res)
+    assert f"--html /dev/full {NO_SPACE}" in flat(res)
+    assert (rep / "report.html").is_file()  # the pages beside the reports were written
 
 
 def test_render_html_of_a_folder_without_reports_is_refused(tmp_path: Path) -> None:
