@@ -27,14 +27,20 @@ the README writes it). What every test may rely on, and what it must do itself:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -100,6 +106,74 @@ def sigint_default() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+TINY_SCENARIO = """
+[run]
+device = "cpu"
+[parity]
+images = "{images}"
+ranks = 2
+[micro]
+synthetic = "1x96x64"
+arms = ["eager", "deferred"]
+ranks = 2
+repeats = 3
+warmup = 0
+[serve_ab]
+rates = ["inf"]
+requests = 3
+ranks = 2
+processor_workers = 1
+image_resolution = "96x64"
+warmup_requests = 0
+unique_images = 2
+"""
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    """One ``kimi-bench run`` of a tiny scenario, as CI runs it: piped, ``--format json``,
+    ``--append-jsonl`` to a file that held one line before. ``lines``: stderr, each with
+    whether the process was still running when it was read."""
+
+    code: int
+    stdout: str
+    lines: list[tuple[str, bool]]
+    out: Path
+    jsonl: Path
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
+    """Shared by every test that reads a whole run (its console, files, history line):
+    mark them ``@pytest.mark.xdist_group("tiny_run")`` so that one worker runs it once."""
+    root = tmp_path_factory.mktemp("tiny-run")
+    images = root / "imgs"
+    images.mkdir()
+    for i, size in enumerate([(64, 48), (40, 30)]):
+        Image.new("RGB", size, (10 * i, 80, 160)).save(images / f"im{i}.png")
+    sc = root / "sc.toml"
+    sc.write_text(TINY_SCENARIO.format(images=images))
+    jsonl = root / "dash" / "runs.jsonl"
+    jsonl.parent.mkdir()
+    jsonl.write_text('{"kind": "earlier"}\n')  # appended to, never replaced
+    exe = shutil.which("kimi-bench") or str(Path(sys.executable).parent / "kimi-bench")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["KIMI_BENCH_PROGRESS_S"] = "0.5"
+    argv = [exe, "run", "--scenario", str(sc), "--format", "json", "--append-jsonl", str(jsonl)]
+    with subprocess.Popen(
+        [*argv, "--out", str(root / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, cwd=root,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        out_text: list[str] = []
+        reader = threading.Thread(target=lambda: out_text.append(proc.stdout.read()))  # type: ignore[union-attr]
+        reader.start()
+        lines = [(line.rstrip("\n"), proc.poll() is None) for line in proc.stderr]
+        reader.join(600)
+        code = proc.wait(timeout=600)
+    return TinyRun(code, "".join(out_text), lines, root / "out", jsonl)
 
 
 @pytest.fixture
