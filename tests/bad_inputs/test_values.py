@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,40 @@ def test_arms_beside_endpoints_are_refused_not_ignored() -> None:
     assert res.returncode == 2, flat(res)
     assert "--arms eager,deferred does not apply with --endpoint" in flat(res)
     assert "the arms are the endpoints' names (a)" in flat(res)
+
+
+@pytest.mark.parametrize("option", ["--note", "--metadata"])
+def test_text_options_that_are_not_utf8_are_refused(option: str) -> None:
+    value = os.fsdecode(b"k=bad\xffbytes")  # what a shell's $'\xff' hands over
+    res = kimi("parity", option, value, "--device", "cpu")
+    assert res.returncode == 2, flat(res)
+    assert "is not valid UTF-8 text" in flat(res) and "\\xff" in flat(res)
+
+
+def test_an_internal_error_with_non_utf8_arguments_still_exits_4_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """The crash file records the command line; bytes that are not UTF-8 in it are escaped,
+    not a second error (which once ended in a raw traceback and exit 1)."""
+    example = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu-run" / "parity"
+    code = (
+        "import sys, kimi_bench.cli.main as m, kimi_bench.report.rerender as r\n"
+        "def boom(*a, **k):\n    raise RuntimeError('boom in render')\n"
+        "r.render_tree = boom\n"
+        "sys.argv = ['kimi-bench', 'render', sys.argv[1], '--html', sys.argv[2]]\n"
+        "m.main()\n"
+    )
+    page = os.fsdecode(os.fsencode(tmp_path) + b"/p\xffage.html")
+    res = subprocess.run([sys.executable, "-c", code, str(example), page], capture_output=True,
+                         text=True, errors="replace", timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 4, res.stderr
+    assert "internal error: RuntimeError: boom in render" in res.stderr
+    assert "Traceback" not in res.stderr and "UnicodeEncodeError" not in res.stderr
+    crash = Path(res.stderr.split("traceback: ")[-1].strip())
+    try:
+        assert "p\\xffage.html" in crash.read_text()  # the argument, escaped
+    finally:
+        crash.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------- checkpoint configs
