@@ -16,6 +16,8 @@ the README writes it). What every test may rely on, and what it must do itself:
   segments itself a unique prefix.
 - **Ports.** Let the OS choose (``bind_socket(host, 0)`` / ``free_port()`` in
   ``kimi_bench.serving.launch``); never a fixed port.
+- **Environment.** Each worker has the environment pytest was started with (xdist's own
+  ``COLUMNS``/``LINES`` are taken back), so commands fold their messages as they would.
 - **Signals.** A test that sends SIGINT must not depend on the disposition it inherits (a
   shell starts a background job with SIGINT ignored): use the ``sigint_default`` fixture
   when this process receives it, ``preexec_fn=default_sigint`` (or ``popen_kw``) when a
@@ -180,6 +182,26 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
 def shm_prefix() -> str:
     """A segment prefix no other process or test uses (kimi-bench's own form)."""
     return f"kimibench_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+
+
+# what the worker processes of xdist get set that this process did not have (COLUMNS=80,
+# LINES=24): restored in each worker, so that a command a test runs sees the environment
+# the test run was started with (an 80-column COLUMNS folds the commands' messages)
+_WORKER_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["kb_env"] = {k: os.environ.get(k) for k in _WORKER_ENV}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    env = getattr(config, "workerinput", {}).get("kb_env")
+    for key, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
