@@ -22,8 +22,12 @@ the README writes it). What every test may rely on, and what it must do itself:
   shell starts a background job with SIGINT ignored): use the ``sigint_default`` fixture
   when this process receives it, ``preexec_fn=default_sigint`` (or ``popen_kw``) when a
   child does.
-- **Speed.** Tests assert behaviour, never that something is fast: the machine may be
-  shared and loaded. Timing benchmarks belong in ``kimi-bench micro`` / ``serve-ab``.
+- **Speed.** Assert behaviour, not that something is fast: the machine may be shared and
+  loaded, and other workers run beside yours. Wait for an event of the run (a progress
+  line, a file, a request answered) rather than for a fixed time. Timing belongs in
+  ``kimi-bench micro`` / ``serve-ab``. A test that runs a whole command in a process of
+  its own (seconds of CPU: torch, a pipeline) is ``@pytest.mark.slow``, so that
+  ``-m "not slow"`` stays a loop of about a minute.
 """
 
 from __future__ import annotations
