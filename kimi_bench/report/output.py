@@ -101,10 +101,13 @@ def check_output_dir(out: Path, option: str = "--out") -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Refuse an output file (``--junit``, ``--summary``) whose folder cannot be written."""
+    """Refuse an output file (``--junit``, ``--summary``) whose folder cannot be written.
+    An existing special file (``/dev/stdout``, a pipe) is written into: its folder is not
+    probed."""
     if path.is_dir():
         raise OutputError(f"{option} {path} is a folder, not a file")
-    check_output_dir(path.parent, option)
+    if not _special(path):
+        check_output_dir(path.parent, option)
 
 
 class WriteFailed(OSError):
