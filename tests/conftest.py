@@ -7,6 +7,9 @@ the README writes it). What every test may rely on, and what it must do itself:
   (``pytest tests/x.py::test_y``) stays in this process. Each worker is a process of its
   own: session fixtures run once per worker. Tests that share an expensive module or
   session fixture can keep together with ``@pytest.mark.xdist_group("name")``.
+- **Shared runs.** An expensive run several tests read is a session fixture in a group:
+  ``tiny_run`` (one tiny ``kimi-bench run``: console, report folder, ``--append-jsonl``
+  line) with ``@pytest.mark.xdist_group("tiny_run")``; add yours the same way.
 - **Files.** Use ``tmp_path`` / ``tmp_path_factory`` (unique per worker and test), never a
   fixed path; a command run without ``--output-dir`` writes under ``reports/runs/`` in a
   folder of its own (``cli.output``).
