@@ -17,7 +17,8 @@ A line is skipped, with its reason printed, when
 
 - its trailing comment says ``needs: WHAT`` (one or more of the words in NEEDS below, e.g.
   ``kimi-bench serve-ab --scenario serve-ab  # the PR shape; needs: gpu``), or
-- ``.ci/run`` runs it verbatim in the checkout (the README's set-up and test commands), or
+- ``.ci/run`` runs it verbatim (the README's set-up and test commands and its main job,
+  ``kimi-bench run``), or
 - an earlier line was the same command (it ran once).
 
 The folder gets only what the README names and does not make (see FIXTURES), when a line
@@ -178,7 +179,7 @@ def skip_reason(c: Command, seen: dict[str, int], in_ci: set[str]) -> str | None
     if c.needs:
         return "; ".join(NEEDS[w] for w in c.needs)
     if c.text in in_ci:
-        return ".ci/run runs it in the checkout: the set-up and test steps"
+        return ".ci/run runs it itself, as written: the set-up, the tests, the main job"
     if c.text in seen:
         return f"the same command as README line {seen[c.text]} (ran once)"
     return None

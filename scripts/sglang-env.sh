@@ -11,7 +11,8 @@
 #      use pip's own configuration; on a GPU host install the CUDA torch you serve with)
 #   3. kimi-bench itself with the photo corpus: pip install -e "<checkout>[photos,plot]"
 #   4. requirements-sglang.txt with --no-deps (sglang pinned; see the file for why)
-#   5. pytest (the `sglang` test marker runs in this environment)
+#   5. pytest and pytest-xdist (the `sglang` test marker runs in this environment; the
+#      suite's addopts run it in parallel)
 #   6. check: the runtime's modules import and kimi_bench.sglang_ref finds every function
 #
 # The environment lives outside the repository (a venv is never committed); a path inside
@@ -25,6 +26,7 @@ PYTHON=${PYTHON:-python3}
 STEP_TIMEOUT=${SGLANG_ENV_STEP_TIMEOUT:-900}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 PYTEST_SPEC=${PYTEST_SPEC:-pytest==9.2.0}
+XDIST_SPEC=${XDIST_SPEC:-pytest-xdist==3.8.0}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 REQS="$REPO/requirements-sglang.txt"
 
@@ -63,7 +65,7 @@ step "venv ($PYTHON)" "$PYTHON" -m venv --clear "$VENV"
 step "torch ($TORCH_SPEC)" "${PIP[@]}" install "${TORCH_ARGS[@]}" "$TORCH_SPEC"
 step "kimi-bench (-e $REPO[photos,plot])" "${PIP[@]}" install -e "$REPO[photos,plot]"
 step "sglang and its light imports (--no-deps)" "${PIP[@]}" install --no-deps -r "$REQS"
-step "test runner ($PYTEST_SPEC)" "${PIP[@]}" install "$PYTEST_SPEC"
+step "test runner ($PYTEST_SPEC, $XDIST_SPEC)" "${PIP[@]}" install "$PYTEST_SPEC" "$XDIST_SPEC"
 step "check" "$VENV/bin/python" -c '
 from kimi_bench import sglang_ref
 rt = sglang_ref.load_runtime()

@@ -5,11 +5,13 @@ defaults and can only set what an option sets (issue 20: one configuration path)
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kimi_bench.options import EMULATOR_MODEL, ServeCommandOptions
-from kimi_bench.serving.emulator import EmulatorConfig
 from kimi_bench.serving.server import ServerOptions
+
+if TYPE_CHECKING:  # the emulator imports torch: not for the many servers that need none
+    from kimi_bench.serving.emulator import EmulatorConfig
 
 
 def server_options(
@@ -31,4 +33,6 @@ def server_options(
 
 def emulator_config(arm: str, **options: Any) -> EmulatorConfig:
     """``kimi-bench serve --arm arm`` with ``options`` (``ServeCommandOptions`` fields)."""
+    from kimi_bench.serving.emulator import EmulatorConfig
+
     return EmulatorConfig.from_options(ServeCommandOptions(arm=arm, **options))

@@ -130,8 +130,9 @@ def run_micro_on(
     require_carrier(opts.transport, opts.arms, opts.runtime)  # it must run here, with these
     hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
     todo = plan(world, opts.ranks or 1)
+    # the images are checked (and a file that does not decode refused) before any process
+    paths = folder_images(opts.images) if opts.images and todo.hosts_producers else ()
     harness = _harness(world) if todo.hosts_producers else None
-    paths = folder_images(opts.images) if opts.images and harness else ()
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
     init = rendezvous(world, "micro", where.init_file)
     job = micro_job(opts, cfg, dev.type, where.prefix, init, paths, world.ranks_per_node, hooks)

@@ -21,7 +21,8 @@ from kimi_bench.bench.micro_records import (
 )
 from kimi_bench.bench.variants import arm_roles, carrier_traits, decode_counts, decoder_config
 from kimi_bench.domain.config import PreprocessConfig
-from kimi_bench.domain.corpus_files import InputError, open_header
+from kimi_bench.domain.corpus import HIDDEN_WHY, display_name
+from kimi_bench.domain.corpus_files import InputError, open_header, open_image
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import describe_spec
@@ -135,9 +136,29 @@ def micro_job(
 
 
 def scan_images(folder: Any) -> tuple[tuple[str, ...], list[str]]:
+    """See :func:`_scan`; a folder scanned before in this process, unchanged since (names,
+    sizes, times), is not decoded again (the CLI checks it before it claims the output)."""
+    root = Path(folder)
+    try:
+        key = (str(root.resolve()), *((e.name, e.stat().st_size, e.stat().st_mtime_ns)
+                                      for e in sorted(root.iterdir())))  # fmt: skip
+    except OSError:
+        return _scan(root)
+    if key not in _SCANNED:
+        _SCANNED.clear()
+        _SCANNED[key] = _scan(root)
+    return _SCANNED[key]
+
+
+_SCANNED: dict[tuple[Any, ...], tuple[tuple[str, ...], list[str]]] = {}
+
+
+def _scan(folder: Path) -> tuple[tuple[str, ...], list[str]]:
     """The image files of ``folder`` that micro can use (sorted, regular files PIL opens,
-    within the pixel limit parity applies) and one line per file left out, saying why:
-    a decompression bomb or a file PIL cannot open is skipped, as parity refuses it."""
+    within the pixel limit parity applies) and one line per name left out, saying why:
+    a decompression bomb, a file PIL cannot open, a hidden file or a subfolder is skipped,
+    as parity refuses it. A file whose header opens but whose pixels do not decode (a
+    truncated JPEG) is a ValueError naming it: every worker would fail on it."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(
@@ -146,12 +167,17 @@ def scan_images(folder: Any) -> tuple[tuple[str, ...], list[str]]:
         )
     out, skipped = [], []
     for p in sorted(root.iterdir()):
-        if not p.is_file() or p.name.startswith("."):
+        name = display_name(p.name)
+        if name.startswith("."):
+            skipped.append(f"{name}: {HIDDEN_WHY}")
+            continue
+        if not p.is_file():
+            skipped.append(f"{name}: not a regular file (subfolders are not read)")
             continue
         try:
             _probe_image(p, DEFAULT_MAX_PIXELS)
         except InputError as exc:
-            skipped.append(f"{p.name}: {exc}")
+            skipped.append(f"{name}: {exc}")
             continue
         out.append(str(p))
     if not out:
@@ -160,9 +186,17 @@ def scan_images(folder: Any) -> tuple[tuple[str, ...], list[str]]:
     return tuple(out), skipped
 
 
-def _probe_image(path: Any, max_pixels: int) -> None:
-    """Open the header only; InputError for what parity would refuse (no pixels decoded)."""
+def _probe_image(path: Path, max_pixels: int) -> None:
+    """Open the header (InputError for what parity would refuse: skipped), then decode it
+    (ValueError naming the file when that fails: the run would fail in its workers)."""
     open_header(path, max_pixels).close()
+    try:
+        open_image(path, max_pixels)
+    except InputError as exc:
+        raise ValueError(
+            f"--images {display_name(str(path))}: {exc}; micro cannot use it (parity gives "
+            "it its own row): remove it from the folder"
+        ) from None
 
 
 def folder_images(folder: Any) -> tuple[str, ...]:

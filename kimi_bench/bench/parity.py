@@ -17,6 +17,7 @@ from kimi_bench.bench.parity_decode import (
     encoded_input,
     run_decode_arm,
 )
+from kimi_bench.bench.parity_outputs import DumpWriter, check_dump
 from kimi_bench.bench.parity_pixels import (
     PIXEL_KEYS,
     decode_batch,
@@ -32,7 +33,6 @@ from kimi_bench.domain.corpus import (
     CorpusEntry,
     builtin_corpus,
     describe_input,
-    dump_filename,
     folder_corpus,
     missing_photos_note,
 )
@@ -66,6 +66,12 @@ RESULT_KEYS = (
     "error",
     *DECODE_KEYS,
     *PIXEL_KEYS,
+)
+
+
+NOT_FINITE = (
+    "InputError: the features hold inf or NaN (the input's values or the config's "
+    "image_mean/image_std overflow float32/bfloat16): not a parity result"
 )
 
 
@@ -118,9 +124,11 @@ def _run_batch(
     cfg: PreprocessConfig,
     producer: torch.device,
     rank_dev: torch.device,
+    dump: DumpWriter,
 ) -> dict[str, list[str]]:
     """Every parity arm over one batch, on the pixels the runtime's decoder makes of each
-    encoded input (``parity_pixels``), into the rows; returns the change's recipe."""
+    encoded input (``parity_pixels``), into the rows (``--dump``: both arms' FP32 per
+    input); returns the change's recipe."""
     choice = choose(opts.decoder, get_profile(opts.runtime), producer)
     objs, pixel_rows = decode_batch([a.obj for a in batch], [a.encoded for a in batch],
                                     choice, producer, cfg)  # fmt: skip
@@ -156,15 +164,13 @@ def _run_batch(
             bit_exact_fp32=bool(torch.equal(e_fp, d_fp)),
             bit_exact_bf16=bool(torch.equal(eager.bf16[i], deferred.bf16[i])),
         )
+        if not (torch.isfinite(e_fp).all() and torch.isfinite(eager.bf16[i]).all()):
+            acc.row["error"] = NOT_FINITE  # equal infinities are no evidence of parity
         if opts.reference == "pil":
             ref = pil_reference(acc.obj, acc.plan, cfg)
             acc.row["max_abs_diff_vs_pil"] = None if ref is None else max_abs_diff(ref, d_fp)
-        if opts.dump is not None:
-            opts.dump.mkdir(parents=True, exist_ok=True)
-            torch.save(
-                {"eager": e_fp, "deferred": d_fp, "grid_thw": torch.tensor(acc.plan.grid_thw)},
-                opts.dump / dump_filename(acc.row["name"]),
-            )
+        grid = torch.tensor(acc.plan.grid_thw)
+        dump.save(acc.row["name"], {"eager": e_fp, "deferred": d_fp, "grid_thw": grid})
     return recipe_record(*deferred.trails[:2])
 
 
@@ -173,8 +179,11 @@ def run_parity(
     progress: Callable[[str, int, int], None] | None = None,
     cfg: PreprocessConfig | None = None,
     reference_runtime: Any = None,
+    *,
+    overwrite: bool = False,
 ) -> Report:
-    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input."""
+    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input.
+    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
     load_start = host_load()
     rank_dev = resolve_device(opts.device)
@@ -184,6 +193,8 @@ def run_parity(
         if opts.images is not None
         else builtin_corpus(cfg, opts.seed)
     )
+    check_dump(opts.dump, [e.name for e in entries], overwrite)
+    dump = DumpWriter(opts.dump)
     rows: list[dict[str, Any]] = []
     pending: list[_Accepted] = []
     done = 0
@@ -194,7 +205,7 @@ def run_parity(
         if not pending:
             return
         try:
-            recipe.update(_run_batch(pending, opts, cfg, producer, rank_dev))
+            recipe.update(_run_batch(pending, opts, cfg, producer, rank_dev, dump))
         except (RuntimeError, ValueError, OSError) as exc:  # one bad batch never ends the run
             for acc in pending:
                 acc.row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -227,6 +238,9 @@ def run_parity(
     report = _build_report(opts, cfg, rows, rank_dev, len(entries), load_start)
     if recipe:
         report.data["recipe"] = {by_role("change").name: recipe}
+    if dump.error:
+        report.data["dump_error"] = dump.error
+        report.notes.append(f"{dump.error}; no dump after it was written")
     if opts.images is None and (missing := missing_photos_note()):
         report.notes.append(missing)
     if interrupted:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from kimi_bench.ci.comparable import comparable, describe
@@ -94,6 +95,22 @@ def is_self(report: Report, path: Path) -> bool:
         return False
 
 
+@lru_cache(maxsize=256)
+def _load_version(path: str, mtime_ns: int, size: int) -> Report:
+    """One version of a candidate file, read once per process (a gate over a folder of
+    reports searches the same folder for every report it gates)."""
+    del mtime_ns, size  # the cache key: an edited file is read again
+    return load_report(path, kinds=GATED_KINDS)
+
+
+def _load_candidate(path: Path) -> Report:
+    try:
+        st = path.stat()
+    except OSError:
+        return load_report(path, kinds=GATED_KINDS)  # names the problem
+    return _load_version(str(path), st.st_mtime_ns, st.st_size)
+
+
 def _candidates(report: Report, where: Path, required: bool) -> list[Path]:
     if where.is_dir() and not (where / "report.json").is_file():
         found = find_report_files(where)
@@ -123,7 +140,7 @@ def find_baseline(report: Report, where: Path | None, *, required: bool = True) 
         if is_self(report, c):
             continue
         try:
-            base = load_report(c, kinds=GATED_KINDS)
+            base = _load_candidate(c)
         except ReportError as exc:
             raise BaselineError(f"unusable baseline: {exc}") from None
         if base.kind != report.kind:

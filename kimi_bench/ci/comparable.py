@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kimi_bench.report.kinds import Envelope, Environment
+from pydantic import ValidationError
+
+from kimi_bench.report.kinds import Environment
 from kimi_bench.report.migrate import rate_label
-from kimi_bench.report.model import Report
+from kimi_bench.report.model import Report, ReportError
 
 # config keys that define the setup of each kind: a difference in any is "hard"
 SETUP_KEYS: dict[str, tuple[str, ...]] = {
@@ -52,10 +54,20 @@ def _busy(env: Environment) -> bool:
     return bool((env.host_load or {}).get("warning"))
 
 
+def _environment(report: Report) -> Environment:
+    """The report's environment block, validated alone (validating the whole report for
+    it cost seconds per pair on a folder of baselines)."""
+    try:
+        return Environment.model_validate(report.environment)
+    except ValidationError as exc:
+        label = report.source or f"{report.kind} report"
+        raise ReportError(f"{label}: environment: {exc}") from None
+
+
 def differences(a: Report, b: Report) -> list[Difference]:
     """What differs between two reports of one kind, hard differences first."""
     out: list[Difference] = []
-    ea, eb = a.typed(Envelope).environment, b.typed(Envelope).environment
+    ea, eb = _environment(a), _environment(b)
     if ea.device != eb.device:
         out.append(Difference("device", ea.device, eb.device, True))
     elif ea.device_name != eb.device_name:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import ruptures
 
 from kimi_bench.ci.metrics import higher_is_better
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
@@ -145,6 +144,8 @@ def last_change(values: list[float], min_size: int = 3) -> int | None:
     sigma = _sigma(x)
     if sigma == 0.0:
         sigma = float(np.std(x)) or 1e-12
+    import ruptures  # lazily: it imports scipy.stats (a second) that a gate without --history skips
+
     algo = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(x.reshape(-1, 1))
     bkps = algo.predict(pen=PENALTY * sigma**2 * math.log(n))
     starts = [b for b in bkps if b < n]

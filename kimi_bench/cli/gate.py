@@ -73,10 +73,11 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.bench.scenario import ScenarioError, resolve_path
     from kimi_bench.ci.gate import RulesError, load_rules, run_gate
     from kimi_bench.ci.history import HistoryError, load_history
+    from kimi_bench.cli.output import user_file
     from kimi_bench.report.junit import junit_xml
     from kimi_bench.report.model import ReportError
-    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
-    from kimi_bench.report.writers import atomic_write_text, markdown_table
+    from kimi_bench.report.output import OutputError, check_output_file
+    from kimi_bench.report.writers import markdown_table
 
     reports, rules, history = list(opts.reports), opts.rules, opts.history
     stdout_is_document(opts.format == "json")
@@ -99,16 +100,11 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     rows = [r.as_dict() for r in outcome.results]
     show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], opts.format)
     code = outcome.exit_code
-    try:
-        if junit:
-            atomic_write_text(junit, junit_xml(rows))
-        if summary:
-            atomic_write_text(
-                summary, f"## kimi-bench {outcome.verdict()}\n\n" + markdown_table(rows) + "\n"
-            )
-    except OSError as exc:
-        err_console.print(f"[bold red]error:[/] could not write gate output: {exc}")
-        code = max(code, EXIT_OUTPUT_INCOMPLETE)
+    if junit:
+        code = max(code, user_file(junit, junit_xml(rows), "--junit"))
+    if summary:
+        text = f"## kimi-bench {outcome.verdict()}\n\n" + markdown_table(rows) + "\n"
+        code = max(code, user_file(summary, text, "--summary"))
     verdict_line(outcome.verdict(), not outcome.exit_code)
     raise typer.Exit(code=code)
 
@@ -125,9 +121,10 @@ Example: kimi-bench compare reports/baselines/h200/micro/r8-shm runs/new-micro
 def _compare(opts: CompareOptions, _: dict[str, Any]) -> None:
     from kimi_bench.ci.compare import compare_reports
     from kimi_bench.ci.gate import GATED_KINDS
+    from kimi_bench.cli.output import user_file
     from kimi_bench.report.model import ReportError, load_report
-    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
-    from kimi_bench.report.writers import atomic_write_text, markdown_table, md_text
+    from kimi_bench.report.output import OutputError, check_output_file
+    from kimi_bench.report.writers import markdown_table, md_text
 
     a, b = opts.a, opts.b
     stdout_is_document(opts.format == "json")
@@ -153,11 +150,9 @@ def _compare(opts: CompareOptions, _: dict[str, Any]) -> None:
         text = f"# compare {ra.kind}\n\nA: {md_text(a)}\n\nB: {md_text(b)}\n\n" + markdown_table(
             rows, cols
         )
-        try:
-            atomic_write_text(markdown, text)
-        except OSError as exc:
-            err_console.print(f"[bold red]error:[/] could not write {markdown}: {exc}")
-            raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
+        code = user_file(markdown, text, "--markdown")
+        if code:
+            raise typer.Exit(code=code)
 
 
 gate = model_command(GateCommandOptions, _gate, GATE_DOC)

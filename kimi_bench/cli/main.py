@@ -38,8 +38,10 @@ def internal_error(exc: BaseException) -> int:
     where = "not written"
     try:
         fd, name = tempfile.mkstemp(prefix="kimi-bench-crash-", suffix=".txt")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(f"kimi-bench {package_version()}: {' '.join(sys.argv)}\n{text}")
+        # argv may hold bytes that are not UTF-8 (kept as surrogates): escaped, never fatal
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            argv = (os.fsencode(a).decode("utf-8", "backslashreplace") for a in sys.argv)
+            fh.write(f"kimi-bench {package_version()}: {' '.join(argv)}\n{text}")
         where = name
     except OSError as err:  # no temp folder: the traceback on stderr is all there is
         sys.stderr.write(text)

@@ -55,6 +55,10 @@ def _body(values: dict[str, Any]) -> None:
         from kimi_bench.infra.environment import resolve_device  # imports torch
 
         dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
+        if opts.images and world.writes_report:  # an image that does not decode: refused now
+            from kimi_bench.bench.micro_build import folder_images
+
+            folder_images(opts.images)
         out_dir, fmt = resolve_output(values, "micro") if world.writes_report else (None, None)
     except (OptionsError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
@@ -100,9 +104,9 @@ def _body(values: dict[str, Any]) -> None:
     verdict_lines(verdicts.lines(report.to_dict()))
     if failed:
         fail_line(failed, label="run failed:")
-    append_jsonl(values, report, out_dir)
+    jsonl = append_jsonl(values, report, out_dir)
     say(f"report: {out_dir / 'report.json'}", err=True)
-    raise typer.Exit(code=max(code if not failed else 1, result.exit_code))
+    raise typer.Exit(code=max(code if not failed else 1, result.exit_code, jsonl))
 
 
 def _show_results(report: Report, fmt: OutputFormat, written: Sequence[Path]) -> None:

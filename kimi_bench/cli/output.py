@@ -15,7 +15,10 @@ from kimi_bench.cli.common import OutputFormat, fail_line, stdout_is_document, w
 from kimi_bench.report.output import (
     EXIT_OUTPUT_INCOMPLETE,
     OutputError,
+    WriteFailed,
+    check_output_file,
     claim_output_dir,
+    write_file,
     write_outputs,
 )
 
@@ -25,11 +28,12 @@ def default_out(kind: str) -> Path:
     return Path("reports") / "runs" / f"{kind}-{stamp}"
 
 
-def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
-    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists)."""
+def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> int:
+    """``--append-jsonl FILE``: one JSON line per run (the summary without bulky lists).
+    Returns the exit code it adds: 0 written (or not asked for), 3 not written (said)."""
     path = values.get("append_jsonl")
     if not path:
-        return
+        return 0
     env = report.environment
     line = {
         "kind": report.kind,
@@ -40,11 +44,19 @@ def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> None:
         "metadata": env.get("metadata") or {},
         **{k: v for k, v in report.summary.items() if not isinstance(v, (list, dict))},
     }
+    text = json.dumps(line, default=str) + "\n"
+    return user_file(Path(path), text, "--append-jsonl", append=True)
+
+
+def user_file(path: Path, data: str | bytes, option: str, *, append: bool = False) -> int:
+    """Write a file the user named with ``option``; 0 when written, else the failure is
+    printed (naming the path) and EXIT_OUTPUT_INCOMPLETE (3) returned for the exit code."""
     try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, default=str) + "\n")
-    except OSError as exc:
-        warn(f"could not append to {path}: {exc.strerror or exc}")
+        write_file(path, data, option, append=append)
+    except WriteFailed as exc:
+        fail_line(str(exc))
+        return EXIT_OUTPUT_INCOMPLETE
+    return 0
 
 
 def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
@@ -54,6 +66,8 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
     except ValueError:
         raise ValueError("--format must be table, md or json") from None
     stdout_is_document(fmt is OutputFormat.json)
+    if values.get("append_jsonl"):  # a folder or an unwritable place: refused before the work
+        check_output_file(Path(values["append_jsonl"]), "--append-jsonl")
     given = values.get("out")
     if given:
         claim_output(given, overwrite=bool(values.get("overwrite")))

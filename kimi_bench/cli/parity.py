@@ -7,9 +7,18 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import note, progress_bar, say, show_tables, usage_error, verdict_lines
+from kimi_bench.cli.common import (
+    fail_line,
+    note,
+    progress_bar,
+    say,
+    show_tables,
+    usage_error,
+    verdict_lines,
+)
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
 from kimi_bench.options import ParityOptions
+from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE
 
 DOC = """Are eager and deferred features bit-identical on these images, and why was each
 image deferred or not?
@@ -65,6 +74,9 @@ def _body(values: dict[str, Any]) -> None:
         from kimi_bench.infra.environment import resolve_device  # imports torch
 
         resolve_device(opts.device)  # a missing CUDA device is a usage error, before any work
+        from kimi_bench.bench.parity_outputs import check_not_inputs
+
+        check_not_inputs(opts.images, values.get("out"), opts.dump)
         out_dir, fmt = resolve_output(values, "parity")  # claimed only for a usable run
     except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
@@ -87,7 +99,13 @@ def _body(values: dict[str, Any]) -> None:
             def tick(name: str, done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total, item=name)
 
-            report = run_parity(opts, progress=tick, cfg=cfg, reference_runtime=runtime)
+            report = run_parity(
+                opts,
+                progress=tick,
+                cfg=cfg,
+                reference_runtime=runtime,
+                overwrite=bool(values.get("overwrite")),
+            )
     except (InputError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     written = write_report(lambda d: emit_parity(report, d), out_dir)
@@ -100,9 +118,12 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.report import verdicts
 
     verdict_lines(verdicts.lines(report.to_dict()))
-    append_jsonl(values, report, out_dir)
+    jsonl = append_jsonl(values, report, out_dir)
+    if report.data.get("dump_error"):  # the dumps asked for are not all there
+        fail_line(report.data["dump_error"])
+        jsonl = max(jsonl, EXIT_OUTPUT_INCOMPLETE)
     say(f"report: {out_dir / 'report.json'}", err=True)
-    raise typer.Exit(code=max(code, written.exit_code))
+    raise typer.Exit(code=max(code, written.exit_code, jsonl))
 
 
 parity = command(option_params(ParityOptions) + output_params(), _body, DOC)

@@ -61,11 +61,12 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
             )
     except (RulesError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    jsonl = 0
     for rep in reports:  # --append-jsonl: one line per part, as each single command writes
-        append_jsonl(values, rep, out_dir / FOLDER[rep.kind])
+        jsonl = max(jsonl, append_jsonl(values, rep, out_dir / FOLDER[rep.kind]))
     failed = _verdicts(results, reports, fmt, out_dir)
     say(f"index: {out_dir / 'index.md'} and {out_dir / 'index.html'}", err=True)
-    raise typer.Exit(code=1 if failed else 0)
+    raise typer.Exit(code=max(1 if failed else 0, jsonl))
 
 
 def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) -> bool:

@@ -143,11 +143,11 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.report import verdicts
 
     verdict_lines(verdicts.lines(report.to_dict()))
-    append_jsonl(values, report, out_dir)
+    jsonl = append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
     code = 1 if error or report.summary["failed_requests"] else 0
-    raise typer.Exit(code=max(code, result.exit_code))
+    raise typer.Exit(code=max(code, result.exit_code, jsonl))
 
 
 def _say_plan(opts: ServeOptions, profile: str, total: int) -> None:

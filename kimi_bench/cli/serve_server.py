@@ -35,20 +35,26 @@ bodies over --max-body-mb are refused with an OpenAI-style JSON error
 (400 / 413) and one console line each. Stops cleanly on Ctrl-C or
 SIGTERM: open streams end with an error event, every pipeline process
 is reaped before it exits. Exits by itself (code 1) when the pipeline
-fails.
+fails; exit code 2 for a usage error, e.g. a --port in use or a --host that
+cannot be bound (nothing is started then).
 
 Example: kimi-bench serve --arm deferred --port 8001 --ranks 2
 """
 
 
 def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
-    from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
-    from kimi_bench.serving.launch import ServerStartError
-    from kimi_bench.serving.server import ServerOptions
+    from kimi_bench.serving.launch import ServerStartError, bind_socket
 
     arm, ranks, transport, runtime = opts.arm, opts.ranks, opts.transport, opts.runtime
     model, *aliases = opts.served_model_name
     processor_workers, host, port = opts.processor_workers, opts.host, opts.port
+    try:  # a port in use or a bad --host: refused at once, before any line says where
+        bind_socket(host, port).close()
+    except ServerStartError as exc:
+        raise usage_error(str(exc)) from None
+    from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
+    from kimi_bench.serving.server import ServerOptions
+
     try:
         conf = EmulatorConfig.from_options(opts)
     except ValueError as exc:  # --config unreadable (ConfigError), --device cuda without CUDA,
@@ -71,9 +77,8 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
     )
     try:
         served = serve_emulator(conf, server_opts, host, port)
-    except ServerStartError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(code=1) from None
+    except ServerStartError as exc:  # taken between the check above and the bind
+        raise usage_error(str(exc)) from None
     backend = served.backend
     if backend.start_error or backend.dead:
         what = "did not start" if backend.start_error else "failed"

@@ -5,6 +5,7 @@ See SPEC section 2. Everything here is immutable data; nothing touches tensors.
 
 from __future__ import annotations
 
+import difflib
 import math
 import warnings
 from collections.abc import Mapping
@@ -48,8 +49,57 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
+# The features are computed in float32 and cast to bfloat16: a value these cannot hold
+# turns into 0 or inf in the arithmetic, never an error (SPEC section 5).
+FLOAT32_TINY = 2.0**-126  # the smallest normal float32
+BF16_MAX = (2.0 - 2.0**-7) * 2.0**127  # the largest finite bfloat16 (float32's is larger)
+
+# The keys a checkpoint's preprocessor config may set here; an unknown key this close to
+# one of them is a misspelling, refused with the name it resembles.
+CONFIG_KEYS = (
+    *INT_RANGES,
+    "image_mean",
+    "image_std",
+    "transparent_bg_config",
+    "transparent_bg_fill_stage",
+)
+TYPO_CUTOFF = 0.85
+
+
 class ConfigError(ValueError):
     """A preset name or a preprocessor_config.json that cannot be used."""
+
+
+def check_float32_range(mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+    """Refuse normalization values the float32 arithmetic cannot carry: an ``image_std``
+    that is not a normal float32 (1e-46 is 0 there, 1e-39 subnormal) and a mean or std
+    whose features ``x / (255 * std) - mean / std`` (x in 0..255) leave the bfloat16 range."""
+    for m, sd in zip(mean, std, strict=True):
+        if abs(sd) < FLOAT32_TINY:
+            kind = "0" if abs(sd) < 2.0**-149 / 2 else "subnormal"
+            raise ConfigError(
+                f"image_std {sd!r} is {kind} in float32, where the features are computed; "
+                f"use a value of at least {FLOAT32_TINY:.4g} in magnitude"
+            )
+        if (1.0 + abs(m)) / abs(sd) > BF16_MAX:
+            raise ConfigError(
+                f"image_mean {m!r} with image_std {sd!r}: the features (up to "
+                f"{(1.0 + abs(m)) / abs(sd):.3g}) overflow float32/bfloat16 (max {BF16_MAX:.4g})"
+            )
+
+
+def check_key_spelling(body: Mapping[str, Any], known: tuple[str, ...]) -> None:
+    """A key that is not read here but nearly matches one that is (``patch_sise``) is
+    refused naming the key it resembles; other keys of a checkpoint's file are ignored."""
+    for key in body:
+        if key in known or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=TYPO_CUTOFF)
+        if close:
+            raise ConfigError(
+                f"unknown key {key!r}: did you mean {close[0]!r}? (kimi-bench reads "
+                f"{', '.join(known)})"
+            )
 
 
 def _checked_int(key: str, value: Any) -> int:
@@ -155,6 +205,7 @@ class PreprocessConfig:
             raise ConfigError("image_mean and image_std must be finite numbers")
         if any(s == 0 for s in self.image_std):
             raise ConfigError("image_std may not contain 0")
+        check_float32_range(self.image_mean, self.image_std)
         if self.bg_fill_stage != "after_resize":
             raise ConfigError(
                 f"transparent_bg_fill_stage {self.bg_fill_stage!r} is not supported "
@@ -211,6 +262,11 @@ def config_from_mapping(raw: dict[str, Any], name: str = "custom") -> Preprocess
     body = raw.get("media_proc_cfg", raw)
     if not isinstance(body, dict):
         raise ConfigError("media_proc_cfg must be a JSON object")
+    if body is raw:
+        check_key_spelling(raw, (*CONFIG_KEYS, "media_proc_cfg"))
+    else:
+        check_key_spelling(raw, ("media_proc_cfg",))
+        check_key_spelling(body, CONFIG_KEYS)
     base = PreprocessConfig(name=name)
     bg_raw = body.get("transparent_bg_config")
     if bg_raw is not None and not isinstance(bg_raw, dict):

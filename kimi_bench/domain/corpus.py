@@ -50,6 +50,15 @@ class CorpusEntry:
     encoded: Callable[[], bytes] | None = None
 
 
+def display_name(name: str) -> str:
+    """A file name as text every report can hold: bytes that are not UTF-8 (kept by
+    Python as surrogate escapes) become ``\\xNN``; valid names pass unchanged."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+HIDDEN_WHY = "a hidden file (its name starts with a dot): not read; rename it to include it"
+
+
 def dump_filename(name: str) -> str:
     """A feature-dump file name unique per input name: the whole name (extension
     included, so ``a.png`` and ``a.jpg`` differ) plus ``.pt``; a name with characters
@@ -80,8 +89,8 @@ def _image_loader(path: Path, max_pixels: int, entry: CorpusEntry | None) -> Cal
 
     def load() -> Image.Image:
         image, note = open_image(path, max_pixels)
-        if note is not None and entry is not None:
-            entry.note = note
+        if note is not None and entry is not None and note not in (entry.note or ""):
+            entry.note = f"{entry.note}; {note}" if entry.note else note
         return image
 
     return load
@@ -249,7 +258,9 @@ def _refused(reason: str) -> Callable[[], Any]:
 
 
 def _folder_entry(path: Path, root: Path, max_pixels: int, follow_links: bool) -> CorpusEntry:
-    name, src = path.name, str(path)
+    name, src = display_name(path.name), display_name(str(path))
+    if name.startswith("."):
+        return CorpusEntry(name, src, _refused(HIDDEN_WHY))
     if path.is_symlink():
         try:
             target = path.resolve(strict=True)
@@ -273,29 +284,31 @@ def _folder_entry(path: Path, root: Path, max_pixels: int, follow_links: bool) -
             name, src, _refused(f"a {file_kind(mode)}, not a regular file: not read")
         )
     if path.suffix.lower() in TENSOR_SUFFIXES:
-        return CorpusEntry(name, src, _loader(open_tensor, path, max_pixels))
-    entry = CorpusEntry(name, src, _refused("not loaded"))
-    entry.load = _image_loader(path, max_pixels, entry)
-    entry.encoded = _loader(read_image_bytes, path)
+        entry = CorpusEntry(name, src, _loader(open_tensor, path, max_pixels))
+    else:
+        entry = CorpusEntry(name, src, _refused("not loaded"))
+        entry.load = _image_loader(path, max_pixels, entry)
+        entry.encoded = _loader(read_image_bytes, path)
+    if name != path.name:
+        entry.note = "the file name is not valid UTF-8: shown with \\x escapes"
     return entry
 
 
 def folder_corpus(
     folder: Path, max_pixels: int = DEFAULT_MAX_PIXELS, *, follow_links: bool = False
 ) -> list[CorpusEntry]:
-    """One entry per non-hidden name directly in ``folder`` (sorted; not recursive).
+    """One entry per name directly in ``folder`` (sorted; not recursive).
 
     Regular files are read: images with PIL (frame 0 of a multi-frame file, with a note),
     ``.pt``/``.pth``/``.npy`` as tensors, all under the ``max_pixels`` limit. Everything
     else gets an entry whose load raises InputError saying why it was not read: a
     subfolder (subfolders are not read; list their files in a folder of their own), a
-    FIFO, socket or device, a broken link, or a link whose target lies outside ``folder``
-    (followed only with ``follow_links``). Links inside the folder are followed."""
+    FIFO, socket or device, a broken link, a link whose target lies outside ``folder``
+    (followed only with ``follow_links``), a hidden file (a name starting with a dot).
+    Links inside the folder are followed. Names that are not UTF-8 are shown escaped."""
     if not folder.is_dir():
         raise InputError(f"--images {folder} is not a directory")
     root = folder.resolve()
     return [
-        _folder_entry(path, root, max_pixels, follow_links)
-        for path in sorted(folder.iterdir())
-        if not path.name.startswith(".")
+        _folder_entry(path, root, max_pixels, follow_links) for path in sorted(folder.iterdir())
     ]

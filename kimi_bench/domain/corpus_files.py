@@ -79,8 +79,24 @@ def open_image(path: Path, max_pixels: int) -> tuple[Image.Image, str | None]:
             raise InputError(f"decompression bomb refused by PIL: {exc}") from None
         except (OSError, SyntaxError, ValueError) as exc:
             raise InputError(f"corrupt or truncated image: {exc}") from None
+    check_image_values(out)
     note = f"{im.format or 'image'} with {frames} frames: frame 0 used" if frames > 1 else None
     return out, note
+
+
+def check_image_values(im: Image.Image) -> None:
+    """Refuse a floating-point image (PIL mode ``F``: a float TIFF) holding NaN or
+    infinity, as tensors are refused: PIL's convert would turn them into pixel values."""
+    if im.mode != "F":
+        return
+    arr = np.asarray(im, dtype=np.float32)
+    bad = int((~np.isfinite(arr)).sum())
+    if bad:
+        nan = int(np.isnan(arr).sum())
+        raise InputError(
+            f"invalid image: {bad:,} of {arr.size:,} pixels of this floating-point image are "
+            f"not finite ({nan:,} NaN, {bad - nan:,} infinite)"
+        )
 
 
 def check_tensor_shape(shape: tuple[int, ...], max_pixels: int) -> None:
@@ -152,8 +168,17 @@ def _open_pt(path: Path, max_pixels: int) -> torch.Tensor:
 
 def check_tensor_values(t: torch.Tensor) -> None:
     """Refuse a float tensor holding NaN or infinity: not an image (NaN != NaN would read as
-    a parity difference when it is invalid input)."""
+    a parity difference when it is invalid input); and an integer tensor other than uint8
+    whose values leave 0..255 (8-bit pixel values; -500 or 999 is not one)."""
+    if t.dtype == torch.bool or t.dtype == torch.uint8 or t.numel() == 0:
+        return
     if not (t.is_floating_point() or t.is_complex()):
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi > 255:
+            raise InputError(
+                f"invalid tensor: {str(t.dtype).replace('torch.', '')} values {lo}..{hi} are "
+                "not 8-bit pixel values (0..255); an image tensor holds 0..255"
+            )
         return
     bad = int((~torch.isfinite(t)).sum())
     if bad:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kimi_bench.domain.runtime import DEFAULT_RUNTIME
 
@@ -84,6 +84,24 @@ class OptionsError(ValueError):
 
 class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("*")
+    @classmethod
+    def _utf8_text(cls, v: Any) -> Any:
+        """Text an option carries into reports (a note, a metadata value, a model name) is
+        UTF-8: bytes that are not (a shell's ``$'\\xff'``) are refused here, not when the
+        report is written. Paths may be any bytes (they are file names)."""
+        texts = (v,) if isinstance(v, str) else v if isinstance(v, tuple | list) else ()
+        if isinstance(v, dict):
+            texts = (*v.keys(), *v.values())
+        for t in texts:
+            if isinstance(t, str) and not t.isascii():
+                try:
+                    t.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = t.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                    raise ValueError(f"'{shown}' is not valid UTF-8 text") from None
+        return v
 
 
 def describe_error(

@@ -116,6 +116,10 @@ def parse_rates(value: Any) -> tuple[float, ...]:
             r = math.inf if p in ("inf", "infinity") else float(p)
         except ValueError:
             raise ValueError(f"bad rate {part!r}: a number of requests/s or inf") from None
+        if math.isinf(r) and p not in ("inf", "infinity"):  # 1e400 overflows to inf
+            raise ValueError(
+                f"bad rate {part!r}: too large for a number; write inf for no rate limit"
+            )
         if not (r == math.inf or 0.001 <= r <= MAX_RATE):
             raise ValueError(f"bad rate {part!r}: between 0.001 and {MAX_RATE:g} req/s, or inf")
         rates.append(r)
@@ -126,6 +130,13 @@ def parse_rates(value: Any) -> tuple[float, ...]:
 
 def rate_label(rate: float) -> str:
     return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def distinct_arms(arms: tuple[str, ...]) -> tuple[str, ...]:
+    """Arms given and each once (``eager,eager`` would compare a run with itself)."""
+    if not arms or len(set(arms)) != len(arms):
+        raise ValueError(f"arm names must be given and distinct, got {', '.join(arms)}")
+    return arms
 
 
 def _split_list(value: Any) -> Any:

@@ -38,6 +38,7 @@ from kimi_bench.options.parse import (
     IMAGE_SPEC_RE,
     _metadata,
     _split_list,
+    distinct_arms,
     migrate_image_resolution,
     parse_endpoint,
     parse_goodput,
@@ -191,6 +192,12 @@ class MicroOptions(_Common):
 
     _arms = field_validator("arms", mode="before")(_split_list)
 
+    @field_validator("arms")
+    @classmethod
+    def _distinct_arms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        """Each arm is measured against eager once: an arm given twice is a mistake."""
+        return distinct_arms(v)
+
     @field_validator("synthetic")
     @classmethod
     def _spec(cls, v: str) -> str:
@@ -326,9 +333,19 @@ class ServeOptions(_Common):
     @classmethod
     def _distinct_arms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         """Each arm is a server and a name in the report: one of each."""
-        if not v or len(set(v)) != len(v):
-            raise ValueError(f"arm names must be given and distinct, got {', '.join(v)}")
-        return v
+        return distinct_arms(v)
+
+    @model_validator(mode="after")
+    def _arms_or_endpoints(self) -> ServeOptions:
+        """With ``--endpoint`` the arms are the endpoints' names: other ``--arms`` would be
+        ignored, so they are refused."""
+        names = tuple(e.partition("=")[0] for e in self.endpoints)
+        if names and "arms" in self.model_fields_set and tuple(self.arms) != names:
+            raise ValueError(
+                f"--arms {','.join(self.arms)} does not apply with --endpoint: the arms are "
+                f"the endpoints' names ({', '.join(names)}); leave --arms out"
+            )
+        return self
 
     @field_validator("rates", mode="before")
     @classmethod

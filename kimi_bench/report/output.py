@@ -14,6 +14,12 @@ report (``report.json``, or ``index.md`` of ``kimi-bench run``) unless ``overwri
 set: no finished result is lost to a later run. Every file is written to a temporary name in the
 folder and renamed into place when complete, ``report.json`` last.
 
+``write_file(path, data, option)`` writes one file the user named (``--append-jsonl``,
+``gate --junit``/``--summary``, ``compare --markdown``, ``render --html``): completely, or
+a ``WriteFailed`` naming the option, the path and why (the commands exit 3 then). A new
+or regular file is replaced atomically (or appended to and synced); an existing special
+file (``/dev/stdout``, a pipe, ``/dev/full``) is written in place, never replaced.
+
 ``write_outputs(write, out)`` runs at the end: if writing into ``out`` fails anyway (disk
 full, folder removed or made read-only during the run), every file is written again into
 a fresh temporary folder, and the result says where and why. Commands then exit with
@@ -23,23 +29,40 @@ fallback path, not where it was asked for.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import fcntl
 import os
 import socket
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kimi_bench.infra.limits import describe_os_error
+from kimi_bench.report.writers import atomic_write_bytes
 
 EXIT_OUTPUT_INCOMPLETE = 3
 _PROBE_BYTES = 4096
 LOCK_NAME = ".kimi-bench.lock"
 # Files whose presence means a finished report is in a folder.
 REPORT_MARKERS = ("report.json", "index.md")
+# Every file a report folder of any kind holds (tests/bad_inputs/test_writes.py checks
+# that the commands write no other name) and the subfolders a run writes (the parts of
+# ``kimi-bench run``, serve-ab's server logs): what ``--overwrite`` removes first, so that
+# no file of the report it replaces stays beside the new one. Other files are the user's.
+REPORT_FILES = frozenset(
+    {
+        *("report.json", "report.md", "report.html", "index.md", "index.html"),
+        *("parity.csv", "stages.csv", "requests.csv", "validation.csv", "projection.csv"),
+        *("calibration.md", "calibration.json", "rules.toml", "gate.xml", "gate.md"),
+        *("parity_grid.png", "stages.png", "timeline.png", "payload.png", "projection.png"),
+        *("ttft_vs_rate.png", "throughput.png", "ttft_cdf.png", "stage_waterfall.png"),
+    }
+)
+REPORT_FOLDERS = ("parity", "micro", "serve-ab", "servers")
 
 
 class OutputError(ValueError):
@@ -80,10 +103,61 @@ def check_output_dir(out: Path, option: str = "--out") -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Refuse an output file (``--junit``, ``--summary``) whose folder cannot be written."""
+    """Refuse an output file (``--junit``, ``--summary``) whose folder cannot be written.
+    An existing special file (``/dev/stdout``, a pipe) is written into: its folder is not
+    probed."""
     if path.is_dir():
         raise OutputError(f"{option} {path} is a folder, not a file")
-    check_output_dir(path.parent, option)
+    if not _special(path):
+        check_output_dir(path.parent, option)
+
+
+class WriteFailed(OSError):
+    """A file the user asked for could not be written; the message names it and why."""
+
+
+def _special(path: Path) -> bool:
+    """An existing file that is not a regular file or a folder (a device, a pipe)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_in_place(path: Path, data: bytes, append: bool) -> None:
+    """Append to (or write into a special file) in place; a failed append to a regular
+    file is cut back to where it was, so no half line stays behind."""
+    with open(path, "ab" if append else "wb") as fh:
+        regular = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+        start = fh.tell() if regular else 0
+        try:
+            fh.write(data)
+            fh.flush()
+            if regular:
+                os.fsync(fh.fileno())
+        except OSError:
+            if regular:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fh.fileno(), start)
+            raise
+
+
+def write_file(path: Path, data: str | bytes, option: str, *, append: bool = False) -> Path:
+    """Write (or, ``append``, add to) a file the user named with ``option``: all of
+    ``data`` reaches it, or WriteFailed says which file and why (a full disk, a folder in
+    the way, a permission). Never leaves a partial file behind a replaced one."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file")
+        if append or _special(path):
+            _write_in_place(path, raw, append)
+        else:
+            atomic_write_bytes(path, raw)
+    except OSError as exc:
+        raise WriteFailed(f"{option} {path} was not written: {describe_os_error(exc)}") from None
+    return path
 
 
 @dataclass
@@ -152,6 +226,30 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
 
 
+def _report_file(p: Path) -> bool:
+    return (
+        p.is_file()
+        and not p.is_symlink()
+        and (p.name in REPORT_FILES or (p.name.startswith("server-") and p.suffix == ".log"))
+    )
+
+
+def clear_report(folder: Path) -> list[Path]:
+    """Remove the files of the report ``folder`` holds (``REPORT_FILES``, the part and log
+    subfolders' files, then those subfolders when empty); returns what was removed. Files
+    of other names are left where they are."""
+    removed: list[Path] = []
+    for p in sorted(folder.iterdir()):
+        if _report_file(p):
+            p.unlink()
+            removed.append(p)
+        elif p.name in REPORT_FOLDERS and p.is_dir() and not p.is_symlink():
+            removed += clear_report(p)  # a part of a run, serve-ab's server logs
+            with contextlib.suppress(OSError):
+                p.rmdir()  # only when empty: a user's file keeps it
+    return removed
+
+
 def _holder(lock: Path) -> str:
     try:
         text = lock.read_text(encoding="utf-8", errors="replace").strip()
@@ -202,6 +300,14 @@ def claim_output_dir(
             f"{option} {out} already holds a finished report ({', '.join(finished)}); give a "
             "new folder, or --overwrite to replace it"
         )
+    if finished:
+        try:
+            clear_report(out)
+        except OSError as exc:
+            claim.release()
+            raise OutputError(
+                f"{option} {out}: cannot remove the report it replaces: {describe_os_error(exc)}"
+            ) from None
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     os.ftruncate(fd, 0)
     os.pwrite(

@@ -8,11 +8,14 @@ import sys
 import time
 
 from kimi_bench.engine.procs import Harness
+from kimi_bench.pipeline.transport import new_prefix
 from tests.bad_inputs import workers
+from tests.conftest import DELIBERATE_ORPHAN
 
 
 def main() -> None:
-    harness = Harness()
+    # segments left on purpose: other tests running meanwhile do not count them as theirs
+    harness = Harness(prefix=new_prefix() + DELIBERATE_ORPHAN.lstrip("_"))
     harness.start("rank0", workers.idle, harness.prefix, "rank0")
     harness.start("producer", workers.idle, harness.prefix, "producer")
     pids = []

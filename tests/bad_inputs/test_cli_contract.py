@@ -18,6 +18,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
+from tests.conftest import TinyRun
 
 KIMI_BENCH = shutil.which("kimi-bench") or str(Path(sys.executable).parent / "kimi-bench")
 REPO = Path(__file__).resolve().parents[2]
@@ -89,6 +90,7 @@ def _png_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # a whole parity run in its own process
 def test_parity_format_json_prints_one_document_and_messages_on_stderr(tmp_path: Path):
     images = _png_folder(tmp_path / "img")
     res = _kimi("parity", "--images", str(images), "--device", "cpu", "--format", "json",
@@ -126,39 +128,27 @@ def test_serve_ab_format_json_prints_one_document(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_run_format_json_and_append_jsonl_one_line_per_part(tmp_path: Path):
-    images = _png_folder(tmp_path / "img")
-    scenario = tmp_path / "tiny.toml"
-    scenario.write_text(
-        f"[parity]\nimages = {json.dumps(str(images))}\n\n"
-        '[micro]\nsynthetic = "1x64x48"\nranks = 1\nrepeats = 1\nwarmup = 0\n\n'
-        '[serve_ab]\nrates = "inf"\nrequests = 2\nimage_resolution = "48x64"\nranks = 1\n'
-        "processor_workers = 1\nwarmup_requests = 0\nunique_images = 2\n"
-    )
-    jsonl = tmp_path / "dash" / "runs.jsonl"
-    jsonl.parent.mkdir()
-    jsonl.write_text('{"kind": "earlier"}\n')  # appended to, never replaced
-    out = tmp_path / "run"
-    res = _kimi("run", "--scenario", str(scenario), "--device", "cpu", "--format", "json",
-                "--append-jsonl", str(jsonl), "--output-dir", str(out))  # fmt: skip
-    assert res.returncode in (0, 1), res.stderr  # the gate's verdict on a CPU run
-    doc = _one_json_document(res.stdout)
+@pytest.mark.xdist_group("tiny_run")
+def test_run_format_json_and_append_jsonl_one_line_per_part(tiny_run: TinyRun):
+    err = "\n".join(line for line, _ in tiny_run.lines)
+    assert tiny_run.code in (0, 1), err  # the gate's verdict on a CPU run
+    doc = _one_json_document(tiny_run.stdout)
     assert doc["gate"]
-    assert "gate PASS" in res.stderr or "gate FAIL" in res.stderr
+    assert "gate PASS" in err or "gate FAIL" in err
     # the run ends with each part's verdict lines, as index.html shows them (issue 28)
     from kimi_bench.report import verdicts
     from kimi_bench.report.model import load_report
 
-    flat = " ".join(res.stderr.split())
+    flat = " ".join(err.split())
     for part in ("parity", "micro", "serve-ab"):
         assert f"{part}:" in flat
-        for line in verdicts.lines(load_report(out / part).to_dict()):
+        for line in verdicts.lines(load_report(tiny_run.out / part).to_dict()):
             assert " ".join(line.text.split()) in flat, line.text
-    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    lines = [json.loads(line) for line in tiny_run.jsonl.read_text().splitlines()]
     assert [x["kind"] for x in lines] == ["earlier", "parity", "micro", "serve-ab"]
     for line, part in zip(lines[1:], ("parity", "micro", "serve-ab"), strict=True):
-        assert line["report"] == str(out / part / "report.json")
-        assert (out / part / "report.json").is_file() and line["verdict"]
+        assert line["report"] == str(tiny_run.out / part / "report.json")
+        assert (tiny_run.out / part / "report.json").is_file() and line["verdict"]
 
 
 # ------------------------------------------------------------------ options that work

@@ -63,6 +63,7 @@ def _mine(prefix: str) -> list[str]:
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm")
+@pytest.mark.slow  # three processes that import torch
 def test_sigkill_of_main_leaves_no_process_and_the_next_run_reaps_its_files():
     env = dict(os.environ, PYTHONPATH=str(REPO))
     main = subprocess.Popen(
@@ -84,12 +85,15 @@ def test_sigkill_of_main_leaves_no_process_and_the_next_run_reaps_its_files():
         if main.poll() is None:
             main.kill()
             main.wait()
-    # the dead run left its segments and temp folder; the next run removes them
+    # the dead run left its segments and temp folder; the next run removes them. That run
+    # is this one, or any kimi-bench run that started meanwhile (tests in other workers,
+    # other users of the machine): each reaps what dead runs left.
+    # (reap_stale_runs itself is held to its rules on private folders below).
     left = _mine(info["prefix"])
-    assert len(left) == 2
     reaped = reap_stale_runs()
-    assert set(left) <= set(reaped)
     assert _mine(info["prefix"]) == [] and not Path(info["tmpdir"]).exists()
+    if len(left) == 2:  # nobody was quicker: this run reaped both
+        assert set(left) <= set(reaped)
 
 
 def _ready(h: Harness, n: int) -> list[int]:

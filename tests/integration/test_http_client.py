@@ -4,6 +4,7 @@ Prometheus deltas, and the same server measured twice as two arms."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import io
@@ -409,15 +410,30 @@ def test_the_same_server_process_as_two_arms_gives_a_near_zero_delta(tmp_path: P
     assert abs(medians[1] - medians[0]) / max(medians) < 0.5, medians
 
 
-def test_ctrl_c_keeps_the_records_so_far() -> None:
-    backend = FaultyBackend(SleepBackend(), "stall", requests={2}, stall_s=600)
-    with server(backend) as url:
-        timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
-        try:
-            res = drive(url, trace_of(3, 0.05), opts(request_timeout_s=60))
-        finally:
-            timer.cancel()
+class _CtrlCAtStall(FaultyBackend):
+    """Stalls request 2 and, once requests 0 and 1 are answered, sends this process the
+    Ctrl-C (SIGINT) a terminal would: when it comes depends on the run, not on a clock."""
+
+    def __init__(self) -> None:
+        super().__init__(SleepBackend(), "stall", requests={2}, stall_s=600)
+        self.answered = 0
+
+    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> Any:
+        if self.count != 2:
+            first = await super().submit(request_id, images, prompt_tokens)
+            self.answered += 1
+            return first
+        while self.answered < 2:  # the stalled request may arrive before 0 and 1 finish
+            await asyncio.sleep(0.01)
+        # both answers are sent; 1 s covers the client reading their last bytes on a
+        # loaded host (the stalled request holds the run open meanwhile)
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return await super().submit(request_id, images, prompt_tokens)
+
+
+def test_ctrl_c_keeps_the_records_so_far(sigint_default: None) -> None:
+    with server(_CtrlCAtStall()) as url:
+        res = drive(url, trace_of(3, 0.05), opts(request_timeout_s=60))
     assert res.error == "interrupted by SIGINT (Ctrl-C)"
     assert [r.ok for r in res.records] == [True, True, False]
     assert res.records[2].error_kind == "cancelled"

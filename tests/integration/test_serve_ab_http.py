@@ -221,7 +221,9 @@ def test_an_unreachable_endpoint_fails_before_any_run() -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_servers_it_started(recorded: list[ServerProcess]) -> None:
+def test_ctrl_c_stops_the_servers_it_started(
+    recorded: list[ServerProcess], sigint_default: None
+) -> None:
     timers: list[threading.Timer] = []
 
     def on_run(runs: list[dict[str, Any]]) -> None:  # Ctrl-C during the slow rate's trace

@@ -45,6 +45,7 @@ from kimi_bench.pipeline import (
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arena_layout import ArenaError, ArenaFull, ArenaSpec, spec_for
 from kimi_bench.pipeline.transport import list_segments, new_prefix
+from tests.conftest import popen_kw
 from tests.faults import CrashAtRepeat, CrashBeforeAttach
 
 K3 = get_preset("kimi-k3")
@@ -406,6 +407,7 @@ def test_interrupt_leaves_no_segment_and_no_process(how):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        **popen_kw,  # SIGINT is Ctrl-C in the child, whatever pytest inherited
     )
     assert proc.stdout is not None
     prefix = proc.stdout.readline().strip()

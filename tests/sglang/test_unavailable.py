@@ -64,6 +64,7 @@ def test_missing_function_names_function_and_version(
     assert f"{R.K25}.navit_resize_config_v2" in msg
 
 
+@pytest.mark.slow  # imports every module in a fresh process
 def test_importing_the_package_does_not_import_sglang() -> None:
     import subprocess
     import sys

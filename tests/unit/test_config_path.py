@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import math
 import re
@@ -139,15 +140,24 @@ def test_choice_lists_are_not_written_out_elsewhere(literal: Any):
     """A choice list (e.g. ``("shm", "pickle")``) is the model's Literal; no module writes
     the same list again as a tuple, list or set of names."""
     names = set(typing.get_args(literal))
+    for rel, lineno, values in _constant_collections():
+        if not rel.startswith("options/") and set(values) == names:
+            raise AssertionError(f"{rel}:{lineno} writes {sorted(names)} again")
+
+
+@functools.cache
+def _constant_collections() -> tuple[tuple[str, int, tuple[Any, ...]], ...]:
+    """Every tuple, list or set of two or more constants in the package's source (parsed
+    once for all the parameters above)."""
+    out = []
     for path in ROOT.rglob("*.py"):
         rel = str(path.relative_to(ROOT))
-        if rel.startswith("options/"):
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts:
                 values = [e.value for e in node.elts if isinstance(e, ast.Constant)]
-                if len(values) == len(node.elts) and len(values) > 1 and set(values) == names:
-                    raise AssertionError(f"{rel}:{node.lineno} writes {sorted(names)} again")
+                if len(values) == len(node.elts) and len(values) > 1:
+                    out.append((rel, node.lineno, tuple(values)))
+    return tuple(out)
 
 
 def test_defaults_are_not_repeated_in_the_cli():

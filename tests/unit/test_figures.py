@@ -265,12 +265,19 @@ def test_render_command_redraws_a_copied_report(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "not a JSON report" in bad.output
 
 
-@pytest.mark.slow
-def test_every_committed_report_renders(tmp_path: Path) -> None:
+def _committed_reports() -> list[str]:
     runs = REPO / "reports" / "runs"  # local, git-ignored runs are not committed reports
     found = [p for p in figures.find_reports(REPO / "reports") if not p.is_relative_to(runs)]
-    assert len(found) >= 10
-    for p in found:
-        rep = json.loads(p.read_text())
-        out = figures.render_figures(rep, tmp_path / p.parent.relative_to(REPO))
-        assert len(out) == len(figures.FIGURES.get(rep["kind"], ()))
+    return [str(p.relative_to(REPO)) for p in found]
+
+
+def test_there_are_committed_reports_to_render() -> None:
+    assert len(_committed_reports()) >= 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("report", _committed_reports())  # one each: the workers share them
+def test_every_committed_report_renders(tmp_path: Path, report: str) -> None:
+    rep = json.loads((REPO / report).read_text())
+    out = figures.render_figures(rep, tmp_path)
+    assert len(out) == len(figures.FIGURES.get(rep["kind"], ()))

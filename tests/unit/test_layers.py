@@ -44,8 +44,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 }  # fmt: skip
 # function-level imports allowed: optional heavy dependencies, imported when used (the CLI
 # imports the library inside its command bodies so that --help and usage errors never load
-# torch: allowed there)
-LAZY_OK = ("sglang", "matplotlib", "kimi_bench.sglang_ref", "torch", "scipy", "PIL")
+# torch: allowed there); ruptures imports scipy.stats
+LAZY_OK = ("sglang", "matplotlib", "kimi_bench.sglang_ref", "torch", "scipy", "ruptures", "PIL")
 
 
 def module_name(path: Path) -> str:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kimi_bench.cli import common
 from kimi_bench.cli.common import PIPE_TABLE_WIDTH, make_console, show_tables
 
@@ -28,6 +30,7 @@ def _kimi_bench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # gates every H200 baseline in its own process
 def test_piped_gate_table_is_at_most_120_wide_and_keeps_every_rule():
     res = _kimi_bench("gate", str(H200), "--rules", "gate-h200")
     assert res.returncode == 0, res.stderr
@@ -38,6 +41,7 @@ def test_piped_gate_table_is_at_most_120_wide_and_keeps_every_rule():
     assert "micro (8 ranks, shm)" in res.stdout  # a report label, whole
 
 
+@pytest.mark.slow  # compares two H200 reports in its own process
 def test_piped_compare_table_is_at_most_120_wide():
     a, b = H200 / "micro/sglang-0.5.23/r2-shm", H200 / "micro/sglang-0.5.23/r4-shm"
     res = _kimi_bench("compare", str(a), str(b))

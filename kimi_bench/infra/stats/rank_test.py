@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _scipy_stats
 
 EXACT_MAX_N = 50  # exact p-values up to this many values per side, when no ties
 
@@ -43,5 +42,7 @@ def mann_whitney(
     pooled = np.concatenate([xs, ys])
     ties = np.unique(pooled).size < pooled.size
     method = "exact" if not ties and max(xs.size, ys.size) <= EXACT_MAX_N else "asymptotic"
-    res = _scipy_stats.mannwhitneyu(xs, ys, alternative=alternative, method=method)
+    from scipy import stats  # lazily: a second of import that commands without a test skip
+
+    res = stats.mannwhitneyu(xs, ys, alternative=alternative, method=method)
     return RankTest(float(res.pvalue), method, float(res.statistic), alternative, xs.size, ys.size)
