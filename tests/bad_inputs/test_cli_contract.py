@@ -45,6 +45,7 @@ def _one_json_document(stdout: str) -> dict:
 # ------------------------------------------------------------------- internal errors
 
 
+@pytest.mark.slow
 def test_an_unexpected_exception_exits_4_with_one_line_and_a_traceback_file(tmp_path: Path):
     """A bug (here: render's drawing raises) must not read as a measured difference (1)."""
     code = (
@@ -227,6 +228,7 @@ def test_micro_images_skips_a_decompression_bomb_with_a_note(tmp_path: Path):
     assert "skipped bomb.png" in _flat(res.output)
 
 
+@pytest.mark.slow
 def test_micro_images_of_only_bombs_is_a_usage_error(tmp_path: Path):
     folder = tmp_path / "imgs"
     folder.mkdir()

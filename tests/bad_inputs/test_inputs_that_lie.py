@@ -44,6 +44,7 @@ def rules(tmp_path: Path, text: str, name: str = "rules.toml") -> Path:
 # --------------------------------------------------------------- rows unique by identity
 
 
+@pytest.mark.slow
 def test_a_duplicated_good_row_cannot_hide_a_failed_request(tmp_path: Path) -> None:
     rep = ci_reports.serve({"eager": [100.0] * 4, "deferred": [60.0] * 4}, fail={"deferred": {1}})
     raw = rep.to_dict()
@@ -70,6 +71,7 @@ def test_a_duplicated_micro_repeat_is_refused(tmp_path: Path) -> None:
 # ------------------------------------------------- derived blocks against their raw data
 
 
+@pytest.mark.slow
 def test_stage_samples_that_disagree_with_the_repeats_are_refused(tmp_path: Path) -> None:
     """Every deferred stage sample x10, totals untouched: gate, compare and render refuse."""
     raw = reports.micro()
@@ -85,6 +87,7 @@ def test_stage_samples_that_disagree_with_the_repeats_are_refused(tmp_path: Path
     assert code == 2 and "arms.deferred.stages.producer.samples_ms[0]" in out
 
 
+@pytest.mark.slow
 def test_a_summary_that_disagrees_is_exit_2_for_gate_and_calibrate_alike(tmp_path: Path) -> None:
     bad = reports.micro(speedup_median=50.0)
     for i in range(2):
@@ -109,6 +112,7 @@ def _runs(tmp_path: Path, n: int, **kw: object) -> list[Path]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "says"),
     [
@@ -141,6 +145,7 @@ def test_calibrate_refuses_what_it_cannot_calibrate_on(tmp_path: Path, case: str
     assert "0 A/A pairs" not in out and not (tmp_path / "cal" / "calibration.md").exists()
 
 
+@pytest.mark.slow
 def test_calibrate_reports_in_sample_and_out_of_sample_apart(tmp_path: Path) -> None:
     here = _runs(tmp_path / "here", 4)
     there = _runs(tmp_path / "there", 2)
@@ -161,6 +166,7 @@ def test_calibrate_reports_in_sample_and_out_of_sample_apart(tmp_path: Path) -> 
 # ---------------------------------------------------------------------------- parity
 
 
+@pytest.mark.slow
 def test_a_rejected_parity_input_fails_all_bit_exact_unless_allowed(tmp_path: Path) -> None:
     """A real parity run over two inputs, one unreadable: parity itself reports 1 of 1
     accepted identical (its documented exit 0); the gate's all_bit_exact fails on the input
@@ -212,6 +218,7 @@ def test_history_values_must_be_finite_bounded_numbers(tmp_path: Path, value: st
 # --------------------------------------------------------------------------- baseline
 
 
+@pytest.mark.slow
 def test_the_gated_report_as_its_own_baseline_is_refused_without_baseline_rules(tmp_path: Path):
     path = reports.put(reports.micro(), tmp_path / "m")
     for baseline in (path, path.parent):
@@ -223,6 +230,7 @@ def test_the_gated_report_as_its_own_baseline_is_refused_without_baseline_rules(
 # ------------------------------------------------------------ one statistical answer
 
 
+@pytest.mark.slow
 def test_compare_gives_one_answer_when_the_rank_test_and_the_interval_disagree(tmp_path: Path):
     """The same median, B's upper half 100 ms slower: the rank test says p < 0.05, the
     median's interval straddles zero; the verdict says which decides."""
@@ -240,6 +248,7 @@ def test_compare_gives_one_answer_when_the_rank_test_and_the_interval_disagree(t
     assert "the median's interval decides" in total["verdict"]
 
 
+@pytest.mark.slow
 def test_gate_has_the_formats_its_footer_names(tmp_path: Path) -> None:
     path = reports.put(reports.micro(), tmp_path / "m")
     res = subprocess.run([KIMI_BENCH, "gate", str(path), "--rules", "gate", "--format", "json"],
@@ -252,6 +261,7 @@ def test_gate_has_the_formats_its_footer_names(tmp_path: Path) -> None:
     assert code == 0 and "| report | rule | measured | verdict | reason |" in out
 
 
+@pytest.mark.slow
 def test_nesting_is_bounded_everywhere_json_or_toml_is_read(tmp_path: Path) -> None:
     deep = "[" * 100_000 + "]" * 100_000
     report = tmp_path / "r" / "report.json"

@@ -87,6 +87,7 @@ def test_a_claim_that_locked_a_removed_lock_file_tries_again(
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_finished_run_leaves_no_lock_file(tmp_path: Path) -> None:
     """The installed command, run to the end: the folder holds its report, no lock."""
     out = tmp_path / "out"

@@ -10,6 +10,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.bad_inputs.test_inputs_that_lie import kb, rules
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "peers"
@@ -33,6 +35,7 @@ def _imported(tmp_path: Path, *args: str | Path) -> tuple[Path, dict[str, Any]]:
     return out, json.loads((out / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_concurrency_limit_is_a_load_not_a_burst(tmp_path: Path) -> None:
     """--max-concurrency 1 runs of sglang.bench_serving and vllm bench serve are labelled
     c1 (not inf), carry their load, and compare calls c1 vs a burst not comparable."""
@@ -51,6 +54,7 @@ def test_a_concurrency_limit_is_a_load_not_a_burst(tmp_path: Path) -> None:
     assert "significant" not in out.replace("no delta is called significant", "")
 
 
+@pytest.mark.slow
 def test_aiperf_export_and_records_of_one_run_get_one_label(tmp_path: Path) -> None:
     run = tmp_path / "aiperf-out"  # AIPerf's artifact folder: both files under its names
     run.mkdir()
@@ -65,6 +69,7 @@ def test_aiperf_export_and_records_of_one_run_get_one_label(tmp_path: Path) -> N
     assert stated["completed"] == 5.0 and stated["median_ttft_ms"] > 0
 
 
+@pytest.mark.slow
 def test_rows_made_faster_under_the_tool_summary_are_refused(tmp_path: Path) -> None:
     sg = _first("sglang-a.jsonl")
     sg["ttfts"] = [t / 10 for t in sg["ttfts"]]  # the summary (mean 967.5 ms) kept
@@ -84,6 +89,7 @@ def test_rows_made_faster_under_the_tool_summary_are_refused(tmp_path: Path) -> 
     assert code == 2 and "completed says 4 but the per-request lists show 6" in out
 
 
+@pytest.mark.slow
 def test_an_imported_report_is_protected_like_a_measured_one(tmp_path: Path) -> None:
     base, _ = _imported(tmp_path / "a", DATA / "sglang-a.jsonl", "--arm", "x")
     cand, rep = _imported(tmp_path / "b", DATA / "sglang-b.jsonl", "--arm", "x")
@@ -111,6 +117,7 @@ def test_an_imported_report_is_protected_like_a_measured_one(tmp_path: Path) -> 
     assert "the rows disagree with the tool's summary" in out
 
 
+@pytest.mark.slow
 def test_a_summary_only_file_is_imported_as_such_and_refused_by_rules_that_need_rows(tmp_path):
     out_dir, rep = _imported(tmp_path, DATA / "aiperf-a.json")
     assert rep["config"]["per_request"] is False and rep["requests"] == []
@@ -120,6 +127,7 @@ def test_a_summary_only_file_is_imported_as_such_and_refused_by_rules_that_need_
     assert code == 1 and "summary only: no request rows to count failures from" in out
 
 
+@pytest.mark.slow
 def test_max_failed_counts_what_the_file_shows(tmp_path: Path) -> None:
     sg = _first("sglang-a.jsonl")  # one request failed, as sglang writes it: ttft 0, error
     sg["errors"][2], sg["ttfts"][2], sg["completed"] = "Server disconnected", 0.0, 5
@@ -136,6 +144,7 @@ def test_max_failed_counts_what_the_file_shows(tmp_path: Path) -> None:
     assert code == 1 and "summary only: no request rows to count failures from" in out
 
 
+@pytest.mark.slow
 def test_a_one_arm_import_says_why_it_has_no_delta(tmp_path: Path) -> None:
     sg = _first("sglang-a.jsonl") | {"request_rate": 4}
     out_dir, rep = _imported(tmp_path, _write(sg, tmp_path / "r4.jsonl"))
@@ -147,6 +156,7 @@ def test_a_one_arm_import_says_why_it_has_no_delta(tmp_path: Path) -> None:
     assert "rate 4 not in the report" not in out
 
 
+@pytest.mark.slow
 def test_a_rule_on_an_absent_rate_is_skipped_for_every_format(tmp_path: Path) -> None:
     rule = rules(
         tmp_path, "[serve_ab]\nmax_failed = 100\n[serve_ab.8]\nmin_throughput_delta = -0.5\n"
@@ -159,6 +169,7 @@ def test_a_rule_on_an_absent_rate_is_skipped_for_every_format(tmp_path: Path) ->
         assert code in (0, 1) and skip in out, out
 
 
+@pytest.mark.slow
 def test_recomputed_throughput_is_shown_beside_the_tools_own(tmp_path: Path) -> None:
     _, rep = _imported(tmp_path, DATA / "guidellm-a.json")
     row = rep["results"][0]

@@ -106,6 +106,7 @@ def _ready(h: Harness, n: int) -> list[int]:
     raise AssertionError("workers exited before saying ready")
 
 
+@pytest.mark.slow
 def test_a_killed_rank_is_named_not_the_survivor_that_echoes_it(tmp_path):
     peer = tmp_path / "peer.pid"
     with Harness() as h:
@@ -129,6 +130,7 @@ def test_a_killed_rank_is_named_not_the_survivor_that_echoes_it(tmp_path):
     assert not h.tmpdir.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fn", "expected"),
     [

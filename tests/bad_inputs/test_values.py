@@ -57,6 +57,7 @@ def test_text_options_that_are_not_utf8_are_refused(option: str) -> None:
     assert "is not valid UTF-8 text" in flat(res) and "\\xff" in flat(res)
 
 
+@pytest.mark.slow
 def test_an_internal_error_with_non_utf8_arguments_still_exits_4_in_one_line(
     tmp_path: Path,
 ) -> None:
@@ -225,6 +226,7 @@ def _deep_object() -> str:
     return '{"a":' * DEEP + "1" + "}" * DEEP
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("what", "args", "text"),
     [

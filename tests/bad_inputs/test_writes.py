@@ -31,6 +31,7 @@ def _gated(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------ gate, compare, render
 
 
+@pytest.mark.slow
 def test_gate_outputs_to_a_full_disk_exit_3_naming_each(tmp_path: Path) -> None:
     needs_dev_full()
     res = kimi("gate", str(_gated(tmp_path)), "--junit", str(FULL), "--summary", str(FULL))
@@ -53,6 +54,7 @@ def test_gate_outputs_to_a_special_file_are_written_into_it(tmp_path: Path) -> N
     assert "## kimi-bench gate PASS" in res.stdout  # the summary reached the device
 
 
+@pytest.mark.slow
 def test_compare_markdown_to_a_full_disk_exits_3(tmp_path: Path) -> None:
     needs_dev_full()
     a = reports.put(reports.micro(), tmp_path / "a").parent
@@ -81,6 +83,7 @@ def test_render_html_to_a_full_disk_exits_3(tmp_path: Path) -> None:
     assert (rep / "report.html").is_file()  # the pages beside the reports were written
 
 
+@pytest.mark.slow
 def test_render_html_of_a_folder_without_reports_is_refused(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     res = kimi("render", str(tmp_path / "none"), "--html", str(tmp_path / "all.html"))

@@ -175,6 +175,7 @@ def test_checkpoint_config_file(tmp_path: Path, mixed_folder: Path):
     }
 
 
+@pytest.mark.slow
 def test_checkpoint_config_with_runtime_chessboard_keys(tmp_path: Path, mixed_folder: Path):
     """A checkpoint's preprocessor_config.json written with the runtime's key names loads,
     parity over it is bit-exact, and the deferred record carries the same names."""

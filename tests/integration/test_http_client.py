@@ -180,6 +180,7 @@ def test_max_concurrency_caps_requests_in_flight() -> None:
 # ---------------------------------------------------------------- failures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "kind", "words", "status"),
     [
@@ -389,6 +390,7 @@ serve(app, "127.0.0.1", int(sys.argv[1]))
 """
 
 
+@pytest.mark.slow
 def test_the_same_server_process_as_two_arms_gives_a_near_zero_delta(tmp_path: Path) -> None:
     from kimi_bench.serving.trace import arrival_offsets
 
@@ -418,9 +420,11 @@ class _CtrlCAtStall(FaultyBackend):
         super().__init__(SleepBackend(), "stall", requests={2}, stall_s=600)
         self.answered = 0
 
-    async def submit(self, request_id: str, images: list[bytes], prompt_tokens: int) -> Any:
+    async def submit(
+        self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
+    ) -> Any:
         if self.count != 2:
-            first = await super().submit(request_id, images, prompt_tokens)
+            first = await super().submit(request_id, images, prompt_tokens, max_tokens)
             self.answered += 1
             return first
         while self.answered < 2:  # the stalled request may arrive before 0 and 1 finish
@@ -428,9 +432,10 @@ class _CtrlCAtStall(FaultyBackend):
         # both answers are sent; 1 s covers the client reading their last bytes on a
         # loaded host (the stalled request holds the run open meanwhile)
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-        return await super().submit(request_id, images, prompt_tokens)
+        return await super().submit(request_id, images, prompt_tokens, max_tokens)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_records_so_far(sigint_default: None) -> None:
     with server(_CtrlCAtStall()) as url:
         res = drive(url, trace_of(3, 0.05), opts(request_timeout_s=60))

@@ -346,6 +346,7 @@ print("stopped by signal", sig, flush=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_server_process_starts_answers_and_stops_cleanly(tmp_path: Path, sig: int) -> None:
     port = free_port()

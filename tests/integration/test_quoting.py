@@ -49,6 +49,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"out": out, "stdout": done.stdout, "stderr": done.stderr}
 
 
+@pytest.mark.slow
 def test_markdown_has_no_link_and_no_broken_row(run: dict[str, Any]) -> None:
     md = (run["out"] / "report.md").read_text()
     rendered = MarkdownIt("commonmark").enable("table").render(md)
@@ -66,6 +67,7 @@ def test_markdown_has_no_link_and_no_broken_row(run: dict[str, Any]) -> None:
     assert "<td>[x](javascript:alert(1)).png</td>" in rendered
 
 
+@pytest.mark.slow
 def test_html_has_no_link(run: dict[str, Any]) -> None:
     page = (run["out"] / "report.html").read_text()
     assert '<a href="javascript' not in page and "href='javascript" not in page

@@ -60,6 +60,7 @@ def test_in_sample_thresholds_are_the_smallest_without_aa_failures_with_their_po
     assert "every rate above is in sample" in calibration_markdown(cal)
 
 
+@pytest.mark.slow
 def test_out_of_sample_rates_are_apart_and_catch_a_machine_the_thresholds_never_saw() -> None:
     """The calibration machine is quiet; another machine is 30% slower as a whole. The
     absolute time's in-sample threshold fails every cross-machine A/A pair; the ratio's

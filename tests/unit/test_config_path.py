@@ -123,6 +123,7 @@ def _all_models() -> list[type[BaseModel]]:
     return list(seen.values())
 
 
+@pytest.mark.slow
 def test_each_help_text_is_written_once():
     """A help text (a field's description) appears in the source once: in its model."""
     strings = _strings()

@@ -57,6 +57,7 @@ def test_usage_error_without_importing_torch(args: list[str], says: str, tmp_pat
     assert not (tmp_path / "o").exists()  # no output folder made for a refused run
 
 
+@pytest.mark.slow
 def test_a_portrait_size_typed_by_habit_gets_a_hint(tmp_path):
     """``--image-resolution 1024x1536`` (HEIGHTxWIDTH, sglang.bench_serving's habit) runs as
     portrait, so the command says so before anything runs; landscape and explicit orders

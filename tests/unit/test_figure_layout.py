@@ -54,6 +54,7 @@ def _check(path: str) -> None:
         assert layout_problems(fig) == [], f"{path}: {spec.stem}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FAST)
 def test_figures_read_cleanly(path: str) -> None:
     _check(path)

@@ -59,6 +59,7 @@ def test_higher_is_better_metrics_regress_downwards():
     assert res.verdict == "fail"
 
 
+@pytest.mark.slow
 def test_pure_noise_stays_quiet():
     """False alarms over 100 synthetic noise histories of 40 runs (N(100, 3)): the rate is
     recorded in the README (Using it in CI); it must stay at most 2%."""

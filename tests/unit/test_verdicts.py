@@ -128,6 +128,7 @@ def kimi_bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["slower", "regression"])
 def test_the_rendered_page_and_markdown_say_it_in_red(case: str, tmp_path: Path) -> None:
     """As a user sees it: ``kimi-bench render`` on a saved report (built by the real report
@@ -167,6 +168,7 @@ def test_terminal_colours_follow_the_tone() -> None:
     assert "\x1b[1;31m" in out[0] and "\x1b[1;32m" in out[1] and "\x1b[1;33m" in out[2]
 
 
+@pytest.mark.slow
 def test_committed_reports_read_right() -> None:
     """No committed report is green where its data says slower or unresolved."""
     for path in sorted((REPO / "reports").rglob("report.json")):
