@@ -1,5 +1,5 @@
-"""Are two runs comparable? What differs between them (device, runtime profile, image
-spec, ranks, carrier, arms, host load), and which differences make a comparison
+"""Are two runs comparable? What differs between them (device, runtime profile, decoder,
+image spec, ranks, carrier, arms, host load), and which differences make a comparison
 meaningless (``hard``: another device, device model or setup) rather than worth a note
 (``soft``: a busy host on one side)."""
 
@@ -50,6 +50,20 @@ def _labels(cfg: dict[str, Any]) -> list[str]:
     return [rate_label(r) for r in cfg.get("rates") or []]
 
 
+def decoder_used(report: Report) -> str:
+    """The decoder a run actually used: ``config.decoding`` (micro, serve-ab) or each parity
+    row's ``decoder``; reports from before decoders were chosen all decoded with PIL."""
+    if report.kind == "parity":
+        rows = {str(r["decoder"]) for r in report.results if r.get("decoder")}
+        return ",".join(sorted(rows)) or "pil"
+    cfg = report.config
+    decoding = cfg.get("decoding")
+    if isinstance(decoding, dict) and decoding.get("decoder"):
+        return str(decoding["decoder"])
+    named = cfg.get("decoder")
+    return str(named) if named and named != "auto" else "pil"
+
+
 def _busy(env: Environment) -> bool:
     return bool((env.host_load or {}).get("warning"))
 
@@ -76,6 +90,9 @@ def differences(a: Report, b: Report) -> list[Difference]:
         va, vb = a.config.get(key), b.config.get(key)
         if va != vb:
             out.append(Difference(key, va, vb, True))
+    da, db = decoder_used(a), decoder_used(b)
+    if da != db:  # another decoder decodes other pixels in another time (SPEC section 11)
+        out.append(Difference("decoder", da, db, True))
     if a.kind == "serve-ab":  # the offered load: rates as labelled, concurrency limits, bursts
         la, lb = _labels(a.config), _labels(b.config)
         if la != lb:

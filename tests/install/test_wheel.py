@@ -42,8 +42,8 @@ def test_a_package_the_build_drops_is_named_as_missing(tmp_path: Path) -> None:
     (src / "kimi_bench" / "pipeline" / "__init__.py").unlink()
     wheel = build_wheel(src, tmp_path / "dist")
     missing = missing_from_wheel(src, wheel)
-    pipeline = sorted(
-        f"kimi_bench/pipeline/{p.name}" for p in (src / "kimi_bench" / "pipeline").glob("*.py")
+    pipeline = sorted(  # the folder and every subpackage under it (arms/, carriers/)
+        p.relative_to(src).as_posix() for p in (src / "kimi_bench" / "pipeline").rglob("*.py")
     )
     assert pipeline and missing == pipeline
 

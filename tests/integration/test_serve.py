@@ -79,8 +79,9 @@ def test_same_trace_and_payloads_for_both_arms():
     )
     runs = run_serve_ab(opts)
     assert [r.arm for r in runs] == ["eager", "deferred"]
-    assert runs[0]["arrivals"] == runs[1]["arrivals"]
-    assert len(runs[0]["arrivals"]) == 4 and runs[0]["arrivals"] == sorted(runs[0]["arrivals"])
+    assert runs[0].at.arrivals == runs[1].at.arrivals
+    arrivals = list(runs[0].at.arrivals)
+    assert len(arrivals) == 4 and arrivals == sorted(arrivals)
     rids = [sorted(r.rid for r in run.records if r.error is None) for run in runs]
     assert rids[0] == rids[1] == [0, 1, 2, 3]  # every request served by both arms
     # what the producers decode: the same bytes for both arms (and not for another seed,

@@ -202,11 +202,14 @@ def test_a_dead_endpoint_ends_its_arm_with_a_message_and_the_partial_runs(
     assert len(a_runs) == 2 and all(r.error is None for r in a_runs)
     assert all(len(r.records) == 6 and r.records[0].error is None for r in a_runs)
     first = b_runs[0].records
-    assert [r.error is None for r in first[:2]] == [True, True]
-    for r in (r for run in b_runs for r in run.records[2:] if r.error is not None):
+    # rid 2 is served; rid 3 may still be in the pipeline when its producer dies on rid 4,
+    # and then fails with the rest (503: the emulated pipeline failed)
+    assert first[0].error is None, [r.error for r in first]
+    assert any(r.error is not None for r in first), "the crash failed no request"
+    for r in (r for run in b_runs for r in run.records[1:] if r.error is not None):
         assert r.error_kind in ("http", "connect", "read", "cancelled"), r
         assert r.error
-    assert "looks dead" in b_runs[-1]["error"]
+    assert "looks dead" in (b_runs[-1].error or "")
     assert bad_code == 1
     assert "producer0 died with exit code 3" in " ".join(bad.log.read_text().split())
     assert gone(mark) == []

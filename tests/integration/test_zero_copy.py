@@ -453,10 +453,10 @@ def test_serve_runs_the_zero_copy_arm_and_cleans_up():
         arms=("zero-copy",),
     )
     (res,) = run_serve_ab(opts)
-    assert res["error"] is None and res["leftover_segments"] == 0
-    assert len(res["records"]) == 6 and all("error" not in r for r in res["records"])
-    ops = {}
-    for c in res["copies"]:
+    assert res.error is None and res.leftover_segments == 0
+    assert len(res.records) == 6 and all(r.error is None for r in res.records)
+    ops: dict[str, int] = {}
+    for c in res.copies or []:
         ops[c["op"]] = ops.get(c["op"], 0) + c["count"]
     assert ops["arena_copy_in"] == 6 and ops["h2d"] == 6  # measured requests: once each
     assert not {"convert", "to_numpy", "hwc_to_chw", "shm_copy_in", "map", "clone"} & set(ops)

@@ -1,0 +1,32 @@
+"""A run is gated against a baseline that decoded with the same decoder: on the H200 the PIL
+era's photo runs and the GPU-decode runs share every other setup key, and the gate once
+paired them (deferred +63% "slower" than a baseline whose producers decoded 6x faster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kimi_bench.ci.baseline import BaselineError, find_baseline
+from kimi_bench.ci.comparable import decoder_used, differences
+from kimi_bench.report.model import load_report
+
+H200 = Path(__file__).resolve().parents[2] / "reports" / "baselines" / "h200"
+PIL_RUN = H200 / "deferred-decode" / "micro" / "pr-33921" / "r8-pickle-photo" / "report.json"
+GPU_RUN = H200 / "gpu-decode" / "micro" / "pr-33921" / "r8-pickle-photo" / "report.json"
+
+
+def test_the_decoder_a_run_used_is_read_from_its_report() -> None:
+    assert decoder_used(load_report(PIL_RUN)) == "pil"  # before decoders were chosen
+    assert decoder_used(load_report(GPU_RUN)) == "nvjpeg"
+    parity = load_report(H200 / "gpu-decode" / "parity" / "jpeg-sglang-0.5.23" / "report.json")
+    assert decoder_used(parity) == "nvimgcodec,pil"  # JPEGs on the GPU, the PNG with PIL
+
+
+def test_another_decoder_is_a_hard_difference_and_no_baseline() -> None:
+    pil, gpu = load_report(PIL_RUN), load_report(GPU_RUN)
+    (diff,) = [d for d in differences(pil, gpu) if d.hard]
+    assert (diff.what, diff.a, diff.b) == ("decoder", "pil", "nvjpeg")
+    with pytest.raises(BaselineError, match="decoder 'pil' vs 'nvjpeg'"):
+        find_baseline(pil, GPU_RUN.parent, required=True)
