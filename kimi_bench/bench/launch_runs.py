@@ -21,6 +21,7 @@ from kimi_bench.bench.micro_build import (
     build_report,
     folder_images,
     micro_job,
+    name_profiles,
     require_carrier,
     runtime_leftovers,
     stage_record,
@@ -165,6 +166,7 @@ def run_micro_on(
     )
     report.data["shm_prefix"] = harness.prefix
     report.config["launch"] = launch_config(world, job.ranks, dev.type)
+    name_profiles(report, opts)
     if prefixes := carrier(opts.transport).segment_prefixes(pids):
         report.data["runtime_shm_prefixes"] = prefixes
     if error:
@@ -192,7 +194,7 @@ def _collect_micro(
             progress(done, total)
         control = bool(payload.get("control"))
         skip = job.control_warmup if control else job.warmup
-        if payload["iteration"] < skip:
+        if payload["iteration"] < skip or job.profiled(payload["iteration"], control):
             continue
         rec = stage_record(payload)
         rec["iteration"] = payload["iteration"] - skip

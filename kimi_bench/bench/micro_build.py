@@ -132,6 +132,22 @@ def micro_job(
         control_repeats=opts.control_repeats,
         decoder=opts.decoder,
         baseline_whitelisted=opts.eager_baseline == "deferral-off",
+        profile_dir=str(opts.profile) if opts.profile else None,
+        profile_repeats=opts.profile_repeats,
+    )
+
+
+def name_profiles(report: Report, opts: MicroOptions) -> None:
+    """``--profile``: the traces written, in the report's data and notes (none written: said)."""
+    if opts.profile is None:
+        return
+    traces = sorted(str(p) for p in opts.profile.glob("*.trace.json"))
+    report.data["profiles"] = traces
+    named = ", ".join(Path(t).name for t in traces) or "none written"
+    report.notes.append(
+        f"torch profiler traces (Chrome trace JSON; stages as stage:<name> ranges) of the "
+        f"producer and each rank under {opts.profile}/: {named}; from {opts.profile_repeats} "
+        f"extra repeat(s) of every arm after the measured ones, not in the statistics."
     )
 
 

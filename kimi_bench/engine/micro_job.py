@@ -40,10 +40,16 @@ class MicroJob:
     control_repeats: int  # rounds of every arm on the minimal payload (control plane)
     decoder: str  # --decoder: a decoder's name or auto (each process resolves it, per device)
     baseline_whitelisted: bool  # --eager-baseline deferral-off
+    profile_dir: str | None  # --profile: traces of each process (None: off)
+    profile_repeats: int  # rounds of every arm after the measured ones, under the profiler
 
     @property
     def iterations(self) -> int:
         return self.warmup + self.repeats
+
+    def profiled(self, iteration: int, control: bool) -> bool:
+        """A round after the measured ones, run under the profiler (not in the statistics)."""
+        return not control and iteration >= self.iterations
 
     @property
     def control_warmup(self) -> int:
@@ -55,7 +61,7 @@ def rounds(job: MicroJob) -> list[tuple[int, bool]]:
     """Every (iteration, control) round in run order, the same in every process; a round
     runs every arm. Control rounds (the minimal payload) are spread over the measured
     repeats, so drift on the host hits the arms and their control alike; the unmeasured
-    control round runs first."""
+    control round runs first, the profiled rounds (``--profile``) last."""
     before: dict[int, list[int]] = {}
     for k in range(job.control_warmup + job.control_repeats):
         m = k - job.control_warmup
@@ -65,6 +71,8 @@ def rounds(job: MicroJob) -> list[tuple[int, bool]]:
     for it in range(job.iterations):
         out += [(k, True) for k in before.get(it, [])]
         out.append((it, False))
+    if job.profile_dir:
+        out += [(job.iterations + k, False) for k in range(job.profile_repeats)]
     return out
 
 

@@ -29,18 +29,33 @@ from kimi_bench.engine.micro_job import (
 )
 from kimi_bench.engine.micro_messages import ProducerMarks, RankMarks, RepeatMessage
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
+from kimi_bench.engine.profiling import StageProfiler, maybe_profiler
 from kimi_bench.infra.stats import median
 from kimi_bench.pipeline import ClockHook, Gloo, Step, arm, carrier, make_step, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 
 
 def _step(
-    job: MicroJob, name: str, dev: torch.device, arena: Arena | None, decoder: DecoderChoice
+    job: MicroJob,
+    name: str,
+    dev: torch.device,
+    arena: Arena | None,
+    decoder: DecoderChoice,
+    prof: StageProfiler | None = None,
 ) -> Step:
+    """One arm's step; under ``prof`` (a profiled round) its stages are profiler ranges."""
+    hook: Any = ClockHook(dev)
+    if prof is not None:
+        hook = prof.hook(hook)
     return make_step(
-        name, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, hook=ClockHook(dev),
+        name, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, hook=hook,
         arena=arena, decoder=decoder, baseline_whitelisted=job.baseline_whitelisted,
     )  # fmt: skip
+
+
+def _profiler(job: MicroJob, name: str) -> StageProfiler | None:
+    """``--profile``: this process's profiler, for every arm of each profiled round."""
+    return maybe_profiler(job.profile_dir, name, job.profile_repeats * len(job.arms))
 
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
@@ -56,11 +71,12 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     }
     # on a crash the harness unlinks the arena by the run's prefix
     arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
+    prof = _profiler(job, "producer")
     for it, control in rounds(job):
         images = payloads[control]
         for name in job.arms:
             conn.recv()  # "go" from rank 0
-            step = _step(job, name, dev, arena, decoder)
+            step = _step(job, name, dev, arena, decoder, _if(prof, job.profiled(it, control)))
             step.hook.mark("start")
             produced = recipe.producer_step(step, images, job.prefix)
             conn.send_bytes(recipe.send(step, produced.packed))
@@ -73,10 +89,18 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                     decodes=step.decodes,
                 )
             )
+            if prof is not None:
+                prof.finish(step.hook)
             if not control:
                 job.hooks.on_repeat(None, it)
+    if prof is not None:
+        prof.close()
     if arena is not None:
         arena.close()
+
+
+def _if(prof: StageProfiler | None, profiled: bool) -> StageProfiler | None:
+    return prof if profiled else None
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
@@ -131,11 +155,12 @@ def _rank_loop(
     decoder = choose(job.decoder, get_profile(job.runtime), dev)  # deferred-decode's owners
     if any(arm(a).encoded_inputs for a in job.arms):  # an arm decodes at its owners
         decoder.warm(dev)
+    prof = _profiler(job, f"rank{rank}")
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
         for name in job.arms:
             dist.barrier()
-            step = _step(job, name, dev, arena, decoder)
+            step = _step(job, name, dev, arena, decoder, _if(prof, job.profiled(it, control)))
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
@@ -157,6 +182,8 @@ def _rank_loop(
                 and _same(encoded, reference.get("encoded")),
                 bit_exact_fp32=None if baseline else _same(fp32, reference.get("fp32")),
             )
+            if prof is not None:
+                prof.finish(step.hook)
             if not control:
                 job.hooks.on_repeat(rank, it)
             gathered: list[Any] = [None] * job.ranks if rank == 0 else []
@@ -164,6 +191,8 @@ def _rank_loop(
             if rank == 0:
                 q.send("repeat", RepeatMessage(iteration=it, arm=name, ranks=gathered,
                                                control=control))  # fmt: skip
+    if prof is not None:
+        prof.close()
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:

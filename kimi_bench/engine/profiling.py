@@ -44,7 +44,8 @@ class _StageHook:
             self.inner.mark(stage)
         if self.current is not None:
             self.current.__exit__(None, None, None)
-            self.owner.names[self.label] = STAGE_PREFIX + stage
+            if stage != "start":  # the clock's zero, not a stage: its range is dropped
+                self.owner.names[self.label] = STAGE_PREFIX + stage
         self.open()
 
     def done(self) -> None:

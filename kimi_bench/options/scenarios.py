@@ -188,6 +188,14 @@ class MicroOptions(_Common):
     launcher: Launcher = Field("auto", description="spawn: kimi-bench starts every process on "
                                "this host; torchrun: started by torchrun on every node; auto: "
                                "torchrun when its environment is set.")  # fmt: skip
+    profile: Path | None = Field(
+        None, description="Write torch profiler traces (Chrome trace JSON, stages as "
+        "stage:<name> ranges) of the producer and each rank into this folder, from "
+        "--profile-repeats extra repeats of every arm after the measured ones (not in the "
+        "statistics: the profiler's overhead stays out of them).",
+    )  # fmt: skip
+    profile_repeats: int = Field(2, ge=1, le=100, description="Extra repeats of every arm "
+                                 "run under the profiler with --profile.")  # fmt: skip
     fault_hooks: FaultHooksSpec = None
 
     _arms = field_validator("arms", mode="before")(_split_list)

@@ -28,12 +28,13 @@ from kimi_bench.schemas import validate_report
 ARMS = ("eager", "deferred", "zero-copy")
 
 
-def _job(repeats: int, warmup: int, control: int) -> MicroJob:
+def _job(repeats: int, warmup: int, control: int, profile: int = 0) -> MicroJob:
     return MicroJob(
         cfg=get_preset("kimi-k3"), groups=((3, 64, 48),), content="random", seed=0, ranks=2,
         transport="shm", device="cpu", repeats=repeats, warmup=warmup, prefix="", init_file="",
         arms=ARMS, control_repeats=control, runtime=DEFAULT_RUNTIME, image_paths=(),
         ranks_per_node=0, hooks=NO_FAULTS, decoder="auto", baseline_whitelisted=False,
+        profile_dir="traces" if profile else None, profile_repeats=profile,
     )  # fmt: skip
 
 
@@ -49,6 +50,13 @@ def test_control_rounds_are_spread_over_the_repeats():
     assert before == [3, 5, 7]
     assert rounds(_job(repeats=4, warmup=0, control=0)) == [(i, False) for i in range(4)]
     assert sum(c for _, c in rounds(_job(repeats=2, warmup=0, control=5))) == 5
+
+
+def test_profiled_rounds_come_after_the_measured_ones_and_are_not_measured():
+    job = _job(repeats=3, warmup=1, control=1, profile=2)
+    order = rounds(job)
+    assert order[-2:] == [(4, False), (5, False)]  # after warm-up 0 and measured 1..3
+    assert [job.profiled(it, c) for it, c in order] == [False] * (len(order) - 2) + [True] * 2
 
 
 def test_control_payload_is_one_merged_token_per_image():

@@ -293,6 +293,8 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         hooks=NO_FAULTS,
         decoder="auto",
         baseline_whitelisted=False,
+        profile_dir=None,
+        profile_repeats=0,
     )
     return MicroJob(**(base | kw))
 
