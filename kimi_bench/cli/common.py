@@ -270,9 +270,18 @@ class NaturalWidth:
 
 
 def min_width(table: Table, console: Console | None = None) -> int:
-    """The narrowest width at which no number of ``table`` is cut."""
+    """The narrowest width at which no number of ``table`` is cut: a column that does not
+    wrap (numbers, intervals, one-word names) needs its widest cell whole, any other its
+    longest word (Rich measures every column by its longest word, and squeezes the rest
+    to nothing when the table is wider than the console)."""
     con = console or Console(width=10_000, file=io.StringIO())
-    return Measurement.get(con, con.options.update_width(10_000), table).minimum
+    opts = con.options.update_width(10_000)
+    total = 0
+    for column in table.columns:
+        cells = [column.header, *column._cells]
+        sizes = [Measurement.get(con, opts, c) for c in cells]
+        total += max(m.maximum if column.no_wrap else m.minimum for m in sizes) + 2
+    return total + len(table.columns) + 1  # padding one a side, the borders between
 
 
 def print_table(table: Table, *, to: Console | None = None) -> None:

@@ -67,3 +67,24 @@ def test_too_many_numbers_drop_trailing_columns_named_in_a_caption():
     show_tables([("wide", rows, cols)], "json", to=make_console(file=buf))
     assert list(json.loads(buf.getvalue())["wide"][0]) == cols
     assert common.min_width(common.rich_table("wide", rows, cols)) > PIPE_TABLE_WIDTH
+
+
+def test_intervals_are_never_squeezed_and_the_leading_columns_keep_their_width():
+    """Interval cells hold spaces ("+4.1% .. +66.2% (95% CI)"), so Rich measures them by
+    their longest word; a serve-ab A/B table once printed its rate and comparison columns
+    at width 0 and every interval cut to "+31.…" (the intervals do not wrap)."""
+    from kimi_bench.report.table import Span
+
+    cols = ["rate", "comparison"] + [f"m{i}" for i in range(8)]
+    fmts = {c: "span" for c in cols[2:]}
+    rows = [{"rate": r, "comparison": "deferred vs eager",
+             **{c: Span(-90.1, 461.7, "range", "pct") for c in cols[2:]}}
+            for r in ("4", "inf")]  # fmt: skip
+    buf = io.StringIO()
+    table = common.fitting_table("ab", rows, cols, PIPE_TABLE_WIDTH, fmts)
+    common.print_table(table, to=make_console(file=buf, width=4096))
+    out = buf.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= PIPE_TABLE_WIDTH
+    assert "deferred vs eager" in out and "…" not in out
+    assert out.count("-90.1% .. +461.7% (range)") >= 2  # each shown interval whole
+    assert "more column(s)" in out
