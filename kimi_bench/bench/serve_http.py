@@ -253,9 +253,10 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
                 [],
             )
         arm.model = model
-        arm.source["text_only_prompt_tokens"] = text_only_prompt_tokens(
-            arm.url, model, DEFAULT_PROMPT, api_key_env=opts.api_key_env
-        )
+        arm.source["text_only_prompt_tokens"] = text_only_prompt_tokens(  # one request:
+            arm.url, model, DEFAULT_PROMPT, api_key_env=opts.api_key_env,  # its deadline
+            timeout_s=min(opts.request_timeout_s, 60.0),
+        )  # fmt: skip
     if len(unreachable) == len(arms):  # nothing to measure: a typo, a server not up yet
         raise ServeFailed("; ".join(unreachable), [])
     return arms

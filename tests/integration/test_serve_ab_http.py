@@ -282,3 +282,21 @@ def test_serve_ab_command_against_one_emulator_as_two_endpoints_draws_every_figu
     for r in report["requests"]:  # the emulator's stages and batches come through
         assert r["queue_wait_ms"] is not None and r["batch_id"] is not None
     assert gone(mark) == []
+
+
+def test_the_text_only_probe_keeps_the_request_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one plain request that learns a server's text-only prompt tokens has the run's
+    --request-timeout (it once waited 60 s on each stalling endpoint: 2 minutes of a run
+    with --request-timeout 2 against three such servers)."""
+    from kimi_bench.serving.records import ServerInfo
+
+    asked: list[float] = []
+    monkeypatch.setattr(serve_http, "probe_server",
+                        lambda url, **_: ServerInfo(base_url=url, models=[{"id": "m"}]))  # fmt: skip
+    monkeypatch.setattr(serve_http, "text_only_prompt_tokens",
+                        lambda *a, timeout_s, **k: asked.append(timeout_s))  # fmt: skip
+    for given, used in ((2.5, 2.5), (600.0, 60.0)):
+        opts = options(endpoints=(("a", "http://127.0.0.1:9"),), request_timeout_s=given)
+        with contextlib.ExitStack() as stack:
+            serve_http._open_arms(opts, stack)
+        assert asked.pop() == used
