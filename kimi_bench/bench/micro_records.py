@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
 from kimi_bench.engine.micro_messages import Floor, LedgerRow
-from kimi_bench.infra.stats import Interval, Measurement
+from kimi_bench.infra.stats import Interval, IntervalDoc, Measurement
 
 __all__ = ["Floor", "LedgerRow"]
 
@@ -62,7 +62,7 @@ class Ratio(TypedDict, total=False):
     max: float
     noise: float
     warnings: list[str]
-    interval: MeasurementBlock
+    interval: IntervalDoc
     base_payload_ms: float
     arm_payload_ms: float
     reason: str
@@ -114,7 +114,7 @@ class Cost(TypedDict):
     arm_ms: float
     control_ms: float
     payload_ms: float
-    interval: MeasurementBlock
+    interval: IntervalDoc
 
 
 class PayloadBlock(TypedDict):
