@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimi_bench.domain.ledger import CopyRow
 from kimi_bench.serving.emulator import REPORTED
 from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
 from kimi_bench.serving.records import RequestRecord
@@ -115,7 +116,7 @@ class ServeRun:
     source: dict[str, Any] | None = None
     server_metrics: dict[str, Any] | None = None
     server_metrics_error: str | None = None
-    copies: list[dict[str, Any]] | None = None
+    copies: list[CopyRow] | None = None
     arena: list[dict[str, Any]] = field(default_factory=list)
     unsent: int = 0
     warmup_failed: int = 0

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-# one copy-ledger row (``domain.ledger.Ledger.rows``): its shape is the ledger's
-LedgerRow = dict[str, Any]
+from kimi_bench.domain.ledger import CopyRow
+
+# one copy-ledger row (``domain.ledger.Ledger.rows``)
+LedgerRow = CopyRow
 
 
 class ProducerMarks(TypedDict):
