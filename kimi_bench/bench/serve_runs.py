@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimi_bench.domain.ledger import CopyRow
-from kimi_bench.serving.emulator import REPORTED
-from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
+from kimi_bench.engine.serve_records import REPORTED
+from kimi_bench.engine.serve_records import STAGES as SERVER_STAGES
 from kimi_bench.serving.records import RequestRecord
 
 # per-request facts a pipeline reports (its recipe trail and decodes are kept apart)
