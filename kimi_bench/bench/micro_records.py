@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
+from kimi_bench.engine.launch import RankMapping
 from kimi_bench.engine.micro_messages import Floor, LedgerRow
 from kimi_bench.infra.stats import Interval, IntervalDoc, Measurement
 
@@ -174,7 +175,7 @@ class LaunchConfig(TypedDict):
     launcher: str
     nodes: int
     ranks_per_node: int
-    rank_mapping: dict[str, Any]
+    rank_mapping: RankMapping
 
 
 def ratio_block(m: Measurement, interval: Interval) -> Ratio:

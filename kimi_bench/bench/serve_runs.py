@@ -16,6 +16,7 @@ from typing import Any
 from kimi_bench.domain.ledger import CopyRow
 from kimi_bench.engine.serve_records import REPORTED
 from kimi_bench.engine.serve_records import STAGES as SERVER_STAGES
+from kimi_bench.serving.metrics import MetricsDoc
 from kimi_bench.serving.records import RequestRecord
 
 # per-request facts a pipeline reports (its recipe trail and decodes are kept apart)
@@ -114,7 +115,7 @@ class ServeRun:
     trace_start: float | None = None
     error: str | None = None
     source: dict[str, Any] | None = None
-    server_metrics: dict[str, Any] | None = None
+    server_metrics: MetricsDoc | None = None
     server_metrics_error: str | None = None
     copies: list[CopyRow] | None = None
     arena: list[dict[str, Any]] = field(default_factory=list)
