@@ -75,7 +75,7 @@ class ServedRequest:
     facts: Mapping[str, Any] = field(default_factory=dict)
     bounds: Mapping[str, float] = field(default_factory=dict)
     stages_ms: Mapping[str, float] | None = None
-    recipe: Mapping[str, Any] | None = None
+    recipe: Mapping[str, list[str]] | None = None  # pipeline.recipe_record
     decodes: tuple[tuple[str, str], ...] = ()
 
     @property
