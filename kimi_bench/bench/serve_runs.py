@@ -165,7 +165,7 @@ def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedR
     ttft = rec.ttft_ms
     assert ttft is not None
     t_first = t0 + rec.first_token_s
-    server = rec.server or {}
+    server: Mapping[str, Any] = rec.server or {}  # the header's JSON, checked field by field
     facts = {k: server[k] for k in FACTS if k in server}
     stages = server.get("stages_s")
     bounds: dict[str, float] = {}
