@@ -445,7 +445,7 @@ def zero_copy_notes(floor: Floor) -> list[str]:
     setup = [s for s in floor.get("zero_copy_setup") or [] if s]
     if not setup:
         return []
-    reg = [s["register_ms"] for s in setup if s.get("registered")]
+    reg = [s["register_ms"] or 0.0 for s in setup if s.get("registered")]
     mapped = max(s.get("map_ms") or 0.0 for s in setup)
     what = (
         f"cudaHostRegister {max(reg):.2f} ms (slowest rank)"

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
+from kimi_bench.engine.launch import RankMapping
 from kimi_bench.engine.micro_messages import Floor, LedgerRow
-from kimi_bench.infra.stats import Interval, Measurement
+from kimi_bench.infra.stats import Interval, IntervalDoc, Measurement
 
 __all__ = ["Floor", "LedgerRow"]
 
@@ -62,7 +63,7 @@ class Ratio(TypedDict, total=False):
     max: float
     noise: float
     warnings: list[str]
-    interval: MeasurementBlock
+    interval: IntervalDoc
     base_payload_ms: float
     arm_payload_ms: float
     reason: str
@@ -114,7 +115,7 @@ class Cost(TypedDict):
     arm_ms: float
     control_ms: float
     payload_ms: float
-    interval: MeasurementBlock
+    interval: IntervalDoc
 
 
 class PayloadBlock(TypedDict):
@@ -174,7 +175,7 @@ class LaunchConfig(TypedDict):
     launcher: str
     nodes: int
     ranks_per_node: int
-    rank_mapping: dict[str, Any]
+    rank_mapping: RankMapping
 
 
 def ratio_block(m: Measurement, interval: Interval) -> Ratio:

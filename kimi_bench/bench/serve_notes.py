@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench.serve_runs import ServeRun
+from kimi_bench.bench.serve_types import RequestRow
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import arms as arm_objects
@@ -115,7 +116,7 @@ class ServingNotes:
 
 
 def serving_notes(
-    opts: ServeOptions, runs: Sequence[ServeRun], rows: list[dict[str, Any]]
+    opts: ServeOptions, runs: Sequence[ServeRun], rows: list[RequestRow]
 ) -> ServingNotes:
     """Goodput's SLOs, unbilled images per (rate, arm), profiles and profiler answers."""
     out = ServingNotes()

@@ -28,7 +28,7 @@ LATENESS_WARN_MS = 5.0  # send lateness p99 above this: the client could not kee
 def server_ttft(run: ServeRun) -> tuple[str, float, float] | None:
     """(histogram, sum in s, count) the server's TTFT histogram gained during the run's
     trace (all label sets summed); None when /metrics had none."""
-    hists = (run.server_metrics or {}).get("histograms") or {}
+    hists = run.server_metrics["histograms"] if run.server_metrics else {}
     for name in TTFT_HISTOGRAMS:
         series = [h for key, h in hists.items() if key == name or key.startswith(name + "{")]
         if series:

@@ -15,14 +15,15 @@ with at least three units per side and an interval that excludes zero
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kimi_bench.bench.serve_runs import BOUNDS, ServedRequest, ServeRun
+from kimi_bench.bench.serve_types import RequestRow, ServeCopyRow, Versus
 from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.compare import compare
+from kimi_bench.infra.stats.compare import ComparisonDoc, NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
@@ -33,7 +34,7 @@ _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "produc
           "scheduler_copied_bytes", "batch_requests", "batch_id")  # fmt: skip
 
 
-def _row(run: ServeRun, r: ServedRequest) -> dict[str, Any]:
+def _row(run: ServeRun, r: ServedRequest) -> RequestRow:
     """One request in the report's layout (requests.csv): client times in seconds from the
     trace start (``*_s``: no ``*_ms`` name but the latencies, the figures read the other
     ``*_ms`` names as pipeline stages)."""
@@ -64,21 +65,21 @@ def _row(run: ServeRun, r: ServedRequest) -> dict[str, Any]:
             if a is not None and b is not None:
                 row[f"{s}_ms"] = (b - a) * 1e3
     row.update({key: r.facts.get(key) for key in _CARRY})
-    return row
+    return cast(RequestRow, row)  # its keys are RequestRow's (the *_s, *_ms ones by name)
 
 
-def request_rows(runs: Sequence[ServeRun]) -> list[dict[str, Any]]:
+def request_rows(runs: Sequence[ServeRun]) -> list[RequestRow]:
     """One flat row per measured request (what requests.csv and ``data.requests`` hold)."""
     return [_row(run, r) for run in runs for r in run.records]
 
 
-def copy_rows(runs: Sequence[ServeRun]) -> list[dict[str, Any]]:
+def copy_rows(runs: Sequence[ServeRun]) -> list[ServeCopyRow]:
     """The copy ledger of each (rate, arm) run, repeats summed, in pipeline order."""
     merged: dict[tuple[str, str], Ledger] = {}
     for run in runs:
         merged.setdefault((run.rate_label, run.arm), Ledger()).merge(run.copies or [])
     return [
-        {"rate": rate, "arm": arm, **row}
+        ServeCopyRow(rate=rate, arm=arm, **row)
         for (rate, arm), ledger in merged.items()
         for row in sort_copies(ledger.rows(), PIPELINE_STAGES)
     ]
@@ -151,13 +152,13 @@ def run_throughput(run: ServeRun) -> float:
 
 
 def arm_row(
-    label: str, arm: str, runs: Sequence[ServeRun], rows: list[dict[str, Any]], opts: ServeOptions
+    label: str, arm: str, runs: Sequence[ServeRun], rows: list[RequestRow], opts: ServeOptions
 ) -> dict[str, Any]:
     """One per-rate row: TTFT (and ITL, TPOT, E2E) at the asked percentiles, throughputs,
     goodput, the stage medians; ``unit_label`` says what ``forward_batches`` counts."""
     ttft = latency_measurement(runs, "ttft", f"{arm} TTFT @ {label}")
     thr = [run_throughput(r) for r in runs]
-    ok = [r for r in rows if figures.served(r)]
+    ok: list[Mapping[str, Any]] = [r for r in rows if figures.served(r)]  # *_ms by name
     stages = {s: Measurement([r[f"{s}_ms"] for r in ok if f"{s}_ms" in r]).median for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
     moved = sum((r.get("producer_copied_bytes") or 0) + (r.get("scheduler_copied_bytes") or 0)
@@ -188,27 +189,29 @@ def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:
     return (None if endpoints else with_role(arms, "baseline")) or arms[0]
 
 
-def _repeat_values(runs: Sequence[ServeRun], rows: list[dict[str, Any]], key: str,
+def _repeat_values(runs: Sequence[ServeRun], rows: list[RequestRow], key: str,
                    opts: ServeOptions) -> Measurement:  # fmt: skip
     """A per-repeat throughput (``serve_figures.throughputs``) as a Measurement."""
     return Measurement(figures.throughputs(rows, opts.slos).get(key, []), unit="1/s")
 
 
-def _safe_compare(a: Measurement, b: Measurement, seed: int, q: float = 50.0) -> dict[str, Any]:
+def _safe_compare(
+    a: Measurement, b: Measurement, seed: int, q: float = 50.0
+) -> ComparisonDoc | NoComparison:
     if not a.n or not b.n:
-        return {"delta_pct": None, "verdict": "no completed runs", "significant": False}
+        return NoComparison(delta_pct=None, verdict="no completed runs", significant=False)
     return compare(a, b, q=q, seed=seed).as_dict()
 
 
 def versus(
     base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
-) -> dict[str, Any]:
+) -> Versus:
     """One arm vs another: median and p90 TTFT over forward batches, median ITL/TPOT/E2E
     over requests (when measured), throughput and goodput over repeats (B minus A, %)."""
     (na, ra), (nb, rb) = base, arm
     a_rows, b_rows = request_rows(ra), request_rows(rb)
     a, b = latency_measurement(ra, "ttft", na), latency_measurement(rb, "ttft", nb)
-    out = {
+    out: Versus = {
         "median_ttft": compare(a, b, q=50, seed=opts.seed).as_dict(),
         "p90_ttft": compare(a, b, q=90, seed=opts.seed).as_dict(),
         "throughput": _safe_compare(
@@ -228,7 +231,7 @@ def versus(
     return out
 
 
-def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[str, Any]:
+def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[str, Versus]:
     """Each arm vs the base arm (eager, or the first endpoint) at one rate; with the
     proposed arms also ``zero-copy_vs_deferred``, ``deferred-decode_vs_deferred`` and
     ``deferred-decode_vs_zero-copy``."""
@@ -274,8 +277,8 @@ def stage_notes(rows: Sequence[dict[str, Any]], base: str) -> list[str]:
 class PerRate:
     """The per-rate rows (``results``) and the A/B block (``ab``) of a report."""
 
-    rows: list[dict[str, Any]]
-    ab: dict[str, Any]
+    rows: list[dict[str, Any]]  # keys by the asked percentiles (serve_figures.rate_figures)
+    ab: dict[str, dict[str, Versus]]  # rate -> arm -> its comparisons with the base arm
 
 
 def per_rate(opts: ServeOptions, runs: Sequence[ServeRun]) -> PerRate:

@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimi_bench.serving.emulator import REPORTED
-from kimi_bench.serving.emulator import STAGES as SERVER_STAGES
+from kimi_bench.domain.ledger import CopyRow
+from kimi_bench.engine.serve_records import REPORTED
+from kimi_bench.engine.serve_records import STAGES as SERVER_STAGES
+from kimi_bench.serving.metrics import MetricsDoc
 from kimi_bench.serving.records import RequestRecord
 
 # per-request facts a pipeline reports (its recipe trail and decodes are kept apart)
@@ -73,7 +75,7 @@ class ServedRequest:
     facts: Mapping[str, Any] = field(default_factory=dict)
     bounds: Mapping[str, float] = field(default_factory=dict)
     stages_ms: Mapping[str, float] | None = None
-    recipe: Mapping[str, Any] | None = None
+    recipe: Mapping[str, list[str]] | None = None  # pipeline.recipe_record
     decodes: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -113,9 +115,9 @@ class ServeRun:
     trace_start: float | None = None
     error: str | None = None
     source: dict[str, Any] | None = None
-    server_metrics: dict[str, Any] | None = None
+    server_metrics: MetricsDoc | None = None
     server_metrics_error: str | None = None
-    copies: list[dict[str, Any]] | None = None
+    copies: list[CopyRow] | None = None
     arena: list[dict[str, Any]] = field(default_factory=list)
     unsent: int = 0
     warmup_failed: int = 0
@@ -163,7 +165,7 @@ def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedR
     ttft = rec.ttft_ms
     assert ttft is not None
     t_first = t0 + rec.first_token_s
-    server = rec.server or {}
+    server: Mapping[str, Any] = rec.server or {}  # the header's JSON, checked field by field
     facts = {k: server[k] for k in FACTS if k in server}
     stages = server.get("stages_s")
     bounds: dict[str, float] = {}

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
-from kimi_bench.domain.decoders import choose
+from kimi_bench.domain.decoders import DecoderSummary, choose
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.pipeline import carrier, with_role
 
@@ -19,12 +19,28 @@ if TYPE_CHECKING:
     from kimi_bench.bench.serve_runs import ServeRun
 
 
+class CarrierTraits(TypedDict):
+    """What a carrier declares (``config.carrier_traits``)."""
+
+    name: str
+    uses_segments: bool
+    spans_nodes: bool
+    serialize_op: str
+    runtime: bool
+
+
+class DecoderConfig(DecoderSummary):
+    """``config.decoding``: ``--decoder`` as asked, and what the runtime's rule chose."""
+
+    requested: str
+
+
 def arm_roles(arms: Sequence[str]) -> dict[str, str | None]:
     """The baseline every other arm is compared with and the change the gate follows."""
     return {"baseline": with_role(arms, "baseline"), "change": with_role(arms, "change")}
 
 
-def carrier_traits(name: str) -> dict[str, Any]:
+def carrier_traits(name: str) -> CarrierTraits:
     """What a carrier declares (``project`` models a carrier by these, not by its name)."""
     c = carrier(name)
     return {
@@ -36,7 +52,7 @@ def carrier_traits(name: str) -> dict[str, Any]:
     }
 
 
-def decoder_config(requested: str, runtime: str, device: torch.device) -> dict[str, Any]:
+def decoder_config(requested: str, runtime: str, device: torch.device) -> DecoderConfig:
     """The decoder the runtime's rule picks on ``device`` for ``--decoder requested``,
     why, and its library's version (``DecoderChoice.summary``)."""
     return {"requested": requested, **choose(requested, get_profile(runtime), device).summary()}
@@ -47,11 +63,11 @@ def decode_counts(decodes: Iterable[Sequence[str]]) -> dict[str, int]:
     return dict(Counter(f"{name}: {why}" for name, why in decodes))
 
 
-def recipes(runs: Sequence[ServeRun]) -> dict[str, Any]:
+def recipes(runs: Sequence[ServeRun]) -> dict[str, dict[str, list[str]]]:
     """Each arm's recipe trail (``data.recipe``), from the first request record that
     carries it (the pipeline reports it with every request; the same each time; request
     rows leave it out)."""
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, list[str]]] = {}  # arm -> pipeline.recipe_record
     for run in runs:
         trail = next((r.recipe for r in run.records if r.recipe), None)
         if trail and run.arm not in out:

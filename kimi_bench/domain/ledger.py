@@ -15,7 +15,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, TypeVar
+
+
+class CopyRow(TypedDict):
+    """One ledger entry as a report row (``Ledger.rows``; a run's ``copies``)."""
+
+    stage: str
+    op: str
+    src: str
+    dst: str
+    bytes: int
+    count: int
+    copies: bool
+    mirrors: str
+
+
+R = TypeVar("R", bound=Mapping[str, Any])
 
 # op -> (what it is, whether it copies bytes)
 OPS: dict[str, tuple[str, bool]] = {
@@ -89,19 +105,19 @@ class Ledger:
             self.add(r["stage"], r["op"], r["src"], r["dst"], r["bytes"], r["mirrors"], r["count"])
         return self
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[CopyRow]:
         """One dict per entry, in insertion order (the order the pipeline ran them)."""
         return [
-            {
-                "stage": k.stage,
-                "op": k.op,
-                "src": k.src,
-                "dst": k.dst,
-                "bytes": v[0],
-                "count": v[1],
-                "copies": OPS[k.op][1],
-                "mirrors": k.mirrors,
-            }
+            CopyRow(
+                stage=k.stage,
+                op=k.op,
+                src=k.src,
+                dst=k.dst,
+                bytes=v[0],
+                count=v[1],
+                copies=OPS[k.op][1],
+                mirrors=k.mirrors,
+            )
             for k, v in self.entries.items()
         ]
 
@@ -146,7 +162,7 @@ def tensor_bytes(t: Any) -> int:
     return int(t.numel()) * int(t.element_size())
 
 
-def sort_copies(rows: Iterable[Mapping[str, Any]], order: Sequence[str]) -> list[Any]:
+def sort_copies(rows: Iterable[R], order: Sequence[str]) -> list[R]:
     """Ledger rows in pipeline order (``order``: the stage names); stable within a stage."""
     rank = {s: i for i, s in enumerate(order)}
     return sorted(rows, key=lambda r: rank.get(r["stage"], len(rank)))

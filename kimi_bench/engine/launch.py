@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from kimi_bench.options import Launcher
 
@@ -156,7 +156,18 @@ def rank_gpu(rank: int, gpus: int, ranks_per_node: int = 0) -> int:
     return local % max(1, gpus)
 
 
-def describe_mapping(device: str, ranks: int, gpus: int, ranks_per_node: int = 0) -> dict[str, Any]:
+class RankMapping(TypedDict):
+    """``describe_mapping``: how ranks map to devices, the gather it implies, in words."""
+
+    mapping: str  # one-to-one, round-robin or cpu
+    gpus_per_host: int
+    ranks: int
+    devices: list[str]
+    gather: str  # nccl, metadata or none
+    text: str
+
+
+def describe_mapping(device: str, ranks: int, gpus: int, ranks_per_node: int = 0) -> RankMapping:
     """How ranks map to devices (for the report's config/environment): ``one-to-one``,
     ``round-robin`` (several ranks share a GPU) or ``cpu``; the gather it implies."""
     per_host = ranks_per_node or ranks

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-# one copy-ledger row (``domain.ledger.Ledger.rows``): its shape is the ledger's
-LedgerRow = dict[str, Any]
+from kimi_bench.domain.ledger import CopyRow
+from kimi_bench.pipeline.arena_layout import ArenaSetup
+
+# one copy-ledger row (``domain.ledger.Ledger.rows``)
+LedgerRow = CopyRow
 
 
 class ProducerMarks(TypedDict):
@@ -54,4 +57,4 @@ class Floor(TypedDict, total=False):
     materialize_ms: float
     floor_ms: float
     made_of: str
-    zero_copy_setup: list[dict[str, Any]]
+    zero_copy_setup: list[ArenaSetup | None]  # per rank

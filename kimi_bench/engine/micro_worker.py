@@ -27,7 +27,7 @@ from kimi_bench.engine.micro_job import (
     job_inputs,
     rounds,
 )
-from kimi_bench.engine.micro_messages import ProducerMarks, RankMarks, RepeatMessage
+from kimi_bench.engine.micro_messages import Floor, ProducerMarks, RankMarks, RepeatMessage
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.profiling import StageProfiler, maybe_profiler
 from kimi_bench.infra.stats import median
@@ -231,9 +231,7 @@ def _floor_once(
     return (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3
 
 
-def measure_floor(
-    job: MicroJob, dev: torch.device, rank: int = 0, reps: int = 10
-) -> dict[str, Any] | None:
+def measure_floor(job: MicroJob, dev: torch.device, rank: int = 0, reps: int = 10) -> Floor | None:
     """The floor, on every rank at once (call it on all ranks; rank 0 gets the result):
     each rank's owned images, owners as the pipeline assigns them (``FLOOR_MADE_OF``).
     On CUDA rank 0 also measures the pinned link rate over all raw bytes (CUDA events),
@@ -257,7 +255,7 @@ def measure_floor(
     # per repeat the slowest rank; the floor is the fastest repeat
     per_rep = [max((r[k] for r in every), key=sum) for k in range(reps)]
     h2d_ms, mat_ms = min(per_rep, key=sum)
-    out: dict[str, Any] = {
+    out: Floor = {
         "raw_bytes": raw,
         "pinned_h2d_ms": None,
         "pinned_h2d_gbps": None,
@@ -267,8 +265,9 @@ def measure_floor(
         "made_of": FLOOR_MADE_OF.format(reps=reps),
     }
     if dev.type == "cuda":
-        out["pinned_h2d_ms"] = _pinned_link_ms(chw, dev, reps)
-        out["pinned_h2d_gbps"] = raw / (out["pinned_h2d_ms"] * 1e-3) / 1e9
+        link_ms = _pinned_link_ms(chw, dev, reps)
+        out["pinned_h2d_ms"] = link_ms
+        out["pinned_h2d_gbps"] = raw / (link_ms * 1e-3) / 1e9
     return out
 
 

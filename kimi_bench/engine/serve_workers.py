@@ -27,6 +27,7 @@ from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
 from kimi_bench.engine.profiling import maybe_profiler
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
+from kimi_bench.engine.serve_records import Batch, PipelineRequest, TokensMessage
 from kimi_bench.engine.standins import MatmulChain
 from kimi_bench.pipeline import (
     Gloo,
@@ -80,7 +81,7 @@ def producer_main(
         # a "queue" source adds the request's encoded images and its max_tokens
         rid, warm, t_sent = msg[:3]
         job.hooks.on_request(rid)
-        rec: dict[str, Any] = {
+        rec: PipelineRequest = {
             "rid": rid,
             "warm": warm,
             "t_sent": t_sent,
@@ -203,14 +204,14 @@ class _Rank:
         stalled = time.perf_counter() - self.last_progress > self.load.request_timeout_s
         return self.done + new >= self.load.total or stalled, stalled
 
-    def _collect(self, step: Step) -> dict[str, Any]:
+    def _collect(self, step: Step) -> Batch:
         """Rank 0: everything queued now (waits briefly when nothing is)."""
-        reqs = []
+        reqs: list[PipelineRequest] = []
         ready = wait(self.conns, timeout=0 if self.decoding else self.idle_wait_s)
         while ready:
             for c in ready:
                 conn: Any = c  # a producer's pipe end
-                rec = recipe.receive(step, conn.recv_bytes())
+                rec: PipelineRequest = recipe.receive(step, conn.recv_bytes())
                 rec["t_recv"] = time.perf_counter()
                 rows, self.producer_trails[rec["rid"]] = conn.recv()
                 own = Ledger().merge(rows)
@@ -227,8 +228,8 @@ class _Rank:
     def loop(self) -> None:
         while True:
             step = self._new_step()
-            batch = self._collect(step) if self.rank == 0 else None
-            batch = recipe.broadcast(step, self.ranks, batch, self.rank)
+            mine = self._collect(step) if self.rank == 0 else None
+            batch: Batch = recipe.broadcast(step, self.ranks, mine, self.rank)
             if batch["reqs"]:
                 self._step(step, batch)
             if batch.get("decode"):
@@ -242,7 +243,7 @@ class _Rank:
                 self._stop(batch)
                 return
 
-    def _stop(self, batch: dict[str, Any]) -> None:
+    def _stop(self, batch: Batch) -> None:
         import torch.distributed as dist
 
         ledgers: list[Any] = [None] * self.job.ranks
@@ -258,7 +259,7 @@ class _Rank:
         if batch["stalled"] and self.load is not None:
             self.outbox.send("stalled", self.load.total - self.done)
 
-    def _step(self, step: Step, batch: dict[str, Any]) -> None:
+    def _step(self, step: Step, batch: Batch) -> None:
         import torch.distributed as dist
 
         job = self.job
@@ -299,7 +300,7 @@ class _Rank:
             if self.decoding[rid] <= 0:
                 done.append(rid)
                 del self.decoding[rid]
-        self.outbox.send("tokens", {"rids": rids, "t": time.perf_counter(), "done": done})
+        self.outbox.send("tokens", TokensMessage(rids=rids, t=time.perf_counter(), done=done))
 
     def _encoder(self, out: RankOutput) -> None:
         """The encoder stand-in on this rank's own images (between materialize and gather)."""
@@ -307,20 +308,16 @@ class _Rank:
             gflop = out.patches * self.job.cost.encoder_gflop_per_patch * self.scale
             self.chain.run(out.patches, gflop)
 
-    def _finish(self, batch: dict[str, Any], step_copied: int) -> None:
+    def _finish(self, batch: Batch, step_copied: int) -> None:
         t_first = time.perf_counter()
         n = len(batch["reqs"])
         self.steps += 1
         for r in batch["reqs"]:
             r.pop("items", None)
-            r.update(
-                scheduler_copied_bytes=step_copied // max(1, n),
-                batch_id=self.steps,
-                t_step=batch["t_step"],
-                t_first=t_first,
-                batch_requests=n,
-                recipe=recipe_record(self.producer_trails.pop(r["rid"], []), self.recipe),
-            )
+            trail = recipe_record(self.producer_trails.pop(r["rid"], []), self.recipe)
+            r.update({"scheduler_copied_bytes": step_copied // max(1, n), "batch_id": self.steps,
+                      "t_step": batch["t_step"], "t_first": t_first, "batch_requests": n,
+                      "recipe": trail})  # fmt: skip
             self.done += 1
             if int(r.get("max_tokens") or 1) > 1 and "error" not in r:
                 self.decoding[r["rid"]] = int(r["max_tokens"]) - 1
@@ -334,7 +331,7 @@ class _Rank:
 # ------------------------------------------- source "queue": fed by a serving backend
 
 
-def _fail_undecoded(ok: list[dict[str, Any]], failed: list[tuple[int, str]]) -> None:
+def _fail_undecoded(ok: list[PipelineRequest], failed: list[tuple[int, str]]) -> None:
     """Mark the requests whose image an owner could not decode (deferred-decode: the
     decode error surfaces after scheduling, in the forward batch, not at the producer)."""
     if not failed:
@@ -347,7 +344,7 @@ def _fail_undecoded(ok: list[dict[str, Any]], failed: list[tuple[int, str]]) -> 
             req["error"] = f"{kind}: the owner could not decode image {i} of the batch: {detail}"
 
 
-def _owner_decodes(ok: list[dict[str, Any]], decoded: list[tuple[int, Any]]) -> None:
+def _owner_decodes(ok: list[PipelineRequest], decoded: list[tuple[int, Any]]) -> None:
     """deferred-decode: which decoder each owner used for a request's images, and why,
     added to the request's decodes (its producer only read the headers)."""
     owner_of_item = [r for r in ok for _ in r["items"]]
@@ -382,6 +379,6 @@ class _QueueRank(_Rank):
     def _should_stop(self, new: int) -> tuple[bool, bool]:
         return self.stop_evt.is_set() or os.getppid() != self.parent, False
 
-    def _step(self, step: Step, batch: dict[str, Any]) -> None:
+    def _step(self, step: Step, batch: Batch) -> None:
         super()._step(step, batch)
         self.outbox.send("copies", step.ledger.rows())

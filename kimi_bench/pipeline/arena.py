@@ -30,7 +30,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-from kimi_bench.pipeline.arena_layout import ArenaError, ArenaFull, ArenaRef, ArenaSpec
+from kimi_bench.pipeline.arena_layout import (
+    ArenaError,
+    ArenaFull,
+    ArenaRef,
+    ArenaSetup,
+    ArenaSpec,
+)
 from kimi_bench.pipeline.transport import SHM_DIR, TransportError
 
 
@@ -263,7 +269,7 @@ class Arena:
             ev.synchronize()
         self._pending.clear()
 
-    def setup(self) -> dict[str, Any]:
+    def setup(self) -> ArenaSetup:
         """What the start-up cost, for the report (not in any per-request stage)."""
         return {
             "arena_bytes": self.spec.nbytes,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 
@@ -25,6 +25,19 @@ ALIGN = 256  # images start on 256-byte boundaries inside a slot
 MAGIC = 0x4B42_4152_454E_4131  # "KBARENA1"
 DEFAULT_BUDGET = 2 << 30  # bytes of slots a serve-ab run may map at most
 Layout = Literal["hwc", "chw"]
+
+
+class ArenaSetup(TypedDict):
+    """What a process's arena start-up cost (``Arena.setup``; reported apart from stages)."""
+
+    arena_bytes: int
+    slots: int
+    slot_bytes: int
+    created: bool
+    map_ms: float
+    registered: bool
+    register_ms: float | None
+    stage_threads: int
 
 
 class ArenaError(RuntimeError):

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kimi_bench.infra.stats import percentile
 from kimi_bench.options.parse import parse_goodput
 
-Dict = dict[str, Any]
+# a request row as the writer builds it (``bench.serve_types.RequestRow``) or as read back
+Row = Mapping[str, Any]
+R = TypeVar("R", bound=Row)
 LATENCIES = ("ttft", "itl", "tpot", "e2e")  # the per-request latencies, in ms
 # per-request columns that are latencies, not pipeline stages (imported rows add theirs)
 LATENCY_COLUMNS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "itl_mean_ms")
@@ -32,7 +34,7 @@ THROUGHPUTS = ("output_tokens_per_s", "images_per_s_e2e", "megapixels_per_s", "g
 SLO_METRIC = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
 
 
-def served(row: Dict) -> bool:
+def served(row: Row) -> bool:
     """A request counts as served only with no error, a TTFT and a 2xx (or no) status."""
     status = row.get("status")
     good_status = status is None or (isinstance(status, int) and 200 <= status < 300)
@@ -49,7 +51,7 @@ def _num(v: Any) -> float | None:
     return float(v) if ok else None
 
 
-def samples(rows: Iterable[Dict], metric: str) -> list[float]:
+def samples(rows: Iterable[Row], metric: str) -> list[float]:
     """A latency's samples (ms) over the served rows; ITL: every gap of every request."""
     out: list[float] = []
     for r in rows:
@@ -62,7 +64,7 @@ def samples(rows: Iterable[Dict], metric: str) -> list[float]:
     return out
 
 
-def latency_figures(rows: Sequence[Dict], percentiles: Sequence[float]) -> dict[str, float]:
+def latency_figures(rows: Sequence[Row], percentiles: Sequence[float]) -> dict[str, float]:
     """``<metric>_mean_ms`` and ``<metric>_<pct>_ms`` of every latency with samples."""
     out: dict[str, float] = {}
     for metric in LATENCIES:
@@ -75,7 +77,7 @@ def latency_figures(rows: Sequence[Dict], percentiles: Sequence[float]) -> dict[
     return out
 
 
-def tpot_of(row: Dict) -> float | None:
+def tpot_of(row: Row) -> float | None:
     """The TPOT a row's own E2E, TTFT and output tokens give (None with one token)."""
     e2e, ttft, n = _num(row.get("e2e_ms")), _num(row.get("ttft_ms")), row.get("output_tokens")
     if e2e is None or ttft is None or not isinstance(n, int) or n < 2:
@@ -89,7 +91,7 @@ def slos(config: Mapping[str, Any]) -> dict[str, float]:
     return parse_goodput(given) if given else {}
 
 
-def meets(row: Dict, slo: Mapping[str, float]) -> bool:
+def meets(row: Row, slo: Mapping[str, float]) -> bool:
     """A served request within every SLO (a missing TPOT meets a TPOT SLO)."""
     if not served(row):
         return False
@@ -102,22 +104,22 @@ def meets(row: Dict, slo: Mapping[str, float]) -> bool:
     return True
 
 
-def by_repeat(rows: Iterable[Dict]) -> dict[int, list[Dict]]:
-    out: dict[int, list[Dict]] = {}
+def by_repeat(rows: Iterable[R]) -> dict[int, list[R]]:
+    out: dict[int, list[R]] = {}
     for r in rows:
         rep = r.get("repeat", 0)
         out.setdefault(rep if isinstance(rep, int) else 0, []).append(r)
     return out
 
 
-def duration_s(rows: Sequence[Dict]) -> float | None:
+def duration_s(rows: Sequence[Row]) -> float | None:
     """A repeat's duration: its last response's end from the trace start (None without
     client times: the in-process load generator records none)."""
     ends = [e for r in rows if (e := _num(r.get("end_s"))) is not None]
     return max(ends) if ends and max(ends) > 0 else None
 
 
-def repeat_throughputs(rows: Sequence[Dict], slo: Mapping[str, float]) -> dict[str, float]:
+def repeat_throughputs(rows: Sequence[Row], slo: Mapping[str, float]) -> dict[str, float]:
     """One repeat's throughputs over its duration (none without one)."""
     dur = duration_s(rows)
     if dur is None:
@@ -133,7 +135,7 @@ def repeat_throughputs(rows: Sequence[Dict], slo: Mapping[str, float]) -> dict[s
     return out
 
 
-def throughputs(rows: Sequence[Dict], slo: Mapping[str, float]) -> dict[str, list[float]]:
+def throughputs(rows: Sequence[Row], slo: Mapping[str, float]) -> dict[str, list[float]]:
     """Each throughput per repeat, in repeat order."""
     out: dict[str, list[float]] = {}
     for _, reps in sorted(by_repeat(rows).items()):
@@ -143,7 +145,7 @@ def throughputs(rows: Sequence[Dict], slo: Mapping[str, float]) -> dict[str, lis
 
 
 def rate_figures(
-    rows: Sequence[Dict], percentiles: Sequence[float], slo: Mapping[str, float]
+    rows: Sequence[Row], percentiles: Sequence[float], slo: Mapping[str, float]
 ) -> dict[str, Any]:
     """The per-rate row's serving figures of one arm's request rows."""
     out: dict[str, Any] = dict(latency_figures(rows, percentiles))
@@ -156,7 +158,7 @@ def rate_figures(
     return out
 
 
-def unbilled_images(rows: Sequence[Dict], text_only: int | None) -> int:
+def unbilled_images(rows: Sequence[Row], text_only: int | None) -> int:
     """Served requests with images whose usage shows no image tokens: the server said 0
     image tokens, or billed no more prompt tokens than the same prompt without images
     (``text_only``; a benchmark that never reached the vision tower, sglang #21294)."""

@@ -21,15 +21,17 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from PIL import Image
 
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
+from kimi_bench.domain.ledger import CopyRow
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_job import PipelineJob
+from kimi_bench.engine.serve_records import REPORTED, STAGES, STAMPS, PipelineRequest, TokensMessage
 from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.environment import resolve_device
@@ -42,22 +44,6 @@ from kimi_bench.serving.ledger_metrics import LedgerMetrics
 from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 
-# per-request stages the backend reports (seconds), in pipeline order, non-overlapping
-STAGES = ("queue_wait", "decode", "producer", "to_scheduler", "sched_wait", "step", "respond")
-_BOUNDS = ("t_sent", "t_start", "t_decoded", "t_produced", "t_recv", "t_step", "t_first")
-REPORTED = (
-    "image_tokens",
-    "patches",
-    "feature_bytes",
-    "deferred_images",
-    "producer_copied_bytes",
-    "scheduler_copied_bytes",
-    "batch_requests",
-    "batch_id",
-    "worker",
-    "recipe",
-    "decodes",
-)
 _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
 
 
@@ -139,7 +125,7 @@ class EmulatorBackend:
         self.start_error: str | None = None
         self.leftover_segments: list[str] = []
         self._ids = itertools.count()  # request ids; 0 is the start-up request
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[int, asyncio.Future[PipelineRequest]] = {}
         self._decoding: dict[int, asyncio.Queue[float]] = {}  # request id -> its tokens' times
         self._loop: asyncio.AbstractEventLoop | None = None
         self._harness: Harness | None = None
@@ -267,18 +253,18 @@ class EmulatorBackend:
             with contextlib.suppress(RuntimeError):  # the loop closed in between
                 self._loop.call_soon_threadsafe(fn, *args)
 
-    def _count(self, rows: Sequence[dict[str, Any]]) -> None:
+    def _count(self, rows: Sequence[CopyRow]) -> None:
         if self._ledger is not None:
             self._ledger.count(rows)
 
-    def _resolve(self, rec: dict[str, Any]) -> None:
+    def _resolve(self, rec: PipelineRequest) -> None:
         if self._ledger is not None and "t_step" in rec:
             self._ledger.step(rec["t_step"], rec.get("batch_requests", 1))
         fut = self._pending.get(rec["rid"])
         if fut is not None and not fut.done():
             fut.set_result(rec)
 
-    def _tokens(self, step: dict[str, Any]) -> None:
+    def _tokens(self, step: TokensMessage) -> None:
         """A decode step's tokens to their streams (a stream that went away: dropped)."""
         for rid in step["rids"]:
             q = self._decoding.get(rid)
@@ -336,15 +322,16 @@ class EmulatorBackend:
         return replace(first, next_token=tokens.get) if max_tokens > 1 else first
 
 
-def first_token(rec: dict[str, Any], t_done: float, conf: EmulatorConfig) -> FirstToken:
+def first_token(rec: PipelineRequest, t_done: float, conf: EmulatorConfig) -> FirstToken:
     """What a request's pipeline record tells the server and the client: stage seconds,
     the facts of REPORTED, the forward step it was served in (``batch``, a step id) and
     the image tokens the processor made. The prompt's text tokens are the server's count
     of the request's text (``usage``): the prefill stand-in's fixed text length
     (``StandinCost.text_tokens_per_request``) sizes its cost only, it is not the prompt."""
-    stamps = [rec[b] for b in _BOUNDS] + [t_done]
+    facts: Mapping[str, Any] = rec  # its stamps and REPORTED, by name
+    stamps = [facts[b] for b in STAMPS] + [t_done]
     stages = {s: max(0.0, b - a) for s, a, b in zip(STAGES, stamps[:-1], stamps[1:], strict=True)}
-    report: dict[str, Any] = {k: rec[k] for k in REPORTED if k in rec}
+    report: dict[str, Any] = {k: facts[k] for k in REPORTED if k in facts}
     report.update(arm=conf.arm, batch=round(rec["t_step"] * 1e6))
     return FirstToken(
         stages_s=stages,

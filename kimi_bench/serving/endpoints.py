@@ -11,7 +11,7 @@ import httpx
 
 from kimi_bench.infra.jsonio import parse_json
 from kimi_bench.options import parse_endpoint
-from kimi_bench.serving.records import ServerInfo
+from kimi_bench.serving.records import Scalar, ServerInfo
 
 __all__ = ["CHAT_PATH", "auth_headers", "parse_endpoint", "probe_server"]
 
@@ -34,7 +34,7 @@ def _redact(text: str, api_key_env: str) -> str:
     return text.replace(key, "<redacted>") if key else text
 
 
-def _scalars(entry: Any) -> dict[str, Any]:
+def _scalars(entry: Any) -> dict[str, Scalar]:
     if not isinstance(entry, dict):
         return {}
     return {k: v for k, v in entry.items() if isinstance(v, (str, int, float, bool))}

@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from kimi_bench.domain.ledger import OPS
+from kimi_bench.domain.ledger import OPS, CopyRow
 from kimi_bench.serving.metrics import MetricsSnapshot
 from kimi_bench.serving.server_metrics import PREFIX, ServerMetrics
 
@@ -54,7 +54,7 @@ class LedgerMetrics:
             self.batch.observe(requests)
 
 
-def copies_from_metrics(before: MetricsSnapshot, after: MetricsSnapshot) -> list[dict[str, Any]]:
+def copies_from_metrics(before: MetricsSnapshot, after: MetricsSnapshot) -> list[CopyRow]:
     """The copy ledger of what an emulator served between two ``/metrics`` scrapes, as
     ``Ledger.rows()`` rows (what ``serve-ab`` keeps as a run's ``copies``)."""
     rows: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
@@ -66,13 +66,16 @@ def copies_from_metrics(before: MetricsSnapshot, after: MetricsSnapshot) -> list
         row = rows.setdefault(labels, {**dict(labels), "bytes": 0, "count": 0})
         row[fields[name]] = round(value if inc < 0 else inc)  # < 0: the server restarted
     return [
-        {
-            **{k: r.get(k, "") for k in ("stage", "op", "src", "dst")},
-            "bytes": r["bytes"],
-            "count": r["count"],
-            "copies": _copies(r.get("op", "")),
-            "mirrors": r.get("mirrors", ""),
-        }
+        CopyRow(
+            stage=r.get("stage", ""),
+            op=r.get("op", ""),
+            src=r.get("src", ""),
+            dst=r.get("dst", ""),
+            bytes=r["bytes"],
+            count=r["count"],
+            copies=_copies(r.get("op", "")),
+            mirrors=r.get("mirrors", ""),
+        )
         for r in rows.values()
         if r["count"] or r["bytes"]
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -84,6 +84,23 @@ def scrape_metrics(
     return parse_metrics(r.text)
 
 
+class HistogramDoc(TypedDict):
+    """``HistogramDelta.to_dict``: [bound ("+Inf" for the last), count] per bucket."""
+
+    buckets: list[list[float | str]]
+    sum: float
+    count: float
+
+
+class MetricsDoc(TypedDict):
+    """``MetricsDelta.to_dict`` (a serve-ab run's ``server_metrics``)."""
+
+    counters: dict[str, float]
+    histograms: dict[str, HistogramDoc]
+    gauges: dict[str, dict[str, float | None]]  # series -> {"before": v, "after": v}
+    resets: list[str]
+
+
 @dataclass
 class HistogramDelta:
     """Observations a histogram gained: cumulative ``buckets`` as (upper bound, count)
@@ -114,7 +131,7 @@ class HistogramDelta:
             lower, below = bound, cum
         return lower
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HistogramDoc:
         return {
             "buckets": [["+Inf" if math.isinf(b) else b, c] for b, c in self.buckets],
             "sum": self.sum,
@@ -129,7 +146,7 @@ class MetricsDelta:
     gauges: dict[str, dict[str, float | None]] = field(default_factory=dict)
     resets: list[str] = field(default_factory=list)  # series that went down (restarts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MetricsDoc:
         return {
             "counters": dict(self.counters),
             "histograms": {k: h.to_dict() for k, h in self.histograms.items()},

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from kimi_bench.serving.intake import Refused
+from kimi_bench.serving.openai_types import ModelCard
 
 
 class ServedModels:
@@ -49,7 +49,7 @@ class ServedModels:
             self._warned.add(requested)
         return requested
 
-    def cards(self) -> list[dict[str, Any]]:
+    def cards(self) -> list[ModelCard]:
         """``/v1/models`` entries: one per name, each alias rooted at the model's name."""
         return [
             {"id": n, "object": "model", "created": 0, "owned_by": "kimi-bench", "root": self.name}

@@ -5,7 +5,7 @@ trace, and the ServerInfo read from an endpoint. Times are seconds from the trac
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict, cast
 
 ERROR_KINDS = {
     "connect": "the connection could not be made (refused, unreachable, connect timeout)",
@@ -19,6 +19,59 @@ ERROR_KINDS = {
     "cancelled": "the request was in flight when the arm ended (dead endpoint, Ctrl-C)",
     "client_error": "an unexpected client-side exception (named in the error text)",
 }
+
+
+class ServerReport(TypedDict, total=False):
+    """The emulator's ``X-Kimi-Bench-Request`` header (``backend.REQUEST_HEADER``): its
+    stage seconds and the request's facts (``engine.serve_records.REPORTED``), as read from
+    JSON: each field is checked where it is used (``bench.serve_runs.from_client``)."""
+
+    stages_s: dict[str, float]
+    image_tokens: int
+    patches: int
+    feature_bytes: int
+    deferred_images: int
+    producer_copied_bytes: int
+    scheduler_copied_bytes: int
+    batch_requests: int
+    batch_id: int
+    worker: int
+    recipe: dict[str, list[str]]
+    decodes: list[list[str]]  # [decoder, why] per image
+    arm: str
+    batch: int  # the forward step's id
+
+
+class RequestRecordDoc(TypedDict):
+    """``RequestRecord.to_dict``: its fields, then ok and the derived times."""
+
+    rid: int
+    scheduled_s: float
+    warmup: bool
+    sent_s: float | None
+    wire_sent_s: float | None
+    gate_wait_s: float
+    first_byte_s: float | None
+    first_token_s: float | None
+    done_s: float | None
+    status: int | None
+    output_tokens: int
+    bytes_received: int
+    token_chunks: int
+    finish_reason: str | None
+    done_marker: bool
+    retries: int
+    prompt_tokens: int | None
+    prompt_image_tokens: int | None
+    itl_ms: list[float]
+    server: ServerReport | None
+    error_kind: str | None
+    error: str | None
+    ok: bool
+    ttft_ms: float | None
+    e2e_ms: float | None
+    queue_ms: float | None
+    lateness_ms: float | None
 
 
 @dataclass
@@ -44,7 +97,7 @@ class RequestRecord:
     prompt_tokens: int | None = None  # usage.prompt_tokens, when the server reports usage
     prompt_image_tokens: int | None = None  # usage.prompt_tokens_details.image_tokens, if given
     itl_ms: list[float] = field(default_factory=list)  # between content-bearing chunks
-    server: dict[str, Any] | None = None  # the X-Kimi-Bench-Request header (stages, facts)
+    server: ServerReport | None = None  # the X-Kimi-Bench-Request header (stages, facts)
     error_kind: str | None = None  # a key of ERROR_KINDS
     error: str | None = None
 
@@ -83,11 +136,25 @@ class RequestRecord:
             raise ValueError(f"unknown error kind {kind!r}")
         self.error_kind, self.error = kind, message
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RequestRecordDoc:
         d = asdict(self)
         d.update(ok=self.ok, ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, queue_ms=self.queue_ms,
                  lateness_ms=self.lateness_ms)  # fmt: skip
-        return d
+        return cast(RequestRecordDoc, d)  # asdict: the fields by name
+
+
+class ArmResultDoc(TypedDict):
+    """``ArmResult.to_dict``."""
+
+    base_url: str
+    planned: int
+    completed: int
+    failed: int
+    unsent: int
+    error: str | None
+    trace_start: float | None
+    records: list[RequestRecordDoc]
+    warmup: list[RequestRecordDoc]
 
 
 @dataclass
@@ -114,7 +181,7 @@ class ArmResult:
     def unsent(self) -> int:
         return self.planned - len(self.records)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ArmResultDoc:
         return {
             "base_url": self.base_url,
             "planned": self.planned,
@@ -128,6 +195,21 @@ class ArmResult:
         }
 
 
+Scalar = str | int | float | bool  # a JSON scalar
+
+
+class ServerInfoDoc(TypedDict):
+    """``ServerInfo.to_dict``: its fields, then ``model``."""
+
+    base_url: str
+    models: list[dict[str, Scalar]]
+    version: str | None
+    version_source: str | None
+    server_header: str | None
+    error: str | None
+    model: str | None
+
+
 @dataclass
 class ServerInfo:
     """What an endpoint says about itself. ``version`` comes from the first of
@@ -135,7 +217,7 @@ class ServerInfo:
     ``Server`` header that names one; ``version_source`` says which."""
 
     base_url: str
-    models: list[dict[str, Any]] = field(default_factory=list)  # scalar fields of /v1/models
+    models: list[dict[str, Scalar]] = field(default_factory=list)  # scalar fields of /v1/models
     version: str | None = None
     version_source: str | None = None
     server_header: str | None = None
@@ -145,5 +227,13 @@ class ServerInfo:
     def model(self) -> str | None:
         return str(self.models[0]["id"]) if self.models and "id" in self.models[0] else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "model": self.model}
+    def to_dict(self) -> ServerInfoDoc:
+        return {
+            "base_url": self.base_url,
+            "models": [dict(m) for m in self.models],
+            "version": self.version,
+            "version_source": self.version_source,
+            "server_header": self.server_header,
+            "error": self.error,
+            "model": self.model,
+        }

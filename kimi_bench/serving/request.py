@@ -14,13 +14,13 @@ import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.options import CLIENT_CONNECT_TIMEOUT_S, CLIENT_DEAD_AFTER
 from kimi_bench.serving.backend import REQUEST_HEADER
 from kimi_bench.serving.endpoints import CHAT_PATH, _excerpt, _redact, auth_headers
-from kimi_bench.serving.records import RequestRecord
+from kimi_bench.serving.records import RequestRecord, ServerReport
 from kimi_bench.serving.wire import (
     ConnectFailed,
     Connection,
@@ -203,7 +203,7 @@ class _Stream:
         rec.first_token_s = first - t0
 
 
-def _server_report(value: str | None) -> dict[str, Any] | None:
+def _server_report(value: str | None) -> ServerReport | None:
     """The emulator's per-request header as a dict; None when absent or unreadable (it is
     extra information: a bad one never fails the request)."""
     if not value:
@@ -212,7 +212,7 @@ def _server_report(value: str | None) -> dict[str, Any] | None:
         obj = parse_json(value, "server report header", constants=True)
     except InputError:
         return None
-    return obj if isinstance(obj, dict) else None
+    return cast(ServerReport, obj) if isinstance(obj, dict) else None  # checked where read
 
 
 class Target:

@@ -11,7 +11,6 @@ import json
 import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
 
 from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
@@ -19,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from kimi_bench.infra.fault_hooks import NO_FAULTS, FaultHooks
 from kimi_bench.serving.intake import error_body
+from kimi_bench.serving.openai_types import ChunkBody, ChunkChoice, Completion, Delta, Usage
 from kimi_bench.serving.usage import PromptCount
 
 STOPPING = "the server is shutting down"
@@ -67,12 +67,14 @@ class ChatStream:
         self.sent = 0
         self.outcome: str | None = None
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        # OpenAI: with include_usage every chunk but the last has "usage": null
-        return self._event({"choices": [choice], **({"usage": None} if self.include_usage else {})})
+    def _chunk(self, delta: Delta, finish: str | None = None) -> str:
+        choice = ChunkChoice(index=0, delta=delta, logprobs=None, finish_reason=finish)
+        body: ChunkBody = {"choices": [choice]}
+        if self.include_usage:  # OpenAI: then every chunk but the last has "usage": null
+            body["usage"] = None
+        return self._event(body)
 
-    def _event(self, extra: dict[str, Any]) -> str:
+    def _event(self, extra: ChunkBody) -> str:
         obj = {"id": self.rid, "object": "chat.completion.chunk", "created": self.created}
         return f"data: {json.dumps({**obj, 'model': self.model, **extra})}\n\n"
 
@@ -105,7 +107,7 @@ class ChatStream:
                 await self._pause()
             yield NEXT_TOKEN_TEXT if i else FIRST_TOKEN_TEXT
 
-    def usage(self, completion: int) -> dict[str, Any]:
+    def usage(self, completion: int) -> Usage:
         return self.prompt.usage(completion)
 
     async def _token_events(self) -> AsyncGenerator[str, None]:
@@ -137,14 +139,19 @@ class ChatStream:
         """The whole answer of a plain (not streamed) response; ServerStopping."""
         return "".join([tok async for tok in self.tokens()])
 
-    def completion(self, text: str) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text}
+    def completion(self, text: str) -> Completion:
         return {
             "id": self.rid,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "length",
+                }
+            ],
             "usage": self.usage(self.max_tokens),
         }
 

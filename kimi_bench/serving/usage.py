@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from kimi_bench.serving.openai_types import PromptTokensDetails, Usage
 
 USAGE_HEADER = "X-Kimi-Bench-Usage"
 USAGE_HEADER_VALUE = "emulated; text=gpt2-pretokenizer-pieces; image=backend-processor"
@@ -52,10 +53,10 @@ class PromptCount:
     def total(self) -> int:
         return self.text + self.image
 
-    def usage(self, completion: int) -> dict[str, Any]:
+    def usage(self, completion: int) -> Usage:
         """The OpenAI ``usage`` object of a response with ``completion`` tokens."""
-        details = {"cached_tokens": 0, "text_tokens": self.text, "image_tokens": self.image,
-                   "prompt_tokens": self.text}  # fmt: skip
+        details = PromptTokensDetails(cached_tokens=0, text_tokens=self.text,
+                                      image_tokens=self.image, prompt_tokens=self.text)  # fmt: skip
         return {
             "prompt_tokens": self.total,
             "completion_tokens": completion,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from PIL import Image
@@ -76,6 +76,17 @@ class Decoded:
     reason: str
 
 
+class DecoderSummary(TypedDict):
+    """``DecoderChoice.summary``: the decoder chosen, why, its library's version and the
+    fallback."""
+
+    decoder: str
+    label: str
+    reason: str
+    version: str | None
+    fallback: str
+
+
 @dataclass(frozen=True)
 class DecoderChoice:
     """The decoder of a process (``chosen``, and why), with the runtime's fallback."""
@@ -114,7 +125,7 @@ class DecoderChoice:
             pass
         return time.perf_counter() - t0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> DecoderSummary:
         """What a report's environment says about the decoder and its library."""
         return {
             "decoder": self.chosen.name,

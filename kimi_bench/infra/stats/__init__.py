@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -78,6 +78,18 @@ def pct_delta(a: float, b: float) -> float:
     if not a or math.isnan(a) or math.isnan(b):
         return math.nan
     return (b - a) / abs(a) * 100.0
+
+
+class IntervalDoc(TypedDict):
+    """``Interval.as_dict``: its fields."""
+
+    low: float
+    high: float
+    kind: str
+    method: str
+    n_units: int
+    confidence: float | None
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -114,8 +126,10 @@ class Interval:
             return f"{lo} .. {hi} ({(self.confidence or 0):.0%} CI over {self.n_units} units)"
         return f"{lo} .. {hi} (range over {self.n_units} units, not a confidence interval)"
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> IntervalDoc:
+        return IntervalDoc(low=self.low, high=self.high, kind=self.kind, method=self.method,
+                           n_units=self.n_units, confidence=self.confidence,
+                           reason=self.reason)  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Interval:

@@ -10,8 +10,8 @@ never a confidence interval.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from kimi_bench.infra.stats import (
     MIN_UNITS,
     RESAMPLES,
     Interval,
+    IntervalDoc,
     Measurement,
     bootstrap_method,
     check_interval_args,
@@ -27,11 +28,37 @@ from kimi_bench.infra.stats import (
     percentile,
 )
 from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
-from kimi_bench.infra.stats.rank_test import RankTest, mann_whitney
+from kimi_bench.infra.stats.rank_test import RankTest, RankTestDoc, mann_whitney
 
 SIGNIFICANT = "significant"
 STRADDLES_ZERO = "interval straddles zero"
 TOO_FEW_UNITS = "not enough independent samples"
+
+
+class ComparisonDoc(TypedDict):
+    """``Comparison.as_dict``: its fields, the interval and the test nested, ``significant``."""
+
+    a_label: str
+    b_label: str
+    unit: str
+    q: float
+    a_value: float
+    b_value: float
+    delta_pct: float
+    interval: IntervalDoc
+    verdict: str
+    test: RankTestDoc
+    a_units: int
+    b_units: int
+    significant: bool
+
+
+class NoComparison(TypedDict):
+    """What stands for a comparison when a side has nothing to compare."""
+
+    delta_pct: None
+    verdict: str
+    significant: bool
 
 
 @dataclass(frozen=True)
@@ -55,9 +82,14 @@ class Comparison:
     def significant(self) -> bool:
         return self.verdict == SIGNIFICANT
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ComparisonDoc:
         """Fields (interval and test as nested dicts) plus ``significant``."""
-        return asdict(self) | {"significant": self.significant}
+        return ComparisonDoc(
+            a_label=self.a_label, b_label=self.b_label, unit=self.unit, q=self.q,
+            a_value=self.a_value, b_value=self.b_value, delta_pct=self.delta_pct,
+            interval=self.interval.as_dict(), verdict=self.verdict, test=self.test.as_dict(),
+            a_units=self.a_units, b_units=self.b_units, significant=self.significant,
+        )  # fmt: skip
 
 
 def _too_few(a: Measurement, b: Measurement, delta: float) -> Interval:

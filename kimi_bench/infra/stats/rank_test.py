@@ -7,10 +7,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
 EXACT_MAX_N = 50  # exact p-values up to this many values per side, when no ties
+
+
+class RankTestDoc(TypedDict):
+    """A ``RankTest``'s fields, as a report holds them."""
+
+    p_value: float
+    method: str
+    u: float
+    alternative: str
+    n_x: int
+    n_y: int
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,10 @@ class RankTest:
     alternative: str
     n_x: int
     n_y: int
+
+    def as_dict(self) -> RankTestDoc:
+        return RankTestDoc(p_value=self.p_value, method=self.method, u=self.u,
+                           alternative=self.alternative, n_x=self.n_x, n_y=self.n_y)  # fmt: skip
 
 
 def mann_whitney(
