@@ -291,8 +291,9 @@ def test_the_text_only_probe_keeps_the_request_deadline(monkeypatch: pytest.Monk
     from kimi_bench.serving.records import ServerInfo
 
     asked: list[float] = []
+    one_model = [{"id": "m"}]
     monkeypatch.setattr(serve_http, "probe_server",
-                        lambda url, **_: ServerInfo(base_url=url, models=[{"id": "m"}]))  # fmt: skip
+                        lambda url, **_: ServerInfo(base_url=url, models=one_model))  # fmt: skip
     monkeypatch.setattr(serve_http, "text_only_prompt_tokens",
                         lambda *a, timeout_s, **k: asked.append(timeout_s))  # fmt: skip
     for given, used in ((2.5, 2.5), (600.0, 60.0)):
