@@ -16,17 +16,15 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TypeVar
 
-from kimi_bench.bench.micro_build import (
-    MicroFailed,
-    build_report,
+from kimi_bench.bench.micro_build import MicroFailed, build_report, stage_record
+from kimi_bench.bench.micro_records import LaunchConfig, Samples
+from kimi_bench.bench.micro_setup import (
     folder_images,
     micro_job,
     name_profiles,
     require_carrier,
     runtime_leftovers,
-    stage_record,
 )
-from kimi_bench.bench.micro_records import LaunchConfig, Samples
 from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
 from kimi_bench.domain.config import resolve_config

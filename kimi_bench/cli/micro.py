@@ -56,7 +56,7 @@ def _body(values: dict[str, Any]) -> None:
 
         dev = resolve_device(opts.device)  # a missing CUDA device is a usage error
         if opts.images and world.writes_report:  # an image that does not decode: refused now
-            from kimi_bench.bench.micro_build import folder_images
+            from kimi_bench.bench.micro_setup import folder_images
 
             folder_images(opts.images)
         out_dir, fmt = resolve_output(values, "micro") if world.writes_report else (None, None)

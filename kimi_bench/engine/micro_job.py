@@ -19,7 +19,7 @@ from kimi_bench.pipeline.arena_layout import ArenaSpec, spec_for
 
 @dataclass(frozen=True, kw_only=True)
 class MicroJob:
-    """Built from micro's options (``bench.micro_build.micro_job``): no defaults here."""
+    """Built from micro's options (``bench.micro_setup.micro_job``): no defaults here."""
 
     cfg: PreprocessConfig
     groups: tuple[tuple[int, int, int], ...]  # (count, width, height)

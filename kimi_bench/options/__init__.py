@@ -40,6 +40,7 @@ from kimi_bench.options.commands import (
     RunOptions,
     ScenarioFileOptions,
 )
+from kimi_bench.options.common import StandinOptions
 from kimi_bench.options.parse import (
     migrate_image_resolution,
     parse_endpoint,
@@ -49,7 +50,7 @@ from kimi_bench.options.parse import (
     portrait_hint,
     rate_label,
 )
-from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions, StandinOptions
+from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions
 from kimi_bench.options.server import (
     CLIENT_CONNECT_TIMEOUT_S,
     CLIENT_DEAD_AFTER,

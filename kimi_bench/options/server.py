@@ -17,8 +17,8 @@ from kimi_bench.infra.limits import (
     REQUEST_PIXELS_PER_IMAGE_LIMIT,
 )
 from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, CarrierField, FaultHooksSpec
+from kimi_bench.options.common import StandinOptions, _Pipeline
 from kimi_bench.options.parse import parse_resolution
-from kimi_bench.options.scenarios import StandinOptions, _Pipeline
 
 EMULATOR_MODEL = "kimi-bench-emulator"  # the model name the emulator serves by default
 # what the API grants a request (not options: the OpenAI-compatible servers' behaviour):

@@ -177,7 +177,7 @@ def test_defaults_are_not_repeated_in_the_cli():
 # where they are built (NO_FAULTS for a real run).
 BUILT_FROM_OPTIONS = (EmulatorConfig, ServerOptions, StandinCost, HttpServeOptions)
 # the jobs every process of a run is given: built in one place each from the options and
-# the run's world (bench.micro_build.micro_job, bench.launch_runs, serving.emulator)
+# the run's world (bench.micro_setup.micro_job, bench.launch_runs, serving.emulator)
 JOBS = (MicroJob, PipelineJob, LoadJob)
 PACKAGES = ("serving", "engine", "bench")
 
