@@ -18,6 +18,7 @@ from kimi_bench.bench.serve_report import (
     stage_notes,
 )
 from kimi_bench.bench.serve_runs import ServeRun
+from kimi_bench.bench.serve_types import Versus
 from kimi_bench.bench.variants import (
     arm_roles,
     carrier_traits,
@@ -62,15 +63,8 @@ def build_serve_report(
     table = per_rate(opts, runs)
     rows, ab = table.rows, table.ab
     requests = request_rows(runs)
-    notes = emulator_notes(opts, device, profile)
+    notes = emulator_notes(opts, device, profile) + _not_significant(ab)
     by_arm = failures(runs)
-    for label, arms in ab.items():
-        for arm, v in arms.items():
-            if not v["median_ttft"]["significant"]:
-                notes.append(
-                    f"rate {label}, {arm}: median TTFT delta not significant: "
-                    f"{v['median_ttft']['verdict']}."
-                )
     notes += stage_notes(rows, base_arm(list(names), bool(opts.endpoints))) + list(opts.notes)
     notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
     overhead = overhead_rows(runs)  # HTTP runs only
@@ -132,3 +126,13 @@ def build_serve_report(
     # the verdict in the words every format prints it (report.verdicts), from the data
     summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
     return report
+
+
+def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
+    """A note per rate and arm whose median TTFT delta is not significant, and why."""
+    return [
+        f"rate {label}, {arm}: median TTFT delta not significant: {v['median_ttft']['verdict']}."
+        for label, arms in ab.items()
+        for arm, v in arms.items()
+        if not v["median_ttft"]["significant"]
+    ]
