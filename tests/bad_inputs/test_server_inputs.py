@@ -34,7 +34,7 @@ from tests.serve_helpers import (
     serve_process,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("server_inputs")]
 
 MAX_BODY_MB = 2  # the served limit: --max-body-mb 2
 

@@ -16,7 +16,8 @@ import pytest
 from tests.browser.chromium import check_page, chromium, page_verdicts, unavailable
 from tests.browser.pages import PARTIAL_ERROR, build_pages
 
-pytestmark = pytest.mark.slow  # renders every kind's figures, then a browser
+# renders every kind's figures, then a browser; one worker builds the pages once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 KINDS = [
     "parity",

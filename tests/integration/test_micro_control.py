@@ -105,6 +105,10 @@ def test_metadata_gather_is_emulation_only_and_stand_ins_are_named():
     assert found[1]["arms"] == ["eager", "deferred"] and "NCCL" in found[1]["why"]
 
 
+# the module's tests share its fixture's run: one worker runs them all, the run once
+pytestmark = pytest.mark.xdist_group("micro_control")
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("control") / "m"

@@ -35,6 +35,10 @@ def kimi_bench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# the module's tests share its fixture's run: one worker runs them all, the run once
+pytestmark = pytest.mark.xdist_group("quoting")
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("quoting")
