@@ -36,7 +36,7 @@ def kimi_bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 # the module's tests share its fixture's run: one worker runs them all, the run once
-pytestmark = pytest.mark.xdist_group("quoting")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("quoting")]  # a parity run of its own
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ function-level import except for optional heavy dependencies (listed here)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,7 @@ def _known(name: str, modules: set[str]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)  # the sources are parsed once per process (tests copy it)
 def graph() -> tuple[dict[str, set[str]], list[str]]:
     files = sorted(ROOT.rglob("*.py"))
     modules = {module_name(p) for p in files}
@@ -173,6 +175,9 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
 KNOWN_UPWARD: set[str] = set()
 KNOWN_CYCLES: list[list[str]] = []
 KNOWN_LAZY_MODULES: set[str] = set()
+
+# one worker runs the module: the sources are parsed once (graph() is cached)
+pytestmark = pytest.mark.xdist_group("layers")
 
 
 def test_no_new_import_points_up_the_layers():
