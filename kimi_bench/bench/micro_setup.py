@@ -59,7 +59,8 @@ def name_profiles(report: Report, opts: MicroOptions) -> None:
     """``--profile``: the traces written, in the report's data and notes (none written: said)."""
     if opts.profile is None:
         return
-    traces = sorted(str(p) for p in opts.profile.glob("*.trace.json"))
+    names = ["producer", *(f"rank{r}" for r in range(opts.ranks or 1))]  # what this run wrote
+    traces = [str(t) for n in names if (t := opts.profile / f"{n}.trace.json").is_file()]
     report.data["profiles"] = traces
     named = ", ".join(Path(t).name for t in traces) or "none written"
     report.notes.append(
