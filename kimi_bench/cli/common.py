@@ -278,7 +278,7 @@ def min_width(table: Table, console: Console | None = None) -> int:
     opts = con.options.update_width(10_000)
     total = 0
     for column in table.columns:
-        cells = [column.header, *column._cells]
+        cells = [column.header, *column.cells]
         sizes = [Measurement.get(con, opts, c) for c in cells]
         total += max(m.maximum if column.no_wrap else m.minimum for m in sizes) + 2
     return total + len(table.columns) + 1  # padding one a side, the borders between

@@ -74,9 +74,10 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     prof = _profiler(job, "producer")
     for it, control in rounds(job):
         images = payloads[control]
+        under = prof if job.profiled(it, control) else None  # every arm of a profiled round
         for name in job.arms:
             conn.recv()  # "go" from rank 0
-            step = _step(job, name, dev, arena, decoder, _if(prof, job.profiled(it, control)))
+            step = _step(job, name, dev, arena, decoder, under)
             step.hook.mark("start")
             produced = recipe.producer_step(step, images, job.prefix)
             conn.send_bytes(recipe.send(step, produced.packed))
@@ -97,10 +98,6 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
         prof.close()
     if arena is not None:
         arena.close()
-
-
-def _if(prof: StageProfiler | None, profiled: bool) -> StageProfiler | None:
-    return prof if profiled else None
 
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
@@ -158,9 +155,10 @@ def _rank_loop(
     prof = _profiler(job, f"rank{rank}")
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
+        under = prof if job.profiled(it, control) else None  # every arm of a profiled round
         for name in job.arms:
             dist.barrier()
-            step = _step(job, name, dev, arena, decoder, _if(prof, job.profiled(it, control)))
+            step = _step(job, name, dev, arena, decoder, under)
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
