@@ -124,7 +124,10 @@ def test_bench_serving_ttft_agrees_with_server_metrics(tmp_path: Path, server: s
     client_ms = result["mean_ttft_ms"]
     print(f"sglang.bench_serving mean TTFT {client_ms:.1f} ms, server {server_ms:.1f} ms")
     assert client_ms >= server_ms  # the client's TTFT contains the server's
-    assert client_ms <= server_ms * 1.10, (
+    # and not much more: what lies between is the loopback and two event loops, a few ms
+    # on an idle host; the bound is loose so a loaded one cannot fail it (a wrong pairing,
+    # the warm-up counted or a request missing, is off by a whole request or more)
+    assert client_ms <= server_ms * 1.5, (
         f"sglang.bench_serving mean TTFT {client_ms:.1f} ms vs the server's {server_ms:.1f} ms"
     )
 
