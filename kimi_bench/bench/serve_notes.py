@@ -6,6 +6,7 @@ answers."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,7 @@ def serving_notes(
                 "the images may never have reached the vision tower (sglang issue #21294); "
                 "the latencies then measure a text-only model"
             )
+    out.notes.extend(_textless_first_chunks(rows))
     if opts.profile is not None and not opts.endpoints:
         out.profiles = {arm: sorted(str(p) for p in (opts.profile / arm).glob("*.trace.json"))
                         for arm in opts.arms}  # fmt: skip
@@ -165,3 +167,41 @@ def serving_notes(
             if answer.get("warning") and answer["warning"] not in out.warnings:
                 out.warnings.append(str(answer["warning"]))
     return out
+
+
+# a stream's first chunk counts as "before the first token" when it came this much earlier
+# (a server that writes the role chunk with the first token puts microseconds between them)
+TEXTLESS_LEAD_MS = 1.0
+
+
+def _textless_first_chunks(rows: list[RequestRow]) -> list[str]:
+    """Per (rate, arm) whose streams open with a chunk that carries no text (a role-only
+    chunk, as transformers serve sends): where vllm bench serve's TTFT would end (its
+    client stops the clock at the first chunk with choices) beside kimi-bench's and
+    sglang.bench_serving's (the first chunk with text)."""
+    out = []
+    for key in dict.fromkeys((r["rate"], r["arm"]) for r in rows):
+        pairs = [p for r in rows if (r["rate"], r["arm"]) == key
+                 if (p := _chunk_and_text_ms(r)) is not None]  # fmt: skip
+        early = [p for p in pairs if p[1] - p[0] >= TEXTLESS_LEAD_MS]
+        chunk = statistics.median(p[0] for p in pairs) if pairs else 0.0
+        text = statistics.median(p[1] for p in pairs) if pairs else 0.0
+        if not early or text - chunk < TEXTLESS_LEAD_MS:
+            continue
+        out.append(
+            f"rate {key[0]}, {key[1]}: {len(early)} of {len(pairs)} streams opened with a "
+            f"chunk that carried no text (e.g. the role alone) {TEXTLESS_LEAD_MS:g} ms or more "
+            "before the first token; "
+            f"vllm bench serve stops TTFT at that chunk (median {chunk:.1f} ms here), "
+            f"kimi-bench and sglang.bench_serving at the first text (median {text:.1f} ms); "
+            "the rows keep both times (first_chunk_s, first_token_s)."
+        )
+    return out
+
+
+def _chunk_and_text_ms(row: RequestRow) -> tuple[float, float] | None:
+    """A served request's send-to-first-chunk and send-to-first-text times, in ms."""
+    sent, chunk, text = row.get("sent_s"), row.get("first_chunk_s"), row.get("first_token_s")
+    if row.get("ttft_ms") is None or sent is None or chunk is None or text is None:
+        return None
+    return (chunk - sent) * 1e3, (text - sent) * 1e3

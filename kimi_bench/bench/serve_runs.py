@@ -47,7 +47,8 @@ class ClientSide:
     client_wait_ms: float | None = None
     lateness_ms: float | None = None  # actual send - scheduled, less the concurrency wait
     prompt_image_tokens: int | None = None  # usage.prompt_tokens_details.image_tokens
-    # scheduled, sent, wire_sent, first_byte, first_token, end: seconds from the trace start
+    # scheduled, sent, wire_sent, first_byte, first_chunk, first_token, end: seconds from
+    # the trace start
     times_s: Mapping[str, float | None] = field(default_factory=dict)
 
 
@@ -150,7 +151,8 @@ def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedR
         client_wait_ms=rec.queue_ms, lateness_ms=rec.lateness_ms,
         prompt_image_tokens=rec.prompt_image_tokens,
         times_s={"scheduled": rec.scheduled_s, "sent": rec.sent_s, "wire_sent": rec.wire_sent_s,
-                 "first_byte": rec.first_byte_s, "first_token": rec.first_token_s,
+                 "first_byte": rec.first_byte_s, "first_chunk": rec.first_chunk_s,
+                 "first_token": rec.first_token_s,
                  "end": rec.done_s},
     )  # fmt: skip
     base: dict[str, Any] = {

@@ -43,6 +43,7 @@ class RequestRow(TypedDict, total=False):
     sent_s: float | None
     wire_sent_s: float | None
     first_byte_s: float | None
+    first_chunk_s: float | None  # the first chunk with choices (vllm bench serve's TTFT end)
     first_token_s: float | None
     end_s: float | None
     send_lateness_s: float

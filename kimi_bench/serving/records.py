@@ -52,6 +52,7 @@ class RequestRecordDoc(TypedDict):
     wire_sent_s: float | None
     gate_wait_s: float
     first_byte_s: float | None
+    first_chunk_s: float | None
     first_token_s: float | None
     done_s: float | None
     status: int | None
@@ -85,6 +86,10 @@ class RequestRecord:
     wire_sent_s: float | None = None
     gate_wait_s: float = 0.0  # time waiting for a max_concurrency slot (a planned wait)
     first_byte_s: float | None = None  # when the response headers arrived
+    # the first chunk with a choices list, text or not (a role-only opening chunk counts):
+    # where vllm bench serve starts TTFT; kimi-bench and sglang.bench_serving start it at
+    # the first chunk with text (first_token_s)
+    first_chunk_s: float | None = None
     first_token_s: float | None = None
     done_s: float | None = None  # end of stream, or the failure
     status: int | None = None

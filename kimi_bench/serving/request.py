@@ -128,6 +128,7 @@ class _Stream:
     """What one event stream has shown so far."""
 
     stamps: list[float] = field(default_factory=list)  # perf_counter of text chunks
+    first_chunk: float | None = None  # the first chunk with choices, text or not
     finish_at: float | None = None
     finish_reason: str | None = None
     usage_tokens: int | None = None
@@ -158,6 +159,8 @@ class _Stream:
             image = details.get("image_tokens") if isinstance(details, dict) else None
             if isinstance(image, int) and not isinstance(image, bool):
                 self.prompt_image_tokens = image
+        if choices and self.first_chunk is None:
+            self.first_chunk = now
         for choice in choices:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
@@ -201,6 +204,8 @@ class _Stream:
                 "no_token", "stream ended without a token" + (f" ({', '.join(how)})" if how else "")
             )
         rec.first_token_s = first - t0
+        if self.first_chunk is not None:
+            rec.first_chunk_s = self.first_chunk - t0
 
 
 def _server_report(value: str | None) -> ServerReport | None:
