@@ -52,6 +52,8 @@ NEEDS = {
     "server": "needs real OpenAI-compatible model servers, e.g. SGLang, to talk to",
     "model": "starts a model server: needs the model's weights and SGLang on GPUs",
     "sglang": "needs the SGLang reference environment: .ci/run builds it, runs pytest -m sglang",
+    "tfserve": "needs the checkout's tests and a transformers serve environment: .ci/run "
+    "builds it, runs pytest tests/thirdparty",
     "long": "too long for CPU CI",
 }
 NEEDS_RE = re.compile(r"\bneeds:\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
