@@ -28,32 +28,17 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 REQS="$REPO/requirements-transformers-serve.txt"
 
-die() { echo "transformers-serve-env: $*" >&2; exit 1; }
+NAME=transformers-serve-env
+# shellcheck source=lib/venv-steps.sh
+. "$REPO/scripts/lib/venv-steps.sh"
 
 [[ -f "$REQS" ]] || die "missing $REQS"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
     || die "$PYTHON is older than 3.10 (set PYTHON=...)"
 
-mkdir -p "$(dirname "$VENV")"
-VENV=$(cd "$(dirname "$VENV")" && pwd)/$(basename "$VENV")
-case "$VENV/" in
-    "$REPO"/*)
-        git -C "$REPO" check-ignore -q "$VENV" \
-            || die "$VENV is inside the checkout and not ignored by git; put it elsewhere"
-        ;;
-esac
+venv_path
 
 START=$SECONDS
-step() {
-    local name=$1
-    shift
-    local t0=$SECONDS
-    echo "transformers-serve-env: $name" >&2
-    if ! timeout "$STEP_TIMEOUT" "$@"; then
-        die "step '$name' failed or ran past ${STEP_TIMEOUT}s"
-    fi
-    echo "transformers-serve-env: $name done in $((SECONDS - t0)) s" >&2
-}
 
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 TORCH_ARGS=()
