@@ -100,6 +100,12 @@ class _Serving(_Loose):
     median_ttft_ms: NonNegativeFloat | None = None
     p90_ttft_ms: NonNegativeFloat | None = None
     p99_ttft_ms: NonNegativeFloat | None = None
+    mean_itl_ms: NonNegativeFloat | None = None
+    median_itl_ms: NonNegativeFloat | None = None
+    p99_itl_ms: NonNegativeFloat | None = None
+    # sglang: with a speculative server (accept_length > 0) its ITL figures are per
+    # retokenized token, not the chunk gaps its per-request lists hold
+    accept_length: float | None = None
     ttfts: list[NonNegativeFloat] | None = None
     itls: list[list[NonNegativeFloat]] | None = None
     input_lens: list[NonNegativeInt] | None = None
@@ -172,6 +178,7 @@ def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
             "error": err,
             "ttft_ms": None if err else ttft * 1e3,
             "itl_mean_ms": sum(itl) / len(itl) * 1e3 if itl and not err else None,
+            "itl_ms": [x * 1e3 for x in itl] if res.itls is not None and not err else None,
             "input_tokens": res.input_lens[i] if res.input_lens is not None else None,
             "output_tokens": res.output_lens[i] if res.output_lens is not None else None,
         }
@@ -194,6 +201,9 @@ def _repeat(res: _Serving, failed: int | None, where: str) -> Repeat:
     stated = {"mean_ttft_ms": res.mean_ttft_ms, "median_ttft_ms": res.median_ttft_ms,
               "p90_ttft_ms": res.p90_ttft_ms, "p99_ttft_ms": res.p99_ttft_ms,
               "req_per_s": res.request_throughput, "completed": res.completed}  # fmt: skip
+    if rows is not None and res.itls is not None and not (res.accept_length or 0) > 0:
+        stated |= {"mean_itl_ms": res.mean_itl_ms, "median_itl_ms": res.median_itl_ms,
+                   "p99_itl_ms": res.p99_itl_ms}  # fmt: skip
     return Repeat(rows, res.completed, failed, res.duration, stated)
 
 

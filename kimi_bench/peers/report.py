@@ -112,7 +112,8 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         "to the first token. req_per_s is RECOMPUTED by kimi-bench as completed requests / "
         "the tool's benchmark duration; tool_req_per_s is the tool's own figure, shown beside "
         "it (they differ where the tool counts its span or its rate differently). The rows "
-        "were checked against the tool's own summary (completed, mean and median TTFT). No "
+        "were checked against the tool's own summary (completed, mean and median TTFT; mean, "
+        "median and p99 ITL over every gap pooled where the file lists them). No "
         "stage times or copy ledger (the server's internals are not in the file).",
         f"Load: {_load_text(next(iter(runs.values())))}.",
     ]

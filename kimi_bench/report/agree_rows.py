@@ -165,17 +165,38 @@ def _tool_agrees(raw: Dict, rows: list[Dict]) -> None:
                     and (label is None or r["rate"] == label)]  # fmt: skip
             xs = [float(r["ttft_ms"]) for r in mine if served(r)]
             where = f"config.source.arms.{arm}.stated[{k}]"
-            _tool_figures(figures if isinstance(figures, dict) else {}, xs, where,
-                          str(src.get("file") or arm))  # fmt: skip
+            file = str(src.get("file") or arm)
+            figures = figures if isinstance(figures, dict) else {}
+            _tool_figures(figures, xs, where, file)
+            itls = [float(x) for r in mine if served(r) for x in (r.get("itl_ms") or [])]
+            _tool_itl(figures, itls, where, file)
+
+
+def _refuse(where: str, file: str, key: str, tool: float, rows_value: float, unit: str) -> None:
+    raise Disagreement(
+        f"{where}.{key}: {file}'s own summary says {tool:.6g}{unit} but its per-request "
+        f"rows give {rows_value:.6g}{unit}: the rows disagree with the tool's summary "
+        "(an edited file?)"
+    )
+
+
+def _tool_itl(figures: Dict, itls: list[float], where: str, file: str) -> None:
+    """The tool's ITL figures against every gap of its served requests pooled, as
+    sglang.bench_serving and vllm bench serve compute them (np.percentile)."""
+    if not itls:
+        return
+    mean, med, p99 = (figures.get(k) for k in ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"))
+    if isinstance(mean, (int, float)) and not _near(float(mean), Measurement(itls).mean):
+        _refuse(where, file, "mean_itl_ms", float(mean), Measurement(itls).mean, " ms")
+    if isinstance(med, (int, float)) and not _median_fits(float(med), itls):
+        _refuse(where, file, "median_itl_ms", float(med), percentile(itls, 50), " ms")
+    if isinstance(p99, (int, float)) and not _near(float(p99), percentile(itls, 99)):
+        _refuse(where, file, "p99_itl_ms", float(p99), percentile(itls, 99), " ms")
 
 
 def _tool_figures(figures: Dict, xs: list[float], where: str, file: str) -> None:
     def refuse(key: str, tool: float, rows_value: float, unit: str) -> None:
-        raise Disagreement(
-            f"{where}.{key}: {file}'s own summary says {tool:.6g}{unit} but its per-request "
-            f"rows give {rows_value:.6g}{unit}: the rows disagree with the tool's summary "
-            "(an edited file?)"
-        )
+        _refuse(where, file, key, tool, rows_value, unit)
 
     done = figures.get("completed")
     if isinstance(done, (int, float)) and not isinstance(done, bool) and done != len(xs):

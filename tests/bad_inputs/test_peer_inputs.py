@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.bad_inputs.test_inputs_that_lie import kb, rules
@@ -133,6 +134,9 @@ def test_max_failed_counts_what_the_file_shows(tmp_path: Path) -> None:
     sg["errors"][2], sg["ttfts"][2], sg["completed"] = "Server disconnected", 0.0, 5
     served = [t * 1e3 for i, t in enumerate(sg["ttfts"]) if i != 2]
     sg["mean_ttft_ms"], sg["median_ttft_ms"] = statistics.mean(served), statistics.median(served)
+    gaps = [x * 1e3 for i, g in enumerate(sg["itls"]) if i != 2 for x in g]  # sglang pools these
+    sg["mean_itl_ms"], sg["median_itl_ms"] = statistics.mean(gaps), statistics.median(gaps)
+    sg["p99_itl_ms"] = float(np.percentile(gaps, 99))
     out_dir, _ = _imported(tmp_path / "f", _write(sg, tmp_path / "f.jsonl"))
     strict = rules(tmp_path, "[serve_ab]\nmax_failed = 0\n")
     code, out = kb("gate", out_dir, "--rules", strict, "--format", "md")

@@ -88,6 +88,43 @@ def test_tool_summary_agrees_with_its_rows(tmp_path: Path) -> None:
             assert row["ttft_median_ms"] == pytest.approx(med, rel=1e-6)
 
 
+def test_the_tools_itl_figures_are_its_pooled_gaps(tmp_path: Path) -> None:
+    """sglang.bench_serving's mean/median/p99 ITL (np over every gap of its served requests,
+    pooled) are what kimi-bench computes from the same per-request lists: the rows keep
+    each request's gaps, and the import checks the tool's figures against them."""
+    raw = json.loads((DATA / "sglang-a.jsonl").read_text().splitlines()[0])
+    rep = imported(tmp_path, str(DATA / "sglang-a.jsonl"))
+    gaps = [x for r in rep["requests"] for x in r["itl_ms"]]
+    assert len(gaps) == sum(n - 1 for n in raw["output_lens"])  # one gap per later token
+    assert statistics.fmean(gaps) == pytest.approx(raw["mean_itl_ms"], rel=1e-9)
+    assert statistics.median(gaps) == pytest.approx(raw["median_itl_ms"], rel=1e-9)
+    stated = rep["config"]["source"]["arms"]["sglang-a"]["stated"][0]
+    assert stated["p99_itl_ms"] == raw["p99_itl_ms"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda o: o["itls"][0].__setitem__(0, 0.5), "mean_itl_ms"),  # one gap made 500 ms
+        (lambda o: o.__setitem__("p99_itl_ms", 50.0), "p99_itl_ms"),  # a summary made up
+    ],
+)
+def test_an_itl_the_rows_do_not_give_is_refused(tmp_path: Path, edit, says) -> None:
+    bad = _broken(tmp_path, "sglang-a.jsonl", edit)
+    res = runner.invoke(app, ["import", str(bad), "--output-dir", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert f"{says}: sglang-a.jsonl's own summary says" in " ".join(res.output.split())
+    assert not (tmp_path / "o" / "report.json").exists()
+
+
+def test_a_speculative_servers_itl_is_not_held_to_the_chunk_gaps(tmp_path: Path) -> None:
+    """With accept_length > 0 sglang reports ITL per retokenized token, not per chunk."""
+    bad = _broken(tmp_path, "sglang-a.jsonl", lambda o: o.update(accept_length=2.5,
+                                                                 mean_itl_ms=2.7))  # fmt: skip
+    rep = imported(tmp_path, str(bad))
+    assert "mean_itl_ms" not in rep["config"]["source"]["arms"]["sglang-a"]["stated"][0]
+
+
 def test_two_files_one_report_is_an_ab(tmp_path: Path) -> None:
     rep = imported(tmp_path, str(DATA / "sglang-a.jsonl"), str(DATA / "sglang-b.jsonl"),
                    "--arm", "base", "--arm", "cand")  # fmt: skip

@@ -139,6 +139,14 @@ def test_bench_serving_ttft_agrees_with_server_metrics(tmp_path: Path, server: s
     res2 = runner.invoke(app, ["import", str(out), "--arm", "sglang",
                                "--output-dir", str(tmp_path / "imp")])  # fmt: skip
     assert res2.exit_code == 0, res2.output
+    # the same streams, read by sglang.bench_serving, and its figures re-derived by
+    # kimi-bench from its per-request lists: the import refuses a disagreement, and says
+    # here what it held (ITL pooled over every gap, TTFT per request)
+    rep = json.loads((tmp_path / "imp" / "report.json").read_text())
+    gaps = [x for r in rep["requests"] for x in r["itl_ms"]]
+    assert len(gaps) == sum(r["output_tokens"] - 1 for r in rep["requests"]) > 0
+    assert sum(gaps) / len(gaps) == pytest.approx(result["mean_itl_ms"], rel=1e-9)
+    assert rep["results"][0]["ttft_median_ms"] == pytest.approx(result["median_ttft_ms"], rel=1e-9)
     (tmp_path / "rules.toml").write_text("[serve_ab]\nmax_failed = 0\n")
     res3 = runner.invoke(app, ["gate", str(tmp_path / "imp"), "--rules",
                                str(tmp_path / "rules.toml")])  # fmt: skip
