@@ -255,7 +255,7 @@ def test_serve_ab_against_transformers_serve_gives_the_peers_figures(
     cmd = [*KB, "serve-ab", "--endpoint", f"tf={url}", "--model", model,
            "--request-rate", "4", "--num-prompts", str(PROMPTS), "--warmup-requests", "1",
            "--image-resolution", "64x48", "--max-tokens", str(MAX_TOKENS), "--goodput", slo,
-           "--metric-percentiles", ",".join(f"{q:g}" for q in PCTS),
+           "--metric-percentiles", ",".join(f"{q:g}" for q in PCTS), "--profile-server",
            "--out", str(report)]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -270,6 +270,11 @@ def test_serve_ab_against_transformers_serve_gives_the_peers_figures(
     assert not any("billed no image tokens" in n for n in data["notes"])
     assert any("goodput = requests that met every SLO" in n for n in data["notes"])
     _check_vllm_ttft(rows, data["notes"])
+    # a real server without /start_profile: a clear warning, on stderr and in the report,
+    # and the run still measured (exit 0)
+    said = f"WARNING: --profile-server: {url}/start_profile answered"
+    assert said in " ".join(res.stderr.split()) or said in " ".join(res.stdout.split())
+    assert source["profile_server"][0]["ok"] is False
 
 
 def _check_vllm_ttft(rows: list[dict], notes: list[str]) -> None:
