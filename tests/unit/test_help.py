@@ -72,7 +72,7 @@ FOREIGN = {
     "--nnodes", "--no-deps", "--node-rank", "--nproc-per-node", "--output", "--output-details",
     "--output-tokens-mean", "--profile", "--random-input-len", "--random-output-len",
     "--request-count", "--save-result", "--streaming", "--synthetic-input-tokens-mean",
-    "--tokenizer", "--tp", "--url",
+    "--tokenizer", "--tp", "--url", "--use-server-token-count",
 }  # fmt: skip
 
 
