@@ -47,7 +47,7 @@ TORCH_ARGS=()
 step "venv ($PYTHON)" "$PYTHON" -m venv --clear "$VENV"
 step "torch ($TORCH_SPEC)" "${PIP[@]}" install "${TORCH_ARGS[@]}" "$TORCH_SPEC"
 step "transformers[serving] and pins" "${PIP[@]}" install -r "$REQS" "$TORCH_SPEC"
-step "check" bash -c '
+step "check" bash -ec '
 "$1/bin/transformers" serve --help >/dev/null
 "$1/bin/python" -c "
 import PIL, transformers

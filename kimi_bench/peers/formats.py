@@ -103,8 +103,8 @@ class _Serving(_Loose):
     mean_itl_ms: NonNegativeFloat | None = None
     median_itl_ms: NonNegativeFloat | None = None
     p99_itl_ms: NonNegativeFloat | None = None
-    # sglang: with a speculative server (accept_length > 0) its ITL figures are per
-    # retokenized token, not the chunk gaps its per-request lists hold
+    # sglang: with a speculative server (accept_length > 0) and a chat backend its ITL
+    # figures are per retokenized token, not the chunk gaps its per-request lists hold
     accept_length: float | None = None
     ttfts: list[NonNegativeFloat] | None = None
     itls: list[list[NonNegativeFloat]] | None = None
@@ -201,7 +201,10 @@ def _repeat(res: _Serving, failed: int | None, where: str) -> Repeat:
     stated = {"mean_ttft_ms": res.mean_ttft_ms, "median_ttft_ms": res.median_ttft_ms,
               "p90_ttft_ms": res.p90_ttft_ms, "p99_ttft_ms": res.p99_ttft_ms,
               "req_per_s": res.request_throughput, "completed": res.completed}  # fmt: skip
-    if rows is not None and res.itls is not None and not (res.accept_length or 0) > 0:
+    # sglang's chat backends count a speculative server's ITL per retokenized token
+    retokenized = (res.accept_length or 0) > 0 and getattr(res, "backend", None) in (
+        "sglang-oai", "sglang-oai-chat")  # fmt: skip
+    if rows is not None and res.itls is not None and not retokenized:
         stated |= {"mean_itl_ms": res.mean_itl_ms, "median_itl_ms": res.median_itl_ms,
                    "p99_itl_ms": res.p99_itl_ms}  # fmt: skip
     return Repeat(rows, res.completed, failed, res.duration, stated)

@@ -105,6 +105,8 @@ def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
 
 def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> list[str]:
     tools = sorted({r.tool for r in runs.values()})
+    held = any("mean_itl_ms" in rep.stated for r in runs.values() for rep in r.repeats)
+    itl = "; mean, median and p99 ITL over every gap pooled" if held else ""
     notes = [
         f"Imported from {', '.join(tools)} result files by `kimi-bench import` "
         f"({', '.join(f'{a}: {r.path.name}' for a, r in runs.items())}): the tool measured, "
@@ -112,8 +114,7 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         "to the first token. req_per_s is RECOMPUTED by kimi-bench as completed requests / "
         "the tool's benchmark duration; tool_req_per_s is the tool's own figure, shown beside "
         "it (they differ where the tool counts its span or its rate differently). The rows "
-        "were checked against the tool's own summary (completed, mean and median TTFT; mean, "
-        "median and p99 ITL over every gap pooled where the file lists them). No "
+        f"were checked against the tool's own summary (completed, mean and median TTFT{itl}). No "
         "stage times or copy ledger (the server's internals are not in the file).",
         f"Load: {_load_text(next(iter(runs.values())))}.",
     ]

@@ -3,11 +3,13 @@
 per request. HTTP/1.1 and server-sent events are :mod:`kimi_bench.serving.wire`.
 
 TTFT is the time from sending a request to the first chunk that carries generated text
-(``delta.content`` or ``delta.reasoning_content``); a role-only opening chunk is not a
-token. When no chunk carries text but the server reports ``usage.completion_tokens >= 1``
-(a token that decodes to empty text), the chunk with the ``finish_reason`` counts as the
-first token. Inter-token latencies are between text-bearing chunks (a server that sends
-several tokens per chunk yields fewer, longer gaps).
+(``delta.content``, ``delta.reasoning_content`` or ``delta.reasoning``, as
+sglang.bench_serving reads them); a role-only opening chunk is not a token, but its time is
+kept (``first_chunk_s``: where vllm bench serve's chat client ends TTFT). When no chunk
+carries text but the server reports ``usage.completion_tokens >= 1`` (a token that decodes
+to empty text), the chunk with the ``finish_reason`` counts as the first token.
+Inter-token latencies are between text-bearing chunks (a server that sends several tokens
+per chunk yields fewer, longer gaps).
 
 A request succeeds only when its stream *finished*: a chunk with a ``finish_reason`` or the
 ``data: [DONE]`` line arrived. A stream that ends or breaks after tokens without either is

@@ -33,6 +33,9 @@ from kimi_bench.serving.wire import (
 )
 
 RETRY_AFTER_MAX_S = 30.0
+# the delta fields that carry generated text (sglang.bench_serving reads the same three;
+# vLLM's reasoning parsers stream ``reasoning``, older ones ``reasoning_content``)
+TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream",
             "Cache-Control": "no-store"}  # fmt: skip
 
@@ -163,7 +166,7 @@ class _Stream:
             self.first_chunk = now
         for choice in choices:
             delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
+            if isinstance(delta, dict) and any(delta.get(k) for k in TEXT_FIELDS):
                 self.stamps.append(now)
                 break
         for choice in choices:

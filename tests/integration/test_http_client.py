@@ -24,11 +24,10 @@ import pytest
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kimi_bench.options import ServeOptions
-from kimi_bench.serving import request
 from kimi_bench.serving.client import ClientOptions, drive, parse_endpoint, probe_server
 from kimi_bench.serving.launch import ServerProcess, free_port
 from kimi_bench.serving.metrics import (
@@ -233,15 +232,6 @@ def test_a_dead_endpoint_ends_the_arm_and_keeps_the_records() -> None:
     assert {r.error_kind for r in res.records} <= {"connect", "cancelled"}
 
 
-async def _role_first() -> Any:
-    yield f"data: {json.dumps({'choices': [{'delta': {'role': 'assistant'}}]})}\n\n"
-    await asyncio.sleep(0.05)
-    for tok, end in (("a", None), (" b", "length")):
-        chunk = {"choices": [{"delta": {"content": tok}, "finish_reason": end}]}
-        yield f"data: {json.dumps(chunk)}\n\n"
-    yield "data: [DONE]\n\n"
-
-
 def odd_server_app() -> Starlette:
     """A misbehaving endpoint: the model name picks how it answers."""
 
@@ -264,46 +254,10 @@ def odd_server_app() -> Starlette:
             ]
             text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
             return Response(text, media_type="text/event-stream")
-        if model == "role-first":  # the role at once, the text 50 ms later (transformers serve)
-            return StreamingResponse(_role_first(), media_type="text/event-stream")
         echo = request.headers.get("authorization", "")  # a server that leaks the header
         return Response(f"bad credentials {echo}", status_code=500)
 
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-
-
-def test_a_role_only_first_chunk_is_kept_apart_from_the_first_token() -> None:
-    """TTFT ends at the first text (sglang.bench_serving's rule); the first chunk with
-    choices, where vllm bench serve ends it, is kept as first_chunk_s."""
-    with serve_in_thread(odd_server_app()) as url:
-        [rec] = drive(url, trace_of(1), opts(model="role-first", max_tokens=2)).records
-    assert rec.ok and rec.output_tokens == 2 and rec.token_chunks == 2 and len(rec.itl_ms) == 1
-    assert rec.first_chunk_s is not None and rec.first_token_s is not None
-    # the server slept 50 ms between them, but a loaded client may read both at once
-    assert rec.first_chunk_s <= rec.first_token_s
-    assert rec.to_dict()["first_chunk_s"] == rec.first_chunk_s
-
-
-def test_the_first_chunk_time_is_the_role_chunk_read_time() -> None:
-    """The stream's own clock (the read times the wire hands it), without a network."""
-    stream = request._Stream()
-    role = {"choices": [{"delta": {"role": "assistant"}}]}
-    text = {"choices": [{"delta": {"content": "a"}, "finish_reason": "length"}]}
-    stream.take(json.dumps({"choices": [], "usage": None}), 10.0)  # no choices: not a chunk
-    stream.take(json.dumps(role), 10.5)
-    stream.take(json.dumps(text), 11.25)
-    rec = RequestRecord(rid=0, scheduled_s=0.0)
-    stream.finish(rec, 10.0)
-    assert rec.first_chunk_s == 0.5 and rec.first_token_s == 1.25
-
-
-def test_kimi_bench_serve_records_its_first_chunk_no_later_than_the_first_token() -> None:
-    backend = SleepBackend(first_token_s=0.01)
-    with server(backend) as url:
-        [rec] = drive(url, trace_of(1), opts()).records
-    # kimi-bench serve writes its role chunk just before the first token
-    assert rec.first_chunk_s is not None and rec.first_token_s is not None
-    assert rec.first_chunk_s <= rec.first_token_s
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,7 @@ def test_the_tools_itl_figures_are_its_pooled_gaps(tmp_path: Path) -> None:
     assert stated["p99_itl_ms"] == raw["p99_itl_ms"]
 
 
+@pytest.mark.parametrize("name", ["sglang-a.jsonl", "vllm-a.json"])
 @pytest.mark.parametrize(
     ("edit", "says"),
     [
@@ -109,11 +110,11 @@ def test_the_tools_itl_figures_are_its_pooled_gaps(tmp_path: Path) -> None:
         (lambda o: o.__setitem__("p99_itl_ms", 50.0), "p99_itl_ms"),  # a summary made up
     ],
 )
-def test_an_itl_the_rows_do_not_give_is_refused(tmp_path: Path, edit, says) -> None:
-    bad = _broken(tmp_path, "sglang-a.jsonl", edit)
+def test_an_itl_the_rows_do_not_give_is_refused(tmp_path: Path, name, edit, says) -> None:
+    bad = _broken(tmp_path, name, edit)
     res = runner.invoke(app, ["import", str(bad), "--output-dir", str(tmp_path / "o")])
     assert res.exit_code == 2, res.output
-    assert f"{says}: sglang-a.jsonl's own summary says" in " ".join(res.output.split())
+    assert f"{says}: {name}'s own summary says" in " ".join(res.output.split())
     assert not (tmp_path / "o" / "report.json").exists()
 
 
@@ -123,6 +124,9 @@ def test_a_speculative_servers_itl_is_not_held_to_the_chunk_gaps(tmp_path: Path)
                                                                  mean_itl_ms=2.7))  # fmt: skip
     rep = imported(tmp_path, str(bad))
     assert "mean_itl_ms" not in rep["config"]["source"]["arms"]["sglang-a"]["stated"][0]
+    assert not any("ITL" in n for n in rep["notes"])  # the note claims no ITL check
+    rep = imported(tmp_path / "v", str(DATA / "vllm-a.json"))
+    assert any("p99 ITL over every gap pooled" in n for n in rep["notes"])
 
 
 def test_two_files_one_report_is_an_ab(tmp_path: Path) -> None:
