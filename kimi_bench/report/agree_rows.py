@@ -163,13 +163,17 @@ def _tool_agrees(raw: Dict, rows: list[Dict]) -> None:
         for k, figures in enumerate(stated if isinstance(stated, list) else []):
             mine = [r for r in rows if r["arm"] == arm and r.get("repeat", 0) == k
                     and (label is None or r["rate"] == label)]  # fmt: skip
-            xs = [float(r["ttft_ms"]) for r in mine if served(r)]
             where = f"config.source.arms.{arm}.stated[{k}]"
             file = str(src.get("file") or arm)
             figures = figures if isinstance(figures, dict) else {}
-            _tool_figures(figures, xs, where, file)
-            itls = [float(x) for r in mine if served(r) for x in (r.get("itl_ms") or [])]
-            _tool_itl(figures, itls, where, file)
+            xs = serve_figures.samples(mine, "ttft")
+            done = figures.get("completed")
+            if isinstance(done, (int, float)) and not isinstance(done, bool) and done != len(xs):
+                _refuse(where, file, "completed", float(done), float(len(xs)), " requests")
+            _stated_agrees(figures, "ttft", xs, ("mean", "median"), where, file)
+            # sglang.bench_serving and vllm bench serve pool every gap of the served requests
+            itls = serve_figures.samples(mine, "itl")
+            _stated_agrees(figures, "itl", itls, ("mean", "median", "p99"), where, file)
 
 
 def _refuse(where: str, file: str, key: str, tool: float, rows_value: float, unit: str) -> None:
@@ -180,34 +184,23 @@ def _refuse(where: str, file: str, key: str, tool: float, rows_value: float, uni
     )
 
 
-def _tool_itl(figures: Dict, itls: list[float], where: str, file: str) -> None:
-    """The tool's ITL figures against every gap of its served requests pooled, as
-    sglang.bench_serving and vllm bench serve compute them (np.percentile)."""
-    if not itls:
-        return
-    mean, med, p99 = (figures.get(k) for k in ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"))
-    if isinstance(mean, (int, float)) and not _near(float(mean), Measurement(itls).mean):
-        _refuse(where, file, "mean_itl_ms", float(mean), Measurement(itls).mean, " ms")
-    if isinstance(med, (int, float)) and not _median_fits(float(med), itls):
-        _refuse(where, file, "median_itl_ms", float(med), percentile(itls, 50), " ms")
-    if isinstance(p99, (int, float)) and not _near(float(p99), percentile(itls, 99)):
-        _refuse(where, file, "p99_itl_ms", float(p99), percentile(itls, 99), " ms")
-
-
-def _tool_figures(figures: Dict, xs: list[float], where: str, file: str) -> None:
-    def refuse(key: str, tool: float, rows_value: float, unit: str) -> None:
-        _refuse(where, file, key, tool, rows_value, unit)
-
-    done = figures.get("completed")
-    if isinstance(done, (int, float)) and not isinstance(done, bool) and done != len(xs):
-        refuse("completed", float(done), float(len(xs)), " requests")
+def _stated_agrees(
+    figures: Dict, metric: str, xs: list[float], which: tuple[str, ...], where: str, file: str
+) -> None:
+    """The tool's own ``<mean|median|p99>_<metric>_ms`` against the rows' samples (numpy's
+    percentile, as the tools compute them; a median of any middle-value convention)."""
     if not xs:
         return
-    mean, med = figures.get("mean_ttft_ms"), figures.get("median_ttft_ms")
-    if isinstance(mean, (int, float)) and not _near(float(mean), Measurement(xs).mean):
-        refuse("mean_ttft_ms", float(mean), Measurement(xs).mean, " ms")
-    if isinstance(med, (int, float)) and not _median_fits(float(med), xs):
-        refuse("median_ttft_ms", float(med), percentile(xs, 50), " ms")
+    derived = {"mean": Measurement(xs).mean, "median": percentile(xs, 50),
+               "p99": percentile(xs, 99)}  # fmt: skip
+    for q in which:
+        key = f"{q}_{metric}_ms"
+        stated = figures.get(key)
+        if not isinstance(stated, (int, float)):
+            continue
+        value = float(stated)
+        if not (_median_fits(value, xs) if q == "median" else _near(value, derived[q])):
+            _refuse(where, file, key, value, derived[q], " ms")
 
 
 def serve_disagreement(raw: Dict) -> None:
