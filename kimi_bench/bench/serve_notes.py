@@ -184,9 +184,11 @@ def _textless_first_chunks(rows: list[RequestRow]) -> list[str]:
         pairs = [p for r in rows if (r["rate"], r["arm"]) == key
                  if (p := _chunk_and_text_ms(r)) is not None]  # fmt: skip
         early = [p for p in pairs if p[1] - p[0] >= TEXTLESS_LEAD_MS]
-        chunk = statistics.median(p[0] for p in pairs) if pairs else 0.0
-        text = statistics.median(p[1] for p in pairs) if pairs else 0.0
-        if not early or text - chunk < TEXTLESS_LEAD_MS:
+        if not early:  # then pairs is not empty either
+            continue
+        chunk = statistics.median(p[0] for p in pairs)
+        text = statistics.median(p[1] for p in pairs)
+        if text - chunk < TEXTLESS_LEAD_MS:
             continue
         out.append(
             f"rate {key[0]}, {key[1]}: {len(early)} of {len(pairs)} streams opened with a "
