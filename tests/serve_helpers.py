@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from kimi_bench.serving.launch import ServerProcess, child_pids, free_port
+from kimi_bench.serving.launch import (
+    ServerProcess,
+    ServerStartError,
+    child_pids,
+    free_port,
+    wait_healthy,
+)
 
 MARK = "KIMI_BENCH_TEST_MARK"
 MODEL = "serve-test"
@@ -141,6 +147,15 @@ def png_bomb(width: int = 12000, height: int = 12000, rows: int = 100) -> bytes:
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     head = b"\x89PNG\r\n\x1a\n"
     return head + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def healthy_or_fail(url: str, proc: Any, log: Path, what: str, timeout_s: float = 300.0) -> None:
+    """Until ``url``'s ``/health`` answers 200 (``launch.wait_healthy``); a test failure
+    naming ``what`` with the tail of its log when the process exits first or never answers."""
+    try:
+        wait_healthy(url, timeout_s, proc)
+    except ServerStartError as exc:
+        pytest.fail(f"{what}: {exc}\n{log.read_text(errors='replace')[-5000:]}")
 
 
 def requests_by_outcome(metrics_text: str) -> dict[str, float]:

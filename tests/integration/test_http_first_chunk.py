@@ -6,7 +6,6 @@ the role alone (transformers serve), kimi-bench serve, and a reasoning stream.""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from typing import Any
 
@@ -15,19 +14,11 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from kimi_bench.options import ServeOptions
 from kimi_bench.serving import request
-from kimi_bench.serving.client import ClientOptions, drive
+from kimi_bench.serving.client import drive
 from kimi_bench.serving.records import RequestRecord
 from tests.backends import SleepBackend, serve_in_thread
-from tests.integration.test_http_client import server, trace_of
-
-MODEL = "test-model"
-
-
-def opts(**kw: Any) -> ClientOptions:
-    base = ClientOptions.from_options(ServeOptions(), MODEL)
-    return dataclasses.replace(base, **{"warmup_requests": 0, **kw})
+from tests.integration.test_http_client import opts, server, trace_of
 
 
 def _event(delta: dict, finish: str | None = None) -> str:

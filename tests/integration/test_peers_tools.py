@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
+from kimi_bench.serving.metrics import parse_metrics, series_name
+from tests.serve_helpers import healthy_or_fail
 
 pytestmark = pytest.mark.slow
 
@@ -107,17 +108,7 @@ def server(tmp_path: Path):
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-            try:
-                if httpx.get(url + "/health", timeout=5, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
-            pytest.fail("kimi-bench serve did not become healthy in 300 s")
+        healthy_or_fail(url, proc, tmp_path / "serve.log", "kimi-bench serve")
         yield url
     finally:
         proc.terminate()
@@ -148,8 +139,8 @@ def _server_tokens(url: str) -> dict[str, float]:
     want = {'kimi_bench_requests_total{outcome="ok"}': "ok",
             "kimi_bench_prompt_tokens_total": "prompt",
             "kimi_bench_generation_tokens_total": "completion"}  # fmt: skip
-    pairs = (ln.rsplit(" ", 1) for ln in text.splitlines() if ln and not ln.startswith("#"))
-    got = {want[k]: float(v) for k, v in pairs if k in want}
+    values = {series_name(n, labels): v for (n, labels), v in parse_metrics(text).values.items()}
+    got = {name: values[key] for key, name in want.items() if key in values}
     assert set(got) == set(want.values()), text
     return got
 

@@ -10,15 +10,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
 from kimi_bench.report import serve_figures as sf
 from kimi_bench.serving.launch import free_port
+from tests.serve_helpers import healthy_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = [sys.executable, "-m", "kimi_bench.cli.main"]
@@ -77,19 +76,6 @@ def test_recorded_stream_gives_the_peers_figures() -> None:
     assert got["megapixels_per_s"] == pytest.approx(4 * 320 * 240 / duration / 1e6)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(url + "/health", timeout=5, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    pytest.fail("kimi-bench serve did not become healthy in 300 s")
-
-
 def _gate(report: Path, rules: str, tmp: Path) -> subprocess.CompletedProcess:
     path = tmp / f"rules-{abs(hash(rules))}.toml"
     path.write_text(rules)
@@ -108,7 +94,7 @@ def test_serve_ab_reports_decode_latencies_goodput_and_profiles(tmp_path: Path) 
     with log.open("w") as out:
         proc = subprocess.Popen(serve, stdout=out, stderr=subprocess.STDOUT, env=ENV)
     try:
-        _wait_healthy(url, proc, log)
+        healthy_or_fail(url, proc, log, "kimi-bench serve")
         report = tmp_path / "ab"
         cmd = [*KB, "serve-ab", "--endpoint", f"a={url}", "--request-rate", "inf",
                "--num-prompts", "4", "--warmup-requests", "1", "--image-resolution", "160x120",

@@ -36,7 +36,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -46,6 +45,7 @@ from PIL import Image
 
 from kimi_bench.report import serve_figures as sf
 from kimi_bench.serving.launch import free_port
+from tests.serve_helpers import healthy_or_fail
 
 # one server for the module's tests, on one xdist worker
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("transformers_serve")]
@@ -87,19 +87,6 @@ def _make_model(exe: Path, tmp: Path, env: dict[str, str]) -> tuple[Path, int]:
     return out, int(made["image_tokens"])
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-5000:]
-        try:
-            if httpx.get(url + "/health", timeout=5, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    pytest.fail("transformers serve did not become healthy in 300 s:\n" + log.read_text()[-5000:])
-
-
 def _stop(proc: subprocess.Popen) -> None:
     """SIGTERM the server's process group (it was started in a session of its own), SIGKILL
     it after 30 s; then nothing of the group may be left."""
@@ -137,7 +124,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)  # fmt: skip
     try:
-        _wait_healthy(url, proc, log)
+        healthy_or_fail(url, proc, log, "transformers serve")
         yield url, str(model), image_tokens
     finally:
         _stop(proc)
