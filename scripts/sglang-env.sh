@@ -35,19 +35,7 @@ NAME=sglang-env
 . "$REPO/scripts/lib/venv-steps.sh"
 
 [[ -f "$REQS" ]] || die "missing $REQS"
-"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
-    || die "$PYTHON is older than 3.11 (set PYTHON=...)"
-
-venv_path
-
-START=$SECONDS
-
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-TORCH_ARGS=()
-[[ -n "${TORCH_INDEX_URL:-}" ]] && TORCH_ARGS=(--index-url "$TORCH_INDEX_URL")
-
-step "venv ($PYTHON)" "$PYTHON" -m venv --clear "$VENV"
-step "torch ($TORCH_SPEC)" "${PIP[@]}" install "${TORCH_ARGS[@]}" "$TORCH_SPEC"
+venv_with_torch 11
 step "kimi-bench (-e $REPO[photos,plot])" "${PIP[@]}" install -e "$REPO[photos,plot]"
 step "sglang and its light imports (--no-deps)" "${PIP[@]}" install --no-deps -r "$REQS"
 step "test runner ($PYTEST_SPEC, $XDIST_SPEC)" "${PIP[@]}" install "$PYTEST_SPEC" "$XDIST_SPEC"
@@ -56,4 +44,4 @@ from kimi_bench import sglang_ref
 rt = sglang_ref.load_runtime()
 print(f"sglang {rt.version}: reference functions found")
 '
-echo "sglang-env: $VENV ready in $((SECONDS - START)) s" >&2
+ready

@@ -33,19 +33,7 @@ NAME=transformers-serve-env
 . "$REPO/scripts/lib/venv-steps.sh"
 
 [[ -f "$REQS" ]] || die "missing $REQS"
-"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-    || die "$PYTHON is older than 3.10 (set PYTHON=...)"
-
-venv_path
-
-START=$SECONDS
-
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-TORCH_ARGS=()
-[[ -n "${TORCH_INDEX_URL:-}" ]] && TORCH_ARGS=(--index-url "$TORCH_INDEX_URL")
-
-step "venv ($PYTHON)" "$PYTHON" -m venv --clear "$VENV"
-step "torch ($TORCH_SPEC)" "${PIP[@]}" install "${TORCH_ARGS[@]}" "$TORCH_SPEC"
+venv_with_torch 10
 step "transformers[serving] and pins" "${PIP[@]}" install -r "$REQS" "$TORCH_SPEC"
 step "check" bash -ec '
 "$1/bin/transformers" serve --help >/dev/null
@@ -54,4 +42,4 @@ import PIL, transformers
 from transformers import CLIPImageProcessor, LlavaForConditionalGeneration, LlavaProcessor
 print(f\"transformers {transformers.__version__} (serve), pillow {PIL.__version__}\")
 "' check "$VENV"
-echo "transformers-serve-env: $VENV ready in $((SECONDS - START)) s" >&2
+ready
