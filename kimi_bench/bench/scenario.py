@@ -95,7 +95,9 @@ def with_overrides(sc: RunOptions, values: dict[str, Any]) -> RunOptions:
     upd = {k: values[k] for k in ("seed", "device") if values.get(k) is not None}
     if not upd:
         return sc
-    data = sc.model_dump()
+    # what the scenario set, re-validated with the overrides (a full dump would set the
+    # default arms beside serve-ab's endpoints, which the options refuse)
+    data = sc.model_dump(exclude_unset=True)
     for part in ("parity", "micro", "serve_ab"):
         if data.get(part) is not None:
             data[part].update(upd)

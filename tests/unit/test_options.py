@@ -13,7 +13,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from kimi_bench.bench.micro import build_report as build_micro_report
-from kimi_bench.bench.scenario import ScenarioError, load_scenario
+from kimi_bench.bench.scenario import ScenarioError, load_scenario, with_overrides
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.cli.main import app
 from kimi_bench.domain.config import get_preset
@@ -110,6 +110,8 @@ def test_committed_serve_reports_migrate_their_old_size_order():
         found += 1
         cfg = {k: v for k, v in rep["config"].items() if k in ServeOptions.model_fields}
         cfg["rates"] = rep["config"]["rate_labels"]  # JSON has no inf
+        if cfg.get("endpoints"):  # arms are then the endpoints' names, as --endpoint gives them
+            del cfg["arms"]
         opts = ServeOptions.model_validate(cfg)
         assert list(opts.resolution or ()) == rep["config"]["resolution"]
         assert opts.width_height == (rep["config"]["width"], rep["config"]["height"])
@@ -126,9 +128,22 @@ def test_committed_serve_reports_migrate_their_old_size_order():
             assert new == ("hxw:" + old if old == f"{h}x{w}" else old)
         else:  # a spelled-out width=..,height=.. means the same in both conventions
             assert opts.image_resolution == old
-        again = ServeOptions.model_validate(opts.model_dump())  # a dumped model round-trips
+        # what was given, dumped, validates to the same model (with --endpoint the arms
+        # are the endpoints' names and are not given)
+        again = ServeOptions.model_validate(opts.model_dump(exclude_unset=True))
         assert again == opts
     assert found >= 3
+
+
+def test_run_overrides_keep_a_scenarios_endpoints(tmp_path: Path) -> None:
+    """``kimi-bench run --seed`` on a scenario whose serve-ab has endpoints: the arms stay
+    the endpoints' names (a full dump set the default arms beside them, refused)."""
+    path = tmp_path / "ep.toml"
+    path.write_text('[serve_ab]\nendpoints = ["a=http://127.0.0.1:9", "b=http://127.0.0.1:8"]\n')
+    sc = with_overrides(load_scenario(path), {"seed": 3, "device": "cpu"})
+    assert sc.serve_ab is not None and sc.serve_ab.seed == 3 and sc.serve_ab.device == "cpu"
+    assert sc.serve_ab.endpoints == ("a=http://127.0.0.1:9", "b=http://127.0.0.1:8")
+    assert "arms" not in sc.serve_ab.model_fields_set
 
 
 def test_old_micro_images_spec_means_synthetic():
