@@ -35,6 +35,14 @@ CHAT = "/v1/chat/completions"
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+def mp_helpers() -> int:
+    """The processes multiprocessing adds beside a run's workers: its resource tracker, and
+    the forkserver where workers are forked from one (procs.worker_context)."""
+    from kimi_bench.engine.procs import worker_context
+
+    return 1 + (worker_context().get_start_method() == "forkserver")
+
+
 def marked_processes(mark: str) -> list[int]:
     """Live processes started with ``MARK=mark`` in their environment (a test's server and
     every process under it, however deep; the test process itself never is)."""

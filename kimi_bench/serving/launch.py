@@ -134,16 +134,19 @@ def child_pids() -> list[int]:
 
 
 def _reap_children(grace_s: float) -> None:
-    """Stop multiprocessing's resource tracker and wait for it, then give any other child
-    ``grace_s`` to exit and SIGKILL what still runs; every child is reaped."""
-    from multiprocessing import resource_tracker
+    """Stop multiprocessing's forkserver and resource tracker and wait for them, then give
+    any other child ``grace_s`` to exit and SIGKILL what still runs; every child is reaped."""
+    from multiprocessing import forkserver, resource_tracker
 
-    # private, but the only way: the tracker stops when its pipe closes, otherwise when
-    # this process has exited (it then outlives it for a moment)
-    stop = getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None)
-    if callable(stop):
-        with contextlib.suppress(Exception):
-            stop()
+    # private, but the only way: each stops when its pipe closes, otherwise when this
+    # process has exited (the tracker then outlives it for a moment; the forkserver would
+    # wait for an exit that waits for it)
+    helpers = (forkserver, "_forkserver"), (resource_tracker, "_resource_tracker")
+    for helper in (getattr(module, name, None) for module, name in helpers):
+        stop = getattr(helper, "_stop", None)
+        if callable(stop):
+            with contextlib.suppress(Exception):
+                stop()
     deadline = time.monotonic() + grace_s
     for pid in child_pids():
         with contextlib.suppress(ChildProcessError):
@@ -160,15 +163,15 @@ _reap_registered: list[float] = []
 
 
 def reap_children_at_exit(grace_s: float = 5.0) -> None:
-    """Make this process reap every child before it exits, multiprocessing's resource
-    tracker included (for ``kimi-bench serve``, which must leave no orphan, not even
+    """Make this process reap every child before it exits, multiprocessing's forkserver and
+    resource tracker included (for ``kimi-bench serve``, which must leave no orphan, not even
     briefly).
 
     multiprocessing starts the tracker with the first semaphore (a Queue) and lets it end
     by itself once its parent has exited, so it outlives the parent for a moment. This
     registers a multiprocessing finalizer that runs last at exit (after every semaphore was
-    released and daemon workers were stopped), stops the tracker and reaps it, then any
-    other child (SIGKILL after ``grace_s``). Idempotent."""
+    released and daemon workers were stopped), stops the forkserver and the tracker and
+    reaps them, then any other child (SIGKILL after ``grace_s``). Idempotent."""
     from multiprocessing import util
 
     if not _reap_registered:
