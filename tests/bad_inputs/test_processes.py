@@ -280,3 +280,26 @@ def test_sigkill_of_a_real_run_leaves_no_process_within_5_s(tmp_path, args, work
     reap_stale_runs()
     assert _mine(f"kimibench_{main.pid}_") == []
     assert not list(Path(tempfile.gettempdir()).glob(f"kimibench_{main.pid}_*"))
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_worker_sees_the_launchers_environment_as_it_was_at_start(monkeypatch, method):
+    """A forked worker starts from the forkserver, which was made with the launcher's
+    environment of that moment: a variable set later must still reach the next worker,
+    as it does when workers are spawned. Forked workers have torch already imported."""
+    monkeypatch.setenv("KIMI_BENCH_START_METHOD", method)
+    key = "KB_TEST_LATE_VARIABLE"
+    monkeypatch.delenv(key, raising=False)
+    seen = []
+    for name in ("first", "second"):  # two runs of one launcher, as in one test process
+        with Harness() as h:
+            assert h.ctx.get_start_method() == method
+            h.start(name, workers.environment, key)
+            seen += [p for k, p in h.messages(timeout_s=60) if k == "seen"]
+        monkeypatch.setenv(key, "set after the first worker")
+    assert [s[0] for s in seen] == [None, "set after the first worker"]
+    if method == "forkserver":
+        assert all(s[1] for s in seen)  # preloaded once, before the fork
+        assert seen[0][2] == seen[1][2] != os.getpid()  # both forked by the one forkserver
+    else:
+        assert all(s[2] == os.getpid() for s in seen)
