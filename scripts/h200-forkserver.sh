@@ -2,8 +2,8 @@
 # Workers forked from a forkserver (the default since 0f31845) against spawned ones, on one
 # CUDA machine, from the repository root with the package's requirements importable:
 #   KIMI_BENCH_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200-forkserver.sh OUTDIR
-# For each start method: micro (2 ranks, every arm, shm, the runtime's GPU decoder) and a
-# small serve-ab (2 ranks, rate inf, eager/deferred/deferred-decode); then the copy ledgers,
+# For each start method: micro (2 ranks, every arm, shm, the GPU decoder of $RUNTIME, default
+# pr-33921) and a small serve-ab (2 ranks, rate inf, eager/deferred/deferred-decode); then the copy ledgers,
 # the recipe's step names, the decoders and each arm's exactness are compared between the
 # two, and pytest -m gpu runs under the default. One summary file: OUTDIR/summary.json.
 set -u -o pipefail
