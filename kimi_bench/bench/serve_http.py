@@ -50,7 +50,7 @@ from kimi_bench.serving.client import (
     probe_server,
 )
 from kimi_bench.serving.endpoints import text_only_prompt_tokens
-from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port
+from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port, port_was_taken
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
 from kimi_bench.serving.trace import DEFAULT_PROMPT, Trace, arrival_offsets, make_trace
@@ -221,13 +221,7 @@ def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm
         logs = opts.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         logs.mkdir(parents=True, exist_ok=True)
         arms = [_spawn_emulator(name, opts, logs, stack) for name in opts.arms]
-        for arm in arms:
-            assert arm.server is not None
-            try:
-                arm.server.wait_ready()
-            except ServerStartError as exc:
-                msg = f"the emulator server of arm {arm.name} did not start: {exc}"
-                raise ServeFailed(msg, []) from None
+        arms = [_ready(arm, opts, logs, stack) for arm in arms]
     unreachable = []
     for arm in arms:
         info = probe_server(arm.url, api_key_env=opts.api_key_env)
@@ -300,6 +294,22 @@ def _spawn_emulator(
     stack.callback(_stop_emulator, arm)
     server.spawn()
     return arm
+
+
+def _ready(arm: _Arm, opts: HttpServeOptions, logs: Path, stack: contextlib.ExitStack) -> _Arm:
+    """Wait for an emulator; one whose port another process took first starts again on
+    another port (up to three tries)."""
+    for tries_left in (2, 1, 0):
+        assert arm.server is not None
+        try:
+            arm.server.wait_ready()
+            return arm
+        except ServerStartError as exc:
+            if not (port_was_taken(exc) and tries_left):
+                msg = f"the emulator server of arm {arm.name} did not start: {exc}"
+                raise ServeFailed(msg, []) from None
+        arm = _spawn_emulator(arm.name, opts, logs, stack)
+    raise AssertionError("unreachable")
 
 
 def _stop_emulator(arm: _Arm) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import signal
@@ -43,8 +44,16 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+def port_was_taken(exc: ServerStartError) -> bool:
+    """Whether a server did not start because its port was taken (``bind_socket``'s message,
+    in its log tail): a port from :func:`free_port` can be taken by another process on
+    this host before the child binds it."""
+    return f": {os.strerror(errno.EADDRINUSE)}" in str(exc)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (for a child process to bind)."""
+    """A port that was free a moment ago (for a child process to bind; when another process
+    took it meanwhile, the child's start fails with :func:`port_was_taken`)."""
     with contextlib.closing(bind_socket(host, 0)) as s:
         return int(s.getsockname()[1])
 
