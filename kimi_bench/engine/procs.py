@@ -221,7 +221,7 @@ class Harness:
 
     poll_s: float = 0.25
     prefix: str = field(default_factory=_new_prefix)
-    ctx: Any = field(default_factory=lambda: worker_context())
+    ctx: Any = field(default_factory=worker_context)
     procs: dict[str, Any] = field(default_factory=dict)
     tmpdir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix=f"kimibench_{os.getpid()}_"))
