@@ -9,11 +9,9 @@ from typing import Any
 
 from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
-from kimi_bench.bench.micro_decode import decode_block, decode_notes
+from kimi_bench.bench.micro_decode import decode_part
 from kimi_bench.bench.micro_records import (
-    ArmBlock,
     MedianTimeline,
-    Ratio,
     Repeat,
     Samples,
     rows_json,
@@ -169,45 +167,61 @@ def build_report(
     """The report; ``control``: the control rounds' records per arm (the same shape as
     ``samples``), from which each arm's payload cost is derived (``micro_control``)."""
     recipe = {arm: _pop_first(recs, "recipe") for arm, recs in samples.items() if recs}
-    decodes = {arm: decode_counts(_pop_first(recs, "decodes")) for arm, recs in samples.items()}
-    for recs in (control or {}).values():
+    raw_decodes = {arm: _pop_first(recs, "decodes") for arm, recs in samples.items()}
+    control = control or {}
+    for recs in control.values():
         _pop_first(recs, "recipe")
         _pop_first(recs, "decodes")
-    arms = {arm: mr.arm_block(recs, arm) for arm, recs in samples.items()}
-    rows = [row for arm, block in arms.items() for row in mr.stage_rows(arm, block)]
-    speed = mr.speedups(samples)
-    floor_ms = floor.get("floor_ms")
-    control = control or {}
-    section = mc.control_section(
-        samples, control, list(speed), floor_ms, _control_desc(cfg, control)
+    desc, names, floor_ms = _control_desc(cfg, control), list(opts.arms), floor.get("floor_ms")
+    part = mr.arms_part(samples, floor, names, error)
+    ctl = mc.control_part(
+        samples, control, list(part.speed), floor_ms, desc, opts.control_repeats, names
     )
-    base = with_role(opts.arms, "baseline")
-    exact = [r.get("bit_exact") is True for name, recs in samples.items() if name != base
-             for r in recs]  # fmt: skip
+    decode, decode_said = decode_part(samples)  # the proposed deferred-decode arm, when it ran
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
         clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
         "too; the pinned link rate with CUDA events",
     )  # fmt: skip
-    notes = _notes(opts, cfg, dev, profile) + mr.noise_notes(arms)
-    notes += mr.where_time_goes(arms, floor_ms) + list(opts.notes)
+    notes = [*_notes(opts, cfg, dev, profile), *part.time_notes, *opts.notes]
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
-    notes += zero_copy_notes(floor) + mr.floor_notes(floor, arms)
-    notes += mc.control_notes(section, opts.control_repeats)
+    notes += zero_copy_notes(floor) + part.floor_notes + ctl.notes
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")
     if leftovers:
         notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
-    summary = _summary(arms, speed, floor_ms, exact, error, opts, samples)
-    summary |= mc.summary_fields(section, list(opts.arms))
+    notes += decode_said
+    summary = _summary(part, floor_ms, error, opts, samples) | ctl.summary
     if summary.get("floor_with_control_ms") and summary.get("deferred_median_ms"):
         summary["deferred_over_floor_with_control"] = (
             summary["deferred_median_ms"] / summary["floor_with_control_ms"]
         )
-    decode = decode_block(samples)  # the proposed deferred-decode arm, when it ran
-    notes += decode_notes(decode)
-    config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
+    timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
+    report = Report(
+        kind="micro",
+        environment=env,
+        config=_config(opts, cfg, dev, profile),
+        results=rows_json(part.rows),
+        summary=summary,
+        notes=notes,
+        data={"recipe": recipe,
+              "decodes": {arm: decode_counts(d) for arm, d in raw_decodes.items()},
+              "arms": part.arms, "speedups": part.speed,
+              "speedup": part.speed.get(_headline(opts.arms)),
+              "timeline": timeline, "deferred_decode": decode,
+              "floor": floor, "floor_ms": floor_ms, "repeats": samples,
+              "control": ctl.section, "control_repeats": control},
+    )  # fmt: skip
+    exact = part.exact
+    if not error and exact and all(exact):  # an INCOMPLETE or MISMATCH verdict stays as is
+        summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
+    return report
+
+
+def _config(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -> dict[str, Any]:
+    """``config``: the options as given, what they resolved to and what the run was made of."""
+    return opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
         "input": str(opts.images) if opts.images else describe_spec(opts.groups),
         "groups": [list(g) for g in opts.groups],
         "defaults_profile": profile,
@@ -217,23 +231,6 @@ def build_report(
         "carrier_traits": carrier_traits(opts.transport),
         "decoding": decoder_config(opts.decoder, opts.runtime, dev),
     }
-    timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
-    report = Report(
-        kind="micro",
-        environment=env,
-        config=config,
-        results=rows_json(rows),
-        summary=summary,
-        notes=notes,
-        data={"recipe": recipe, "decodes": decodes, "arms": arms, "speedups": speed,
-              "speedup": speed.get(_headline(opts.arms)),
-              "timeline": timeline, "deferred_decode": decode,
-              "floor": floor, "floor_ms": floor_ms, "repeats": samples,
-              "control": section, "control_repeats": control},
-    )  # fmt: skip
-    if not error and exact and all(exact):  # an INCOMPLETE or MISMATCH verdict stays as is
-        summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
-    return report
 
 
 def _control_desc(cfg: PreprocessConfig, control: Samples) -> str:
@@ -255,14 +252,14 @@ def _headline(names: Sequence[str]) -> str:
 
 
 def _summary(
-    arms: dict[str, ArmBlock],
-    speed: dict[str, Ratio],
+    part: mr.ArmsPart,
     floor_ms: float | None,
-    exact: list[bool],
     error: str | None,
     opts: MicroOptions,
     samples: Samples,
 ) -> dict[str, Any]:
+    arms, speed, exact = part.arms, part.speed, part.exact
+
     def med(arm: str) -> float | None:
         block = arms.get(arm)
         return (block["total_ms"] or {}).get("median") if block else None
@@ -276,7 +273,7 @@ def _summary(
     e_b, d_b = moved(base), moved(change)
     dec = next((r["decisions"] for r in samples.get(change, []) if r.get("decisions")), None)
     return {
-        "verdict": mr.verdict(error, exact, speed, list(opts.arms)),
+        "verdict": part.verdict,
         "repeats_completed": min((len(v) for v in samples.values()), default=0),
         "arms": list(opts.arms),
         **{f"{a.replace('-', '_')}_median_ms": med(a) for a in arms},

@@ -17,6 +17,7 @@ shown apart (``emulation_only``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.bench import micro_report as mr
@@ -249,3 +250,28 @@ def summary_fields(section: ControlSection | None, arms: list[str]) -> dict[str,
         e["stage"] for e in section["emulation_only"] if e["kind"] == "emulation_only"
     ]
     return out
+
+
+@dataclass(frozen=True)
+class ControlPart:
+    """The control rounds' part of a ``micro`` report: ``data.control``, its notes and
+    its flat summary fields."""
+
+    section: ControlSection | None
+    notes: list[str]
+    summary: dict[str, Any]
+
+
+def control_part(
+    samples: dict[str, Recs],
+    control: dict[str, Recs],
+    speed_keys: list[str],
+    floor_ms: float | None,
+    payload_desc: str,
+    rounds: int,
+    names: list[str],
+) -> ControlPart:
+    """``control_section`` with its notes and summary fields (``rounds``: the control
+    repeats asked for; ``names``: the arms asked for)."""
+    section = control_section(samples, control, speed_keys, floor_ms, payload_desc)
+    return ControlPart(section, control_notes(section, rounds), summary_fields(section, names))

@@ -107,3 +107,9 @@ def decode_notes(block: DecodeBlock | None) -> list[str]:
             f"({fmt_ms(dec)}, slowest rank) is now on the critical path after the broadcast."
         )
     return notes
+
+
+def decode_part(samples: Samples) -> tuple[DecodeBlock | None, list[str]]:
+    """The proposed deferred-decode arm's block (None when it did not run) and its notes."""
+    block = decode_block(samples)
+    return block, decode_notes(block)

@@ -9,6 +9,7 @@ back), so each repeat is one independent unit.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from kimi_bench.bench.micro_records import (
     ArmBlock,
@@ -182,3 +183,36 @@ def verdict(error: str | None, exact: list[bool], speed: dict[str, Ratio], arms:
         parts.append(f"{arm_base[0]} {fmt_speedup(m['median'], arm_base[1])}{spread}")
     reps = len(exact) // max(1, len(arms) - 1)
     return "; ".join(parts) + f"; owner BF16 outputs identical in {reps} repeats"
+
+
+@dataclass(frozen=True)
+class ArmsPart:
+    """What the arms' repeats give the report, derived in one place: the blocks, the stage
+    rows, the paired speedups, whether every repeat was bit-exact, the verdict and the
+    notes (``time_notes``: noise and where the time goes; ``floor_notes``: the floor)."""
+
+    arms: dict[str, ArmBlock]
+    rows: list[StageRow]
+    speed: dict[str, Ratio]
+    exact: list[bool]
+    verdict: str
+    time_notes: list[str]
+    floor_notes: list[str]
+
+
+def arms_part(samples: Samples, floor: Floor, names: list[str], error: str | None) -> ArmsPart:
+    """The arms' part of a ``micro`` report (``names``: the arms asked for, in order)."""
+    arms = {arm: arm_block(recs, arm) for arm, recs in samples.items()}
+    speed = speedups(samples)
+    base = with_role(names, "baseline")
+    exact = [r.get("bit_exact") is True for name, recs in samples.items() if name != base
+             for r in recs]  # fmt: skip
+    return ArmsPart(
+        arms=arms,
+        rows=[row for arm, block in arms.items() for row in stage_rows(arm, block)],
+        speed=speed,
+        exact=exact,
+        verdict=verdict(error, exact, speed, names),
+        time_notes=noise_notes(arms) + where_time_goes(arms, floor.get("floor_ms")),
+        floor_notes=floor_notes(floor, arms),
+    )

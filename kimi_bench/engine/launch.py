@@ -18,6 +18,7 @@ to the gloo group and the encoder-output gather moves real tensors over it
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
@@ -25,7 +26,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, get_args
 
@@ -258,6 +259,33 @@ def device_group(device: Any, world: int) -> Any:
     dist.all_reduce(torch.zeros(1, device=device), group=group)
     torch.cuda.synchronize(device)
     return group
+
+
+def rank_device(kind: str, rank: int, ranks_per_node: int = 0) -> Any:
+    """On CUDA runs the rank's local rank modulo the host's GPUs (one to one when there are
+    enough, round robin otherwise; ``rank_gpu``), else the CPU."""
+    import torch
+
+    if kind != "cuda":
+        return torch.device("cpu")
+    return torch.device("cuda", rank_gpu(rank, torch.cuda.device_count(), ranks_per_node))
+
+
+@contextlib.contextmanager
+def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[Any]:
+    """Join the gloo group of a run (file rendezvous, or torchrun's env:// store) on
+    ``device``; yields the NCCL device group when every rank has a GPU of its own, else
+    None (``device_group``); leave on exit."""
+    import torch
+    import torch.distributed as dist
+
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    join_gloo(init_file, rank, world)
+    try:
+        yield device_group(device, world)
+    finally:
+        dist.destroy_process_group()
 
 
 def clock_offset(rank: int, world: int, rounds: int = 8) -> float:

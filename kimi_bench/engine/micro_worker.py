@@ -18,7 +18,7 @@ from kimi_bench.domain.navit import plan_resize
 from kimi_bench.domain.pixels import stage_input
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.domain.scheduler import assign_owners, images_of_rank
-from kimi_bench.engine.launch import clock_offset
+from kimi_bench.engine.launch import clock_offset, gloo_rank, rank_device
 from kimi_bench.engine.micro_job import (
     MicroJob,
     arena_spec,
@@ -28,7 +28,7 @@ from kimi_bench.engine.micro_job import (
     rounds,
 )
 from kimi_bench.engine.micro_messages import Floor, ProducerMarks, RankMarks, RepeatMessage
-from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
+from kimi_bench.engine.procs import worker_threads
 from kimi_bench.engine.profiling import StageProfiler, maybe_profiler
 from kimi_bench.infra.stats import median
 from kimi_bench.pipeline import ClockHook, Gloo, Step, arm, carrier, make_step, recipe

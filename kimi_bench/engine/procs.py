@@ -13,7 +13,6 @@ that share ``/dev/shm`` (containers with ``--ipc=host``) look dead from here.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
@@ -32,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.engine.child import _child
-from kimi_bench.engine.launch import device_group, join_gloo, rank_gpu
 from kimi_bench.pipeline.transport import SHM_DIR, cleanup_segments, new_prefix
 
 _RUN_NAME = re.compile(r"^kimibench_(\d+)_")
@@ -61,33 +59,6 @@ def worker_context() -> Any:
 def worker_threads(processes: int) -> int:
     """Torch CPU threads per worker so that ``processes`` workers share the cores."""
     return max(1, (os.cpu_count() or 2) // max(1, processes))
-
-
-def rank_device(kind: str, rank: int, ranks_per_node: int = 0) -> Any:
-    """On CUDA runs the rank's local rank modulo the host's GPUs (one to one when there are
-    enough, round robin otherwise; ``launch.rank_gpu``), else the CPU."""
-    import torch
-
-    if kind != "cuda":
-        return torch.device("cpu")
-    return torch.device("cuda", rank_gpu(rank, torch.cuda.device_count(), ranks_per_node))
-
-
-@contextlib.contextmanager
-def gloo_rank(init_file: str, rank: int, world: int, device: Any) -> Iterator[Any]:
-    """Join the gloo group of a run (file rendezvous, or torchrun's env:// store) on
-    ``device``; yields the NCCL device group when every rank has a GPU of its own, else
-    None (``launch.device_group``); leave on exit."""
-    import torch
-    import torch.distributed as dist
-
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    join_gloo(init_file, rank, world)
-    try:
-        yield device_group(device, world)
-    finally:
-        dist.destroy_process_group()
 
 
 class WorkerFailed(RuntimeError):

@@ -24,7 +24,8 @@ import torch
 from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
-from kimi_bench.engine.procs import gloo_rank, rank_device, worker_threads
+from kimi_bench.engine.launch import gloo_rank, rank_device
+from kimi_bench.engine.procs import worker_threads
 from kimi_bench.engine.profiling import maybe_profiler
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob, arena_spec, make_payloads
 from kimi_bench.engine.serve_records import Batch, PipelineRequest, TokensMessage

@@ -16,9 +16,9 @@ from kimi_bench.infra.stats import (
     NOISE_WARN,
     Interval,
     Measurement,
+    cluster_bootstrap,
     pct_delta,
 )
-from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
 from kimi_bench.infra.stats.compare import (
     SIGNIFICANT,
     STRADDLES_ZERO,

@@ -21,6 +21,7 @@ Public API::
     Interval(low, high, kind, method, n_units, confidence=None, reason="")
         .is_ci .excludes_zero() .fmt(pct=False, unit="") .as_dict() .from_dict(d)
     percentile(samples, q), median(samples), pct_delta(a, b)
+    cluster_bootstrap(groups, q, rng, resamples): the resampling behind every interval
 
 The rest of the statistics, one module each:
 
@@ -34,7 +35,6 @@ The rest of the statistics, one module each:
     difference        difference(a, b) -> Difference (.value .interval: unpaired a - b, e.g.
                       an arm minus its control); ratio_of_differences(a, a_ref, b, b_ref)
                       -> (value, Interval) (e.g. a speedup on payload cost)
-    bootstrap         cluster_bootstrap(groups, q, rng, resamples): the resampling
     format            fmt_pct(x), fmt_ms(x), fmt_speedup(r), fmt_speedup_range(lo, hi)
 """
 
@@ -48,7 +48,6 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
 from kimi_bench.infra.stats.format import fmt_pct
 
 # Noise rule and thresholds as in torch.utils.benchmark (torch/utils/benchmark/utils/common.py,
@@ -67,6 +66,32 @@ def percentile(samples: Sequence[float] | np.ndarray, q: float) -> float:
     if len(samples) == 0:
         return math.nan
     return float(np.percentile(np.asarray(samples, dtype=np.float64), q))
+
+
+def cluster_bootstrap(
+    groups: list[np.ndarray], q: float, rng: np.random.Generator, resamples: int
+) -> np.ndarray:
+    """The ``q`` percentile of each of ``resamples`` cluster-bootstrap resamples: draw
+    ``len(groups)`` units with replacement and pool their samples."""
+    k = len(groups)
+    picks = rng.integers(0, k, size=(resamples, k))
+    if all(len(g) == 1 for g in groups):
+        return np.percentile(np.concatenate(groups)[picks], q, axis=1)
+    # Without building the pooled resamples: a unit drawn c times weighs c on each of its
+    # samples; with the samples sorted, the expanded position j is held by the first sample
+    # whose cumulative weight exceeds j (numpy's linear rule on the pooled resample).
+    counts = np.zeros((resamples, k), dtype=np.int64)
+    np.add.at(counts, (np.arange(resamples)[:, None], picks), 1)
+    xs = np.concatenate(groups)
+    owner = np.repeat(np.arange(k), [len(g) for g in groups])
+    order = np.argsort(xs, kind="stable")
+    xs, owner = xs[order], owner[order]
+    cum = np.cumsum(counts[:, owner], axis=1)
+    pos = (cum[:, -1] - 1) * q / 100.0
+    lo = np.floor(pos)
+    hi = np.minimum(lo + 1, cum[:, -1] - 1)
+    i_lo, i_hi = (cum <= lo[:, None]).sum(axis=1), (cum <= hi[:, None]).sum(axis=1)
+    return xs[i_lo] + (xs[i_hi] - xs[i_lo]) * (pos - lo)
 
 
 def median(samples: Sequence[float]) -> float:
@@ -285,10 +310,11 @@ class Measurement:
         if k < MIN_UNITS:
             why = f"{k} independent unit(s) < {MIN_UNITS}: not a confidence interval"
             return Interval(self.min, self.max, "range", "min..max of samples", k, None, why)
+        method = bootstrap_method(self)
         stats = cluster_bootstrap(self.unit_groups, q, np.random.default_rng(seed), resamples)
         tail = (1 - confidence) / 2 * 100
         lo, hi = np.percentile(stats, [tail, 100 - tail])
-        return Interval(float(lo), float(hi), "ci", bootstrap_method(self), k, confidence)
+        return Interval(float(lo), float(hi), "ci", method, k, confidence)
 
     def as_dict(self) -> dict[str, Any]:
         """Raw samples plus derived summaries (from_dict reads back only the raw part)."""

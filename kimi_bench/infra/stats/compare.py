@@ -23,11 +23,11 @@ from kimi_bench.infra.stats import (
     Measurement,
     bootstrap_method,
     check_interval_args,
+    cluster_bootstrap,
     no_interval,
     pct_delta,
     percentile,
 )
-from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
 from kimi_bench.infra.stats.rank_test import RankTest, RankTestDoc, mann_whitney
 
 SIGNIFICANT = "significant"

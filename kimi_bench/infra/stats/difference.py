@@ -21,10 +21,10 @@ from kimi_bench.infra.stats import (
     Measurement,
     bootstrap_method,
     check_interval_args,
+    cluster_bootstrap,
     no_interval,
     percentile,
 )
-from kimi_bench.infra.stats.bootstrap import cluster_bootstrap
 from kimi_bench.infra.stats.compare import TOO_FEW_UNITS
 
 
