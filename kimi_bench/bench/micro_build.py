@@ -17,7 +17,7 @@ from kimi_bench.bench.micro_records import (
     rows_json,
 )
 from kimi_bench.bench.micro_setup import scan_images
-from kimi_bench.bench.variants import arm_roles, carrier_traits, decode_counts, decoder_config
+from kimi_bench.bench.variants import decode_counts, variant_config
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
@@ -172,7 +172,8 @@ def build_report(
     for recs in control.values():
         _pop_first(recs, "recipe")
         _pop_first(recs, "decodes")
-    desc, names, floor_ms = _control_desc(cfg, control), list(opts.arms), floor.get("floor_ms")
+    names: list[str] = list(opts.arms)
+    desc, floor_ms = _control_desc(cfg, control), floor.get("floor_ms")
     part = mr.arms_part(samples, floor, names, error)
     ctl = mc.control_part(
         samples, control, list(part.speed), floor_ms, desc, opts.control_repeats, names
@@ -225,11 +226,8 @@ def _config(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -
         "input": str(opts.images) if opts.images else describe_spec(opts.groups),
         "groups": [list(g) for g in opts.groups],
         "defaults_profile": profile,
-        "runtime_profile": get_profile(opts.runtime).summary(),
         "preprocess": cfg.summary(),
-        "arm_roles": arm_roles(opts.arms),
-        "carrier_traits": carrier_traits(opts.transport),
-        "decoding": decoder_config(opts.decoder, opts.runtime, dev),
+        **variant_config(opts.arms, opts.runtime, opts.transport, opts.decoder, dev),
     }
 
 

@@ -7,26 +7,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kimi_bench.bench.serve_notes import emulator_notes, endpoint_arms, serving_notes
+from kimi_bench.bench.serve_notes import endpoint_arms, run_notes
 from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
-from kimi_bench.bench.serve_report import (
-    base_arm,
-    copy_rows,
-    failures,
-    per_rate,
-    request_rows,
-    stage_notes,
-)
+from kimi_bench.bench.serve_report import serve_part
 from kimi_bench.bench.serve_runs import ServeRun
-from kimi_bench.bench.serve_types import Versus
-from kimi_bench.bench.variants import (
-    arm_roles,
-    carrier_traits,
-    decoder_config,
-    recipes,
-    run_decodes,
-)
-from kimi_bench.domain.runtime import get_profile
+from kimi_bench.bench.variants import recipes, run_decodes, variant_config
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.report import Report, verdicts
@@ -55,29 +40,24 @@ def build_serve_report(
     profile: str = "cpu",
     load_start: HostLoad | None = None,
 ) -> Report:
-    recipe = recipes(runs)
-    decodes = run_decodes(runs)
     names = endpoint_arms(opts)
     if opts.endpoints and tuple(opts.arms) != names:
         opts = opts.model_copy(update={"arms": names})
-    table = per_rate(opts, runs)
-    rows, ab = table.rows, table.ab
-    requests = request_rows(runs)
-    notes = emulator_notes(opts, device, profile) + _not_significant(ab)
-    by_arm = failures(runs)
-    notes += stage_notes(rows, base_arm(list(names), bool(opts.endpoints))) + list(opts.notes)
-    notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
+    part = serve_part(opts, runs, names)
+    rows = part.rows
+    said, serving = run_notes(opts, device, profile, runs, part.requests)
     overhead = overhead_rows(runs)  # HTTP runs only
-    serving = serving_notes(opts, runs, requests)
     warnings = lateness_warnings(overhead) + serving.warnings
-    notes += overhead_notes(overhead, runs) + serving.notes + warnings
-    if error:
-        notes.append(f"run stopped early: {error}; results are partial.")
+    overhead_said = overhead_notes(overhead, runs)
     env = environment(device, opts.preset, opts.seed, load_start=load_start,
                       metadata=dict(opts.metadata))  # fmt: skip
+    notes = [*said, *part.not_significant, *part.stage_notes, *opts.notes]
+    notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
+    notes += overhead_said + serving.notes + warnings
+    if error:
+        notes.append(f"run stopped early: {error}; results are partial.")
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
-    external = bool(opts.endpoints)
     summary = {
         # what the verdict lines say without an A/B (replaced by them below)
         "verdict": f"INCOMPLETE: {error}" if error else _one_arm(rows, names),
@@ -86,30 +66,16 @@ def build_serve_report(
         "rates": [rate_label(r) for r in opts.rates],
         "arms": list(names),
     }
-    if external:
-        summary["failures"] = {arm: vars(f) for arm, f in by_arm.items()}
+    if opts.endpoints:
+        summary["failures"] = {arm: vars(f) for arm, f in part.failures.items()}
     if warnings:
         summary["client_warnings"] = warnings
-    config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
-        "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
-        "rate_labels": [rate_label(r) for r in opts.rates],
-        "width": opts.width_height[0],
-        "height": opts.width_height[1],
-        "defaults_profile": profile,
-        "runtime_profile": get_profile(opts.runtime).summary(),
-        "arm_roles": {"baseline": names[0], "change": names[1] if len(names) > 1 else None}
-        if external
-        else arm_roles(names),
-    }
-    if not external:  # the emulator's carrier and decoder (a real server's are its own)
-        config["carrier_traits"] = carrier_traits(opts.transport)
-        config["decoding"] = decoder_config(opts.decoder, opts.runtime, device)
-    config["arm_sources"] = {r.arm: r.source for r in runs if r.source}
-    data: dict[str, Any] = {"ab": ab, "requests": requests, "copies": copy_rows(runs)}
+    data: dict[str, Any] = {"ab": part.ab, "requests": part.requests, "copies": part.copies}
     if overhead:
         data["client_overhead"] = [o.as_row() for o in overhead]
     if serving.profiles:
         data["profiles"] = serving.profiles
+    recipe, decodes = recipes(runs), run_decodes(runs)
     if recipe:
         data = {"recipe": recipe, **data}
     if any(decodes.values()):
@@ -117,7 +83,7 @@ def build_serve_report(
     report = Report(
         kind="serve-ab",
         environment=env,
-        config=config,
+        config=_config(opts, names, runs, device, profile),
         results=rows,
         summary=summary,
         notes=notes,
@@ -128,11 +94,26 @@ def build_serve_report(
     return report
 
 
-def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
-    """A note per rate and arm whose median TTFT delta is not significant, and why."""
-    return [
-        f"rate {label}, {arm}: median TTFT delta not significant: {v['median_ttft']['verdict']}."
-        for label, arms in ab.items()
-        for arm, v in arms.items()
-        if not v["median_ttft"]["significant"]
-    ]
+def _config(
+    opts: ServeOptions, names: Sequence[str], runs: Sequence[ServeRun], device: Any, profile: str
+) -> dict[str, Any]:
+    """``config``: the options as given and what they resolved to; the emulator's carrier
+    and decoder (a real server's are its own); where each arm's answers came from."""
+    external = bool(opts.endpoints)
+    emulated = {} if external else {"carrier_name": opts.transport, "decoder": opts.decoder}
+    variants = variant_config(names, opts.runtime, device=device, **emulated)
+    if external:
+        variants["arm_roles"] = {
+            "baseline": names[0],
+            "change": names[1] if len(names) > 1 else None,
+        }
+    config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
+        "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
+        "rate_labels": [rate_label(r) for r in opts.rates],
+        "width": opts.width_height[0],
+        "height": opts.width_height[1],
+        "defaults_profile": profile,
+        **variants,
+    }
+    config["arm_sources"] = {r.arm: r.source for r in runs if r.source}
+    return config

@@ -169,6 +169,13 @@ def serving_notes(
     return out
 
 
+def run_notes(
+    opts: ServeOptions, device: Any, profile: str, runs: Sequence[ServeRun], rows: list[RequestRow]
+) -> tuple[list[str], ServingNotes]:
+    """The notes on what ran (``emulator_notes``) and on how it served (``serving_notes``)."""
+    return emulator_notes(opts, device, profile), serving_notes(opts, runs, rows)
+
+
 # a stream's first chunk counts as "before the first token" when it came this much earlier
 # (a server that writes the role chunk with the first token puts microseconds between them)
 TEXTLESS_LEAD_MS = 1.0

@@ -207,27 +207,33 @@ def versus(
     base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
 ) -> Versus:
     """One arm vs another: median and p90 TTFT over forward batches, median ITL/TPOT/E2E
-    over requests (when measured), throughput and goodput over repeats (B minus A, %)."""
+    over requests (when measured), throughput and goodput over repeats (B minus A, %).
+    The measurements are made first, then compared (``stats.compare``) in one pass."""
     (na, ra), (nb, rb) = base, arm
-    a_rows, b_rows = request_rows(ra), request_rows(rb)
     a, b = latency_measurement(ra, "ttft", na), latency_measurement(rb, "ttft", nb)
-    out: Versus = {
-        "median_ttft": compare(a, b, q=50, seed=opts.seed).as_dict(),
-        "p90_ttft": compare(a, b, q=90, seed=opts.seed).as_dict(),
-        "throughput": _safe_compare(
-            Measurement([x for x in map(run_throughput, ra) if math.isfinite(x)], unit="req/s"),
-            Measurement([x for x in map(run_throughput, rb) if math.isfinite(x)], unit="req/s"),
-            opts.seed,
-        ),
-    }
+    # (key, A, B, percentile, whether a side may be empty: "no completed runs")
+    todo: list[tuple[str, Measurement, Measurement, float, bool]] = [
+        ("median_ttft", a, b, 50, False),
+        ("p90_ttft", a, b, 90, False),
+    ]
+    todo.append(("throughput",
+                 Measurement([x for x in map(run_throughput, ra) if math.isfinite(x)], "req/s"),
+                 Measurement([x for x in map(run_throughput, rb) if math.isfinite(x)], "req/s"),
+                 50.0, True))  # fmt: skip
     for metric in ("itl", "tpot", "e2e"):
         ma, mb = latency_measurement(ra, metric, na), latency_measurement(rb, metric, nb)
         if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
-            out[f"median_{metric}"] = compare(ma, mb, q=50, seed=opts.seed).as_dict()
+            todo.append((f"median_{metric}", ma, mb, 50, False))
     if opts.slos:
-        ga = _repeat_values(ra, a_rows, "goodput_req_per_s", opts)
-        gb = _repeat_values(rb, b_rows, "goodput_req_per_s", opts)
-        out["goodput"] = _safe_compare(ga, gb, opts.seed)
+        ga = _repeat_values(ra, request_rows(ra), "goodput_req_per_s", opts)
+        gb = _repeat_values(rb, request_rows(rb), "goodput_req_per_s", opts)
+        todo.append(("goodput", ga, gb, 50.0, True))
+    out: Versus = {
+        key: _safe_compare(ma, mb, opts.seed, q)
+        if safe
+        else compare(ma, mb, q=q, seed=opts.seed).as_dict()
+        for key, ma, mb, q, safe in todo
+    }
     return out
 
 
@@ -293,3 +299,42 @@ def per_rate(opts: ServeOptions, runs: Sequence[ServeRun]) -> PerRate:
         if len(per_arm) > 1:
             out.ab[label] = ab_for_rate(per_arm, opts)
     return out
+
+
+@dataclass(frozen=True)
+class ServePart:
+    """What the runs give a ``serve-ab`` report, derived in one place: the per-rate rows
+    and the A/B block, the request rows, the failures per arm, the copy ledger rows and
+    the notes on stages and on deltas that are not significant."""
+
+    rows: list[dict[str, Any]]
+    ab: dict[str, dict[str, Versus]]
+    requests: list[RequestRow]
+    failures: dict[str, ArmFailures]
+    copies: list[ServeCopyRow]
+    stage_notes: list[str]
+    not_significant: list[str]
+
+
+def serve_part(opts: ServeOptions, runs: Sequence[ServeRun], names: Sequence[str]) -> ServePart:
+    """The runs' part of a ``serve-ab`` report (``names``: the arms, or the endpoints)."""
+    table = per_rate(opts, runs)
+    return ServePart(
+        rows=table.rows,
+        ab=table.ab,
+        requests=request_rows(runs),
+        failures=failures(runs),
+        copies=copy_rows(runs),
+        stage_notes=stage_notes(table.rows, base_arm(list(names), bool(opts.endpoints))),
+        not_significant=_not_significant(table.ab),
+    )
+
+
+def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
+    """A note per rate and arm whose median TTFT delta is not significant, and why."""
+    return [
+        f"rate {label}, {arm}: median TTFT delta not significant: {v['median_ttft']['verdict']}."
+        for label, arms in ab.items()
+        for arm, v in arms.items()
+        if not v["median_ttft"]["significant"]
+    ]

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 
 from kimi_bench.domain.decoders import DecoderSummary, choose
-from kimi_bench.domain.runtime import get_profile
+from kimi_bench.domain.runtime import RuntimeProfile, get_profile
 from kimi_bench.pipeline import carrier, with_role
 
 if TYPE_CHECKING:
@@ -52,10 +52,29 @@ def carrier_traits(name: str) -> CarrierTraits:
     }
 
 
-def decoder_config(requested: str, runtime: str, device: torch.device) -> DecoderConfig:
+def decoder_config(requested: str, runtime: RuntimeProfile, device: torch.device) -> DecoderConfig:
     """The decoder the runtime's rule picks on ``device`` for ``--decoder requested``,
     why, and its library's version (``DecoderChoice.summary``)."""
-    return {"requested": requested, **choose(requested, get_profile(runtime), device).summary()}
+    return {"requested": requested, **choose(requested, runtime, device).summary()}
+
+
+def variant_config(
+    arms: Sequence[str],
+    runtime: str,
+    carrier_name: str | None = None,
+    decoder: str | None = None,
+    device: torch.device | None = None,
+) -> dict[str, Any]:
+    """What a report's ``config`` says of the runtime profile and the arms' roles and, for
+    a run of the emulator (``carrier_name`` and ``decoder`` given), of its carrier and
+    decoder (a real server's are its own)."""
+    profile = get_profile(runtime)
+    out: dict[str, Any] = {"runtime_profile": profile.summary(), "arm_roles": arm_roles(arms)}
+    if carrier_name is not None:
+        out["carrier_traits"] = carrier_traits(carrier_name)
+    if decoder is not None and device is not None:
+        out["decoding"] = decoder_config(decoder, profile, device)
+    return out
 
 
 def decode_counts(decodes: Iterable[Sequence[str]]) -> dict[str, int]:
