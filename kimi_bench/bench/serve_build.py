@@ -99,14 +99,11 @@ def _config(
 ) -> dict[str, Any]:
     """``config``: the options as given and what they resolved to; the emulator's carrier
     and decoder (a real server's are its own); where each arm's answers came from."""
-    external = bool(opts.endpoints)
-    emulated = {} if external else {"carrier_name": opts.transport, "decoder": opts.decoder}
-    variants = variant_config(names, opts.runtime, device=device, **emulated)
-    if external:
-        variants["arm_roles"] = {
-            "baseline": names[0],
-            "change": names[1] if len(names) > 1 else None,
-        }
+    if opts.endpoints:  # the endpoints: the first is the baseline, the second the change
+        roles = {"baseline": names[0], "change": names[1] if len(names) > 1 else None}
+        variants = variant_config(names, opts.runtime, roles=roles)
+    else:
+        variants = variant_config(names, opts.runtime, opts.transport, opts.decoder, device)
     config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
         "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
         "rate_labels": [rate_label(r) for r in opts.rates],

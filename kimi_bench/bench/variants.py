@@ -64,12 +64,17 @@ def variant_config(
     carrier_name: str | None = None,
     decoder: str | None = None,
     device: torch.device | None = None,
+    roles: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """What a report's ``config`` says of the runtime profile and the arms' roles and, for
     a run of the emulator (``carrier_name`` and ``decoder`` given), of its carrier and
-    decoder (a real server's are its own)."""
+    decoder (a real server's are its own). ``roles``: the roles when ``arms`` are not arms
+    (the endpoints of real servers)."""
     profile = get_profile(runtime)
-    out: dict[str, Any] = {"runtime_profile": profile.summary(), "arm_roles": arm_roles(arms)}
+    out: dict[str, Any] = {
+        "runtime_profile": profile.summary(),
+        "arm_roles": roles or arm_roles(arms),
+    }
     if carrier_name is not None:
         out["carrier_traits"] = carrier_traits(carrier_name)
     if decoder is not None and device is not None:
