@@ -46,34 +46,55 @@ def text(lines: list[Line]) -> str:
     return "; ".join(ln.text for ln in lines)
 
 
-def _num(v: Any) -> float | None:
-    return access.number(v)
+@dataclass(frozen=True)
+class Block:
+    """What a verdict reads of one comparison block (a speedup ratio or a percent delta),
+    read once: numbers that are missing, not finite or of the wrong type are None."""
 
+    median: float | None
+    delta_pct: float | None
+    low: float | None
+    high: float | None
+    kind: str  # ci, range or none
+    n: Any  # n_units (or n) as recorded
+    b_units: Any
+    significant: Any
+    verdict: str
 
-def _interval(block: Dict) -> tuple[float | None, float | None, str]:
-    iv = access.sub(block, "interval")
-    return _num(iv.get("low")), _num(iv.get("high")), str(iv.get("kind") or "none")
+    @classmethod
+    def of(cls, block: Any) -> Block:
+        raw: Dict = block if isinstance(block, dict) else {}
+        iv = access.sub(raw, "interval")
+        return cls(
+            median=access.number(raw.get("median")),
+            delta_pct=access.number(raw.get("delta_pct")),
+            low=access.number(iv.get("low")),
+            high=access.number(iv.get("high")),
+            kind=str(iv.get("kind") or "none"),
+            n=raw.get("n_units") or raw.get("n"),
+            b_units=raw.get("b_units"),
+            significant=raw.get("significant"),
+            verdict=str(raw.get("verdict") or ""),
+        )
 
 
 # -------------------------------------------------------------------------------- micro
 
 
-def _direction(block: Dict) -> int:
+def _direction(b: Block) -> int:
     """+1 resolved faster (the whole CI above 1), -1 resolved slower, 0 not resolved."""
-    lo, hi, kind = _interval(block)
-    if kind != "ci" or lo is None or hi is None:
+    if b.kind != "ci" or b.low is None or b.high is None:
         return 0
-    return 1 if lo > 1 else -1 if hi < 1 else 0
+    return 1 if b.low > 1 else -1 if b.high < 1 else 0
 
 
-def _ratio_line(key: str, block: Dict, what: str = "") -> Line | None:
+def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
     """One comparison of ``<arm>_vs_<base>``; None without a ratio."""
-    med = _num(block.get("median"))
+    med = b.median
     if med is None or med <= 0:
         return None
     arm, _, base = key.partition("_vs_")
-    lo, hi, kind = _interval(block)
-    n = block.get("n_units") or block.get("n")
+    lo, hi, kind, n = b.low, b.high, b.kind, b.n
     reps = f", {n} repeats" if isinstance(n, int) and what == "" else ""
     if kind == "ci" and lo is not None and hi is not None:
         spread = f"95% CI {fmt_speedup_range(lo, hi)}{reps}"
@@ -81,7 +102,7 @@ def _ratio_line(key: str, block: Dict, what: str = "") -> Line | None:
         spread = f"range {fmt_speedup_range(lo, hi)}: too few repeats for a CI"
     else:
         spread = "no interval"
-    direction = _direction(block)
+    direction = _direction(b)
     head = f"{what}: " if what else ""
     if direction == 0:
         return Line(
@@ -100,18 +121,19 @@ def micro_lines(report: Dict) -> list[Line]:
         return [Line(recorded or f"INCOMPLETE: {s.get('error')}", "bad")]
     if s.get("bit_exact_all_repeats") is False:
         return [Line(recorded or "MISMATCH: the owner's BF16 outputs differ between arms", "bad")]
-    totals = speedup_blocks(report)
-    lines = [ln for k, (_, b) in totals.items() if (ln := _ratio_line(k, b))]
+    totals = {k: Block.of(b) for k, (_, b) in speedup_blocks(report).items()}
+    payload = {k: Block.of(b) for k, (_, b) in payload_blocks(report).items()}
+    lines = [ln for k, b in totals.items() if (ln := _ratio_line(k, b))]
     reps = s.get("repeats_completed")
     if s.get("bit_exact_all_repeats"):
         lines.append(Line(f"owner BF16 outputs identical in {reps} repeats", "good"))
-    for key, (_, block) in payload_blocks(report).items():
-        if _interval(block)[2] == "none":
+    for key, block in payload.items():
+        if block.kind == "none":
             continue  # a payload ratio without its own interval is no headline
         line = _ratio_line(key, block, "payload cost (arm minus control)")
         if line is None:
             continue
-        total = totals.get(key, ("", {}))[1]
+        total = totals.get(key) or Block.of({})
         if _direction(total) * _direction(block) < 0:
             line = Line(
                 line.text + "; the total says the opposite: the arms' control planes, not "
@@ -125,32 +147,32 @@ def micro_lines(report: Dict) -> list[Line]:
 # ----------------------------------------------------------------------------- serve-ab
 
 
-def _pct_interval(block: Dict) -> str:
-    lo, hi, kind = _interval(block)
+def _pct_interval(b: Block) -> str:
+    lo, hi = b.low, b.high
     if lo is None or hi is None:
-        return str(block.get("verdict") or "no interval")
-    if kind == "ci":
+        return b.verdict or "no interval"
+    if b.kind == "ci":
         return f"95% CI {fmt_pct(lo)} .. {fmt_pct(hi)}"
-    return f"range {fmt_pct(lo)} .. {fmt_pct(hi)}: {block.get('verdict') or 'no CI'}"
+    return f"range {fmt_pct(lo)} .. {fmt_pct(hi)}: {b.verdict or 'no CI'}"
 
 
-def _resolved(block: Dict) -> int:
+def _resolved(b: Block) -> int:
     """+1 resolved increase, -1 resolved decrease, 0 not resolved (percent deltas)."""
-    lo, hi, kind = _interval(block)
-    if kind != "ci" or lo is None or hi is None or block.get("significant") is False:
+    lo, hi = b.low, b.high
+    if b.kind != "ci" or lo is None or hi is None or b.significant is False:
         return 0
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
-def _throughput(block: Dict) -> tuple[str, int]:
+def _throughput(block: Block) -> tuple[str, int]:
     """The throughput part of a line and its resolved direction (+1 higher)."""
-    d = _num(block.get("delta_pct"))
+    d = block.delta_pct
     if d is None:
         return "", 0
     direction = _resolved(block)
     if direction == 0:
-        kind = _interval(block)[2]
-        n = block.get("b_units")
+        kind = block.kind
+        n = block.b_units
         reps = f"{n} repeat" + ("" if n == 1 else "s")
         why = f"{reps}: no interval" if kind != "ci" else UNRESOLVED
         return f"; throughput {fmt_pct(d)} ({why})", 0
@@ -158,12 +180,13 @@ def _throughput(block: Dict) -> tuple[str, int]:
 
 
 def _ab_line(rate: str, name: str, metrics: Dict) -> Line | None:
-    med = access.sub(metrics, "median_ttft")
-    d = _num(med.get("delta_pct"))
-    if d is None or med.get("b_units") == 0:
+    med = Block.of(access.sub(metrics, "median_ttft"))
+    thr_block = Block.of(metrics.get("throughput") or {})
+    d = med.delta_pct
+    if d is None or med.b_units == 0:
         return None  # an arm with no completed request is named among the failures
     arm, _, base = name.partition(" vs ")
-    thr, thr_dir = _throughput(metrics.get("throughput") or {})
+    thr, thr_dir = _throughput(thr_block)
     direction = _resolved(med)
     if direction == 0:
         return Line(
