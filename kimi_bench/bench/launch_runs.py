@@ -13,6 +13,7 @@ machine profile.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TypeVar
 
@@ -27,7 +28,7 @@ from kimi_bench.bench.micro_setup import (
 )
 from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
-from kimi_bench.domain.config import resolve_config
+from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
 from kimi_bench.engine.launch import (
     World,
@@ -216,8 +217,12 @@ def run_serve_on(
 ) -> list[ServeRun]:
     """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
     in the same order on every rank; the runs at global rank 0, [] elsewhere."""
-    opts, _ = resolve_defaults(for_world(opts, world), "serve_ab", resolve_device(opts.device).type)
-    hooks = load_hooks(opts.fault_hooks)  # tests' faults, loaded once, before any start
+    opts = for_world(opts, world)
+    device = resolve_device(opts.device).type
+    opts, _ = resolve_defaults(opts, "serve_ab", device)
+    # resolved once for every pipeline: the preset, the device, the tests' faults (a bad
+    # spec fails before any start)
+    fixed = _Fixed(resolve_config(opts.preset, opts.config), device, load_hooks(opts.fault_hooks))
     runs: list[ServeRun] = []
     for i, rate in enumerate(opts.rates):
         for rep in range(opts.repeats):
@@ -229,7 +234,7 @@ def run_serve_on(
                     msg = explain_failure(world, "stopped between pipelines", terminated=True)
                     raise ServeFailed(msg, runs)
                 at = Placement(rate, rate_label(rate), rep, i, tuple(trace))
-                res = _serve_pipeline(world, opts, arm, at, f"serve/{i}/{rep}/{arm}", hooks)
+                res = _serve_pipeline(world, opts, arm, at, f"serve/{i}/{rep}/{arm}", fixed)
                 if res is None:
                     continue
                 runs.append(res)
@@ -240,6 +245,15 @@ def run_serve_on(
     return runs
 
 
+@dataclass(frozen=True)
+class _Fixed:
+    """What every pipeline of a serve-ab run shares, resolved once."""
+
+    cfg: PreprocessConfig
+    device: str
+    hooks: FaultHooks
+
+
 def _serve_jobs(
     world: World,
     opts: ServeOptions,
@@ -247,7 +261,7 @@ def _serve_jobs(
     arrivals: tuple[float, ...],
     init: str,
     prefix: str,
-    hooks: FaultHooks,
+    fixed: _Fixed,
 ) -> tuple[PipelineJob, LoadJob]:
     """One arm's pipeline job and the load generator's job of one trace."""
     load = LoadJob(
@@ -257,10 +271,10 @@ def _serve_jobs(
         image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
     )  # fmt: skip
     job = PipelineJob(
-        cfg=resolve_config(opts.preset, opts.config), arm=arm, ranks=opts.ranks or 1,
+        cfg=fixed.cfg, arm=arm, ranks=opts.ranks or 1,
         workers=opts.processor_workers, transport=opts.transport,
-        device=resolve_device(opts.device).type, runtime=opts.runtime,
-        cost=StandinCost.from_options(opts.standins), hooks=hooks, prefix=prefix,
+        device=fixed.device, runtime=opts.runtime,
+        cost=StandinCost.from_options(opts.standins), hooks=fixed.hooks, prefix=prefix,
         init_file=init, ranks_per_node=world.ranks_per_node, decoder=opts.decoder,
         baseline_whitelisted=opts.eager_baseline == "deferral-off",
         # a zero-copy slot per request of the trace
@@ -273,20 +287,20 @@ def _serve_jobs(
 
 
 def _serve_pipeline(
-    world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, hooks: FaultHooks
+    world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, fixed: _Fixed
 ) -> ServeRun | None:
     """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
     arrivals = at.arrivals
     todo = plan(world, opts.ranks or 1)
     if not todo.hosts_producers:
-        job, load = _serve_jobs(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", hooks)
+        job, load = _serve_jobs(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", fixed)
         rank = todo.in_process
         assert rank is not None
         _in_process(world, lambda: serve_workers.rank_main(job, load, rank, [], None, None, None))
         return None
     harness = _harness(world)
     init = rendezvous(world, tag, harness.init_file)
-    job, load = _serve_jobs(world, opts, arm, arrivals, init, harness.prefix, hooks)
+    job, load = _serve_jobs(world, opts, arm, arrivals, init, harness.prefix, fixed)
     out = ServeRun(arm=arm, at=at)
     w, h = opts.width_height
     n = opts.images_per_request
