@@ -121,8 +121,9 @@ def run_micro_on(
     elsewhere. Raises MicroFailed (with the partial report) at rank 0 and RankFailed at
     the others when the run stops early."""
     load_start = host_load()
+    opts = for_world(opts, world)
     dev = resolve_device(opts.device)
-    opts, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
+    opts, profile = resolve_defaults(opts, "micro", dev.type)
     cfg = resolve_config(opts.preset, opts.config)
     base = next((a for a in arms(opts.arms) if a.role == "baseline"), None)
     if base is None:
