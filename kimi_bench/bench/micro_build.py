@@ -175,9 +175,8 @@ def build_report(
     names: list[str] = list(opts.arms)
     desc, floor_ms = _control_desc(cfg, control), floor.get("floor_ms")
     part = mr.arms_part(samples, floor, names, error)
-    ctl = mc.control_part(
-        samples, control, list(part.speed), floor_ms, desc, opts.control_repeats, names
-    )
+    section = mc.control_section(samples, control, list(part.speed), floor_ms, desc)
+    ctl = mc.control_part(section, opts.control_repeats, names)
     decode, decode_said = decode_part(samples)  # the proposed deferred-decode arm, when it ran
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),

@@ -262,16 +262,7 @@ class ControlPart:
     summary: dict[str, Any]
 
 
-def control_part(
-    samples: dict[str, Recs],
-    control: dict[str, Recs],
-    speed_keys: list[str],
-    floor_ms: float | None,
-    payload_desc: str,
-    rounds: int,
-    names: list[str],
-) -> ControlPart:
+def control_part(section: ControlSection | None, rounds: int, names: list[str]) -> ControlPart:
     """``control_section`` with its notes and summary fields (``rounds``: the control
     repeats asked for; ``names``: the arms asked for)."""
-    section = control_section(samples, control, speed_keys, floor_ms, payload_desc)
     return ControlPart(section, control_notes(section, rounds), summary_fields(section, names))
