@@ -15,29 +15,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TypeVar
 
-from kimi_bench.bench.micro_build import MicroFailed, build_report, stage_record
+from kimi_bench.bench.micro_build import Launched, MicroFailed, build_report, stage_record
 from kimi_bench.bench.micro_records import LaunchConfig, Samples
-from kimi_bench.bench.micro_setup import (
-    folder_images,
-    micro_job,
-    name_profiles,
-    require_carrier,
-    runtime_leftovers,
-)
+from kimi_bench.bench.micro_setup import checked_inputs, micro_job
 from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
 from kimi_bench.engine.launch import (
     World,
-    check_launch,
     describe_mapping,
     explain_failure,
     plan,
     rendezvous,
-    shield_sigterm,
     sigterm_received,
 )
 from kimi_bench.engine.micro_job import MicroJob, rounds
@@ -45,39 +36,32 @@ from kimi_bench.engine.micro_messages import Floor
 from kimi_bench.engine.procs import Harness
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
+from kimi_bench.engine.start import for_world, harness_for, run_here
 from kimi_bench.infra.environment import host_load, resolve_device
 from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.infra.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
-from kimi_bench.pipeline import arms, carrier
+from kimi_bench.pipeline import carrier
 from kimi_bench.report import Report
 from kimi_bench.serving.trace import arrival_offsets
 
-OptionsT = TypeVar("OptionsT", MicroOptions, ServeOptions)
 
-
-class RankFailed(RuntimeError):
-    """A rank that runs in this process (torchrun, rank > 0) stopped; the message says why."""
-
-
-def launch_config(world: World, ranks: int, device: str) -> LaunchConfig:
-    """The launch for the report's config: launcher, nodes and the rank -> device mapping
-    (``launch.describe_mapping``)."""
+def launch_part(
+    world: World, ranks: int, device: str, transport: str
+) -> tuple[LaunchConfig, list[str]]:
+    """The launch for the report's config (launcher, nodes and the rank -> device mapping,
+    ``launch.describe_mapping``) and what the report says about it: the mapping and,
+    under torchrun, the nodes and the carrier."""
     import torch
 
     gpus = torch.cuda.device_count() if device == "cuda" else 0
-    return {
+    config: LaunchConfig = {
         "launcher": world.launcher,
         "nodes": world.nodes,
         "ranks_per_node": world.local_size if world.launcher == "torchrun" else ranks,
         "rank_mapping": describe_mapping(device, ranks, gpus, world.ranks_per_node),
     }
-
-
-def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
-    """What the report says about the launch: the rank -> device mapping and, under
-    torchrun, the nodes and the carrier."""
-    notes = [f"rank -> device: {launch_config(world, ranks, device)['rank_mapping']['text']}."]
+    notes = [f"rank -> device: {config['rank_mapping']['text']}."]
     if world.launcher == "torchrun":
         notes.append(
             f"launched by torchrun: {ranks} ranks on {world.nodes} node(s), {world.local_size} "
@@ -85,30 +69,12 @@ def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[
             f"{transport}; the stage marks of ranks on other nodes are moved onto rank 0's "
             "clock (ping-pong offset, error below half the best round trip)."
         )
-    return notes
+    return config, notes
 
 
-def for_world(opts: OptionsT, world: World) -> OptionsT:
-    """Under torchrun: ``ranks`` = WORLD_SIZE (a different --ranks is refused) and the shm
-    carrier refused across nodes. Call before ``options.resolve_defaults``."""
-    if world.launcher != "torchrun":
-        return opts
-    ranks = check_launch(world, opts.ranks, carrier(opts.transport), tuple(arms(opts.arms)))
-    return opts.model_copy(update={"ranks": ranks})
-
-
-def _harness(world: World) -> Harness:
-    shield_sigterm(world)
-    return Harness(handle_sigterm=world.launcher != "torchrun")
-
-
-def _in_process(world: World, fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        raise RankFailed(explain_failure(world, f"{type(exc).__name__}: {exc}")) from None
+def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
+    """What the report says about the launch (``launch_part``)."""
+    return launch_part(world, ranks, device, transport)[1]
 
 
 # ----------------------------------------------------------------------------- micro
@@ -121,26 +87,20 @@ def run_micro_on(
     elsewhere. Raises MicroFailed (with the partial report) at rank 0 and RankFailed at
     the others when the run stops early."""
     load_start = host_load()
-    opts = for_world(opts, world)
     dev = resolve_device(opts.device)
-    opts, profile = resolve_defaults(opts, "micro", dev.type)
-    cfg = resolve_config(opts.preset, opts.config)
-    base = next((a for a in arms(opts.arms) if a.role == "baseline"), None)
-    if base is None:
-        raise ValueError("--arms must include eager (every arm is checked against it)")
-    require_carrier(opts.transport, opts.arms, opts.runtime)  # it must run here, with these
-    hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
+    opts, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
     todo = plan(world, opts.ranks or 1)
-    # the images are checked (and a file that does not decode refused) before any process
-    paths = folder_images(opts.images) if opts.images and todo.hosts_producers else ()
-    harness = _harness(world) if todo.hosts_producers else None
+    cfg = resolve_config(opts.preset, opts.config)
+    hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
+    paths = checked_inputs(opts, todo.hosts_producers)  # usage errors, before any start
+    harness = harness_for(world) if todo.hosts_producers else None
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
     init = rendezvous(world, "micro", where.init_file)
     job = micro_job(opts, cfg, dev.type, where.prefix, init, paths, world.ranks_per_node, hooks)
     if harness is None:
         rank = todo.in_process
         assert rank is not None
-        _in_process(world, lambda: micro_worker.rank_main(job, rank, None, None))
+        run_here(world, lambda: micro_worker.rank_main(job, rank, None, None))
         return None
     samples: Samples = {a: [] for a in opts.arms}
     control: Samples = {a: [] for a in opts.arms}
@@ -158,17 +118,13 @@ def run_micro_on(
         error = explain_failure(world, str(exc), sigterm_received())
     finally:
         pids = [p.pid for p in harness.procs.values() if p.pid is not None]
-        leftovers = harness.stop() + runtime_leftovers(opts.transport, pids)
-    notes = (*launch_notes(world, job.ranks, dev.type, opts.transport), *opts.notes)
-    noted = opts.model_copy(update={"notes": notes})
-    report = build_report(
-        noted, cfg, dev, samples, floor, error, leftovers, profile, load_start, control=control
-    )
-    report.data["shm_prefix"] = harness.prefix
-    report.config["launch"] = launch_config(world, job.ranks, dev.type)
-    name_profiles(report, opts)
-    if prefixes := carrier(opts.transport).segment_prefixes(pids):
-        report.data["runtime_shm_prefixes"] = prefixes
+        used = carrier(opts.transport)
+        leftovers = harness.stop() + used.leftovers(pids)
+    config, notes = launch_part(world, job.ranks, dev.type, opts.transport)
+    launched = Launched(config, harness.prefix, used.segment_prefixes(pids))
+    noted = opts.model_copy(update={"notes": (*notes, *opts.notes)})
+    report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile,
+                          load_start, control=control, launched=launched)  # fmt: skip
     if error:
         raise MicroFailed(error, report)
     return report
@@ -297,9 +253,9 @@ def _serve_pipeline(
         job, load = _serve_jobs(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", fixed)
         rank = todo.in_process
         assert rank is not None
-        _in_process(world, lambda: serve_workers.rank_main(job, load, rank, [], None, None, None))
+        run_here(world, lambda: serve_workers.rank_main(job, load, rank, [], None, None, None))
         return None
-    harness = _harness(world)
+    harness = harness_for(world)
     init = rendezvous(world, tag, harness.init_file)
     job, load = _serve_jobs(world, opts, arm, arrivals, init, harness.prefix, fixed)
     out = ServeRun(arm=arm, at=at)

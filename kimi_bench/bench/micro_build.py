@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_part
 from kimi_bench.bench.micro_records import (
+    LaunchConfig,
     MedianTimeline,
     Repeat,
     Samples,
-    rows_json,
 )
 from kimi_bench.bench.micro_setup import scan_images
 from kimi_bench.bench.variants import decode_counts, variant_config
@@ -152,6 +154,16 @@ def _pop_first(recs: list[Repeat], key: str) -> Any:
     return next((v for v in values if v), {})
 
 
+@dataclass(frozen=True)
+class Launched:
+    """How the processes of a run were started, for its report: ``config.launch``, the
+    run's shared-memory prefix and the prefixes of a runtime carrier's own segments."""
+
+    config: LaunchConfig
+    shm_prefix: str
+    runtime_prefixes: list[str]
+
+
 def build_report(
     opts: MicroOptions,
     cfg: PreprocessConfig,
@@ -163,6 +175,7 @@ def build_report(
     profile: str = "cpu",
     load_start: HostLoad | None = None,
     control: Samples | None = None,
+    launched: Launched | None = None,
 ) -> Report:
     """The report; ``control``: the control rounds' records per arm (the same shape as
     ``samples``), from which each arm's payload cost is derived (``micro_control``)."""
@@ -202,7 +215,7 @@ def build_report(
         kind="micro",
         environment=env,
         config=_config(opts, cfg, dev, profile),
-        results=rows_json(part.rows),
+        results=[dict(r) for r in part.rows],  # the envelope's JSON rows
         summary=summary,
         notes=notes,
         data={"recipe": recipe,
@@ -216,7 +229,28 @@ def build_report(
     exact = part.exact
     if not error and exact and all(exact):  # an INCOMPLETE or MISMATCH verdict stays as is
         summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
+    if launched is not None:
+        report.data["shm_prefix"] = launched.shm_prefix
+        report.config["launch"] = launched.config
+    name_profiles(report, opts)
+    if launched is not None and launched.runtime_prefixes:
+        report.data["runtime_shm_prefixes"] = launched.runtime_prefixes
     return report
+
+
+def name_profiles(report: Report, opts: MicroOptions) -> None:
+    """``--profile``: the traces written, in the report's data and notes (none written: said)."""
+    if opts.profile is None:
+        return
+    names = ["producer", *(f"rank{r}" for r in range(opts.ranks or 1))]  # what this run wrote
+    traces = [str(t) for n in names if (t := opts.profile / f"{n}.trace.json").is_file()]
+    report.data["profiles"] = traces
+    named = ", ".join(Path(t).name for t in traces) or "none written"
+    report.notes.append(
+        f"torch profiler traces (Chrome trace JSON; stages as stage:<name> ranges) of the "
+        f"producer and each rank under {opts.profile}/: {named}; from {opts.profile_repeats} "
+        f"extra repeat(s) of every arm after the measured ones, not in the statistics."
+    )
 
 
 def _config(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from kimi_bench.bench.micro_records import (
     PayloadBlock,
     Ratio,
     Repeat,
-    rows_json,
 )
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.difference import difference, ratio_of_differences
@@ -91,10 +90,16 @@ def payload_block(recs: Recs, ctl: Recs, apart: list[str]) -> PayloadBlock:
     emulation-only stages (``apart``)."""
     stages = [s for s in STAGES if recs and s in recs[0]["stage_ms"] and s in ctl[0]["stage_ms"]]
     kept = [s for s in stages if s not in apart]
+    # the arm's and its control's series first (per stage, total, total without the
+    # emulation-only stages), then each difference
+    pairs = {s: (_series(recs, [s], s), _series(ctl, [s], s)) for s in stages}
+    total = (_series(recs, None, "total"), _series(ctl, None, "control total"))
+    without = (_series(recs, kept, "total"), _series(ctl, kept, "control"))
+    costs = [_cost(a, c) for a, c in [*pairs.values(), total, without]]
     return PayloadBlock(
-        stages={s: _cost(_series(recs, [s], s), _series(ctl, [s], s)) for s in stages},
-        total=_cost(_series(recs, None, "total"), _series(ctl, None, "control total")),
-        total_without_emulation=_cost(_series(recs, kept, "total"), _series(ctl, kept, "control")),
+        stages=dict(zip(stages, costs, strict=False)),
+        total=costs[-2],
+        total_without_emulation=costs[-1],
     )
 
 
@@ -167,7 +172,7 @@ def control_section(
         payload_speedups=payload_speedups(samples, control, keys),
         emulation_only=apart,
         floor=floor,
-        rows=rows_json(control_rows(payload, apart)),
+        rows=[dict(r) for r in control_rows(payload, apart)],
     )
 
 

@@ -52,33 +52,39 @@ def decode_block(samples: Samples) -> DecodeBlock | None:
     if name is None or not arm:
         return None
     decisions = arm[0].get("decisions") or []
+    carried = _carried(arm[0])
+    moved = sum(r["bytes"] for r in arm[0]["copies"] if r["copies"])
+    versus = {}
+    for other, base in samples.items():
+        if other == name or arm_of(other).role == "baseline" or not base:
+            continue
+        # the paired series first, then the speedup, then every summary
+        deltas = (_paired_delta(base, arm, lambda r: r["total_ms"]),
+                  _paired_delta(base, arm, _stage("producer")),
+                  _paired_delta(arm, base, _stage("owner_h2d")))  # fmt: skip
+        speed = ratio(mr.total_measurement(base, other), mr.total_measurement(arm, name))
+        saved, producer, owner_added = (_summary(d) for d in deltas)
+        versus[other] = {
+            "saved_ms": saved,
+            "speedup": _summary(speed),
+            "producer_saved_ms": producer,
+            "owner_added_ms": owner_added,
+            "carried_bytes_saved": _carried(base[0]) - carried,
+            "moved_bytes_saved": sum(r["bytes"] for r in base[0]["copies"] if r["copies"]) - moved,
+        }
     owner = Measurement([r.get("owner_decode_ms", 0.0) for r in arm], "ms")
     routed = {d["reason"] for d in decisions if d.get("defer") and not d.get("encoded")}
-    out = DecodeBlock(
+    return DecodeBlock(
         arm=name,
         label=arm_of(name).label,
         encoded_images=sum(1 for d in decisions if d.get("encoded")),
         images=len(decisions),
         routed=sorted(routed),
-        carried_bytes=_carried(arm[0]),
-        moved_bytes=sum(r["bytes"] for r in arm[0]["copies"] if r["copies"]),
+        carried_bytes=carried,
+        moved_bytes=moved,
         owner_decode_ms=_summary(owner),
-        versus={},
+        versus=versus,
     )
-    for other, base in samples.items():
-        if other == name or arm_of(other).role == "baseline" or not base:
-            continue
-        speed = ratio(mr.total_measurement(base, other), mr.total_measurement(arm, name))
-        out["versus"][other] = {
-            "saved_ms": _summary(_paired_delta(base, arm, lambda r: r["total_ms"])),
-            "speedup": _summary(speed),
-            "producer_saved_ms": _summary(_paired_delta(base, arm, _stage("producer"))),
-            "owner_added_ms": _summary(_paired_delta(arm, base, _stage("owner_h2d"))),
-            "carried_bytes_saved": _carried(base[0]) - out["carried_bytes"],
-            "moved_bytes_saved": sum(r["bytes"] for r in base[0]["copies"] if r["copies"])
-            - out["moved_bytes"],
-        }
-    return out
 
 
 def decode_notes(block: DecodeBlock | None) -> list[str]:

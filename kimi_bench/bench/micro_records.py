@@ -7,12 +7,11 @@ report is read (``report/agree.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from kimi_bench.engine.launch import RankMapping
 from kimi_bench.engine.micro_messages import Floor, LedgerRow
-from kimi_bench.infra.stats import Interval, IntervalDoc, Measurement
+from kimi_bench.infra.stats import IntervalDoc
 
 __all__ = ["Floor", "LedgerRow"]
 
@@ -176,13 +175,3 @@ class LaunchConfig(TypedDict):
     nodes: int
     ranks_per_node: int
     rank_mapping: RankMapping
-
-
-def ratio_block(m: Measurement, interval: Interval) -> Ratio:
-    """A ratio's block: its ``Measurement.as_dict()`` and its interval."""
-    return cast(Ratio, m.as_dict() | {"interval": interval.as_dict()})
-
-
-def rows_json(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Typed rows as the report envelope's JSON rows (``Report.results``)."""
-    return [dict(r) for r in rows]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from kimi_bench.bench.micro_records import (
     ArmBlock,
@@ -18,7 +19,6 @@ from kimi_bench.bench.micro_records import (
     Repeat,
     Samples,
     StageRow,
-    ratio_block,
 )
 from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement
@@ -52,6 +52,7 @@ def arm_block(recs: list[Repeat], arm: str) -> ArmBlock:
     """Per stage: bytes (from the ledger), raw samples and the derived summary; the arm's
     copy ledger (one repeat) and its totals."""
     stages = stage_measurements(recs)
+    total = total_measurement(recs, arm).as_dict() if recs else None
     ledger = Ledger().merge(sort_copies(recs[0]["copies"], STAGES)) if recs else Ledger()
     changed = [r["iteration"] for r in recs[1:] if r["copies"] != recs[0]["copies"]]
     totals = ledger.totals()
@@ -64,7 +65,7 @@ def arm_block(recs: list[Repeat], arm: str) -> ArmBlock:
             }
             for s, m in stages.items()
         },
-        "total_ms": total_measurement(recs, arm).as_dict() if recs else None,
+        "total_ms": total,
         "copies": ledger.rows(),
         "copy_totals": totals,
         "ledger_changed_in_repeats": changed,
@@ -97,9 +98,10 @@ def speedups(samples: Samples) -> dict[str, Ratio]:
                 continue
             if not samples[arm] or not samples[base]:
                 continue
-            m = ratio(total_measurement(samples[base], base), total_measurement(samples[arm], arm))
+            b, a = total_measurement(samples[base], base), total_measurement(samples[arm], arm)
+            m = ratio(b, a)
             iv = m.interval()
-            out[f"{arm}_vs_{base}"] = ratio_block(m, iv)
+            out[f"{arm}_vs_{base}"] = cast(Ratio, m.as_dict() | {"interval": iv.as_dict()})
     return out
 
 

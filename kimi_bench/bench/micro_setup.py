@@ -1,7 +1,7 @@
-"""What a ``micro`` run is set up from, before any process starts: its job (from the
-options), the images of a folder (each checked from its header), the carrier's check of
-the runtime it needs, and, after the run, the files its processes left: the segments of a
-runtime carrier and the ``--profile`` traces."""
+"""What a ``micro`` run is set up from, before any process starts: the checks that make
+a usage error of a run that cannot work (``checked_inputs``: an eager arm, the carrier's
+check of the runtime it needs, the images of a folder, each checked from its header) and
+its job (from the options)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,18 @@ from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.infra.limits import DEFAULT_MAX_PIXELS
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import arms, carrier
-from kimi_bench.report import Report
+
+
+def checked_inputs(opts: MicroOptions, hosts_producers: bool) -> tuple[str, ...]:
+    """What must hold before any process starts, as usage errors: an eager arm (every arm
+    is checked against it), a carrier that can run here with these arms, and, where this
+    process hosts the producer, a folder of --images with at least one usable image
+    (each file checked from its header). Returns the images' paths (none: synthetic)."""
+    if not any(a.role == "baseline" for a in arms(opts.arms)):
+        raise ValueError("--arms must include eager (every arm is checked against it)")
+    paths = folder_images(opts.images) if opts.images and hosts_producers else ()
+    require_carrier(opts.transport, opts.arms, opts.runtime)  # it must run here, with these
+    return paths
 
 
 def micro_job(
@@ -52,21 +63,6 @@ def micro_job(
         baseline_whitelisted=opts.eager_baseline == "deferral-off",
         profile_dir=str(opts.profile) if opts.profile else None,
         profile_repeats=opts.profile_repeats,
-    )
-
-
-def name_profiles(report: Report, opts: MicroOptions) -> None:
-    """``--profile``: the traces written, in the report's data and notes (none written: said)."""
-    if opts.profile is None:
-        return
-    names = ["producer", *(f"rank{r}" for r in range(opts.ranks or 1))]  # what this run wrote
-    traces = [str(t) for n in names if (t := opts.profile / f"{n}.trace.json").is_file()]
-    report.data["profiles"] = traces
-    named = ", ".join(Path(t).name for t in traces) or "none written"
-    report.notes.append(
-        f"torch profiler traces (Chrome trace JSON; stages as stage:<name> ranges) of the "
-        f"producer and each rank under {opts.profile}/: {named}; from {opts.profile_repeats} "
-        f"extra repeat(s) of every arm after the measured ones, not in the statistics."
     )
 
 
@@ -149,9 +145,3 @@ def require_carrier(transport: str, arm_names: Sequence[str], runtime: str) -> N
         c.require()
     except RuntimeError as exc:  # SglangUnavailable and the like
         raise ValueError(str(exc)) from None
-
-
-def runtime_leftovers(transport: str, pids: list[int]) -> list[str]:
-    """Segments the carrier's own code made in this run's workers (the runtime's
-    ``sgl_shm_mm_<pid>_...``); kimi-bench's go with the run's prefix."""
-    return carrier(transport).leftovers(pids)

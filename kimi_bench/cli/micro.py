@@ -63,9 +63,10 @@ def _body(values: dict[str, Any]) -> None:
     except (OptionsError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.estimate import CPU, busy_note, micro_s
-    from kimi_bench.bench.launch_runs import RankFailed, for_world, run_micro_on
+    from kimi_bench.bench.launch_runs import run_micro_on
     from kimi_bench.bench.micro import MicroFailed, exit_code
     from kimi_bench.cli.progress import JobProgress, fmt_duration
+    from kimi_bench.engine.start import RankFailed, for_world
     from kimi_bench.report import verdicts
     from kimi_bench.report.emit import emit_micro
 

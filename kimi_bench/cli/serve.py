@@ -85,7 +85,7 @@ def _body(values: dict[str, Any]) -> None:
             warn(hint, label="size:")
         resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
-        from kimi_bench.bench.launch_runs import for_world  # imports torch
+        from kimi_bench.engine.start import for_world  # imports torch
         from kimi_bench.infra.environment import resolve_device
 
         dev = resolve_device(opts.device)

@@ -62,7 +62,8 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
     carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
-    decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
+    runtime = get_profile(job.runtime)
+    decoder = choose(job.decoder, runtime, dev)  # the runtime's, per device
     if not all(arm(a).encoded_inputs for a in job.arms):  # an arm decodes here
         decoder.warm(dev)
     payloads = {
@@ -70,7 +71,8 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
         True: control_inputs(job, decoder) if job.control_repeats else [],
     }
     # on a crash the harness unlinks the arena by the run's prefix
-    arena = attach_run_arena(job.prefix, arena_spec(job), writer=0)
+    spec = arena_spec(job)  # the run's arena, if an arm maps one
+    arena = attach_run_arena(job.prefix, spec, writer=0)
     prof = _profiler(job, "producer")
     for it, control in rounds(job):
         images = payloads[control]
@@ -106,7 +108,8 @@ def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         job.hooks.before_attach(rank)
-        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
+        spec = arena_spec(job)  # the run's arena, if an arm maps one
+        arena = attach_run_arena(job.prefix, spec, rank=rank)
         try:
             if arena is not None and dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed; reported with the floor
@@ -149,7 +152,8 @@ def _rank_loop(
         q.send("floor", floor)
     references: dict[bool, dict[str, torch.Tensor | None]] = {False: {}, True: {}}
     ranks = Gloo(job.ranks, group)
-    decoder = choose(job.decoder, get_profile(job.runtime), dev)  # deferred-decode's owners
+    runtime = get_profile(job.runtime)
+    decoder = choose(job.decoder, runtime, dev)  # deferred-decode's owners
     if any(arm(a).encoded_inputs for a in job.arms):  # an arm decodes at its owners
         decoder.warm(dev)
     prof = _profiler(job, f"rank{rank}")

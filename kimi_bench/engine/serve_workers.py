@@ -65,11 +65,13 @@ def producer_main(
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
     payloads = make_payloads(load) if load is not None else []
-    decoder = choose(job.decoder, get_profile(job.runtime), dev)  # the runtime's, per device
+    runtime = get_profile(job.runtime)
+    decoder = choose(job.decoder, runtime, dev)  # the runtime's, per device
     if not arm(job.arm).encoded_inputs:  # this producer decodes: warm it before traffic
         decoder.warm(dev)
     # on a crash the harness unlinks the arena by the run's prefix
-    arena = attach_run_arena(job.prefix, arena_spec(job), writer=wid)
+    spec = arena_spec(job)  # the run's arena, if an arm maps one
+    arena = attach_run_arena(job.prefix, spec, writer=wid)
     prof = maybe_profiler(job.profile_dir, f"producer{wid}", job.profile_requests)
     while True:
         msg = req_q.get()
@@ -137,7 +139,8 @@ def rank_main(
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + job.workers + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
-        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
+        spec = arena_spec(job)  # the run's arena, if an arm maps one
+        arena = attach_run_arena(job.prefix, spec, rank=rank)
         if arena is not None:
             if dev.type == "cuda":
                 arena.register_cuda()  # once per rank, timed, reported on its own
@@ -171,7 +174,8 @@ class _Rank:
         self.load = load  # serve-ab's load generator (None: fed by a serving backend)
         self.group = group  # the NCCL device group (one GPU per rank), else None
         self.ranks = Gloo(job.ranks, group)
-        self.decoder = choose(job.decoder, get_profile(job.runtime), dev)  # owners' decodes
+        runtime = get_profile(job.runtime)
+        self.decoder = choose(job.decoder, runtime, dev)  # owners' decodes
         if arm(job.arm).encoded_inputs:  # the owners decode: warm before traffic (a first
             self.decoder.warm(dev)  # GPU decode loads the library: seconds, in one step)
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
@@ -364,7 +368,8 @@ def serve_rank_main(
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
-        arena = attach_run_arena(job.prefix, arena_spec(job), rank=rank)
+        spec = arena_spec(job)  # the run's arena, if an arm maps one
+        arena = attach_run_arena(job.prefix, spec, rank=rank)
         if arena is not None and dev.type == "cuda":
             arena.register_cuda()  # once per rank, at start-up
         _QueueRank(

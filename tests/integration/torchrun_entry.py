@@ -13,17 +13,12 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from kimi_bench.bench.launch_runs import (
-        RankFailed,
-        for_world,
-        launch_notes,
-        run_micro_on,
-        run_serve_on,
-    )
+    from kimi_bench.bench.launch_runs import launch_notes, run_micro_on, run_serve_on
     from kimi_bench.bench.micro import MicroFailed
     from kimi_bench.bench.serve import ServeFailed
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.engine.launch import detect_world
+    from kimi_bench.engine.start import RankFailed, for_world
     from kimi_bench.infra.environment import resolve_device
     from kimi_bench.options import MicroOptions, ServeOptions, resolve_defaults
     from kimi_bench.report.emit import emit_micro, emit_serve
