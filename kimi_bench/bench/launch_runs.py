@@ -13,19 +13,19 @@ machine profile.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 from kimi_bench.bench.micro_build import Launched, MicroFailed, build_report, stage_record
-from kimi_bench.bench.micro_records import LaunchConfig, Samples
-from kimi_bench.bench.micro_setup import checked_inputs, micro_job
+from kimi_bench.bench.micro_records import Samples
+from kimi_bench.bench.micro_setup import checked_job
 from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
 from kimi_bench.engine.launch import (
     World,
-    describe_mapping,
+    describe_launch,
     explain_failure,
     plan,
     rendezvous,
@@ -46,35 +46,9 @@ from kimi_bench.report import Report
 from kimi_bench.serving.trace import arrival_offsets
 
 
-def launch_part(
-    world: World, ranks: int, device: str, transport: str
-) -> tuple[LaunchConfig, list[str]]:
-    """The launch for the report's config (launcher, nodes and the rank -> device mapping,
-    ``launch.describe_mapping``) and what the report says about it: the mapping and,
-    under torchrun, the nodes and the carrier."""
-    import torch
-
-    gpus = torch.cuda.device_count() if device == "cuda" else 0
-    config: LaunchConfig = {
-        "launcher": world.launcher,
-        "nodes": world.nodes,
-        "ranks_per_node": world.local_size if world.launcher == "torchrun" else ranks,
-        "rank_mapping": describe_mapping(device, ranks, gpus, world.ranks_per_node),
-    }
-    notes = [f"rank -> device: {config['rank_mapping']['text']}."]
-    if world.launcher == "torchrun":
-        notes.append(
-            f"launched by torchrun: {ranks} ranks on {world.nodes} node(s), {world.local_size} "
-            f"per node; global rank 0 hosts the producer(s) and the load generator; carrier "
-            f"{transport}; the stage marks of ranks on other nodes are moved onto rank 0's "
-            "clock (ping-pong offset, error below half the best round trip)."
-        )
-    return config, notes
-
-
 def launch_notes(world: World, ranks: int, device: str, transport: str) -> list[str]:
-    """What the report says about the launch (``launch_part``)."""
-    return launch_part(world, ranks, device, transport)[1]
+    """What the report says about the launch (``launch.describe_launch``)."""
+    return describe_launch(world, ranks, device, transport)[1]
 
 
 # ----------------------------------------------------------------------------- micro
@@ -92,11 +66,11 @@ def run_micro_on(
     todo = plan(world, opts.ranks or 1)
     cfg = resolve_config(opts.preset, opts.config)
     hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
-    paths = checked_inputs(opts, todo.hosts_producers)  # usage errors, before any start
+    # usage errors here, before any start; the prefix and rendezvous come with the harness
+    job = checked_job(opts, cfg, dev.type, todo.hosts_producers, world.ranks_per_node, hooks)
     harness = harness_for(world) if todo.hosts_producers else None
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
-    init = rendezvous(world, "micro", where.init_file)
-    job = micro_job(opts, cfg, dev.type, where.prefix, init, paths, world.ranks_per_node, hooks)
+    job = replace(job, prefix=where.prefix, init_file=rendezvous(world, "micro", where.init_file))
     if harness is None:
         rank = todo.in_process
         assert rank is not None
@@ -120,7 +94,7 @@ def run_micro_on(
         pids = [p.pid for p in harness.procs.values() if p.pid is not None]
         used = carrier(opts.transport)
         leftovers = harness.stop() + used.leftovers(pids)
-    config, notes = launch_part(world, job.ranks, dev.type, opts.transport)
+    config, notes = describe_launch(world, job.ranks, dev.type, opts.transport)
     launched = Launched(config, harness.prefix, used.segment_prefixes(pids))
     noted = opts.model_copy(update={"notes": (*notes, *opts.notes)})
     report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile,

@@ -13,7 +13,6 @@ from kimi_bench.bench import micro_control as mc
 from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_part
 from kimi_bench.bench.micro_records import (
-    LaunchConfig,
     MedianTimeline,
     Repeat,
     Samples,
@@ -24,6 +23,7 @@ from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import describe_spec
+from kimi_bench.engine.launch import LaunchConfig
 from kimi_bench.engine.micro_messages import Floor, RankMarks, RepeatMessage
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import MicroOptions
@@ -55,12 +55,12 @@ def stage_record(rec: RepeatMessage) -> Repeat:
         ranks[0]["marks"]["to_rank0"],
     ]
     bounds += [max(r["marks"][s] for r in ranks) for s in STAGES[4:]]
+    timeline = _timeline(pm, ranks, bounds[0])
     ledger = Ledger().merge(prod["ledger"])
     for r in ranks:
         ledger.merge(r["ledger"])
     by_stage = ledger.by_stage()
     other = arm(rec["arm"]).role != "baseline"
-    timeline = _timeline(pm, ranks, bounds[0])
     return Repeat(
         timeline=timeline,
         stage_ms={s: (bounds[i + 1] - bounds[i]) * 1e3 for i, s in enumerate(STAGES)},
@@ -187,10 +187,14 @@ def build_report(
         _pop_first(recs, "decodes")
     names: list[str] = list(opts.arms)
     desc, floor_ms = _control_desc(cfg, control), floor.get("floor_ms")
-    part = mr.arms_part(samples, floor, names, error)
-    section = mc.control_section(samples, control, list(part.speed), floor_ms, desc)
+    part = mr.arms_part(samples, control, floor, names, error)
+    section = mc.control_section(
+        samples, control, part.control_arms, list(part.speed), floor_ms, desc
+    )
     ctl = mc.control_part(section, opts.control_repeats, names)
-    decode, decode_said = decode_part(samples)  # the proposed deferred-decode arm, when it ran
+    decode, decode_said = decode_part(
+        samples, part.totals
+    )  # the proposed deferred-decode arm, when it ran
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
         clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "

@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_records import (
     ApartStage,
+    ArmBlock,
     ControlRow,
     ControlSection,
     Cost,
@@ -134,19 +134,20 @@ def payload_speedups(
 def control_section(
     samples: dict[str, Recs],
     control: dict[str, Recs],
+    blocks: dict[str, ArmBlock],
     speed_keys: list[str],
     floor_ms: float | None,
     payload_desc: str,
 ) -> ControlSection | None:
-    """``data.control``: the control arms (blocks like ``data.arms``), each arm's payload
-    cost, payload speedups, the emulation-only stages and the control + data floor. None
-    when no control round completed (``--control-repeats 0`` or a run stopped early)."""
+    """``data.control``: the control arms (``blocks``, made like ``data.arms`` by
+    ``micro_report.arms_part``), each arm's payload cost, payload speedups, the
+    emulation-only stages and the control + data floor. None when no control round
+    completed (``--control-repeats 0`` or a run stopped early)."""
     arms = [a for a in samples if samples[a] and control.get(a)]
     if not arms:
         return None
     apart = emulation_stages({a: control[a] for a in arms})
     only = [e["stage"] for e in apart if e["kind"] == "emulation_only"]
-    blocks = {a: mr.arm_block(control[a], a) for a in arms}
     payload = {a: payload_block(samples[a], control[a], only) for a in arms}
     for e in apart:
         costs = {a: payload[a]["stages"].get(e["stage"]) for a in arms}

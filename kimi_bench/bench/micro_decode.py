@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimi_bench.bench import micro_report as mr
-from kimi_bench.bench.micro_records import DecodeBlock, Ratio, Repeat, Samples
+from kimi_bench.bench.micro_records import DecodeBlock, Repeat, Samples
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import ratio
 from kimi_bench.infra.stats.format import fmt_ms
@@ -41,12 +40,9 @@ def _carried(rec: Repeat) -> int:
     return sum(rec["stage_bytes"].get(s, 0) for s in CARRIER_STAGES)
 
 
-def _summary(m: Measurement) -> Ratio:
-    return Ratio(median=m.median, interval=m.interval().as_dict()) if m.n else Ratio()
-
-
-def decode_block(samples: Samples) -> DecodeBlock | None:
-    """Savings of the arm against each base present, and its owner decode time."""
+def decode_block(samples: Samples, totals: dict[str, Measurement]) -> DecodeBlock | None:
+    """Savings of the arm against each base present, and its owner decode time
+    (``totals``: each arm's total per repeat, ``micro_report.total_measurement``)."""
     name = next((n for n in samples if arm_of(n).encoded_inputs), None)
     arm = samples.get(name or "") or []
     if name is None or not arm:
@@ -62,11 +58,11 @@ def decode_block(samples: Samples) -> DecodeBlock | None:
         deltas = (_paired_delta(base, arm, lambda r: r["total_ms"]),
                   _paired_delta(base, arm, _stage("producer")),
                   _paired_delta(arm, base, _stage("owner_h2d")))  # fmt: skip
-        speed = ratio(mr.total_measurement(base, other), mr.total_measurement(arm, name))
-        saved, producer, owner_added = (_summary(d) for d in deltas)
+        speed = ratio(totals[other], totals[name])
+        saved, producer, owner_added = (d.median_doc() for d in deltas)
         versus[other] = {
             "saved_ms": saved,
-            "speedup": _summary(speed),
+            "speedup": speed.median_doc(),
             "producer_saved_ms": producer,
             "owner_added_ms": owner_added,
             "carried_bytes_saved": _carried(base[0]) - carried,
@@ -82,7 +78,7 @@ def decode_block(samples: Samples) -> DecodeBlock | None:
         routed=sorted(routed),
         carried_bytes=carried,
         moved_bytes=moved,
-        owner_decode_ms=_summary(owner),
+        owner_decode_ms=owner.median_doc(),
         versus=versus,
     )
 
@@ -115,7 +111,9 @@ def decode_notes(block: DecodeBlock | None) -> list[str]:
     return notes
 
 
-def decode_part(samples: Samples) -> tuple[DecodeBlock | None, list[str]]:
+def decode_part(
+    samples: Samples, totals: dict[str, Measurement]
+) -> tuple[DecodeBlock | None, list[str]]:
     """The proposed deferred-decode arm's block (None when it did not run) and its notes."""
-    block = decode_block(samples)
+    block = decode_block(samples, totals)
     return block, decode_notes(block)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from kimi_bench.engine.launch import RankMapping
 from kimi_bench.engine.micro_messages import Floor, LedgerRow
-from kimi_bench.infra.stats import IntervalDoc
+from kimi_bench.infra.stats import IntervalDoc, MedianDoc
 
 __all__ = ["Floor", "LedgerRow"]
 
@@ -79,7 +78,7 @@ class DecodeBlock(TypedDict):
     routed: list[str]
     carried_bytes: int
     moved_bytes: int
-    owner_decode_ms: Ratio
+    owner_decode_ms: MedianDoc
     versus: dict[str, dict[str, Any]]
 
 
@@ -166,12 +165,3 @@ class MedianTimeline(TypedDict):
 
     repeat: int
     ranks: list[Any]
-
-
-class LaunchConfig(TypedDict):
-    """``config.launch``: how the processes were started."""
-
-    launcher: str
-    nodes: int
-    ranks_per_node: int
-    rank_mapping: RankMapping

@@ -48,11 +48,11 @@ def total_measurement(recs: list[Repeat], arm: str) -> Measurement:
     )
 
 
-def arm_block(recs: list[Repeat], arm: str) -> ArmBlock:
+def arm_block(recs: list[Repeat], arm: str, total: Measurement | None = None) -> ArmBlock:
     """Per stage: bytes (from the ledger), raw samples and the derived summary; the arm's
-    copy ledger (one repeat) and its totals."""
+    copy ledger (one repeat) and its totals (``total``: its total_measurement, when made)."""
     stages = stage_measurements(recs)
-    total = total_measurement(recs, arm).as_dict() if recs else None
+    totals_ms = (total or total_measurement(recs, arm)).as_dict() if recs else None
     ledger = Ledger().merge(sort_copies(recs[0]["copies"], STAGES)) if recs else Ledger()
     changed = [r["iteration"] for r in recs[1:] if r["copies"] != recs[0]["copies"]]
     totals = ledger.totals()
@@ -65,7 +65,7 @@ def arm_block(recs: list[Repeat], arm: str) -> ArmBlock:
             }
             for s, m in stages.items()
         },
-        "total_ms": total,
+        "total_ms": totals_ms,
         "copies": ledger.rows(),
         "copy_totals": totals,
         "ledger_changed_in_repeats": changed,
@@ -86,10 +86,10 @@ def stage_rows(arm: str, block: ArmBlock) -> list[StageRow]:
     return rows
 
 
-def speedups(samples: Samples) -> dict[str, Ratio]:
+def speedups(samples: Samples, totals: dict[str, Measurement]) -> dict[str, Ratio]:
     """``<arm>_vs_<base>``: base total / arm total per repeat (paired), for every arm
     against the baseline (eager) and, for the proposed arms, against the change (deferred)
-    too."""
+    too (``totals``: each arm's total_measurement)."""
     out: dict[str, Ratio] = {}
     roles = (with_role(samples, "baseline"), with_role(samples, "change"))
     for arm in samples:
@@ -98,8 +98,7 @@ def speedups(samples: Samples) -> dict[str, Ratio]:
                 continue
             if not samples[arm] or not samples[base]:
                 continue
-            b, a = total_measurement(samples[base], base), total_measurement(samples[arm], arm)
-            m = ratio(b, a)
+            m = ratio(totals[base], totals[arm])
             iv = m.interval()
             out[f"{arm}_vs_{base}"] = cast(Ratio, m.as_dict() | {"interval": iv.as_dict()})
     return out
@@ -194,6 +193,8 @@ class ArmsPart:
     notes (``time_notes``: noise and where the time goes; ``floor_notes``: the floor)."""
 
     arms: dict[str, ArmBlock]
+    totals: dict[str, Measurement]  # each arm's total per repeat
+    control_arms: dict[str, ArmBlock]  # the control rounds' blocks (``data.control.arms``)
     rows: list[StageRow]
     speed: dict[str, Ratio]
     exact: list[bool]
@@ -202,15 +203,23 @@ class ArmsPart:
     floor_notes: list[str]
 
 
-def arms_part(samples: Samples, floor: Floor, names: list[str], error: str | None) -> ArmsPart:
-    """The arms' part of a ``micro`` report (``names``: the arms asked for, in order)."""
-    arms = {arm: arm_block(recs, arm) for arm, recs in samples.items()}
-    speed = speedups(samples)
+def arms_part(
+    samples: Samples, control: Samples, floor: Floor, names: list[str], error: str | None
+) -> ArmsPart:
+    """The arms' part of a ``micro`` report (``names``: the arms asked for, in order;
+    ``control``: the control rounds' records, whose blocks are made here too)."""
+    totals = {arm: total_measurement(recs, arm) for arm, recs in samples.items()}
+    arms = {arm: arm_block(recs, arm, totals[arm]) for arm, recs in samples.items()}
+    ran = [a for a in samples if samples[a] and control.get(a)]  # the arms with control rounds
+    control_arms = {a: arm_block(control[a], a) for a in ran}
+    speed = speedups(samples, totals)
     base = with_role(names, "baseline")
     exact = [r.get("bit_exact") is True for name, recs in samples.items() if name != base
              for r in recs]  # fmt: skip
     return ArmsPart(
         arms=arms,
+        totals=totals,
+        control_arms=control_arms,
         rows=[row for arm, block in arms.items() for row in stage_rows(arm, block)],
         speed=speed,
         exact=exact,

@@ -19,16 +19,21 @@ from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import arms, carrier
 
 
-def checked_inputs(opts: MicroOptions, hosts_producers: bool) -> tuple[str, ...]:
-    """What must hold before any process starts, as usage errors: an eager arm (every arm
-    is checked against it), a carrier that can run here with these arms, and, where this
-    process hosts the producer, a folder of --images with at least one usable image
-    (each file checked from its header). Returns the images' paths (none: synthetic)."""
+def checked_job(
+    opts: MicroOptions, cfg: PreprocessConfig, device: str, hosts_producers: bool,
+    ranks_per_node: int, hooks: FaultHooks,
+) -> MicroJob:  # fmt: skip
+    """The run's job (its prefix and rendezvous left empty: the harness gives them), once
+    what must hold before any process starts holds, as usage errors: an eager arm (every
+    arm is checked against it), where this process hosts the producer a folder of
+    --images with at least one usable image (each file checked from its header), and a
+    carrier that can run here with these arms."""
     if not any(a.role == "baseline" for a in arms(opts.arms)):
         raise ValueError("--arms must include eager (every arm is checked against it)")
     paths = folder_images(opts.images) if opts.images and hosts_producers else ()
+    job = micro_job(opts, cfg, device, "", "", paths, ranks_per_node, hooks)
     require_carrier(opts.transport, opts.arms, opts.runtime)  # it must run here, with these
-    return paths
+    return job
 
 
 def micro_job(

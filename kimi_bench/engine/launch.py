@@ -201,6 +201,41 @@ def describe_mapping(device: str, ranks: int, gpus: int, ranks_per_node: int = 0
     }
 
 
+class LaunchConfig(TypedDict):
+    """A report's ``config.launch``: how the processes were started."""
+
+    launcher: str
+    nodes: int
+    ranks_per_node: int
+    rank_mapping: RankMapping
+
+
+def describe_launch(
+    world: World, ranks: int, device: str, transport: str
+) -> tuple[LaunchConfig, list[str]]:
+    """The launch for the report's config (launcher, nodes and the rank -> device mapping,
+    ``describe_mapping``) and what the report says about it: the mapping and,
+    under torchrun, the nodes and the carrier."""
+    import torch
+
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    config: LaunchConfig = {
+        "launcher": world.launcher,
+        "nodes": world.nodes,
+        "ranks_per_node": world.local_size if world.launcher == "torchrun" else ranks,
+        "rank_mapping": describe_mapping(device, ranks, gpus, world.ranks_per_node),
+    }
+    notes = [f"rank -> device: {config['rank_mapping']['text']}."]
+    if world.launcher == "torchrun":
+        notes.append(
+            f"launched by torchrun: {ranks} ranks on {world.nodes} node(s), {world.local_size} "
+            f"per node; global rank 0 hosts the producer(s) and the load generator; carrier "
+            f"{transport}; the stage marks of ranks on other nodes are moved onto rank 0's "
+            "clock (ping-pong offset, error below half the best round trip)."
+        )
+    return config, notes
+
+
 # --------------------------------------------------------------------------- rendezvous
 
 

@@ -105,6 +105,13 @@ def pct_delta(a: float, b: float) -> float:
     return (b - a) / abs(a) * 100.0
 
 
+class MedianDoc(TypedDict, total=False):
+    """``Measurement.median_doc``: a median and its interval (empty without samples)."""
+
+    median: float
+    interval: IntervalDoc
+
+
 class IntervalDoc(TypedDict):
     """``Interval.as_dict``: its fields."""
 
@@ -315,6 +322,10 @@ class Measurement:
         tail = (1 - confidence) / 2 * 100
         lo, hi = np.percentile(stats, [tail, 100 - tail])
         return Interval(float(lo), float(hi), "ci", method, k, confidence)
+
+    def median_doc(self) -> MedianDoc:
+        """The median and its interval (``interval()``'s defaults); empty without samples."""
+        return MedianDoc(median=self.median, interval=self.interval().as_dict()) if self.n else {}
 
     def as_dict(self) -> dict[str, Any]:
         """Raw samples plus derived summaries (from_dict reads back only the raw part)."""
