@@ -221,17 +221,16 @@ def _serve_pipeline(
     world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, fixed: _Fixed
 ) -> ServeRun | None:
     """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
-    arrivals = at.arrivals
     todo = plan(world, opts.ranks or 1)
-    if not todo.hosts_producers:
-        job, load = _serve_jobs(world, opts, arm, arrivals, rendezvous(world, tag, ""), "", fixed)
+    harness = harness_for(world) if todo.hosts_producers else None
+    where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
+    init = rendezvous(world, tag, where.init_file)
+    job, load = _serve_jobs(world, opts, arm, at.arrivals, init, where.prefix, fixed)
+    if harness is None:
         rank = todo.in_process
         assert rank is not None
         run_here(world, lambda: serve_workers.rank_main(job, load, rank, [], None, None, None))
         return None
-    harness = harness_for(world)
-    init = rendezvous(world, tag, harness.init_file)
-    job, load = _serve_jobs(world, opts, arm, arrivals, init, harness.prefix, fixed)
     out = ServeRun(arm=arm, at=at)
     w, h = opts.width_height
     n = opts.images_per_request

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import torch
 
 from kimi_bench.domain.decoders import DecoderSummary, choose
-from kimi_bench.domain.runtime import RuntimeProfile, get_profile
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.pipeline import carrier, with_role
 
 if TYPE_CHECKING:
@@ -52,12 +52,6 @@ def carrier_traits(name: str) -> CarrierTraits:
     }
 
 
-def decoder_config(requested: str, runtime: RuntimeProfile, device: torch.device) -> DecoderConfig:
-    """The decoder the runtime's rule picks on ``device`` for ``--decoder requested``,
-    why, and its library's version (``DecoderChoice.summary``)."""
-    return {"requested": requested, **choose(requested, runtime, device).summary()}
-
-
 def variant_config(
     arms: Sequence[str],
     runtime: str,
@@ -68,17 +62,21 @@ def variant_config(
 ) -> dict[str, Any]:
     """What a report's ``config`` says of the runtime profile and the arms' roles and, for
     a run of the emulator (``carrier_name`` and ``decoder`` given), of its carrier and
-    decoder (a real server's are its own). ``roles``: the roles when ``arms`` are not arms
-    (the endpoints of real servers)."""
+    decoder: the one the runtime's rule picks on ``device`` for ``--decoder``, why, and
+    its library's version (a real server's are its own). ``roles``: the roles when
+    ``arms`` are not arms (the endpoints of real servers)."""
+    roles = roles or arm_roles(arms)
+    traits = None if carrier_name is None else carrier_traits(carrier_name)
     profile = get_profile(runtime)
-    out: dict[str, Any] = {
-        "runtime_profile": profile.summary(),
-        "arm_roles": roles or arm_roles(arms),
-    }
-    if carrier_name is not None:
-        out["carrier_traits"] = carrier_traits(carrier_name)
+    out: dict[str, Any] = {"runtime_profile": profile.summary(), "arm_roles": roles}
+    if traits is not None:
+        out["carrier_traits"] = traits
     if decoder is not None and device is not None:
-        out["decoding"] = decoder_config(decoder, profile, device)
+        decoding: DecoderConfig = {
+            "requested": decoder,
+            **choose(decoder, profile, device).summary(),
+        }
+        out["decoding"] = decoding
     return out
 
 
