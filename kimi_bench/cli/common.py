@@ -37,7 +37,8 @@ from rich.text import Text
 
 from kimi_bench.report import quote
 from kimi_bench.report.quote import terminal
-from kimi_bench.report.table import Span, show
+from kimi_bench.report.table import Column as ReportColumn
+from kimi_bench.report.table import Span
 from kimi_bench.report.table import Table as ReportTable
 
 PIPE_WIDTH = 4096  # the line width of messages when output is not a terminal: no wrapping
@@ -209,14 +210,15 @@ def _is_numeric(v: Any) -> bool:
     )
 
 
-def cell_text(v: Any, fmt: Any = "text") -> Text:
-    """One table cell as literal text (bools as a green yes / red NO), written as every
-    format writes it (``report.table.show``), control characters made visible."""
+def cell_text(v: Any, text: str) -> Text:
+    """One table cell as literal text: ``text`` as every format writes ``v``
+    (``report.table.show``), bools as a green yes / red NO, control characters made
+    visible."""
     if isinstance(v, bool):
         return Text("yes", style="green") if v else Text("NO", style="bold red")
     if isinstance(v, (list, tuple)) and not all(isinstance(x, (int, float)) for x in v):
         return Text(terminal("x".join(map(str, v))))
-    return Text(terminal(show(v, fmt)))
+    return Text(terminal(text))
 
 
 def rich_table(
@@ -228,23 +230,29 @@ def rich_table(
 ) -> Table:
     """A Rich table whose numeric columns never wrap (text columns fold on a terminal);
     ``formats``/``headers``: a ``report.table.Column``'s format and header per key."""
-    table = Table(title=Text(terminal(title)), show_lines=False, header_style="bold")
-    fmts = dict(formats or {})
-    for i, c in enumerate(columns):
-        values = [r.get(c) for r in rows if r.get(c) is not None]
+    t = as_table((title, rows, columns), formats, headers)
+    return _rich(t, t.cells())
+
+
+def _rich(t: ReportTable, texts: list[list[str]]) -> Table:
+    """``rich_table`` of a report table whose cells are written already (``texts``: row
+    by row, ``Table.cells``)."""
+    table = Table(title=Text(terminal(t.title)), show_lines=False, header_style="bold")
+    for i, col in enumerate(t.columns):
+        values = [r.get(col.key) for r in t.rows if r.get(col.key) is not None]
         numeric = bool(values) and all(
-            _is_numeric(v) or isinstance(v, Span) or fmts.get(c) in ("pct", "x", "span")
-            for v in values
+            _is_numeric(v) or isinstance(v, Span) or col.fmt in ("pct", "x", "span") for v in values
         )
-        one_word = all(" " not in show(v, fmts.get(c, "text")) for v in values)
+        one_word = all(" " not in row[i] for r, row in zip(t.rows, texts, strict=True)
+                       if r.get(col.key) is not None)  # fmt: skip
         table.add_column(
-            Text(terminal(headers.get(c, c) if headers else c)),
+            Text(terminal(col.header)),
             no_wrap=numeric or i == 0 or one_word,
             overflow="ellipsis" if numeric else "fold",
             justify="right" if numeric and not isinstance(values[0], bool) else "left",
         )
-    for r in rows:
-        table.add_row(*[cell_text(r.get(c), fmts.get(c, "text")) for c in columns])
+    for r, row in zip(t.rows, texts, strict=True):
+        table.add_row(*[cell_text(r.get(c.key), row[i]) for i, c in enumerate(t.columns)])
     return table
 
 
@@ -302,13 +310,20 @@ def fitting_table(
 ) -> Table:
     """``rich_table`` with as many leading columns as fit ``width`` (numbers whole); the
     columns left out are named in the caption."""
-    cols = list(columns)
-    table = rich_table(title, rows, cols, formats, headers)
-    while len(cols) > 2 and min_width(table) > width:
-        cols.pop()
-        table = rich_table(title, rows, cols, formats, headers)
-    if len(cols) < len(columns):
-        rest = [(headers or {}).get(c, c) for c in list(columns)[len(cols) :]]
+    t = as_table((title, rows, columns), formats, headers)
+    return _fitting(t, t.cells(), width)
+
+
+def _fitting(t: ReportTable, texts: list[list[str]], width: int) -> Table:
+    """``fitting_table`` of a report table whose cells are written already."""
+    n = len(t.columns)
+    table = _rich(t, texts)
+    while n > 2 and min_width(table) > width:
+        n -= 1
+        part = ReportTable(t.key, t.title, t.columns[:n], t.rows, t.sources, t.about)
+        table = _rich(part, [row[:n] for row in texts])
+    if n < len(t.columns):
+        rest = [c.header for c in t.columns[n:]]
         table.caption = Text(
             f"{len(rest)} more column(s) in the report and in --format md/json: "
             + terminal(", ".join(map(str, rest)))
@@ -329,12 +344,20 @@ def _project(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[dic
 Shown = tuple[str, Sequence[dict[str, Any]], Sequence[str]] | ReportTable
 
 
-def _parts(t: Shown) -> tuple[str, Sequence[dict[str, Any]], list[str], dict[str, Any], dict]:
+def as_table(
+    t: Shown, formats: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> ReportTable:
+    """A report table as it is, or plain ``(title, rows, columns)`` as one (``formats`` /
+    ``headers``: a column's format and header by key)."""
     if isinstance(t, ReportTable):
-        return (t.title, t.rows, t.keys, {c.key: c.fmt for c in t.columns},
-                {c.key: c.header for c in t.columns})  # fmt: skip
+        return t
     title, rows, cols = t
-    return title, rows, list(cols), {}, {}
+    fmts, heads = formats or {}, headers or {}
+    columns = [ReportColumn(c, heads.get(c, ""), fmts.get(c, "text")) for c in cols]
+    table = ReportTable("rows", title, columns)
+    for r in rows:
+        table.add({c: r.get(c) for c in cols})
+    return table
 
 
 def show_tables(
@@ -346,28 +369,22 @@ def show_tables(
     """Print tables on stdout in one format: ``table`` (Rich), ``md`` (one ``##`` heading
     and GitHub table each) or ``json`` (ONE document: ``{title: [rows]}``, so stdout parses
     as JSON). A table is ``(title, rows, columns)`` or a ``report.table.Table`` (a report's
-    own table, as report.md and the HTML page show it)."""
-    from kimi_bench.report.writers import markdown_table, table_markdown
+    own table, as report.md and the HTML page show it). Each cell is written once
+    (``Table.cells``), as every format writes it."""
+    from kimi_bench.report.writers import table_markdown
 
     out = to or console
     kind = OutputFormat(fmt)
-    parts = [_parts(t) for t in tables]
+    shown = [as_table(t) for t in tables]
     if kind is OutputFormat.json:
-        doc = {title: _project(rows, cols) for title, rows, cols, _, _ in parts}
+        doc = {t.title: _project(t.rows, t.keys) for t in shown}
         out.out(json.dumps(doc, indent=1, default=str), highlight=False)
-    elif kind is OutputFormat.md:
-        for t, (title, rows, cols, _, _) in zip(tables, parts, strict=True):
-            text = (
-                table_markdown(t)
-                if isinstance(t, ReportTable)
-                else markdown_table(list(rows), cols)
-            )
-            out.out(f"## {quote.md(title)}\n\n" + text, highlight=False)
-    else:
-        for title, rows, cols, fmts, heads in parts:  # a terminal keeps every column, wraps
-            table = (
-                rich_table(title, rows, cols, fmts, heads)
-                if out.is_terminal
-                else fitting_table(title, rows, cols, PIPE_TABLE_WIDTH, fmts, heads)
-            )
-            print_table(table, to=out)
+        return
+    if kind is OutputFormat.md:
+        for t in shown:
+            out.out(f"## {quote.md(t.title)}\n\n" + table_markdown(t), highlight=False)
+        return
+    for t, texts in zip(shown, [t.cells() for t in shown], strict=True):
+        # a terminal keeps every column and wraps; a pipe gets what fits
+        table = _rich(t, texts) if out.is_terminal else _fitting(t, texts, PIPE_TABLE_WIDTH)
+        print_table(table, to=out)

@@ -36,6 +36,7 @@ Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
 def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
     from kimi_bench.peers import PeerFormatError, build_import_report, default_arm, read_peer
     from kimi_bench.report.output import OutputError, check_output_dir
+    from kimi_bench.report.view import view_of
     from kimi_bench.report.writers import write_json, write_markdown
 
     files, fmt, tool_version, output_dir = (
@@ -63,7 +64,7 @@ def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         return [
             write_json(report, folder / "report.json"),
-            write_markdown(report, folder / "report.md", "imported serve-ab"),
+            write_markdown(view_of(report), folder / "report.md", "imported serve-ab"),
         ]
 
     result = write_report(write, out)

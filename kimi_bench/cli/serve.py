@@ -25,7 +25,7 @@ from kimi_bench.options import ScenarioFileOptions, ServeOptions
 
 if TYPE_CHECKING:
     from kimi_bench.bench.serve_runs import ServeRun
-    from kimi_bench.report.model import Report
+    from kimi_bench.report.view import View
 
 DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
 trace through each arm's pipeline of real processes (producers that decode JPEG/PNG, gloo
@@ -99,6 +99,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.infra.environment import host_load
     from kimi_bench.infra.limits import interrupt_reason
     from kimi_bench.report.emit import emit_serve
+    from kimi_bench.report.view import view_of
 
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
@@ -137,12 +138,11 @@ def _body(values: dict[str, Any]) -> None:
         except KeyboardInterrupt as exc:
             runs, error = [], interrupt_reason(exc)
     report = build_serve_report(opts, runs, dev, error, profile, load_start)
-    result = write_report(lambda d: emit_serve(report, d), out_dir)
+    view = view_of(report)  # what the files and the terminal show, made once
+    result = write_report(lambda d: emit_serve(report, d, view=view), out_dir)
     written, out_dir = result.files, result.folder
-    _show_results(report, opts, fmt, written)
-    from kimi_bench.report import verdicts
-
-    verdict_lines(verdicts.lines(report.to_dict()))
+    _show_results(view, fmt, written)
+    verdict_lines(view.lines)
     jsonl = append_jsonl(values, report, out_dir)
     say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
@@ -163,21 +163,16 @@ def _say_plan(opts: ServeOptions, profile: str, total: int) -> None:
     )
 
 
-def _show_results(
-    report: Report, opts: ServeOptions, fmt: OutputFormat, written: Sequence[Path]
-) -> None:
+def _show_results(view: View, fmt: OutputFormat, written: Sequence[Path]) -> None:
     """The plot hint, the tables, the notes and the client warnings, on the terminal."""
     from kimi_bench.report.figbase import PLOT_HINT
 
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
-    from kimi_bench.report.tables import tables
-
-    show_tables([t for t in tables(report.to_dict()) if t.key in ("serve.per_rate", "serve.ab")],
-                fmt)  # fmt: skip
-    for line in report.notes:
+    show_tables([t for t in view.tables if t.key in ("serve.per_rate", "serve.ab")], fmt)
+    for line in view.data.get("notes") or []:
         note(line)
-    for line in report.summary.get("client_warnings", []):  # late sends: said twice
+    for line in (view.data.get("summary") or {}).get("client_warnings", []):  # said twice
         warn(line, label="client:")
 
 

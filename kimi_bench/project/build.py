@@ -20,6 +20,7 @@ from kimi_bench.project.validation_notes import validation_notes, widen
 from kimi_bench.report import Report
 from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
+from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
 MODEL = [
@@ -247,7 +248,7 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
     """report.json, report.md, projection.csv, validation.csv (with measured reports),
     projection.png (with matplotlib) and report.html (the figure embedded), as every kind."""
     files = [
-        write_markdown(report, out / "report.md", "kimi-bench projection"),
+        write_markdown(view_of(report), out / "report.md", "kimi-bench projection"),
         write_csv(report.results, out / "projection.csv"),
     ]
     val = report.data.get("validation", {}).get("stages") or []

@@ -8,57 +8,57 @@ report that says it is not the whole run (the gate fails it)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
 from kimi_bench.report.model import Report
+from kimi_bench.report.view import View, view_of
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
 
-def _figures_and_page(report: Report, out: Path, figures: bool = True) -> list[Path]:
+def _figures_and_page(view: View, out: Path, figures: bool = True) -> list[Path]:
     """The kind's figures as PNGs and ``report.html`` with the same figures embedded
     (``figures=False``: the page only, for partial writes during a run)."""
-    data = report.to_dict()
+    data = view.data
     figs = figures_png(data) if figures else []
     paths = [f.save(out) for f in figs]
-    title = f"kimi-bench {report.kind}"
+    title = f"kimi-bench {data.get('kind')}"
     return [*paths, write_html([data], out / "report.html", title=title, figures=[figs])]
 
 
-def _json_last(report: Report, out: Path, files: list[Path]) -> list[Path]:
-    """``report.json`` written after every other file (each renamed into place when
-    complete): a folder with a report.json holds the whole report. Listed first."""
-    return [write_json(report, out / "report.json"), *files]
+def _emit(
+    report: Report, out: Path, csv: tuple[str, list[Any]], view: View | None, figures: bool
+) -> list[Path]:
+    """The page (and figures), ``report.md``, the CSV of ``csv`` (name, rows), then
+    ``report.json``. ``view``: the report's view when the caller made it already."""
+    view = view or view_of(report)
+    page = _figures_and_page(view, out, figures)
+    md = write_markdown(view, out / "report.md")
+    table = write_csv(csv[1], out / csv[0])
+    # report.json after every other file (each renamed into place when complete): a
+    # folder with a report.json holds the whole report. Listed first.
+    return [write_json(report, out / "report.json"), md, table, *page]
 
 
-def emit_parity(report: Report, out: Path) -> list[Path]:
+def emit_parity(report: Report, out: Path, view: View | None = None) -> list[Path]:
     report.data["final"] = True
-    files = [
-        write_markdown(report, out / "report.md"),
-        write_csv(report.results, out / "parity.csv"),
-        *_figures_and_page(report, out),
-    ]
-    return _json_last(report, out, files)
+    return _emit(report, out, ("parity.csv", report.results), view, True)
 
 
-def emit_micro(report: Report, out: Path) -> list[Path]:
+def emit_micro(report: Report, out: Path, view: View | None = None) -> list[Path]:
     report.data["final"] = True
-    files = [
-        write_markdown(report, out / "report.md"),
-        write_csv(report.results, out / "stages.csv"),
-        *_figures_and_page(report, out),
-    ]
-    return _json_last(report, out, files)
+    return _emit(report, out, ("stages.csv", report.results), view, True)
 
 
 def emit_serve(
-    report: Report, out: Path, *, figures: bool = True, final: bool = True
+    report: Report,
+    out: Path,
+    *,
+    figures: bool = True,
+    final: bool = True,
+    view: View | None = None,
 ) -> list[Path]:
     """``final=False``: a partial write during the run (the page only, no figures)."""
     report.data["final"] = final
-    files = [
-        write_markdown(report, out / "report.md"),
-        write_csv(report.data["requests"], out / "requests.csv"),
-        *_figures_and_page(report, out, figures),
-    ]
-    return _json_last(report, out, files)
+    return _emit(report, out, ("requests.csv", report.data["requests"]), view, figures)

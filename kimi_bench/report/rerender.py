@@ -13,6 +13,7 @@ from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png, find_reports
 from kimi_bench.report.html import write_html
 from kimi_bench.report.model import load_report
+from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import atomic_write_text, render_markdown
 
 
@@ -44,7 +45,7 @@ def render_tree(root: str | Path, *, html: bool = True) -> list[Rerendered]:
         rep = load_report(p).to_dict()
         figs = figures_png(rep)
         paths = [f.save(p.parent) for f in figs]
-        md = atomic_write_text(p.parent / "report.md", render_markdown(rep, _title(rep)))
+        md = atomic_write_text(p.parent / "report.md", render_markdown(view_of(rep), _title(rep)))
         page = None
         if html:
             title = f"kimi-bench {rep.get('kind')}"

@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.report import access, quote, verdicts
+from kimi_bench.report import quote
 from kimi_bench.report.model import Report
 from kimi_bench.report.table import Column, Table, show
-from kimi_bench.report.tables import tables
+from kimi_bench.report.view import View
 
 
 def _final_mode(path: Path) -> int:
@@ -91,13 +91,15 @@ def table_markdown(t: Table) -> str:
 TONE_WORD = {"good": "ok", "bad": "BAD", "unresolved": "unresolved", "info": "note"}
 
 
-def _head(report: dict[str, Any], title: str | None) -> list[str]:
+def _head(view: View, title: str | None) -> list[str]:
+    report = view.data
     env = report.get("environment") or {}
     raw_git = env.get("git")
     git: dict[str, Any] = raw_git if isinstance(raw_git, dict) else {}
     e = {k: md_text(v) for k, v in env.items() if not isinstance(v, dict)}
-    out = [f"# {md_text(title or f'kimi-bench {access.kind(report)} report')}\n", "## Verdict\n"]
-    out += [f"- **{TONE_WORD[ln.tone]}**: {md_text(ln.text)}" for ln in verdicts.lines(report)]
+    kind = str(report.get("kind", "?"))
+    out = [f"# {md_text(title or f'kimi-bench {kind} report')}\n", "## Verdict\n"]
+    out += [f"- **{TONE_WORD[ln.tone]}**: {md_text(ln.text)}" for ln in view.lines]
     out.append("")
     out.append(
         f"- device: {e.get('device_name')} ({e.get('device')}), torch {e.get('torch')}, "
@@ -110,17 +112,16 @@ def _head(report: dict[str, Any], title: str | None) -> list[str]:
     return out
 
 
-def render_markdown(report: Report | dict[str, Any], title: str | None = None) -> str:
+def render_markdown(view: View, title: str | None = None) -> str:
     """``report.md``: the verdict lines, the environment, the notes and every table of
-    ``report.tables``, from the report's data (the same as the HTML page shows)."""
-    data = report.to_dict() if isinstance(report, Report) else report
-    out = _head(data, title)
-    notes = access.reader_notes(data)
+    ``report.tables``, from the report's view (the same as the HTML page shows)."""
+    out = _head(view, title)
+    notes = view.notes
     if notes:
         out.append("## Notes\n")
         out += [f"- {md_text(n)}" for n in notes]
         out.append("")
-    for t in tables(data):
+    for t in view.tables:
         out.append(f"## {md_text(t.title)}\n")
         if t.about:
             out.append(f"_{md_text(t.about)}_\n")
@@ -128,8 +129,8 @@ def render_markdown(report: Report | dict[str, Any], title: str | None = None) -
     return "\n".join(out)
 
 
-def write_markdown(report: Report, path: Path, title: str | None = None) -> Path:
-    return atomic_write_text(path, render_markdown(report, title))
+def write_markdown(view: View, path: Path, title: str | None = None) -> Path:
+    return atomic_write_text(path, render_markdown(view, title))
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path, columns: list[str] | None = None) -> Path:

@@ -20,6 +20,7 @@ from kimi_bench.report.output import (
     check_output_file,
     write_outputs,
 )
+from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import atomic_write_text, write_json
 from tests.bad_inputs import reports
 
@@ -76,7 +77,7 @@ def _emit(report: Report):
     def write(folder: Path) -> list[Path]:
         return [
             write_json(report, folder / "report.json"),
-            writers.write_markdown(report, folder / "report.md"),
+            writers.write_markdown(view_of(report), folder / "report.md"),
         ]
 
     return write

@@ -19,6 +19,7 @@ import pytest
 from kimi_bench.report import html as page
 from kimi_bench.report.model import load_report
 from kimi_bench.report.table import pointer, resolve
+from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import render_markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -179,7 +180,7 @@ def test_markdown_shows_the_numbers_the_page_shows() -> None:
     Markdown too (the same formatter writes both)."""
     path = REPO / "reports" / "baselines" / "h200" / "serve-ab" / "r8-pickle"
     report = load_report(path).to_dict()
-    md = render_markdown(report)
+    md = render_markdown(view_of(report))
     for key, src, text in cells_of(report):
         if key == "serve.ab" and src:
             assert text in md.replace("\\|", "|"), text
