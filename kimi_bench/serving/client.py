@@ -99,11 +99,7 @@ class _Run:
             else contextlib.nullcontext()
         )
         self.target = target
-        built: dict[int, bytes] = {}  # requests with the same body share its bytes
-        self.requests = [
-            built.setdefault(id(body), target.chat_request(body))
-            for body in request_bodies(trace, opts)
-        ]
+        self.requests = target.requests
         self.refused = 0
         self.dead: str | None = None
 
@@ -166,7 +162,8 @@ async def _drive(
     before_trace: Callable[[], None] | None = None,
     before_send: BeforeSend | None = None,
 ) -> None:
-    target = Target(base_url, opts)
+    bodies = request_bodies(trace, opts)
+    target = Target(base_url, opts, bodies)
     run = _Run(trace, opts, result, target, before_send)
     try:
         w0 = time.perf_counter()
@@ -203,7 +200,6 @@ async def run_trace(
     sent. A dead endpoint (``opts.dead_after`` consecutive connection failures) ends the
     arm: ``result.error`` says so, in-flight requests are recorded as cancelled and the
     rest as unsent. ``progress(record, done, planned)`` runs after each request."""
-    opts.validate()
     result = ArmResult(base_url=base_url.rstrip("/"), planned=len(trace))
     await _drive(result.base_url, trace, opts, result, progress)
     return result
@@ -221,7 +217,6 @@ def drive(
     the records so far are returned and ``error`` says it was interrupted.
     ``before_trace()`` runs (in a thread) after the warm-up requests, before offset 0;
     ``before_send(i)`` is awaited before each measured send (a test seam)."""
-    opts.validate()
     result = ArmResult(base_url=base_url.rstrip("/"), planned=len(trace))
     try:
         asyncio.run(

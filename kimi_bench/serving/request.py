@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -93,9 +93,12 @@ class ClientOptions:
             extra_body={},
         )
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> None:
         """The checks a library caller's ``replace`` can break (the options model makes
-        them for the CLI)."""
+        them for the CLI); made when the options are made, ``replace`` included."""
         if not self.model:
             raise ValueError("a model name is needed (--model)")
         if self.max_tokens < 1:
@@ -224,13 +227,17 @@ def _server_report(value: str | None) -> ServerReport | None:
 
 
 class Target:
-    """One endpoint as the sends see it: its connection pool and the request bytes."""
+    """One endpoint as the sends see it: its connection pool and the request bytes (one
+    per body of ``bodies``, head and body, built before the run: a send only writes it;
+    requests with the same body share its bytes)."""
 
-    def __init__(self, base_url: str, opts: ClientOptions) -> None:
+    def __init__(self, base_url: str, opts: ClientOptions, bodies: Sequence[bytes] = ()) -> None:
         self.base_url = base_url
+        self.headers = {**_HEADERS, **auth_headers(opts.api_key_env)}
         self.origin = Origin.from_url(base_url)
         self.pool = Pool(self.origin, opts.connect_timeout_s)
-        self.headers = {**_HEADERS, **auth_headers(opts.api_key_env)}
+        built: dict[int, bytes] = {}
+        self.requests = [built.setdefault(id(b), self.chat_request(b)) for b in bodies]
 
     def chat_request(self, body: bytes) -> bytes:
         """The chat request, head and body, built before the run: a send only writes it."""
