@@ -29,7 +29,6 @@ from PIL import Image
 
 from kimi_bench.bench.serve_profile import ServerProfiler
 from kimi_bench.bench.serve_runs import Placement, ServeRun, from_client, request_images
-from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.infra.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import (
@@ -70,7 +69,6 @@ class HttpServeOptions:
     """What serve-ab through HTTP needs, built from serve-ab's options (``from_options``;
     the field names are theirs). No defaults here: they are the options' only."""
 
-    cfg: PreprocessConfig
     rates: tuple[float, ...]
     requests: int
     arms: tuple[str, ...]  # emulated arms, when no endpoints
@@ -105,7 +103,6 @@ class HttpServeOptions:
         """``opts`` (validated, machine defaults resolved: ``options.resolve_defaults``):
         the fields of the same name, and the rest made from them."""
         made: dict[str, Any] = {
-            "cfg": resolve_config(opts.preset, opts.config),
             "requests": opts.requests or 1,
             "resolution": opts.width_height,
             "endpoints": tuple(parse_endpoint(e) for e in opts.endpoints),
@@ -356,6 +353,8 @@ class _Scrapes:
 def _run_arm(arm: _Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
     gone = _server_gone(arm)
     scrapes = _Scrapes(arm.url, opts.api_key_env)
+    client = opts.client_options(arm.model)
+    sizes = _pool_sizes(trace)
     profiler = ServerProfiler(arm.url, opts.api_key_env) if opts.profile_server else None
     result = None
     if gone is None:
@@ -366,11 +365,7 @@ def _run_arm(arm: _Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> 
                 profiler.start()
 
         result = drive(
-            arm.url,
-            trace,
-            opts.client_options(arm.model),
-            before_trace=before_trace,
-            before_send=opts.before_send,
+            arm.url, trace, client, before_trace=before_trace, before_send=opts.before_send
         )
         if profiler is not None:
             profiler.stop()
@@ -382,7 +377,6 @@ def _run_arm(arm: _Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> 
                    server_metrics_error=scrapes.error)  # fmt: skip
     if result is not None and result.trace_start is not None:
         t0 = result.trace_start
-        sizes = _pool_sizes(trace)
         out.records = [
             from_client(r, t0, request_images([sizes[k] for k in trace.image_keys[r.rid]]))
             for r in result.records

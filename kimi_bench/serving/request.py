@@ -237,11 +237,10 @@ class Target:
         self.origin = Origin.from_url(base_url)
         self.pool = Pool(self.origin, opts.connect_timeout_s)
         built: dict[int, bytes] = {}
-        self.requests = [built.setdefault(id(b), self.chat_request(b)) for b in bodies]
-
-    def chat_request(self, body: bytes) -> bytes:
-        """The chat request, head and body, built before the run: a send only writes it."""
-        return request_bytes(self.origin, "POST", CHAT_PATH, body, self.headers)
+        self.requests = [
+            built.setdefault(id(b), request_bytes(self.origin, "POST", CHAT_PATH, b, self.headers))
+            for b in bodies
+        ]
 
 
 async def _exchange(
