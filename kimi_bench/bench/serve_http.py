@@ -14,52 +14,46 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import signal
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
+from kimi_bench.bench.serve_arms import Arm, emulator_command, open_arms
 from kimi_bench.bench.serve_profile import ServerProfiler
-from kimi_bench.bench.serve_runs import Placement, ServeRun, from_client, request_images
+from kimi_bench.bench.serve_runs import (
+    Placement,
+    ServeFailed,
+    ServeRun,
+    from_client,
+    request_images,
+)
 from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.infra.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import (
     EMULATOR_MODEL,
     SERVE_AB_START_TIMEOUT_S,
-    SERVE_FROM_OPTIONS,
     ServeCommandOptions,
     ServeOptions,
     parse_endpoint,
     rate_label,
 )
-from kimi_bench.pipeline.transport import cleanup_segments
 from kimi_bench.serving.client import (
     BeforeSend,
     ClientOptions,
     auth_headers,
     drive,
-    probe_server,
 )
-from kimi_bench.serving.endpoints import text_only_prompt_tokens
-from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port, port_was_taken
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
-from kimi_bench.serving.trace import DEFAULT_PROMPT, Trace, arrival_offsets, make_trace
+from kimi_bench.serving.trace import Trace, arrival_offsets, make_trace
 
-
-class ServeFailed(RuntimeError):
-    def __init__(self, message: str, runs: list[ServeRun]) -> None:
-        super().__init__(message)
-        self.runs = runs
-
+__all__ = ["HttpServeOptions", "ServeFailed", "emulator_command", "run_serve_ab_http"]
 
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
 
@@ -139,17 +133,6 @@ def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
     )  # fmt: skip
 
 
-@dataclass
-class _Arm:
-    name: str
-    url: str
-    source: dict[str, Any]
-    model: str = ""
-    server: ServerProcess | None = None
-    dead: str | None = None
-    runs: list[ServeRun] = field(default_factory=list)
-
-
 def run_serve_ab_http(
     opts: HttpServeOptions, on_run: Callable[[list[ServeRun]], None] | None = None
 ) -> list[ServeRun]:
@@ -165,7 +148,7 @@ def run_serve_ab_http(
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(_sigterm_as_interrupt())
-            arms = _open_arms(opts, stack)
+            arms = open_arms(opts, stack)
             for i, rate in enumerate(opts.rates):
                 for rep in range(opts.repeats):
                     offsets = arrival_offsets(
@@ -207,129 +190,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-# ---------------------------------------------------------------------- arms
-
-
-def _open_arms(opts: HttpServeOptions, stack: contextlib.ExitStack) -> list[_Arm]:
-    """Start the emulator servers (side by side) or take the endpoints; probe each."""
-    if opts.endpoints:
-        arms = [_Arm(n, u.rstrip("/"), {"kind": "external", "url": u}) for n, u in opts.endpoints]
-    else:
-        logs = opts.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        logs.mkdir(parents=True, exist_ok=True)
-        arms = [_spawn_emulator(name, opts, logs, stack) for name in opts.arms]
-        arms = [_ready(arm, opts, logs, stack) for arm in arms]
-    unreachable = []
-    for arm in arms:
-        info = probe_server(arm.url, api_key_env=opts.api_key_env)
-        model = opts.model or info.model
-        arm.source.update(
-            model=model,
-            server_version=info.version,
-            version_source=info.version_source,
-            server_header=info.server_header,
-            probe_error=info.error,
-        )
-        if info.error and info.error.startswith("cannot reach"):
-            unreachable.append(f"arm {arm.name}: {info.error}")
-            # one of several endpoints: its requests fail (connect) and end the arm as
-            # dead, so the report counts them; the other arms are measured
-            arm.model = model or "unknown"
-            continue
-        if not model:
-            raise ServeFailed(
-                f"arm {arm.name}: {arm.url}/v1/models lists no model"
-                + (f" ({info.error})" if info.error else "")
-                + "; name one with --model",
-                [],
-            )
-        arm.model = model
-        arm.source["text_only_prompt_tokens"] = text_only_prompt_tokens(  # one request:
-            arm.url, model, DEFAULT_PROMPT, api_key_env=opts.api_key_env,  # its deadline
-            timeout_s=min(opts.request_timeout_s, 60.0),
-        )  # fmt: skip
-    if len(unreachable) == len(arms):  # nothing to measure: a typo, a server not up yet
-        raise ServeFailed("; ".join(unreachable), [])
-    return arms
-
-
-def emulator_command(arm: str, port: int, opts: HttpServeOptions, folder: Path) -> list[str]:
-    """The ``kimi-bench serve`` of one emulated arm: its options model written whole to
-    ``folder/serve-<arm>.json`` and handed to the server process as that file."""
-    assert opts.emulator is not None, "endpoints are not emulated"
-    update: dict[str, object] = {"arm": arm, "port": port}
-    if opts.emulator.profile is not None:  # each arm's traces in a folder of its own
-        update["profile"] = opts.emulator.profile / arm
-    model = opts.emulator.model_copy(update=update)
-    path = folder / f"serve-{arm}.json"
-    path.write_text(model.model_dump_json())
-    return [sys.executable, "-m", "kimi_bench.cli.main", SERVE_FROM_OPTIONS, str(path)]
-
-
-def _spawn_emulator(
-    name: str, opts: HttpServeOptions, logs: Path, stack: contextlib.ExitStack
-) -> _Arm:
-    assert opts.emulator is not None, "endpoints are not emulated"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    argv = emulator_command(name, port, opts, logs)
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])  # this checkout's package, in the child
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    server = ServerProcess(
-        argv,
-        url,
-        logs / f"server-{name}.log",
-        start_timeout_s=opts.emulator.start_timeout,
-        stop_timeout_s=40.0,
-        env=env,
-    )
-    knobs = ("ranks", "processor_workers", "transport", "runtime", "device")
-    emulator = {"arm": name, **{k: getattr(opts.emulator, k) for k in knobs}}
-    emulator["log"] = str(server.log)
-    arm = _Arm(name, url, {"kind": "emulated", "url": url, "emulator": emulator}, server=server)
-    stack.callback(_stop_emulator, arm)
-    server.spawn()
-    return arm
-
-
-def _ready(arm: _Arm, opts: HttpServeOptions, logs: Path, stack: contextlib.ExitStack) -> _Arm:
-    """Wait for an emulator; one whose port another process took first starts again on
-    another port (up to three tries)."""
-    for tries_left in (2, 1, 0):
-        assert arm.server is not None
-        try:
-            arm.server.wait_ready()
-            return arm
-        except ServerStartError as exc:
-            if not (port_was_taken(exc) and tries_left):
-                msg = f"the emulator server of arm {arm.name} did not start: {exc}"
-                raise ServeFailed(msg, []) from None
-        arm = _spawn_emulator(arm.name, opts, logs, stack)
-    raise AssertionError("unreachable")
-
-
-def _stop_emulator(arm: _Arm) -> None:
-    """Stop the server; remove any segment its pipeline left (its own prefix only)."""
-    assert arm.server is not None
-    code = arm.server.stop()
-    pid = arm.server.proc.pid if arm.server.proc else None
-    left = cleanup_segments(f"kimibench_{pid}_") if pid else []
-    arm.source["exit_code"] = code
-    for run in arm.runs:
-        run.leftover_segments = len(left)
-
-
-def _server_gone(arm: _Arm) -> str | None:
-    if arm.server is None or arm.server.proc is None or arm.server.proc.poll() is None:
-        return None
-    tail = arm.server.log.read_text(errors="replace").strip().splitlines()[-2:]
-    return (
-        f"the emulator server exited with code {arm.server.proc.returncode}"
-        f" ({' | '.join(tail) or 'empty log'})"
-    )
-
-
 # ---------------------------------------------------------------------- runs
 
 
@@ -350,8 +210,8 @@ class _Scrapes:
         self.before = self.scrape()
 
 
-def _run_arm(arm: _Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
-    gone = _server_gone(arm)
+def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
+    gone = arm.gone()
     scrapes = _Scrapes(arm.url, opts.api_key_env)
     client = opts.client_options(arm.model)
     sizes = _pool_sizes(trace)
@@ -390,7 +250,7 @@ def _run_arm(arm: _Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> 
         if arm.server is not None:
             out.copies = copies_from_metrics(scrapes.before, after)
     if not is_interrupt(out.error):
-        arm.dead = out.error or _server_gone(arm)
+        arm.dead = out.error or arm.gone()
         if arm.dead and not out.error:
             out.error = arm.dead
     return out

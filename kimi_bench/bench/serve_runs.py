@@ -231,3 +231,9 @@ def request_images(sizes: Sequence[tuple[int, int, int]]) -> RequestImages:
 
 def finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
+
+
+class ServeFailed(RuntimeError):
+    def __init__(self, message: str, runs: list[ServeRun]) -> None:
+        super().__init__(message)
+        self.runs = runs

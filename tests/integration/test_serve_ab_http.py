@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from kimi_bench import __version__
-from kimi_bench.bench import serve_http
+from kimi_bench.bench import serve_arms
 from kimi_bench.bench.serve import ServeFailed
 from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
 from kimi_bench.infra.stats import Measurement
@@ -135,7 +135,7 @@ class _Recorded(ServerProcess):
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[ServerProcess]:
     """The emulator servers serve-ab starts, and a mark in their environment."""
     _Recorded.started = []
-    monkeypatch.setattr(serve_http, "ServerProcess", _Recorded)
+    monkeypatch.setattr(serve_arms, "ServerProcess", _Recorded)
     monkeypatch.setenv(MARK, uuid.uuid4().hex)
     return _Recorded.started
 
@@ -297,14 +297,14 @@ def test_the_text_only_probe_keeps_the_request_deadline(monkeypatch: pytest.Monk
 
     asked: list[float] = []
     one_model = [{"id": "m"}]
-    monkeypatch.setattr(serve_http, "probe_server",
+    monkeypatch.setattr(serve_arms, "probe_server",
                         lambda url, **_: ServerInfo(base_url=url, models=one_model))  # fmt: skip
-    monkeypatch.setattr(serve_http, "text_only_prompt_tokens",
+    monkeypatch.setattr(serve_arms, "text_only_prompt_tokens",
                         lambda *a, timeout_s, **k: asked.append(timeout_s))  # fmt: skip
     for given, used in ((2.5, 2.5), (600.0, 60.0)):
         opts = options(endpoints=(("a", "http://127.0.0.1:9"),), request_timeout_s=given)
         with contextlib.ExitStack() as stack:
-            serve_http._open_arms(opts, stack)
+            serve_arms.open_arms(opts, stack)
         assert asked.pop() == used
 
 
@@ -321,14 +321,14 @@ def test_an_emulator_whose_port_was_taken_starts_again_on_another(
     held = bind_socket("127.0.0.1", 0)
     taken = held.getsockname()[1]
     ports = iter([taken])
-    monkeypatch.setattr(serve_http, "free_port", lambda: next(ports, None) or free_port())
+    monkeypatch.setattr(serve_arms, "free_port", lambda: next(ports, None) or free_port())
     with pytest.raises(ServerStartError) as info:
         bind_socket("127.0.0.1", taken)
     assert port_was_taken(info.value)
     assert not port_was_taken(ServerStartError("the server process exited with code 1"))
     try:
         with contextlib.ExitStack() as stack:
-            arms = serve_http._open_arms(options(log_dir=tmp_path), stack)
+            arms = serve_arms.open_arms(options(log_dir=tmp_path), stack)
             for arm in arms:  # the first one was handed the held port
                 assert arm.url != f"http://127.0.0.1:{taken}"
                 assert httpx.get(arm.url + "/health", trust_env=False).status_code == 200
