@@ -147,13 +147,27 @@ def run_serve_on(
     on_run: Callable[[list[ServeRun]], None] | None = None,
 ) -> list[ServeRun]:
     """``serve-ab`` as this process's part of the run: every (rate, repeat, arm) pipeline
-    in the same order on every rank; the runs at global rank 0, [] elsewhere."""
+    in the same order on every rank; the runs at global rank 0, [] elsewhere. ``opts``
+    as given (``serve_pipelines`` takes them resolved)."""
     opts = for_world(opts, world)
     device = resolve_device(opts.device).type
     opts, _ = resolve_defaults(opts, "serve_ab", device)
+    return serve_pipelines(world, opts, resolve_config(opts.preset, opts.config), device, on_run)
+
+
+def serve_pipelines(
+    world: World,
+    opts: ServeOptions,
+    cfg: PreprocessConfig,
+    device: str,
+    on_run: Callable[[list[ServeRun]], None] | None = None,
+) -> list[ServeRun]:
+    """``run_serve_on`` of options fitted to the world with their machine defaults
+    resolved (``for_world``, ``options.resolve_defaults``), their preset ``cfg`` and
+    device type ``device``."""
     # resolved once for every pipeline: the preset, the device, the tests' faults (a bad
     # spec fails before any start)
-    fixed = _Fixed(resolve_config(opts.preset, opts.config), device, load_hooks(opts.fault_hooks))
+    fixed = _Fixed(cfg, device, load_hooks(opts.fault_hooks))
     runs: list[ServeRun] = []
     for i, rate in enumerate(opts.rates):
         for rep in range(opts.repeats):
@@ -190,11 +204,10 @@ def _serve_jobs(
     opts: ServeOptions,
     arm: str,
     arrivals: tuple[float, ...],
-    init: str,
-    prefix: str,
     fixed: _Fixed,
 ) -> tuple[PipelineJob, LoadJob]:
-    """One arm's pipeline job and the load generator's job of one trace."""
+    """One arm's pipeline job (its prefix and rendezvous left empty: the harness gives
+    them) and the load generator's job of one trace."""
     load = LoadJob(
         arrivals=arrivals, warmup_requests=opts.warmup_requests,
         request_timeout_s=opts.request_timeout_s, resolution=opts.width_height,
@@ -205,8 +218,8 @@ def _serve_jobs(
         cfg=fixed.cfg, arm=arm, ranks=opts.ranks or 1,
         workers=opts.processor_workers, transport=opts.transport,
         device=fixed.device, runtime=opts.runtime,
-        cost=StandinCost.from_options(opts.standins), hooks=fixed.hooks, prefix=prefix,
-        init_file=init, ranks_per_node=world.ranks_per_node, decoder=opts.decoder,
+        cost=StandinCost.from_options(opts.standins), hooks=fixed.hooks, prefix="",
+        init_file="", ranks_per_node=world.ranks_per_node, decoder=opts.decoder,
         baseline_whitelisted=opts.eager_baseline == "deferral-off",
         # a zero-copy slot per request of the trace
         arena_image=opts.width_height, image_count=opts.images_per_request,
@@ -221,11 +234,11 @@ def _serve_pipeline(
     world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, fixed: _Fixed
 ) -> ServeRun | None:
     """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
+    job, load = _serve_jobs(world, opts, arm, at.arrivals, fixed)
     todo = plan(world, opts.ranks or 1)
     harness = harness_for(world) if todo.hosts_producers else None
     where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
-    init = rendezvous(world, tag, where.init_file)
-    job, load = _serve_jobs(world, opts, arm, at.arrivals, init, where.prefix, fixed)
+    job = replace(job, prefix=where.prefix, init_file=rendezvous(world, tag, where.init_file))
     if harness is None:
         rank = todo.in_process
         assert rank is not None

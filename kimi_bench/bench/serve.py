@@ -7,12 +7,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from kimi_bench.bench.launch_runs import serve_pipelines
 from kimi_bench.bench.serve_http import HttpServeOptions, ServeFailed, run_serve_ab_http
 from kimi_bench.bench.serve_runs import ServeRun
+from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.engine.launch import World
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.serving.trace import arrival_offsets
 
-__all__ = ["ServeFailed", "arrival_offsets", "rate_label", "run_serve_ab"]
+__all__ = ["ServeFailed", "arrival_offsets", "rate_label", "run_serve", "run_serve_ab"]
+
+
+def run_serve(
+    world: World,
+    opts: ServeOptions,
+    cfg: PreprocessConfig,
+    device: str,
+    on_run: Callable[[list[ServeRun]], None] | None = None,
+    log_dir: Path | None = None,
+) -> list[ServeRun]:
+    """This process's part of serve-ab: under torchrun the in-process pipelines
+    (``launch_runs.serve_pipelines``; [] at ranks other than 0), else every arm through
+    HTTP (``run_serve_ab``). ``opts`` fitted to the world with their machine defaults
+    resolved, ``cfg`` their preset, ``device`` their device type."""
+    if world.launcher == "torchrun":
+        return serve_pipelines(world, opts, cfg, device, on_run)
+    return run_serve_ab(opts, on_run, log_dir)
 
 
 def run_serve_ab(

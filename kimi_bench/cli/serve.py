@@ -83,7 +83,7 @@ def _body(values: dict[str, Any]) -> None:
         opts = _options(values)
         if hint := portrait_hint(opts.image_resolution):  # typed HEIGHTxWIDTH by habit?
             warn(hint, label="size:")
-        resolve_config(opts.preset, opts.config)
+        cfg = resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
         from kimi_bench.engine.start import for_world  # imports torch
         from kimi_bench.infra.environment import resolve_device
@@ -93,8 +93,7 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
     except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
-    from kimi_bench.bench.launch_runs import run_serve_on
-    from kimi_bench.bench.serve import ServeFailed, run_serve_ab
+    from kimi_bench.bench.serve import ServeFailed, run_serve
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.infra.environment import host_load
     from kimi_bench.infra.limits import interrupt_reason
@@ -104,7 +103,7 @@ def _body(values: dict[str, Any]) -> None:
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
-            run_serve_on(world, opts)
+            run_serve(world, opts, cfg, dev.type)
         except ServeFailed as exc:
             fail_line(str(exc).splitlines()[0], label=f"rank {world.rank}:")
             raise typer.Exit(code=1) from None
@@ -129,10 +128,7 @@ def _body(values: dict[str, Any]) -> None:
             write(runs, None, figures=False)  # partial results on disk after every pipeline
 
         try:
-            if world.launcher == "torchrun":
-                runs = run_serve_on(world, opts, on_run)
-            else:
-                runs = run_serve_ab(opts, on_run, log_dir=folder / "servers")
+            runs = run_serve(world, opts, cfg, dev.type, on_run, log_dir=folder / "servers")
         except ServeFailed as exc:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt as exc:
