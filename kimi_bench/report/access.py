@@ -255,7 +255,8 @@ def base_arm(report: Dict) -> str:
     """What a serve-ab report compares every arm with (``roles.baseline_arm``: the baseline
     arm among emulated arms, else the first: the first ``--endpoint``, the first imported
     file)."""
-    return baseline_arm(report.get("config", {}), serve_arms(report)) or ""
+    arms = serve_arms(report)
+    return baseline_arm(report.get("config", {}), arms) or ""
 
 
 def serve_row(report: Dict, arm: str, rate: str) -> Dict:

@@ -85,8 +85,8 @@ def ab_entries(report: Dict) -> list[tuple[str, str, str, Dict]]:
 
 def comparison_name(arm: str, metrics: Dict, base: str) -> str:
     """``deferred vs eager`` (``zero-copy_vs_deferred`` -> ``zero-copy vs deferred``)."""
-    med = access.sub(metrics, "median_ttft")
-    a, b = med.get("a_label"), med.get("b_label")
+    med = metrics.get("median_ttft")
+    a, b = (med.get("a_label"), med.get("b_label")) if isinstance(med, dict) else (None, None)
     if a and b:
         return f"{b} vs {a}"
     head, _, tail = arm.partition("_vs_")

@@ -17,6 +17,7 @@ Rules (issue 28):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +47,18 @@ def text(lines: list[Line]) -> str:
     return "; ".join(ln.text for ln in lines)
 
 
+def _dict(v: Any) -> Dict:
+    """``v`` when it is a dict, else an empty one (a missing or odd block)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _finite(v: Any) -> float | None:
+    """A finite number as a float; None for null, NaN, text or a bool."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
 @dataclass(frozen=True)
 class Block:
     """What a verdict reads of one comparison block (a speedup ratio or a percent delta),
@@ -63,13 +76,13 @@ class Block:
 
     @classmethod
     def of(cls, block: Any) -> Block:
-        raw: Dict = block if isinstance(block, dict) else {}
-        iv = access.sub(raw, "interval")
+        raw = _dict(block)
+        iv = _dict(raw.get("interval"))
         return cls(
-            median=access.number(raw.get("median")),
-            delta_pct=access.number(raw.get("delta_pct")),
-            low=access.number(iv.get("low")),
-            high=access.number(iv.get("high")),
+            median=_finite(raw.get("median")),
+            delta_pct=_finite(raw.get("delta_pct")),
+            low=_finite(iv.get("low")),
+            high=_finite(iv.get("high")),
             kind=str(iv.get("kind") or "none"),
             n=raw.get("n_units") or raw.get("n"),
             b_units=raw.get("b_units"),
@@ -179,9 +192,8 @@ def _throughput(block: Block) -> tuple[str, int]:
     return f"; throughput {fmt_pct(d)} ({_pct_interval(block)})", direction
 
 
-def _ab_line(rate: str, name: str, metrics: Dict) -> Line | None:
-    med = Block.of(access.sub(metrics, "median_ttft"))
-    thr_block = Block.of(metrics.get("throughput") or {})
+def _ab_line(rate: str, name: str, med: Block, thr_block: Block) -> Line | None:
+    """One A/B comparison's line: its median TTFT and throughput blocks."""
     d = med.delta_pct
     if d is None or med.b_units == 0:
         return None  # an arm with no completed request is named among the failures
@@ -208,10 +220,10 @@ def _failures(report: Dict) -> list[str]:
     summary's ``failures`` of an HTTP run), else the per-rate rows' counts."""
     s = report.get("summary") or {}
     out = []
-    for arm, f in access.sub(s, "failures").items():
+    for arm, f in _dict(s.get("failures")).items():
         if isinstance(f, dict) and f.get("failed"):
-            kinds = access.sub(f, "kinds")
-            examples = access.sub(f, "examples")
+            kinds = _dict(f.get("kinds"))
+            examples = _dict(f.get("examples"))
             what = "; ".join(f"{k} x{n}: {examples.get(k, '')}" for k, n in kinds.items())
             out.append(f"{arm}: {f['failed']} of {f.get('requests')} requests failed ({what})")
     if out or not (isinstance(s.get("failed_requests"), int) and s["failed_requests"] > 0):
@@ -226,19 +238,22 @@ def _failures(report: Dict) -> list[str]:
 
 def serve_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
+    recorded, base = access.verdict(report), access.base_arm(report)
+    # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
+    compared = [
+        (rate, comparison_name(arm, metrics, base),
+         Block.of(metrics.get("median_ttft")), Block.of(metrics.get("throughput")))
+        for rate, arm, _, metrics in ab_entries(report)
+    ]  # fmt: skip
     lines = []
     if s.get("error"):
         lines.append(Line(f"INCOMPLETE: {s['error']}", "bad"))
     failed = _failures(report)
     if failed:
         lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
-    base = access.base_arm(report)
-    for rate, arm, _, metrics in ab_entries(report):
-        line = _ab_line(rate, comparison_name(arm, metrics, base), metrics)
-        if line:
-            lines.append(line)
+    lines += [line for args in compared if (line := _ab_line(*args))]
     if not report.get("ab"):
-        lines.append(Line(access.verdict(report) or "no A/B (one arm)", "info"))
+        lines.append(Line(recorded or "no A/B (one arm)", "info"))
     external = report.get("config", {}).get("endpoints") or report.get("config", {}).get("imported")
     if report.get("environment", {}).get("device") == "cpu" and not external:
         lines.append(Line("CPU run: these numbers do not predict GPU behaviour", "info"))
