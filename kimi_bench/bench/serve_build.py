@@ -99,11 +99,12 @@ def _config(
 ) -> dict[str, Any]:
     """``config``: the options as given and what they resolved to; the emulator's carrier
     and decoder (a real server's are its own); where each arm's answers came from."""
-    if opts.endpoints:  # the endpoints: the first is the baseline, the second the change
-        roles = {"baseline": names[0], "change": names[1] if len(names) > 1 else None}
-        variants = variant_config(names, opts.runtime, roles=roles)
-    else:
-        variants = variant_config(names, opts.runtime, opts.transport, opts.decoder, device)
+    ext = bool(opts.endpoints)  # the endpoints: the first is the baseline, the second the change
+    roles = {"baseline": names[0], "change": names[1] if len(names) > 1 else None}
+    variants = variant_config(
+        names, opts.runtime, carrier_name=None if ext else opts.transport,
+        decoder=None if ext else opts.decoder, device=device, roles=roles if ext else None,
+    )  # fmt: skip
     config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting
         "rates": [None if math.isinf(r) else r for r in opts.rates],  # null = unlimited
         "rate_labels": [rate_label(r) for r in opts.rates],

@@ -120,6 +120,7 @@ def serving_notes(
     opts: ServeOptions, runs: Sequence[ServeRun], rows: list[RequestRow]
 ) -> ServingNotes:
     """Goodput's SLOs, unbilled images per (rate, arm), profiles and profiler answers."""
+    textless = _textless_first_chunks(rows)
     out = ServingNotes()
     if opts.slos:
         slo = ", ".join(f"{k} <= {v:g} ms" for k, v in opts.slos.items())
@@ -152,7 +153,7 @@ def serving_notes(
                 "the images may never have reached the vision tower (sglang issue #21294); "
                 "the latencies then measure a text-only model"
             )
-    out.notes.extend(_textless_first_chunks(rows))
+    out.notes.extend(textless)
     if opts.profile is not None and not opts.endpoints:
         out.profiles = {arm: sorted(str(p) for p in (opts.profile / arm).glob("*.trace.json"))
                         for arm in opts.arms}  # fmt: skip

@@ -238,6 +238,7 @@ def _failures(report: Dict) -> list[str]:
 
 def serve_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
+    failed = _failures(report)
     recorded, base = access.verdict(report), access.base_arm(report)
     # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
     compared = [
@@ -248,7 +249,6 @@ def serve_lines(report: Dict) -> list[Line]:
     lines = []
     if s.get("error"):
         lines.append(Line(f"INCOMPLETE: {s['error']}", "bad"))
-    failed = _failures(report)
     if failed:
         lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
     lines += [line for args in compared if (line := _ab_line(*args))]
