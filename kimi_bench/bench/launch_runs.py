@@ -1,6 +1,6 @@
 """``micro`` and ``serve-ab`` under a launcher (``engine/launch.py``): the same processes and
 the same report as ``bench/micro.py`` / ``bench/serve.py``, but each process starts only
-what ``launch.plan`` gives it. Under torchrun, global rank 0 hosts the producer(s), the load
+what ``start.plan`` gives it. Under torchrun, global rank 0 hosts the producer(s), the load
 generator and rank 0 (child processes, as with spawn) and returns the results; every other
 rank runs its scheduler loop in this process and returns None.
 
@@ -23,20 +23,21 @@ from kimi_bench.bench.serve_http import ServeFailed
 from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.engine import micro_worker, serve_workers
-from kimi_bench.engine.launch import (
-    World,
-    describe_launch,
-    explain_failure,
-    plan,
-    rendezvous,
-    sigterm_received,
-)
+from kimi_bench.engine.launch import World, describe_launch
 from kimi_bench.engine.micro_job import MicroJob, rounds
 from kimi_bench.engine.micro_messages import Floor
 from kimi_bench.engine.procs import Harness
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
-from kimi_bench.engine.start import for_world, harness_for, run_here
+from kimi_bench.engine.start import (
+    explain_failure,
+    for_world,
+    harness_for,
+    plan,
+    rendezvous,
+    run_here,
+    sigterm_received,
+)
 from kimi_bench.infra.environment import host_load, resolve_device
 from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.infra.limits import interrupt_reason
@@ -233,7 +234,7 @@ def _serve_jobs(
 def _serve_pipeline(
     world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, fixed: _Fixed
 ) -> ServeRun | None:
-    """One arm through one trace (the one serve-ab pipeline loop), started per ``launch.plan``."""
+    """One arm through one trace (the one serve-ab pipeline loop), started per ``start.plan``."""
     job, load = _serve_jobs(world, opts, arm, at.arrivals, fixed)
     todo = plan(world, opts.ranks or 1)
     harness = harness_for(world) if todo.hosts_producers else None

@@ -22,9 +22,7 @@ import contextlib
 import datetime as dt
 import math
 import os
-import signal
 import socket
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -65,16 +63,6 @@ class World:
     def ranks_per_node(self) -> int:
         """For ``rank_device``: 0 = every rank on this host (spawn)."""
         return self.local_size if self.launcher == "torchrun" else 0
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The processes this process starts: ``children`` ranks as child processes (with the
-    producers and the load generator when ``hosts_producers``), or one rank run here."""
-
-    children: tuple[int, ...]
-    in_process: int | None
-    hosts_producers: bool
 
 
 def torchrun_detected(env: Mapping[str, str] | None = None) -> bool:
@@ -138,14 +126,6 @@ def check_launch(
             f"{world.nodes} nodes; use --transport pickle (what the runtime uses across nodes)"
         )
     return world.size
-
-
-def plan(world: World, ranks: int) -> Plan:
-    if world.launcher == "spawn":
-        return Plan(tuple(range(ranks)), None, True)
-    if world.rank == 0:
-        return Plan((0,), None, True)
-    return Plan((), world.rank, False)
 
 
 # --------------------------------------------------------------- GPUs and the mapping
@@ -237,14 +217,6 @@ def describe_launch(
 
 
 # --------------------------------------------------------------------------- rendezvous
-
-
-def rendezvous(world: World, tag: str, init_file: str) -> str:
-    """The init string a rank process gets: the file (spawn) or ``env://<key>`` (torchrun),
-    where the key is unique to this run and this group (several pipelines share a store)."""
-    if world.launcher == "spawn":
-        return init_file
-    return f"{ENV_PREFIX}kimibench/{world.run_id}/{tag}"
 
 
 def join_gloo(init: str, rank: int, world: int, timeout_s: float = 300.0) -> None:
@@ -347,49 +319,3 @@ def clock_offset(rank: int, world: int, rounds: int = 8) -> float:
                 buf.fill_(time.perf_counter())
                 dist.send(buf, dst=peer)
     return offset
-
-
-# ------------------------------------------------------------------------ failures
-
-_SIGTERM = {"received": False}
-
-
-def _note_sigterm(signum: int, frame: Any) -> None:
-    _SIGTERM["received"] = True
-
-
-def shield_sigterm(world: World) -> None:
-    """Under torchrun, the process of global rank 0 notes the agent's SIGTERM (sent when
-    another rank of the job failed) instead of dying of it: its child processes get the
-    same signal (one process group) and die, which ends the run through the usual failure
-    path, so the partial report is still written. Other processes keep the default."""
-    main = threading.current_thread() is threading.main_thread()
-    if world.launcher == "torchrun" and world.rank == 0 and main:
-        signal.signal(signal.SIGTERM, _note_sigterm)
-
-
-def sigterm_received() -> bool:
-    return _SIGTERM["received"]
-
-
-_PEER_LOST = ("Connection closed", "Connection reset", "Broken pipe", "EOFError", "timed out")
-
-
-def explain_failure(world: World, message: str, terminated: bool = False) -> str:
-    """A clear first line for a failure; under torchrun it says when another rank (a node,
-    or one of its processes) went away, or when the agent stopped this rank for it."""
-    first = message.splitlines()[0] if message else "unknown failure"
-    if world.launcher != "torchrun":
-        return first
-    where = f"rank {world.rank} on node {world.node_rank} of {world.nodes}"
-    if terminated:
-        return (
-            f"torchrun stopped {where} (SIGTERM) because another rank of the job failed; "
-            f"the run ends here ({first})"
-        )
-    if any(x in message for x in _PEER_LOST):
-        return (
-            f"lost contact with another rank of the torchrun job ({where}): a node or one "
-            f"of its ranks stopped; the run ends here ({first})"
-        )
-    return first

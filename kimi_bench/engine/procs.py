@@ -197,7 +197,7 @@ class Harness:
     tmpdir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix=f"kimibench_{os.getpid()}_"))
     )
-    handle_sigterm: bool = True  # False: the caller's handler stays (launch.shield_sigterm)
+    handle_sigterm: bool = True  # False: the caller's handler stays (start.shield_sigterm)
 
     def __post_init__(self) -> None:
         # what dead runs left behind (SIGKILL, power loss), removed before this one starts

@@ -1,13 +1,17 @@
 """Starting this process's part of a run under its launcher (``launch.World``): the
-options fitted to the world, the harness of the processes it starts, and a rank run in
-this process. Apart from ``launch`` because it imports torch (through the carriers and
-the harness); the CLI reads ``launch`` before any torch import."""
+options fitted to the world, what it starts (``plan``), the harness of those processes,
+the rendezvous string its ranks get, a rank run in this process, and what a failure
+says under torchrun. Apart from ``launch`` because it imports torch (through the
+carriers and the harness); the CLI reads ``launch`` before any torch import."""
 
 from __future__ import annotations
 
+import signal
+import threading
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kimi_bench.engine.launch import World, check_launch, explain_failure, shield_sigterm
+from kimi_bench.engine.launch import ENV_PREFIX, World, check_launch
 from kimi_bench.engine.procs import Harness
 from kimi_bench.options import MicroOptions, ServeOptions
 from kimi_bench.pipeline import arms, carrier
@@ -22,6 +26,32 @@ def for_world(opts: OptionsT, world: World) -> OptionsT:
         return opts
     used, asked = carrier(opts.transport), tuple(arms(opts.arms))
     return opts.model_copy(update={"ranks": check_launch(world, opts.ranks, used, asked)})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The processes this process starts: ``children`` ranks as child processes (with the
+    producers and the load generator when ``hosts_producers``), or one rank run here."""
+
+    children: tuple[int, ...]
+    in_process: int | None
+    hosts_producers: bool
+
+
+def plan(world: World, ranks: int) -> Plan:
+    if world.launcher == "spawn":
+        return Plan(tuple(range(ranks)), None, True)
+    if world.rank == 0:
+        return Plan((0,), None, True)
+    return Plan((), world.rank, False)
+
+
+def rendezvous(world: World, tag: str, init_file: str) -> str:
+    """The init string a rank process gets: the file (spawn) or ``env://<key>`` (torchrun),
+    where the key is unique to this run and this group (several pipelines share a store)."""
+    if world.launcher == "spawn":
+        return init_file
+    return f"{ENV_PREFIX}kimibench/{world.run_id}/{tag}"
 
 
 class RankFailed(RuntimeError):
@@ -44,3 +74,49 @@ def harness_for(world: World) -> Harness:
     agent's SIGTERM for the usual failure path: ``shield_sigterm``)."""
     shield_sigterm(world)
     return Harness(handle_sigterm=world.launcher != "torchrun")
+
+
+# ------------------------------------------------------------------------ failures
+
+_SIGTERM = {"received": False}
+
+
+def _note_sigterm(signum: int, frame: Any) -> None:
+    _SIGTERM["received"] = True
+
+
+def shield_sigterm(world: World) -> None:
+    """Under torchrun, the process of global rank 0 notes the agent's SIGTERM (sent when
+    another rank of the job failed) instead of dying of it: its child processes get the
+    same signal (one process group) and die, which ends the run through the usual failure
+    path, so the partial report is still written. Other processes keep the default."""
+    main = threading.current_thread() is threading.main_thread()
+    if world.launcher == "torchrun" and world.rank == 0 and main:
+        signal.signal(signal.SIGTERM, _note_sigterm)
+
+
+def sigterm_received() -> bool:
+    return _SIGTERM["received"]
+
+
+_PEER_LOST = ("Connection closed", "Connection reset", "Broken pipe", "EOFError", "timed out")
+
+
+def explain_failure(world: World, message: str, terminated: bool = False) -> str:
+    """A clear first line for a failure; under torchrun it says when another rank (a node,
+    or one of its processes) went away, or when the agent stopped this rank for it."""
+    first = message.splitlines()[0] if message else "unknown failure"
+    if world.launcher != "torchrun":
+        return first
+    where = f"rank {world.rank} on node {world.node_rank} of {world.nodes}"
+    if terminated:
+        return (
+            f"torchrun stopped {where} (SIGTERM) because another rank of the job failed; "
+            f"the run ends here ({first})"
+        )
+    if any(x in message for x in _PEER_LOST):
+        return (
+            f"lost contact with another rank of the torchrun job ({where}): a node or one "
+            f"of its ranks stopped; the run ends here ({first})"
+        )
+    return first

@@ -1,4 +1,5 @@
-"""``engine/launch.py``: which launcher, which processes, which GPU, and the messages."""
+"""``engine/launch.py`` and ``engine/start.py``: which launcher, which processes, which
+GPU, and the messages."""
 
 import pytest
 
@@ -8,11 +9,9 @@ from kimi_bench.engine.launch import (
     check_launch,
     describe_mapping,
     detect_world,
-    explain_failure,
-    plan,
     rank_gpu,
-    rendezvous,
 )
+from kimi_bench.engine.start import explain_failure, plan, rendezvous
 from kimi_bench.pipeline import arms, carrier
 
 TORCHRUN = {
