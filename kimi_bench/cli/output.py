@@ -3,7 +3,6 @@ fallback when writing fails at the end, and the ``--append-jsonl`` history line.
 
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import json
 from pathlib import Path
@@ -17,10 +16,14 @@ from kimi_bench.report.output import (
     OutputError,
     WriteFailed,
     check_output_file,
-    claim_output_dir,
+    claim_default,
+    claim_output,
+    release_claims,
     write_file,
     write_outputs,
 )
+
+__all__ = ["claim_output", "release_claims", "resolve_output", "write_report"]
 
 
 def default_out(kind: str) -> Path:
@@ -68,44 +71,11 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
     stdout_is_document(fmt is OutputFormat.json)
     if values.get("append_jsonl"):  # a folder or an unwritable place: refused before the work
         check_output_file(Path(values["append_jsonl"]), "--append-jsonl")
-    given = values.get("out")
+    given, fallback = values.get("out"), default_out(kind)
     if given:
         claim_output(given, overwrite=bool(values.get("overwrite")))
         return given, fmt
-    return _claim_default(default_out(kind)), fmt
-
-
-def _claim_default(base: Path) -> Path:
-    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
-    holds it: runs left to their default folders never collide."""
-    for n in range(1, 100):
-        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
-            claim_output(out)
-            return out
-        except OutputError:
-            if not out.is_dir():
-                raise  # not a taken folder: a real problem (read-only, a file in the way)
-    raise OutputError(f"no free output folder next to {base}; give --output-dir")
-
-
-_claims: list[Any] = []  # this process's output folders (report.output.OutputClaim)
-
-
-def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
-    """Hold ``out`` for this command; released (its lock file removed) when the process
-    exits, so a finished folder holds no lock file (the kernel drops the hold of a killed
-    process). An OutputError (a ValueError: a usage error) when another run holds it or it
-    holds a finished report and ``overwrite`` is not set."""
-    if not _claims:
-        atexit.register(release_claims)
-    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
-
-
-def release_claims() -> None:
-    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
-    while _claims:
-        _claims.pop().release()
+    return claim_default(fallback), fmt
 
 
 def write_report(write: Any, out_dir: Path) -> Any:

@@ -12,7 +12,9 @@ finished folder holds its report and no lock file. A second run given a folder t
 another run holds is refused (exit 2), and so is a folder that already holds a finished
 report (``report.json``, or ``index.md`` of ``kimi-bench run``) unless ``overwrite`` is
 set: no finished result is lost to a later run. Every file is written to a temporary name in the
-folder and renamed into place when complete, ``report.json`` last.
+folder and renamed into place when complete, ``report.json`` last. ``claim_output(out)``
+holds a folder for this process (released at exit, or by ``release_claims``);
+``claim_default(base)`` holds ``base`` or the first free ``base-2``, ``base-3``...
 
 ``write_file(path, data, option)`` writes one file the user named (``--append-jsonl``,
 ``gate --junit``/``--summary``, ``compare --markdown``, ``render --html``): completely, or
@@ -29,6 +31,7 @@ fallback path, not where it was asked for.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import errno
@@ -314,3 +317,36 @@ def claim_output_dir(
         fd, f"kimi-bench pid {os.getpid()} on {socket.gethostname()}, since {stamp}\n".encode(), 0
     )
     return claim
+
+
+def claim_default(base: Path) -> Path:
+    """The default folder, or ``<base>-2``, ``-3``... when a run started in the same second
+    holds it: runs left to their default folders never collide."""
+    for n in range(1, 100):
+        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            claim_output(out)
+            return out
+        except OutputError:
+            if not out.is_dir():
+                raise  # not a taken folder: a real problem (read-only, a file in the way)
+    raise OutputError(f"no free output folder next to {base}; give --output-dir")
+
+
+_claims: list[OutputClaim] = []  # this process's output folders
+
+
+def claim_output(out: Path, option: str = "--output-dir", *, overwrite: bool = False) -> None:
+    """Hold ``out`` for this command; released (its lock file removed) when the process
+    exits, so a finished folder holds no lock file (the kernel drops the hold of a killed
+    process). An OutputError (a ValueError: a usage error) when another run holds it or it
+    holds a finished report and ``overwrite`` is not set."""
+    if not _claims:
+        atexit.register(release_claims)
+    _claims.append(claim_output_dir(out, option, overwrite=overwrite))
+
+
+def release_claims() -> None:
+    """Drop the holds of earlier commands run in this process (CliRunner, library use)."""
+    while _claims:
+        _claims.pop().release()
