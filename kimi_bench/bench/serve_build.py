@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kimi_bench.bench.serve_notes import endpoint_arms, run_notes
+from kimi_bench.bench.serve_notes import run_notes
 from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
 from kimi_bench.bench.serve_report import serve_part
 from kimi_bench.bench.serve_runs import ServeRun
@@ -40,7 +40,7 @@ def build_serve_report(
     profile: str = "cpu",
     load_start: HostLoad | None = None,
 ) -> Report:
-    names = endpoint_arms(opts)
+    names = opts.arm_names
     if opts.endpoints and tuple(opts.arms) != names:
         opts = opts.model_copy(update={"arms": names})
     part = serve_part(opts, runs, names)

@@ -20,13 +20,8 @@ from kimi_bench.pipeline import arms as arm_objects
 from kimi_bench.report import serve_figures
 
 
-def endpoint_arms(opts: ServeOptions) -> tuple[str, ...]:
-    """The arms: the endpoint names with --endpoint, else the emulated arms."""
-    return tuple(e.partition("=")[0] for e in opts.endpoints) or tuple(opts.arms)
-
-
 def _endpoint_notes(opts: ServeOptions) -> list[str]:
-    arms = endpoint_arms(opts)
+    arms = opts.arm_names
     notes = [
         f"external OpenAI-compatible servers ({', '.join(arms)}): the same seeded trace "
         "(arrivals, images, prompt) is streamed to each; TTFT = first streamed content token "

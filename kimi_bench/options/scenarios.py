@@ -346,6 +346,11 @@ class ServeOptions(_Common):
         return v
 
     @property
+    def arm_names(self) -> tuple[str, ...]:
+        """The arms: the endpoint names with --endpoint, else the emulated arms."""
+        return tuple(e.partition("=")[0] for e in self.endpoints) or tuple(self.arms)
+
+    @property
     def width_height(self) -> tuple[int, int]:
         if self.resolution is None:
             raise ValueError("resolution not resolved (call resolve_defaults first)")

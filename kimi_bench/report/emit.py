@@ -17,23 +17,18 @@ from kimi_bench.report.view import View, view_of
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 
 
-def _figures_and_page(view: View, out: Path, figures: bool = True) -> list[Path]:
-    """The kind's figures as PNGs and ``report.html`` with the same figures embedded
-    (``figures=False``: the page only, for partial writes during a run)."""
-    data = view.data
-    figs = figures_png(data) if figures else []
-    paths = [f.save(out) for f in figs]
-    title = f"kimi-bench {data.get('kind')}"
-    return [*paths, write_html([data], out / "report.html", title=title, figures=[figs])]
-
-
 def _emit(
     report: Report, out: Path, csv: tuple[str, list[Any]], view: View | None, figures: bool
 ) -> list[Path]:
-    """The page (and figures), ``report.md``, the CSV of ``csv`` (name, rows), then
-    ``report.json``. ``view``: the report's view when the caller made it already."""
+    """The kind's figures as PNGs (``figures=False``: none, for partial writes during a
+    run), ``report.html`` with the same figures embedded, ``report.md``, the CSV of
+    ``csv`` (name, rows), then ``report.json``. ``view``: the report's view when the
+    caller made it already."""
     view = view or view_of(report)
-    page = _figures_and_page(view, out, figures)
+    figs = figures_png(view.data) if figures else []
+    title = f"kimi-bench {view.data.get('kind')}"
+    page = [*(f.save(out) for f in figs),
+            write_html([view.data], out / "report.html", title=title, figures=[figs])]  # fmt: skip
     md = write_markdown(view, out / "report.md")
     table = write_csv(csv[1], out / csv[0])
     # report.json after every other file (each renamed into place when complete): a
