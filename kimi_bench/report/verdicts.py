@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_range
-from kimi_bench.report import access
+from kimi_bench.report.roles import baseline_arm
 from kimi_bench.report.tables import ab_entries, comparison_name, payload_blocks, speedup_blocks
 
 Dict = dict[str, Any]
@@ -45,6 +45,11 @@ def worst(lines: list[Line]) -> Tone:
 def text(lines: list[Line]) -> str:
     """The lines as one verdict string (``summary.verdict`` of new reports)."""
     return "; ".join(ln.text for ln in lines)
+
+
+def _recorded(report: Dict) -> str:
+    """The verdict the report recorded (``summary.verdict``), or empty."""
+    return str(_dict(report.get("summary")).get("verdict") or "")
 
 
 def _dict(v: Any) -> Dict:
@@ -129,7 +134,7 @@ def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
 
 def micro_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
-    recorded = access.verdict(report)
+    recorded = _recorded(report)
     if s.get("error") or recorded.startswith(("INCOMPLETE", "MISMATCH")):
         return [Line(recorded or f"INCOMPLETE: {s.get('error')}", "bad")]
     if s.get("bit_exact_all_repeats") is False:
@@ -239,7 +244,9 @@ def _failures(report: Dict) -> list[str]:
 def serve_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
     failed = _failures(report)
-    recorded, base = access.verdict(report), access.base_arm(report)
+    config = report.get("config") or {}
+    recorded = _recorded(report)
+    base = baseline_arm(config, [str(a) for a in config.get("arms") or []]) or ""
     # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
     compared = [
         (rate, comparison_name(arm, metrics, base),
@@ -265,7 +272,7 @@ def serve_lines(report: Dict) -> list[Line]:
 
 def parity_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
-    recorded = access.verdict(report)
+    recorded = _recorded(report)
     good = (
         bool(s.get("accepted"))
         and s.get("all_bit_exact_fp32") is True
@@ -282,14 +289,14 @@ def parity_lines(report: Dict) -> list[Line]:
 def lines(report: Dict) -> list[Line]:
     """The verdict lines of one report, by kind (a kind without rules: its recorded
     verdict, as information)."""
-    kind = access.kind(report)
+    kind = str(report.get("kind", "?"))
     if kind == "micro":
         return micro_lines(report)
     if kind == "serve-ab":
         return serve_lines(report)
     if kind == "parity":
         return parity_lines(report)
-    return [Line(access.verdict(report) or "no verdict", "info")]
+    return [Line(_recorded(report) or "no verdict", "info")]
 
 
 def gate_line(results: list[Dict]) -> Line:
