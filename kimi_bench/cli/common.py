@@ -38,7 +38,7 @@ from rich.text import Text
 from kimi_bench.report import quote
 from kimi_bench.report.quote import terminal
 from kimi_bench.report.table import Column as ReportColumn
-from kimi_bench.report.table import Span
+from kimi_bench.report.table import Rendered, Span, render
 from kimi_bench.report.table import Table as ReportTable
 
 PIPE_WIDTH = 4096  # the line width of messages when output is not a terminal: no wrapping
@@ -371,20 +371,31 @@ def show_tables(
     as JSON). A table is ``(title, rows, columns)`` or a ``report.table.Table`` (a report's
     own table, as report.md and the HTML page show it). Each cell is written once
     (``Table.cells``), as every format writes it."""
-    from kimi_bench.report.writers import table_markdown
+    show_rendered([render(as_table(t)) for t in tables], fmt, to=to)
 
+
+def show_rendered(
+    tables: Sequence[Rendered],
+    fmt: OutputFormat | str = OutputFormat.table,
+    *,
+    to: Console | None = None,
+) -> None:
+    """``show_tables`` of tables whose cells and Markdown are written already
+    (``report.table.render``; a report's ``View.rendered``)."""
     out = to or console
     kind = OutputFormat(fmt)
-    shown = [as_table(t) for t in tables]
     if kind is OutputFormat.json:
-        doc = {t.title: _project(t.rows, t.keys) for t in shown}
+        doc = {r.table.title: _project(r.table.rows, r.table.keys) for r in tables}
         out.out(json.dumps(doc, indent=1, default=str), highlight=False)
         return
     if kind is OutputFormat.md:
-        for t in shown:
-            out.out(f"## {quote.md(t.title)}\n\n" + table_markdown(t), highlight=False)
+        for r in tables:
+            out.out(f"## {quote.md(r.table.title)}\n\n" + r.markdown, highlight=False)
         return
-    for t, texts in zip(shown, [t.cells() for t in shown], strict=True):
-        # a terminal keeps every column and wraps; a pipe gets what fits
-        table = _rich(t, texts) if out.is_terminal else _fitting(t, texts, PIPE_TABLE_WIDTH)
+    for r in tables:  # a terminal keeps every column and wraps; a pipe gets what fits
+        table = (
+            _rich(r.table, r.cells)
+            if out.is_terminal
+            else _fitting(r.table, r.cells, PIPE_TABLE_WIDTH)
+        )
         print_table(table, to=out)

@@ -15,7 +15,7 @@ from kimi_bench.cli.common import (
     note,
     progress_bar,
     say,
-    show_tables,
+    show_rendered,
     usage_error,
     verdict_lines,
     warn,
@@ -165,7 +165,7 @@ def _show_results(view: View, fmt: OutputFormat, written: Sequence[Path]) -> Non
 
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
-    show_tables([t for t in view.tables if t.key in ("serve.per_rate", "serve.ab")], fmt)
+    show_rendered([r for r in view.rendered if r.table.key in ("serve.per_rate", "serve.ab")], fmt)
     for line in view.data.get("notes") or []:
         note(line)
     for line in (view.data.get("summary") or {}).get("client_warnings", []):  # said twice

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kimi_bench.report import quote
+
 # how a column's values are written
 Fmt = Literal["text", "num", "int", "pct", "x", "flag", "shape", "span"]
 # one pointer, or several (an interval cell reads its low and high end)
@@ -67,6 +69,28 @@ class Table:
     def cells(self) -> list[list[str]]:
         """Every row as the text of its cells (what each format prints)."""
         return [[show(r.get(c.key), c.fmt) for c in self.columns] for r in self.rows]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A table with the text of every cell (``Table.cells``) and its GitHub Markdown
+    (numbers as every format writes them, text quoted): what a writer or the terminal
+    prints, made once."""
+
+    table: Table
+    cells: list[list[str]]
+    markdown: str
+
+
+def render(t: Table) -> Rendered:
+    """``t`` with its cells written and its Markdown (``_(none)_`` without rows)."""
+    cells = t.cells()
+    if not t.rows:
+        return Rendered(t, cells, "_(none)_\n")
+    lines = ["| " + " | ".join(quote.md(c.header) for c in t.columns) + " |",
+             "|" + "---|" * len(t.columns)]  # fmt: skip
+    lines += ["| " + " | ".join(quote.md(text) for text in row) + " |" for row in cells]
+    return Rendered(t, cells, "\n".join(lines) + "\n")
 
 
 def pointer(*parts: Any) -> str:

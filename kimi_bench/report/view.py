@@ -10,7 +10,7 @@ from typing import Any
 
 from kimi_bench.report import access, verdicts
 from kimi_bench.report.model import Report
-from kimi_bench.report.table import Table
+from kimi_bench.report.table import Rendered, Table, render
 from kimi_bench.report.tables import tables
 
 
@@ -20,9 +20,12 @@ class View:
     lines: list[verdicts.Line]
     notes: list[str]
     tables: list[Table]
+    rendered: list[Rendered]  # each table with its cells and Markdown written
 
 
 def view_of(report: Report | dict[str, Any]) -> View:
     """The view of a report (or of its ``to_dict()``)."""
     data = report.to_dict() if isinstance(report, Report) else report
-    return View(data, verdicts.lines(data), access.reader_notes(data), tables(data))
+    shown = tables(data)
+    rendered = [render(t) for t in shown]
+    return View(data, verdicts.lines(data), access.reader_notes(data), shown, rendered)

@@ -19,7 +19,7 @@ from typing import Any
 
 from kimi_bench.report import quote
 from kimi_bench.report.model import Report
-from kimi_bench.report.table import Column, Table, show
+from kimi_bench.report.table import Column, Table, render
 from kimi_bench.report.view import View
 
 
@@ -62,10 +62,6 @@ def md_text(v: Any) -> str:
     return quote.md(v)
 
 
-def _cell(v: Any, column: Column | None = None) -> str:
-    return quote.md(show(v, column.fmt if column else "text"))
-
-
 def markdown_table(rows: list[dict[str, Any]], columns: Iterable[str] | None = None) -> str:
     """Plain rows (the gate's, compare's) as a GitHub table."""
     if not rows:
@@ -79,13 +75,8 @@ def markdown_table(rows: list[dict[str, Any]], columns: Iterable[str] | None = N
 
 def table_markdown(t: Table) -> str:
     """One table of ``report.tables`` as a GitHub table (numbers as every format writes
-    them, text quoted)."""
-    if not t.rows:
-        return "_(none)_\n"
-    lines = ["| " + " | ".join(quote.md(c.header) for c in t.columns) + " |",
-             "|" + "---|" * len(t.columns)]  # fmt: skip
-    lines += ["| " + " | ".join(_cell(r.get(c.key), c) for c in t.columns) + " |" for r in t.rows]
-    return "\n".join(lines) + "\n"
+    them, text quoted: ``report.table.render``)."""
+    return render(t).markdown
 
 
 TONE_WORD = {"good": "ok", "bad": "BAD", "unresolved": "unresolved", "info": "note"}
@@ -121,11 +112,11 @@ def render_markdown(view: View, title: str | None = None) -> str:
         out.append("## Notes\n")
         out += [f"- {md_text(n)}" for n in notes]
         out.append("")
-    for t in view.tables:
-        out.append(f"## {md_text(t.title)}\n")
-        if t.about:
-            out.append(f"_{md_text(t.about)}_\n")
-        out.append(table_markdown(t))
+    for r in view.rendered:
+        out.append(f"## {md_text(r.table.title)}\n")
+        if r.table.about:
+            out.append(f"_{md_text(r.table.about)}_\n")
+        out.append(r.markdown)
     return "\n".join(out)
 
 
