@@ -14,7 +14,7 @@ from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
 from kimi_bench.report.model import Report
 from kimi_bench.report.view import View, view_of
-from kimi_bench.report.writers import write_csv, write_json, write_markdown
+from kimi_bench.report.writers import write_csv, write_json_doc, write_markdown
 
 
 def _emit(
@@ -22,8 +22,9 @@ def _emit(
 ) -> list[Path]:
     """The kind's figures as PNGs (``figures=False``: none, for partial writes during a
     run), ``report.html`` with the same figures embedded, ``report.md``, the CSV of
-    ``csv`` (name, rows), then ``report.json``. ``view``: the report's view when the
-    caller made it already."""
+    ``csv`` (name, rows), then ``report.json`` (``report.data["final"]`` set by the
+    caller). ``view``: the report's view when the caller made it already."""
+    final = report.data["final"]
     view = view or view_of(report)
     figs = figures_png(view.data) if figures else []
     title = f"kimi-bench {view.data.get('kind')}"
@@ -32,8 +33,10 @@ def _emit(
     md = write_markdown(view, out / "report.md")
     table = write_csv(csv[1], out / csv[0])
     # report.json after every other file (each renamed into place when complete): a
-    # folder with a report.json holds the whole report. Listed first.
-    return [write_json(report, out / "report.json"), md, table, *page]
+    # folder with a report.json holds the whole report. Listed first. Written from the
+    # view's data (what every other file shows) with ``final`` as set now.
+    doc = {**view.data, "final": final}
+    return [write_json_doc(doc, out / "report.json"), md, table, *page]
 
 
 def emit_parity(report: Report, out: Path, view: View | None = None) -> list[Path]:

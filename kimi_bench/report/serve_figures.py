@@ -148,8 +148,9 @@ def rate_figures(
     rows: Sequence[Row], percentiles: Sequence[float], slo: Mapping[str, float]
 ) -> dict[str, Any]:
     """The per-rate row's serving figures of one arm's request rows."""
+    per_repeat = throughputs(rows, slo)
     out: dict[str, Any] = dict(latency_figures(rows, percentiles))
-    for key, xs in throughputs(rows, slo).items():
+    for key, xs in per_repeat.items():
         out[key] = sum(xs) / len(xs)
     ok = [r for r in rows if served(r)]
     out["output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in ok)

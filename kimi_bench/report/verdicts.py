@@ -290,12 +290,12 @@ def lines(report: Dict) -> list[Line]:
     """The verdict lines of one report, by kind (a kind without rules: its recorded
     verdict, as information)."""
     kind = str(report.get("kind", "?"))
+    if kind == "parity":
+        return parity_lines(report)
     if kind == "micro":
         return micro_lines(report)
     if kind == "serve-ab":
         return serve_lines(report)
-    if kind == "parity":
-        return parity_lines(report)
     return [Line(_recorded(report) or "no verdict", "info")]
 
 

@@ -54,7 +54,12 @@ def atomic_write_text(path: Path, text: str) -> Path:
 
 
 def write_json(report: Report, path: Path) -> Path:
-    return atomic_write_text(path, json.dumps(report.to_dict(), indent=1) + "\n")
+    return write_json_doc(report.to_dict(), path)
+
+
+def write_json_doc(doc: dict[str, Any], path: Path) -> Path:
+    """``report.json`` of a report's ``to_dict()`` (a View's ``data``)."""
+    return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
 def md_text(v: Any) -> str:
