@@ -17,21 +17,6 @@ from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.report import Report, verdicts
 
 
-def _one_arm(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> str:
-    parts = [
-        f"{r['rate']}: {r['arm']} median TTFT {r.get('ttft_median_ms', math.nan):.1f} ms, "
-        f"{r['req_per_s']:.3g} req/s, {r['completed']} completed"
-        for r in rows
-        if r["completed"]
-    ]
-    done = {r["arm"] for r in rows if r["completed"]}
-    empty = [a for a in arms if a not in done]
-    if len(arms) > 1 and empty:
-        head = f"no A/B: {', '.join(empty)} completed no request"
-        return head + ("; " + "; ".join(parts) if parts else "")
-    return "one arm (no A/B): " + ("; ".join(parts) or "no completed request")
-
-
 def build_serve_report(
     opts: ServeOptions,
     runs: Sequence[ServeRun],
@@ -43,6 +28,7 @@ def build_serve_report(
     names = opts.arm_names
     if opts.endpoints and tuple(opts.arms) != names:
         opts = opts.model_copy(update={"arms": names})
+    config = _config(opts, names, runs, device, profile)
     part = serve_part(opts, runs, names)
     rows = part.rows
     said, serving = run_notes(opts, device, profile, runs, part.requests)
@@ -60,7 +46,7 @@ def build_serve_report(
         notes.append(env["host_load"]["warning"])
     summary = {
         # what the verdict lines say without an A/B (replaced by them below)
-        "verdict": f"INCOMPLETE: {error}" if error else _one_arm(rows, names),
+        "verdict": f"INCOMPLETE: {error}" if error else part.one_arm,
         "failed_requests": sum(r["failed"] for r in rows),
         "error": error,
         "rates": [rate_label(r) for r in opts.rates],
@@ -83,7 +69,7 @@ def build_serve_report(
     report = Report(
         kind="serve-ab",
         environment=env,
-        config=_config(opts, names, runs, device, profile),
+        config=config,
         results=rows,
         summary=summary,
         notes=notes,

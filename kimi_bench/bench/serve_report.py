@@ -314,6 +314,7 @@ class ServePart:
     copies: list[ServeCopyRow]
     stage_notes: list[str]
     not_significant: list[str]
+    one_arm: str  # the verdict without an A/B (``_one_arm``)
 
 
 def serve_part(opts: ServeOptions, runs: Sequence[ServeRun], names: Sequence[str]) -> ServePart:
@@ -327,6 +328,7 @@ def serve_part(opts: ServeOptions, runs: Sequence[ServeRun], names: Sequence[str
         copies=copy_rows(runs),
         stage_notes=stage_notes(table.rows, base_arm(list(names), bool(opts.endpoints))),
         not_significant=_not_significant(table.ab),
+        one_arm=_one_arm(table.rows, names),
     )
 
 
@@ -338,3 +340,18 @@ def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
         for arm, v in arms.items()
         if not v["median_ttft"]["significant"]
     ]
+
+
+def _one_arm(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> str:
+    parts = [
+        f"{r['rate']}: {r['arm']} median TTFT {r.get('ttft_median_ms', math.nan):.1f} ms, "
+        f"{r['req_per_s']:.3g} req/s, {r['completed']} completed"
+        for r in rows
+        if r["completed"]
+    ]
+    done = {r["arm"] for r in rows if r["completed"]}
+    empty = [a for a in arms if a not in done]
+    if len(arms) > 1 and empty:
+        head = f"no A/B: {', '.join(empty)} completed no request"
+        return head + ("; " + "; ".join(parts) if parts else "")
+    return "one arm (no A/B): " + ("; ".join(parts) or "no completed request")
