@@ -23,7 +23,7 @@ from kimi_bench.bench.serve_runs import BOUNDS, ServedRequest, ServeRun
 from kimi_bench.bench.serve_types import RequestRow, ServeCopyRow, Versus
 from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.compare import ComparisonDoc, NoComparison, compare
+from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
@@ -189,20 +189,6 @@ def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:
     return (None if endpoints else with_role(arms, "baseline")) or arms[0]
 
 
-def _repeat_values(runs: Sequence[ServeRun], rows: list[RequestRow], key: str,
-                   opts: ServeOptions) -> Measurement:  # fmt: skip
-    """A per-repeat throughput (``serve_figures.throughputs``) as a Measurement."""
-    return Measurement(figures.throughputs(rows, opts.slos).get(key, []), unit="1/s")
-
-
-def _safe_compare(
-    a: Measurement, b: Measurement, seed: int, q: float = 50.0
-) -> ComparisonDoc | NoComparison:
-    if not a.n or not b.n:
-        return NoComparison(delta_pct=None, verdict="no completed runs", significant=False)
-    return compare(a, b, q=q, seed=seed).as_dict()
-
-
 def versus(
     base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
 ) -> Versus:
@@ -224,13 +210,15 @@ def versus(
         ma, mb = latency_measurement(ra, metric, na), latency_measurement(rb, metric, nb)
         if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
             todo.append((f"median_{metric}", ma, mb, 50, False))
-    if opts.slos:
-        ga = _repeat_values(ra, request_rows(ra), "goodput_req_per_s", opts)
-        gb = _repeat_values(rb, request_rows(rb), "goodput_req_per_s", opts)
+    if opts.slos:  # per repeat (``serve_figures.throughputs``)
+        good = "goodput_req_per_s"
+        ga = Measurement(figures.throughputs(request_rows(ra), opts.slos).get(good, []), "1/s")
+        gb = Measurement(figures.throughputs(request_rows(rb), opts.slos).get(good, []), "1/s")
         todo.append(("goodput", ga, gb, 50.0, True))
     out: Versus = {
-        key: _safe_compare(ma, mb, opts.seed, q)
-        if safe
+        # a side with no completed run (throughput, goodput): no comparison
+        key: NoComparison(delta_pct=None, verdict="no completed runs", significant=False)
+        if safe and not (ma.n and mb.n)
         else compare(ma, mb, q=q, seed=opts.seed).as_dict()
         for key, ma, mb, q, safe in todo
     }

@@ -149,13 +149,14 @@ def rate_figures(
 ) -> dict[str, Any]:
     """The per-rate row's serving figures of one arm's request rows."""
     per_repeat = throughputs(rows, slo)
+    ok = [r for r in rows if served(r)]
+    good = sum(1 for r in ok if meets(r, slo)) if slo else None
     out: dict[str, Any] = dict(latency_figures(rows, percentiles))
     for key, xs in per_repeat.items():
         out[key] = sum(xs) / len(xs)
-    ok = [r for r in rows if served(r)]
     out["output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in ok)
-    if slo:
-        out["good_requests"] = sum(1 for r in ok if meets(r, slo))
+    if good is not None:
+        out["good_requests"] = good
     return out
 
 
