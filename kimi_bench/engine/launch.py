@@ -102,32 +102,6 @@ def detect_world(launcher: str = "auto", env: Mapping[str, str] | None = None) -
     return world
 
 
-def check_launch(
-    world: World, ranks: int | None, transport: Any, arms: tuple[Any, ...] = ()
-) -> int:
-    """The rank count of the run; refuses what cannot work across nodes (``transport``
-    and ``arms``: the carrier and arm objects, ``pipeline.carrier`` / ``pipeline.arms``)."""
-    if world.launcher == "spawn":
-        return int(ranks or 1)
-    for a in arms:
-        if a.needs_arena:
-            raise LaunchError(
-                f"the {a.name} arm maps one shared-memory arena that kimi-bench creates for "
-                "the processes it starts on one host; run it without torchrun (--launcher spawn)"
-            )
-    if ranks is not None and ranks != world.size:
-        raise LaunchError(
-            f"--ranks {ranks} but torchrun started {world.size} ranks (WORLD_SIZE); "
-            "leave --ranks out or make them equal"
-        )
-    if not transport.spans_nodes and world.spans_nodes:
-        raise LaunchError(
-            f"--transport {transport.name} needs every rank on one node, but this job spans "
-            f"{world.nodes} nodes; use --transport pickle (what the runtime uses across nodes)"
-        )
-    return world.size
-
-
 # --------------------------------------------------------------- GPUs and the mapping
 
 

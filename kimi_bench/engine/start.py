@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kimi_bench.engine.launch import ENV_PREFIX, World, check_launch
+from kimi_bench.engine.launch import ENV_PREFIX, LaunchError, World
 from kimi_bench.engine.procs import Harness
 from kimi_bench.options import MicroOptions, ServeOptions
 from kimi_bench.pipeline import arms, carrier
@@ -19,13 +19,39 @@ from kimi_bench.pipeline import arms, carrier
 OptionsT = TypeVar("OptionsT", MicroOptions, ServeOptions)
 
 
+def check_launch(
+    world: World, ranks: int | None, transport: Any, arms: tuple[Any, ...] = ()
+) -> int:
+    """The rank count of the run; refuses what cannot work across nodes (``transport``
+    and ``arms``: the carrier and arm objects, ``pipeline.carrier`` / ``pipeline.arms``)."""
+    if world.launcher == "spawn":
+        return int(ranks or 1)
+    for a in arms:
+        if a.needs_arena:
+            raise LaunchError(
+                f"the {a.name} arm maps one shared-memory arena that kimi-bench creates for "
+                "the processes it starts on one host; run it without torchrun (--launcher spawn)"
+            )
+    if ranks is not None and ranks != world.size:
+        raise LaunchError(
+            f"--ranks {ranks} but torchrun started {world.size} ranks (WORLD_SIZE); "
+            "leave --ranks out or make them equal"
+        )
+    if not transport.spans_nodes and world.spans_nodes:
+        raise LaunchError(
+            f"--transport {transport.name} needs every rank on one node, but this job spans "
+            f"{world.nodes} nodes; use --transport pickle (what the runtime uses across nodes)"
+        )
+    return world.size
+
+
 def for_world(opts: OptionsT, world: World) -> OptionsT:
     """Under torchrun: ``ranks`` = WORLD_SIZE (a different --ranks is refused) and the shm
     carrier refused across nodes. Call before ``options.resolve_defaults``."""
     if world.launcher != "torchrun":
         return opts
-    used, asked = carrier(opts.transport), tuple(arms(opts.arms))
-    return opts.model_copy(update={"ranks": check_launch(world, opts.ranks, used, asked)})
+    ranks = check_launch(world, opts.ranks, carrier(opts.transport), tuple(arms(opts.arms)))
+    return opts.model_copy(update={"ranks": ranks})
 
 
 @dataclass(frozen=True)

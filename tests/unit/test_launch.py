@@ -6,12 +6,11 @@ import pytest
 from kimi_bench.engine.launch import (
     LaunchError,
     World,
-    check_launch,
     describe_mapping,
     detect_world,
     rank_gpu,
 )
-from kimi_bench.engine.start import explain_failure, plan, rendezvous
+from kimi_bench.engine.start import check_launch, explain_failure, plan, rendezvous
 from kimi_bench.pipeline import arms, carrier
 
 TORCHRUN = {
