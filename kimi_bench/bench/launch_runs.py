@@ -13,22 +13,21 @@ machine profile.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import SimpleNamespace
 
 from kimi_bench.bench.micro_build import Launched, MicroFailed, build_report, stage_record
 from kimi_bench.bench.micro_records import Samples
 from kimi_bench.bench.micro_setup import checked_job
 from kimi_bench.bench.serve_http import ServeFailed
-from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
+from kimi_bench.bench.serve_pipeline import Fixed, serve_pipeline
+from kimi_bench.bench.serve_runs import Placement, ServeRun
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
-from kimi_bench.engine import micro_worker, serve_workers
+from kimi_bench.engine import micro_worker
 from kimi_bench.engine.launch import World, describe_launch
 from kimi_bench.engine.micro_job import MicroJob, rounds
 from kimi_bench.engine.micro_messages import Floor
 from kimi_bench.engine.procs import Harness
-from kimi_bench.engine.serve_job import LoadJob, PipelineJob
-from kimi_bench.engine.standins import StandinCost
 from kimi_bench.engine.start import (
     explain_failure,
     for_world,
@@ -39,7 +38,7 @@ from kimi_bench.engine.start import (
     sigterm_received,
 )
 from kimi_bench.infra.environment import host_load, resolve_device
-from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
+from kimi_bench.infra.fault_hooks import load_hooks
 from kimi_bench.infra.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.pipeline import carrier
@@ -168,7 +167,7 @@ def serve_pipelines(
     device type ``device``."""
     # resolved once for every pipeline: the preset, the device, the tests' faults (a bad
     # spec fails before any start)
-    fixed = _Fixed(cfg, device, load_hooks(opts.fault_hooks))
+    fixed = Fixed(cfg, device, load_hooks(opts.fault_hooks))
     runs: list[ServeRun] = []
     for i, rate in enumerate(opts.rates):
         for rep in range(opts.repeats):
@@ -180,7 +179,7 @@ def serve_pipelines(
                     msg = explain_failure(world, "stopped between pipelines", terminated=True)
                     raise ServeFailed(msg, runs)
                 at = Placement(rate, rate_label(rate), rep, i, tuple(trace))
-                res = _serve_pipeline(world, opts, arm, at, f"serve/{i}/{rep}/{arm}", fixed)
+                res = serve_pipeline(world, opts, arm, at, f"serve/{i}/{rep}/{arm}", fixed)
                 if res is None:
                     continue
                 runs.append(res)
@@ -189,93 +188,3 @@ def serve_pipelines(
                 if res.error and "timed out" not in res.error:
                     raise ServeFailed(f"{arm} at rate {rate_label(rate)}: {res.error}", runs)
     return runs
-
-
-@dataclass(frozen=True)
-class _Fixed:
-    """What every pipeline of a serve-ab run shares, resolved once."""
-
-    cfg: PreprocessConfig
-    device: str
-    hooks: FaultHooks
-
-
-def _serve_jobs(
-    world: World,
-    opts: ServeOptions,
-    arm: str,
-    arrivals: tuple[float, ...],
-    fixed: _Fixed,
-) -> tuple[PipelineJob, LoadJob]:
-    """One arm's pipeline job (its prefix and rendezvous left empty: the harness gives
-    them) and the load generator's job of one trace."""
-    load = LoadJob(
-        arrivals=arrivals, warmup_requests=opts.warmup_requests,
-        request_timeout_s=opts.request_timeout_s, resolution=opts.width_height,
-        images_per_request=opts.images_per_request, image_format=opts.image_format,
-        image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
-    )  # fmt: skip
-    job = PipelineJob(
-        cfg=fixed.cfg, arm=arm, ranks=opts.ranks or 1,
-        workers=opts.processor_workers, transport=opts.transport,
-        device=fixed.device, runtime=opts.runtime,
-        cost=StandinCost.from_options(opts.standins), hooks=fixed.hooks, prefix="",
-        init_file="", ranks_per_node=world.ranks_per_node, decoder=opts.decoder,
-        baseline_whitelisted=opts.eager_baseline == "deferral-off",
-        # a zero-copy slot per request of the trace
-        arena_image=opts.width_height, image_count=opts.images_per_request,
-        arena_requests=load.total,
-        # torchrun's in-process pipeline writes no traces (the emulator's does: --profile)
-        profile_dir=None, profile_requests=0, profile_skip=0,
-    )  # fmt: skip
-    return job, load
-
-
-def _serve_pipeline(
-    world: World, opts: ServeOptions, arm: str, at: Placement, tag: str, fixed: _Fixed
-) -> ServeRun | None:
-    """One arm through one trace (the one serve-ab pipeline loop), started per ``start.plan``."""
-    job, load = _serve_jobs(world, opts, arm, at.arrivals, fixed)
-    todo = plan(world, opts.ranks or 1)
-    harness = harness_for(world) if todo.hosts_producers else None
-    where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
-    job = replace(job, prefix=where.prefix, init_file=rendezvous(world, tag, where.init_file))
-    if harness is None:
-        rank = todo.in_process
-        assert rank is not None
-        run_here(world, lambda: serve_workers.rank_main(job, load, rank, [], None, None, None))
-        return None
-    out = ServeRun(arm=arm, at=at)
-    w, h = opts.width_height
-    n = opts.images_per_request
-    images = RequestImages(n, n * w * h, 0)  # encoded sizes: the load generator's own
-    try:
-        req_q, warm_evt = harness.ctx.Queue(), harness.ctx.Event()
-        pipes = [harness.pipe() for _ in range(opts.processor_workers)]
-        for r in todo.children:
-            conns = [p[1] for p in pipes] if r == 0 else []
-            harness.start(f"rank{r}", serve_workers.rank_main, job, load, r, conns, req_q, warm_evt)
-        for w, (send_end, _) in enumerate(pipes):
-            harness.start(
-                f"producer{w}", serve_workers.producer_main, job, load, w, req_q, send_end
-            )
-        harness.start("loadgen", serve_workers.loadgen_main, load, req_q, warm_evt)
-        for kind, payload in harness.messages(opts.request_timeout_s + 120.0):
-            if kind == "request" and not payload["warm"]:
-                out.records.append(from_pipeline(payload, images))
-            elif kind == "ledger":
-                out.copies = payload
-            elif kind == "arena":  # zero-copy start-up per rank (spawn only)
-                out.arena.append(payload)
-            elif kind == "trace_start":
-                out.trace_start = payload
-            elif kind == "stalled":
-                out.error = f"{payload} request(s) timed out after {opts.request_timeout_s} s"
-                break
-    except KeyboardInterrupt as exc:
-        out.error = interrupt_reason(exc)
-    except Exception as exc:
-        out.error = explain_failure(world, str(exc), sigterm_received())
-    finally:
-        out.leftover_segments = len(harness.stop())
-    return out

@@ -31,13 +31,15 @@ def build_serve_report(
     config = _config(opts, names, runs, device, profile)
     part = serve_part(opts, runs, names)
     rows = part.rows
-    said, serving = run_notes(opts, device, profile, runs, part.requests)
+    base = config["arm_roles"]["baseline"] or names[0]  # what the others are compared with
+    said = run_notes(opts, device, profile, runs, part, base)
+    serving = said.serving
     overhead = overhead_rows(runs)  # HTTP runs only
     warnings = lateness_warnings(overhead) + serving.warnings
     overhead_said = overhead_notes(overhead, runs)
     env = environment(device, opts.preset, opts.seed, load_start=load_start,
                       metadata=dict(opts.metadata))  # fmt: skip
-    notes = [*said, *part.not_significant, *part.stage_notes, *opts.notes]
+    notes = [*said.emulator, *said.not_significant, *said.stages, *opts.notes]
     notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
     notes += overhead_said + serving.notes + warnings
     if error:
@@ -46,7 +48,7 @@ def build_serve_report(
         notes.append(env["host_load"]["warning"])
     summary = {
         # what the verdict lines say without an A/B (replaced by them below)
-        "verdict": f"INCOMPLETE: {error}" if error else part.one_arm,
+        "verdict": f"INCOMPLETE: {error}" if error else said.one_arm,
         "failed_requests": sum(r["failed"] for r in rows),
         "error": error,
         "rates": [rate_label(r) for r in opts.rates],

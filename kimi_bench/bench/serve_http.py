@@ -50,7 +50,7 @@ from kimi_bench.serving.client import (
     drive,
 )
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
-from kimi_bench.serving.metrics import MetricsError, MetricsSnapshot, metrics_delta, scrape_metrics
+from kimi_bench.serving.metrics import MetricsScrapes, metrics_delta
 from kimi_bench.serving.trace import Trace, arrival_offsets, make_trace
 
 __all__ = ["HttpServeOptions", "ServeFailed", "emulator_command", "run_serve_ab_http"]
@@ -193,28 +193,11 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 # ---------------------------------------------------------------------- runs
 
 
-class _Scrapes:
-    def __init__(self, url: str, api_key_env: str) -> None:
-        self.url, self.headers = url, auth_headers(api_key_env)
-        self.before: MetricsSnapshot | None = None
-        self.error: str | None = None
-
-    def scrape(self) -> MetricsSnapshot | None:
-        try:
-            return scrape_metrics(self.url, headers=self.headers)
-        except MetricsError as exc:
-            self.error = str(exc)
-            return None
-
-    def take_before(self) -> None:
-        self.before = self.scrape()
-
-
 def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
-    gone = arm.gone()
-    scrapes = _Scrapes(arm.url, opts.api_key_env)
     client = opts.client_options(arm.model)
     sizes = _pool_sizes(trace)
+    gone = arm.gone()
+    scrapes = MetricsScrapes(arm.url, auth_headers(opts.api_key_env))
     profiler = ServerProfiler(arm.url, opts.api_key_env) if opts.profile_server else None
     result = None
     if gone is None:

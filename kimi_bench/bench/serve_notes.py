@@ -6,14 +6,16 @@ answers."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kimi_bench.bench.serve_report import STAGES, ServePart
 from kimi_bench.bench.serve_runs import ServeRun
-from kimi_bench.bench.serve_types import RequestRow
+from kimi_bench.bench.serve_types import RequestRow, Versus
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import arms as arm_objects
@@ -165,11 +167,83 @@ def serving_notes(
     return out
 
 
+@dataclass(frozen=True)
+class RunNotes:
+    """What a serve-ab report says in words: what ran (``emulator``), the stage that makes
+    each TTFT difference, the deltas that are not significant, the verdict without an A/B
+    (``one_arm``) and how it served (``serving``)."""
+
+    emulator: list[str]
+    stages: list[str]
+    not_significant: list[str]
+    one_arm: str
+    serving: ServingNotes
+
+
 def run_notes(
-    opts: ServeOptions, device: Any, profile: str, runs: Sequence[ServeRun], rows: list[RequestRow]
-) -> tuple[list[str], ServingNotes]:
-    """The notes on what ran (``emulator_notes``) and on how it served (``serving_notes``)."""
-    return emulator_notes(opts, device, profile), serving_notes(opts, runs, rows)
+    opts: ServeOptions,
+    device: Any,
+    profile: str,
+    runs: Sequence[ServeRun],
+    part: ServePart,
+    base: str,
+) -> RunNotes:
+    """The notes of a serve-ab report (``base``: the arm the others are compared with)."""
+    return RunNotes(
+        emulator=emulator_notes(opts, device, profile),
+        stages=stage_notes(part.rows, base),
+        not_significant=_not_significant(part.ab),
+        one_arm=_one_arm(part.rows, opts.arm_names),
+        serving=serving_notes(opts, runs, part.requests),
+    )
+
+
+def stage_notes(rows: Sequence[dict[str, Any]], base: str) -> list[str]:
+    """Per rate: per-request stage medians of the baseline vs each other arm and the stage
+    that makes the largest part of the TTFT difference (signed: other minus baseline)."""
+    by = {(r["rate"], r["arm"]): r for r in rows}
+    out = []
+    for rate, arm in dict.fromkeys((r["rate"], r["arm"]) for r in rows if r["arm"] != base):
+        e, d = by.get((rate, base)), by.get((rate, arm))
+        if not e or not d or any(f"{s}_ms" not in e or f"{s}_ms" not in d for s in STAGES):
+            continue
+        diffs = {s: d[f"{s}_ms"] - e[f"{s}_ms"] for s in STAGES}
+        if any(math.isnan(v) for v in diffs.values()) or "ttft_median_ms" not in e:
+            continue
+        top = max(diffs, key=lambda s: abs(diffs[s]))
+        parts = ", ".join(f"{s} {e[f'{s}_ms']:.1f}/{d[f'{s}_ms']:.1f}" for s in STAGES)
+        out.append(
+            f"rate {rate}: median TTFT eager {e['ttft_median_ms']:.0f} ms vs {arm} "
+            f"{d.get('ttft_median_ms', math.nan):.0f} ms; per-request stage medians "
+            f"eager/{arm} (ms): {parts}; the largest difference is {top} ({arm} minus eager "
+            f"{diffs[top]:+.1f} ms)."
+        )
+    return out
+
+
+def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
+    """A note per rate and arm whose median TTFT delta is not significant, and why."""
+    return [
+        f"rate {label}, {arm}: median TTFT delta not significant: {v['median_ttft']['verdict']}."
+        for label, arms in ab.items()
+        for arm, v in arms.items()
+        if not v["median_ttft"]["significant"]
+    ]
+
+
+def _one_arm(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> str:
+    parts = [
+        f"{r['rate']}: {r['arm']} median TTFT {r.get('ttft_median_ms', math.nan):.1f} ms, "
+        f"{r['req_per_s']:.3g} req/s, {r['completed']} completed"
+        for r in rows
+        if r["completed"]
+    ]
+    done = {r["arm"] for r in rows if r["completed"]}
+    empty = [a for a in arms if a not in done]
+    if len(arms) > 1 and empty:
+        head = f"no A/B: {', '.join(empty)} completed no request"
+        return head + ("; " + "; ".join(parts) if parts else "")
+    return "one arm (no A/B): " + ("; ".join(parts) or "no completed request")
 
 
 # a stream's first chunk counts as "before the first token" when it came this much earlier

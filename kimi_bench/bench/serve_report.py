@@ -244,29 +244,6 @@ def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[
     return out
 
 
-def stage_notes(rows: Sequence[dict[str, Any]], base: str) -> list[str]:
-    """Per rate: per-request stage medians of the baseline vs each other arm and the stage
-    that makes the largest part of the TTFT difference (signed: other minus baseline)."""
-    by = {(r["rate"], r["arm"]): r for r in rows}
-    out = []
-    for rate, arm in dict.fromkeys((r["rate"], r["arm"]) for r in rows if r["arm"] != base):
-        e, d = by.get((rate, base)), by.get((rate, arm))
-        if not e or not d or any(f"{s}_ms" not in e or f"{s}_ms" not in d for s in STAGES):
-            continue
-        diffs = {s: d[f"{s}_ms"] - e[f"{s}_ms"] for s in STAGES}
-        if any(math.isnan(v) for v in diffs.values()) or "ttft_median_ms" not in e:
-            continue
-        top = max(diffs, key=lambda s: abs(diffs[s]))
-        parts = ", ".join(f"{s} {e[f'{s}_ms']:.1f}/{d[f'{s}_ms']:.1f}" for s in STAGES)
-        out.append(
-            f"rate {rate}: median TTFT eager {e['ttft_median_ms']:.0f} ms vs {arm} "
-            f"{d.get('ttft_median_ms', math.nan):.0f} ms; per-request stage medians "
-            f"eager/{arm} (ms): {parts}; the largest difference is {top} ({arm} minus eager "
-            f"{diffs[top]:+.1f} ms)."
-        )
-    return out
-
-
 @dataclass
 class PerRate:
     """The per-rate rows (``results``) and the A/B block (``ab``) of a report."""
@@ -292,17 +269,13 @@ def per_rate(opts: ServeOptions, runs: Sequence[ServeRun]) -> PerRate:
 @dataclass(frozen=True)
 class ServePart:
     """What the runs give a ``serve-ab`` report, derived in one place: the per-rate rows
-    and the A/B block, the request rows, the failures per arm, the copy ledger rows and
-    the notes on stages and on deltas that are not significant."""
+    and the A/B block, the request rows, the failures per arm and the copy ledger rows."""
 
     rows: list[dict[str, Any]]
     ab: dict[str, dict[str, Versus]]
     requests: list[RequestRow]
     failures: dict[str, ArmFailures]
     copies: list[ServeCopyRow]
-    stage_notes: list[str]
-    not_significant: list[str]
-    one_arm: str  # the verdict without an A/B (``_one_arm``)
 
 
 def serve_part(opts: ServeOptions, runs: Sequence[ServeRun], names: Sequence[str]) -> ServePart:
@@ -314,32 +287,4 @@ def serve_part(opts: ServeOptions, runs: Sequence[ServeRun], names: Sequence[str
         requests=request_rows(runs),
         failures=failures(runs),
         copies=copy_rows(runs),
-        stage_notes=stage_notes(table.rows, base_arm(list(names), bool(opts.endpoints))),
-        not_significant=_not_significant(table.ab),
-        one_arm=_one_arm(table.rows, names),
     )
-
-
-def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
-    """A note per rate and arm whose median TTFT delta is not significant, and why."""
-    return [
-        f"rate {label}, {arm}: median TTFT delta not significant: {v['median_ttft']['verdict']}."
-        for label, arms in ab.items()
-        for arm, v in arms.items()
-        if not v["median_ttft"]["significant"]
-    ]
-
-
-def _one_arm(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> str:
-    parts = [
-        f"{r['rate']}: {r['arm']} median TTFT {r.get('ttft_median_ms', math.nan):.1f} ms, "
-        f"{r['req_per_s']:.3g} req/s, {r['completed']} completed"
-        for r in rows
-        if r["completed"]
-    ]
-    done = {r["arm"] for r in rows if r["completed"]}
-    empty = [a for a in arms if a not in done]
-    if len(arms) > 1 and empty:
-        head = f"no A/B: {', '.join(empty)} completed no request"
-        return head + ("; " + "; ".join(parts) if parts else "")
-    return "one arm (no A/B): " + ("; ".join(parts) or "no completed request")

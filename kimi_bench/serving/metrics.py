@@ -84,6 +84,27 @@ def scrape_metrics(
     return parse_metrics(r.text)
 
 
+class MetricsScrapes:
+    """The ``/metrics`` scrapes around one trace: ``before`` (taken after the warm-up
+    requests, ``take_before``), then ``scrape()`` after it; a failed scrape is None, and
+    ``error`` says why."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.url, self.headers = url, headers
+        self.before: MetricsSnapshot | None = None
+        self.error: str | None = None
+
+    def scrape(self) -> MetricsSnapshot | None:
+        try:
+            return scrape_metrics(self.url, headers=self.headers)
+        except MetricsError as exc:
+            self.error = str(exc)
+            return None
+
+    def take_before(self) -> None:
+        self.before = self.scrape()
+
+
 class HistogramDoc(TypedDict):
     """``HistogramDelta.to_dict``: [bound ("+Inf" for the last), count] per bucket."""
 
