@@ -1,5 +1,4 @@
-"""The console: the one way a
-message or a table reaches the user.
+"""The console: the one way a message or a table reaches the user.
 
 Messages: :func:`say` (and :func:`note`, :func:`warn`, :func:`fail_line`,
 :func:`verdict_line`, :func:`usage_error` built on it) prints text LITERALLY: no Rich
