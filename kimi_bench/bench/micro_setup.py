@@ -1,7 +1,7 @@
-"""What a ``micro`` run is set up from, before any process starts: the checks that make
-a usage error of a run that cannot work (``checked_inputs``: an eager arm, the carrier's
-check of the runtime it needs, the images of a folder, each checked from its header) and
-its job (from the options)."""
+"""What a ``micro`` run is set up from, before any process starts: its job (from the
+options), made once the checks that make a usage error of a run that cannot work hold
+(``checked_job``: an eager arm, the images of a folder, each checked from its header, the
+carrier's check of the runtime it needs)."""
 
 from __future__ import annotations
 

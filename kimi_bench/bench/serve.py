@@ -32,8 +32,7 @@ def run_serve(
     resolved, ``cfg`` their preset, ``device`` their device type."""
     if world.launcher == "torchrun":
         return serve_pipelines(world, opts, cfg, device, on_run)
-    http = HttpServeOptions.from_options(opts, log_dir=log_dir, before_send=None)
-    return run_serve_ab_http(http, on_run)  # as run_serve_ab does
+    return run_serve_ab(opts, on_run, log_dir)
 
 
 def run_serve_ab(

@@ -9,7 +9,7 @@ from typing import Any
 
 from kimi_bench.bench.serve_notes import run_notes
 from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
-from kimi_bench.bench.serve_report import serve_part
+from kimi_bench.bench.serve_report import base_arm, serve_part
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.bench.variants import recipes, run_decodes, variant_config
 from kimi_bench.infra.environment import HostLoad, environment
@@ -31,7 +31,7 @@ def build_serve_report(
     config = _config(opts, names, runs, device, profile)
     part = serve_part(opts, runs, names)
     rows = part.rows
-    base = config["arm_roles"]["baseline"] or names[0]  # what the others are compared with
+    base = base_arm(list(names), bool(opts.endpoints))  # what the others are compared with
     said = run_notes(opts, device, profile, runs, part, base)
     serving = said.serving
     overhead = overhead_rows(runs)  # HTTP runs only

@@ -17,12 +17,11 @@ Rules (issue 28):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_range
-from kimi_bench.report.roles import baseline_arm
+from kimi_bench.report import access
 from kimi_bench.report.tables import ab_entries, comparison_name, payload_blocks, speedup_blocks
 
 Dict = dict[str, Any]
@@ -47,23 +46,6 @@ def text(lines: list[Line]) -> str:
     return "; ".join(ln.text for ln in lines)
 
 
-def _recorded(report: Dict) -> str:
-    """The verdict the report recorded (``summary.verdict``), or empty."""
-    return str(_dict(report.get("summary")).get("verdict") or "")
-
-
-def _dict(v: Any) -> Dict:
-    """``v`` when it is a dict, else an empty one (a missing or odd block)."""
-    return v if isinstance(v, dict) else {}
-
-
-def _finite(v: Any) -> float | None:
-    """A finite number as a float; None for null, NaN, text or a bool."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v) if math.isfinite(v) else None
-
-
 @dataclass(frozen=True)
 class Block:
     """What a verdict reads of one comparison block (a speedup ratio or a percent delta),
@@ -81,13 +63,13 @@ class Block:
 
     @classmethod
     def of(cls, block: Any) -> Block:
-        raw = _dict(block)
-        iv = _dict(raw.get("interval"))
+        raw: Dict = block if isinstance(block, dict) else {}
+        iv = access.sub(raw, "interval")
         return cls(
-            median=_finite(raw.get("median")),
-            delta_pct=_finite(raw.get("delta_pct")),
-            low=_finite(iv.get("low")),
-            high=_finite(iv.get("high")),
+            median=access.number(raw.get("median")),
+            delta_pct=access.number(raw.get("delta_pct")),
+            low=access.number(iv.get("low")),
+            high=access.number(iv.get("high")),
             kind=str(iv.get("kind") or "none"),
             n=raw.get("n_units") or raw.get("n"),
             b_units=raw.get("b_units"),
@@ -134,7 +116,7 @@ def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
 
 def micro_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
-    recorded = _recorded(report)
+    recorded = access.verdict(report)
     if s.get("error") or recorded.startswith(("INCOMPLETE", "MISMATCH")):
         return [Line(recorded or f"INCOMPLETE: {s.get('error')}", "bad")]
     if s.get("bit_exact_all_repeats") is False:
@@ -225,10 +207,10 @@ def _failures(report: Dict) -> list[str]:
     summary's ``failures`` of an HTTP run), else the per-rate rows' counts."""
     s = report.get("summary") or {}
     out = []
-    for arm, f in _dict(s.get("failures")).items():
+    for arm, f in access.sub(s, "failures").items():
         if isinstance(f, dict) and f.get("failed"):
-            kinds = _dict(f.get("kinds"))
-            examples = _dict(f.get("examples"))
+            kinds = access.sub(f, "kinds")
+            examples = access.sub(f, "examples")
             what = "; ".join(f"{k} x{n}: {examples.get(k, '')}" for k, n in kinds.items())
             out.append(f"{arm}: {f['failed']} of {f.get('requests')} requests failed ({what})")
     if out or not (isinstance(s.get("failed_requests"), int) and s["failed_requests"] > 0):
@@ -244,9 +226,7 @@ def _failures(report: Dict) -> list[str]:
 def serve_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
     failed = _failures(report)
-    config = report.get("config") or {}
-    recorded = _recorded(report)
-    base = baseline_arm(config, [str(a) for a in config.get("arms") or []]) or ""
+    recorded, base = access.verdict(report), access.base_arm(report)
     # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
     compared = [
         (rate, comparison_name(arm, metrics, base),
@@ -272,7 +252,7 @@ def serve_lines(report: Dict) -> list[Line]:
 
 def parity_lines(report: Dict) -> list[Line]:
     s = report.get("summary") or {}
-    recorded = _recorded(report)
+    recorded = access.verdict(report)
     good = (
         bool(s.get("accepted"))
         and s.get("all_bit_exact_fp32") is True
@@ -289,14 +269,14 @@ def parity_lines(report: Dict) -> list[Line]:
 def lines(report: Dict) -> list[Line]:
     """The verdict lines of one report, by kind (a kind without rules: its recorded
     verdict, as information)."""
-    kind = str(report.get("kind", "?"))
+    kind = access.kind(report)
     if kind == "parity":
         return parity_lines(report)
     if kind == "micro":
         return micro_lines(report)
     if kind == "serve-ab":
         return serve_lines(report)
-    return [Line(_recorded(report) or "no verdict", "info")]
+    return [Line(access.verdict(report) or "no verdict", "info")]
 
 
 def gate_line(results: list[Dict]) -> Line:
