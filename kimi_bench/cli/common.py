@@ -352,11 +352,9 @@ def as_table(
         return t
     title, rows, cols = t
     fmts, heads = formats or {}, headers or {}
-    columns = [ReportColumn(c, heads.get(c, ""), fmts.get(c, "text")) for c in cols]
-    table = ReportTable("rows", title, columns)
-    for r in rows:
-        table.add({c: r.get(c) for c in cols})
-    return table
+    return ReportTable.of_rows(
+        title, rows, list(cols), lambda c: ReportColumn(c, heads.get(c, ""), fmts.get(c, "text"))
+    )
 
 
 def show_tables(

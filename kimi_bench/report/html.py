@@ -119,9 +119,7 @@ def render_table(t: Table, limit: int = MAX_ROWS) -> str:
 def table(rows: Sequence[Dict], columns: Sequence[str] | None = None, limit: int = MAX_ROWS) -> str:
     """Plain rows (the gate's, the overview) as a table."""
     cols = list(columns) if columns else list(dict.fromkeys(k for r in rows for k in r))
-    t = Table("rows", "", [Column(c, fold=c in ("reason", "verdict")) for c in cols])
-    for r in rows:
-        t.add({c: r.get(c) for c in cols})
+    t = Table.of_rows("", rows, cols, lambda c: Column(c, fold=c in ("reason", "verdict")))
     return render_table(t, limit)
 
 

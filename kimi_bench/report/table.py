@@ -11,6 +11,7 @@ it is: each writer quotes it for its format (``report.quote``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +62,20 @@ class Table:
     def add(self, values: dict[str, Any], src: dict[str, Source] | None = None) -> None:
         self.rows.append(values)
         self.sources.append(src or {})
+
+    @classmethod
+    def of_rows(
+        cls,
+        title: str,
+        rows: Iterable[Mapping[str, Any]],
+        columns: Sequence[str],
+        columns_of: Callable[[str], Column] = Column,
+    ) -> Table:
+        """Plain rows as a table of ``columns`` (``columns_of(key)`` makes each column)."""
+        table = cls("rows", title, [columns_of(c) for c in columns])
+        for r in rows:
+            table.add({c: r.get(c) for c in columns})
+        return table
 
     @property
     def keys(self) -> list[str]:

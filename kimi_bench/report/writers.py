@@ -19,7 +19,7 @@ from typing import Any
 
 from kimi_bench.report import quote
 from kimi_bench.report.model import Report
-from kimi_bench.report.table import Column, Table, render
+from kimi_bench.report.table import Table, render
 from kimi_bench.report.view import View
 
 
@@ -72,10 +72,7 @@ def markdown_table(rows: list[dict[str, Any]], columns: Iterable[str] | None = N
     if not rows:
         return "_(none)_\n"
     cols = list(columns) if columns else list(rows[0])
-    t = Table("rows", "", [Column(c) for c in cols])
-    for r in rows:
-        t.add({c: r.get(c) for c in cols})
-    return table_markdown(t)
+    return table_markdown(Table.of_rows("", rows, cols))
 
 
 def table_markdown(t: Table) -> str:
