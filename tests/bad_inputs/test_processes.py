@@ -4,6 +4,7 @@ Each test checks only its own run's segment prefix, never the whole /dev/shm."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -303,3 +304,47 @@ def test_a_worker_sees_the_launchers_environment_as_it_was_at_start(monkeypatch,
         assert seen[0][2] == seen[1][2] != os.getpid()  # both forked by the one forkserver
     else:
         assert all(s[2] == os.getpid() for s in seen)
+
+
+_SLOW_PRELOAD = """
+import pathlib, time
+pathlib.Path(__file__).with_suffix(".started").write_text("")
+time.sleep(300)
+"""
+
+_EXIT_DURING_PRELOAD = """
+import multiprocessing as mp, pathlib, sys, time
+from multiprocessing import forkserver
+from kimi_bench.serving.launch import reap_children_at_exit
+reap_children_at_exit()
+mp.get_context("forkserver").set_forkserver_preload(["slow_preload"])
+forkserver.ensure_running()
+marker = pathlib.Path(sys.argv[1]) / "slow_preload.started"
+while not marker.exists():
+    time.sleep(0.05)
+print(forkserver._forkserver._forkserver_pid, flush=True)
+"""
+
+
+def test_exit_does_not_wait_for_a_forkserver_still_importing_its_preload(tmp_path):
+    """A server stopped while its forkserver still imports torch (seconds on a loaded
+    host; here a preload that sleeps 300 s) exits at once and leaves no forkserver."""
+    (tmp_path / "slow_preload.py").write_text(_SLOW_PRELOAD)
+    # the forkserver finds its preload on PYTHONPATH (3.11 does not hand it sys.path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _EXIT_DURING_PRELOAD, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # on failure the forkserver goes with the group
+    )
+    try:
+        out, _ = proc.communicate(timeout=120)  # far below the preload's 300 s
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == 0
+    server = int(out.split()[-1])
+    assert _wait_gone([server], limit_s=10.0) == []
