@@ -115,9 +115,16 @@ def _body(values: dict[str, Any]) -> None:
     _say_plan(opts, profile, total)
     error = None
 
-    def write(runs: list[ServeRun], err: str | None, figures: bool) -> Any:
+    def write(runs: list[ServeRun], err: str | None, final: bool) -> tuple[Any, View, Any]:
+        """The report of ``runs`` and its view (what the files and the terminal show, made
+        once); a partial one during the run (the page only), else the final folder."""
         report = build_serve_report(opts, runs, dev, err, profile, load_start)
-        return report, emit_serve(report, folder, figures=figures, final=figures)
+        view = view_of(report)
+
+        def emit(d: Path) -> list[Path]:
+            return emit_serve(report, d, figures=final, final=final, view=view)
+
+        return report, view, write_report(emit, folder) if final else emit(folder)
 
     with progress_bar(total, "serve-ab") as bar:
         task = bar.add_task("serve-ab", total=total, item="")
@@ -125,7 +132,7 @@ def _body(values: dict[str, Any]) -> None:
         def on_run(runs: list[ServeRun]) -> None:
             last = runs[-1]
             bar.update(task, completed=len(runs), item=f"{last.arm} @ {last.rate_label}")
-            write(runs, None, figures=False)  # partial results on disk after every pipeline
+            write(runs, None, final=False)  # partial results on disk after every pipeline
 
         try:
             runs = run_serve(world, opts, cfg, dev.type, on_run, log_dir=folder / "servers")
@@ -133,9 +140,7 @@ def _body(values: dict[str, Any]) -> None:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt as exc:
             runs, error = [], interrupt_reason(exc)
-    report = build_serve_report(opts, runs, dev, error, profile, load_start)
-    view = view_of(report)  # what the files and the terminal show, made once
-    result = write_report(lambda d: emit_serve(report, d, view=view), out_dir)
+    report, view, result = write(runs, error, final=True)
     written, out_dir = result.files, result.folder
     _show_results(view, fmt, written)
     verdict_lines(view.lines)
