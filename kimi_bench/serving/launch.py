@@ -148,16 +148,16 @@ def _reap_children(grace_s: float) -> None:
     is reaped."""
     from multiprocessing import forkserver, resource_tracker
 
-    # private, but the only way: each stops when its pipe closes, otherwise when this
-    # process has exited (the tracker then outlives it for a moment; the forkserver would
-    # wait for an exit that waits for it)
     # the forkserver serves no worker any more (each was stopped and reaped by its
     # Harness); one still importing its preload (torch: seconds on a loaded host) reads
-    # its pipe only afterwards, and its ``_stop`` waits for it without a limit
+    # its pipe only afterwards, and its ``_stop`` below waits for it without a limit
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    # private, but the only way: each stops when its pipe closes, otherwise when this
+    # process has exited (the tracker then outlives it for a moment; the forkserver would
+    # wait for an exit that waits for it)
     helpers = (forkserver, "_forkserver"), (resource_tracker, "_resource_tracker")
     for helper in (getattr(module, name, None) for module, name in helpers):
         stop = getattr(helper, "_stop", None)

@@ -327,8 +327,9 @@ print(forkserver._forkserver._forkserver_pid, flush=True)
 
 
 def test_exit_does_not_wait_for_a_forkserver_still_importing_its_preload(tmp_path):
-    """A server stopped while its forkserver still imports torch (seconds on a loaded
-    host; here a preload that sleeps 300 s) exits at once and leaves no forkserver."""
+    """A process that reaps its children at exit, as ``kimi-bench serve`` does, exits at
+    once while its forkserver still imports its preload (torch: seconds on a loaded host;
+    here a preload that sleeps 300 s), and leaves no forkserver behind."""
     (tmp_path / "slow_preload.py").write_text(_SLOW_PRELOAD)
     # the forkserver finds its preload on PYTHONPATH (3.11 does not hand it sys.path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
