@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+import torch
+
 from kimi_bench.domain.ledger import CopyRow
 from kimi_bench.pipeline.arena_layout import ArenaSetup
+from kimi_bench.pipeline.recipe import RankResult
+from kimi_bench.pipeline.step import Step
 
 # one copy-ledger row (``domain.ledger.Ledger.rows``)
 LedgerRow = CopyRow
@@ -38,6 +42,42 @@ class RankMarks(TypedDict):
     bit_exact_fp32: bool | None
 
 
+def rank_marks(
+    step: Step,
+    res: RankResult,
+    producer: ProducerMarks | None,
+    offset: float,
+    reference: dict[str, torch.Tensor | None],
+) -> RankMarks:
+    """A rank's marks after an arm's repeat, moved by ``offset`` onto rank 0's clock. The
+    baseline arm's owner outputs (BF16, FP32 and, with a device group, the gathered
+    encoder input) become ``reference``; every other arm's are held against them."""
+    out, encoded = res.out, res.gathered  # encoded None: a metadata-only gather
+    fp32 = out.batch.pixel_values if out.batch is not None else None
+    baseline = step.arm.role == "baseline"
+    if baseline:
+        reference.update(bf16=out.tower, fp32=fp32, encoded=encoded)
+    return RankMarks(
+        marks={k: t + offset for k, t in step.hook.marks.items()},  # type: ignore[attr-defined]
+        ledger=step.ledger.rows(),
+        producer=producer,
+        recipe=step.trail,
+        decodes=step.decodes,
+        owner_decode_ms=out.decode_ms,  # deferred-decode: inside owner_h2d
+        bit_exact=None
+        if baseline
+        else _same(out.tower, reference.get("bf16")) and _same(encoded, reference.get("encoded")),
+        bit_exact_fp32=None if baseline else _same(fp32, reference.get("fp32")),
+    )
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """``torch.equal`` on the owner's output (both absent on a rank that owns nothing)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(torch.equal(a, b))
+
+
 class RepeatMessage(TypedDict):
     """Rank 0's message per arm and round (``repeat``): every rank's marks."""
 
@@ -48,7 +88,7 @@ class RepeatMessage(TypedDict):
 
 
 class Floor(TypedDict, total=False):
-    """``data.floor``: the work no arm can avoid (``micro_worker.measure_floor``)."""
+    """``data.floor``: the work no arm can avoid (``engine.floor.measure_floor``)."""
 
     raw_bytes: int
     pinned_h2d_ms: float | None

@@ -31,7 +31,7 @@ from kimi_bench.domain.decoders import DecoderChoice, choose
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.policy import Decision, PolicyMode
-from kimi_bench.domain.runtime import get_profile
+from kimi_bench.domain.runtime import RuntimeProfile, get_profile
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arms import arm
 from kimi_bench.pipeline.arms.zero_copy import held_slots, release_slots
@@ -51,6 +51,53 @@ def recipe_record(producer: Sequence[str], rank: Sequence[str]) -> dict[str, lis
     return {"producer": list(dict.fromkeys(producer)), "rank": list(dict.fromkeys(rank))}
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """What a process chooses once, by name, for every step it makes: its arms, the
+    carrier, the runtime profile and the decoder on its device (``choose_once``)."""
+
+    arms: dict[str, ArmLike]
+    carrier: CarrierLike
+    profile: RuntimeProfile
+    decoder: DecoderChoice
+
+    def step(
+        self,
+        name: str,
+        cfg: PreprocessConfig,
+        device: torch.device,
+        *,
+        hook: Hook | None = None,
+        arena: Arena | None = None,
+        ledger: Ledger | None = None,
+        baseline_whitelisted: bool = False,
+    ) -> Step:
+        """A step of the arm ``name`` in this process, with a new ledger unless given."""
+        return Step(
+            self.arms[name],
+            self.carrier,
+            cfg,
+            device,
+            self.profile,
+            ledger if ledger is not None else Ledger(),
+            hook if hook is not None else NoHook(),
+            arena,
+            self.decoder,
+            baseline_whitelisted,
+        )
+
+
+def choose_once(
+    arms: Sequence[str], carrier_: str, runtime: str | None, decoder: str, device: torch.device
+) -> Chosen:
+    """The arms, carrier, runtime profile and decoder (``auto``: as the profile decodes on
+    ``device``) a process makes its steps of, each chosen from its registry."""
+    profile = get_profile(runtime)
+    return Chosen(
+        {n: arm(n) for n in arms}, carrier(carrier_), profile, choose(decoder, profile, device)
+    )
+
+
 def make_step(
     arm_: ArmLike | str,
     cfg: PreprocessConfig,
@@ -66,20 +113,20 @@ def make_step(
 ) -> Step:
     """A step of one arm in this process, its arm and carrier chosen by name (once);
     ``decoder``: this process's choice, or the name to choose on ``device`` (``auto``: as
-    the runtime profile decodes there)."""
+    the runtime profile decodes there). A process that makes many steps chooses once
+    (``choose_once``) and makes them with ``Chosen.step``."""
     profile = get_profile(runtime)
-    return Step(
-        arm(arm_) if isinstance(arm_, str) else arm_,
+    the_arm = arm(arm_) if isinstance(arm_, str) else arm_
+    chosen = Chosen(
+        {the_arm.name: the_arm},
         carrier(carrier_) if isinstance(carrier_, str) else carrier_,
-        cfg,
-        device,
         profile,
-        ledger if ledger is not None else Ledger(),
-        hook if hook is not None else NoHook(),
-        arena,
         decoder if isinstance(decoder, DecoderChoice) else choose(decoder, profile, device),
-        baseline_whitelisted,
     )
+    return chosen.step(
+        the_arm.name, cfg, device, hook=hook, arena=arena, ledger=ledger,
+        baseline_whitelisted=baseline_whitelisted,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- producer (tokenizer worker)
