@@ -21,9 +21,7 @@ from typing import Any
 
 import torch
 
-from kimi_bench.domain.decoders import choose
 from kimi_bench.domain.ledger import Ledger
-from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.launch import gloo_rank, rank_device
 from kimi_bench.engine.procs import worker_threads
 from kimi_bench.engine.profiling import maybe_profiler
@@ -34,13 +32,12 @@ from kimi_bench.pipeline import (
     Gloo,
     RankOutput,
     Step,
-    arm,
     feature_bytes,
-    make_step,
     recipe,
     recipe_record,
 )
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
+from kimi_bench.pipeline.recipe import choose_once
 
 
 def loadgen_main(load: LoadJob, req_q: Any, warm_evt: Any, outbox: Any) -> None:
@@ -65,9 +62,10 @@ def producer_main(
     torch.set_num_threads(worker_threads(job.ranks + job.workers + 1))
     dev = rank_device(job.device, 0)
     payloads = make_payloads(load) if load is not None else []
-    runtime = get_profile(job.runtime)
-    decoder = choose(job.decoder, runtime, dev)  # the runtime's, per device
-    if not arm(job.arm).encoded_inputs:  # this producer decodes: warm it before traffic
+    # the arm, carrier, profile and decoder (the runtime's, per device), chosen once
+    chosen = choose_once((job.arm,), job.transport, job.runtime, job.decoder, dev)
+    decoder = chosen.decoder
+    if not chosen.arms[job.arm].encoded_inputs:  # this producer decodes: warm it before traffic
         decoder.warm(dev)
     # on a crash the harness unlinks the arena by the run's prefix
     spec = arena_spec(job)  # the run's arena, if an arm maps one
@@ -93,10 +91,8 @@ def producer_main(
             "max_tokens": msg[4] if len(msg) > 4 else 1,
         }
         hook = prof.hook(None) if prof is not None and rid >= job.profile_skip else None
-        step = make_step(
-            job.arm, job.cfg, dev, carrier_=job.transport, runtime=job.runtime, arena=arena,
-            decoder=decoder, baseline_whitelisted=job.baseline_whitelisted, hook=hook,
-        )  # fmt: skip
+        step = chosen.step(job.arm, job.cfg, dev, hook=hook, arena=arena,
+                           baseline_whitelisted=job.baseline_whitelisted)  # fmt: skip
         payload: Any = None
         try:
             encoded = msg[3] if len(msg) > 3 else _request_payloads(load, payloads, rid)
@@ -174,9 +170,12 @@ class _Rank:
         self.load = load  # serve-ab's load generator (None: fed by a serving backend)
         self.group = group  # the NCCL device group (one GPU per rank), else None
         self.ranks = Gloo(job.ranks, group)
-        runtime = get_profile(job.runtime)
-        self.decoder = choose(job.decoder, runtime, dev)  # owners' decodes
-        if arm(job.arm).encoded_inputs:  # the owners decode: warm before traffic (a first
+        # the arm, carrier, profile and the owners' decoder, chosen once
+        self.chosen = choose_once((job.arm,), job.transport, job.runtime, job.decoder, dev)
+        self.decoder = self.chosen.decoder
+        if self.chosen.arms[
+            job.arm
+        ].encoded_inputs:  # the owners decode: warm before traffic (a first
             self.decoder.warm(dev)  # GPU decode loads the library: seconds, in one step)
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
         self.producer_trails: dict[int, list[str]] = {}  # rank 0: by request id
@@ -194,9 +193,8 @@ class _Rank:
         self.prof = maybe_profiler(job.profile_dir, f"rank{rank}", job.profile_requests)
 
     def _new_step(self) -> Step:
-        return make_step(
-            self.job.arm, self.job.cfg, self.dev, carrier_=self.job.transport,
-            runtime=self.job.runtime, arena=self.arena, decoder=self.decoder,
+        return self.chosen.step(
+            self.job.arm, self.job.cfg, self.dev, arena=self.arena,
             baseline_whitelisted=self.job.baseline_whitelisted,
             hook=self.prof.hook(None) if self.prof is not None else None,
         )  # fmt: skip
