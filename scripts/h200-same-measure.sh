@@ -19,19 +19,32 @@ head_commit=${KIMI_BENCH_GIT_COMMIT:-head} base_commit=${BASE_COMMIT:-base}
 site=${PYTHONPATH:-}
 export PYTHONUNBUFFERED=1
 mkdir -p "$out"
+out=$(cd "$out" && pwd) base=$(cd "$base" && pwd)
 status=0
 kb() {  # kb TREE ARGS...: kimi-bench from TREE's package
   local tree=$1 commit=$head_commit
   shift
   [[ $tree == "$base" ]] && commit=$base_commit
-  KIMI_BENCH_GIT_COMMIT=$commit PYTHONPATH="$tree${site:+:$site}" python3 -m kimi_bench.cli.main "$@"
+  # from the tree's folder: python puts the current folder first on sys.path (-m, -c: the
+  # forkserver too), so a run from the repository root would import the root's package
+  (cd "$tree" && KIMI_BENCH_GIT_COMMIT=$commit PYTHONPATH="$tree${site:+:$site}" \
+    python3 -m kimi_bench.cli.main "$@")
 }
-for tree in "$base" "$PWD"; do  # each tree's own package, not an installed one
-  got=$(PYTHONPATH="$tree${site:+:$site}" python3 -c 'import kimi_bench; print(kimi_bench.__file__)')
-  [[ $got == "$(cd "$tree" && pwd)"/* ]] || { echo "kimi_bench from $got, not $tree"; exit 1; }
+head=$PWD
+for tree in "$base" "$head"; do  # each tree's own package, not an installed one
+  # the package as the run's processes see it: this one, a spawned and a forked worker
+  got=$(cd "$tree" && PYTHONPATH="$tree${site:+:$site}" python3 -c '
+import multiprocessing as mp
+import kimi_bench
+seen = [kimi_bench.__file__]
+for method in ("spawn", "forkserver"):
+    with mp.get_context(method).Pool(1) as pool:
+        seen.append(pool.apply(eval, ("__import__(\"kimi_bench\").__file__",)))
+print(" ".join(sorted(set(seen))))')
+  [[ $got == "$tree"/kimi_bench/__init__.py ]] || { echo "kimi_bench from $got, not $tree"; exit 1; }
 done
 for run in base-1 head-1 base-2 head-2; do
-  tree=$PWD
+  tree=$head
   [[ $run == base-* ]] && tree=$base
   t0=$SECONDS
   kb "$tree" micro --synthetic "$synth" --content photo --ranks 2 \
@@ -41,7 +54,7 @@ for run in base-1 head-1 base-2 head-2; do
   echo "micro $run: $((SECONDS - t0)) s, $(tail -1 "$out/micro-$run.log")"
 done
 for run in base head; do
-  tree=$PWD
+  tree=$head
   [[ $run == base ]] && tree=$base
   t0=$SECONDS
   kb "$tree" serve-ab --request-rate inf --ranks 2 --image-resolution "${synth#*x}" \
