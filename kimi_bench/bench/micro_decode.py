@@ -3,7 +3,7 @@ not in the runtime; the arm object says so, ``encoded_inputs``): the bytes and
 milliseconds it saves against every other arm but the baseline (``deferred``,
 ``zero-copy``), and the time the owner's decode adds to the critical path.
 
-With the arm in a run every arm receives encoded images (``engine.micro_worker.
+With the arm in a run every arm receives encoded images (``engine.micro_job.
 job_inputs``): the other arms decode at the producer (inside ``producer``), this one
 decodes on each owner (inside ``owner_h2d``; its share is recorded per repeat as
 ``owner_decode_ms``, the slowest rank's). Savings are paired per repeat (base minus arm:

@@ -1,18 +1,21 @@
 """What ``micro``'s processes send each other and the harness, typed: the producer's marks
 after each request, each rank's marks after an arm's repeat (gathered to rank 0), rank 0's
-message per repeat, and the floor. ``bench.micro_build`` turns them into the report's
-repeat records (``bench/micro_records.py``)."""
+message per repeat, and the floor; ``rank_marks`` makes a rank's marks from its step.
+``bench.micro_build`` turns them into the report's repeat records
+(``bench/micro_records.py``)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 
 from kimi_bench.domain.ledger import CopyRow
 from kimi_bench.pipeline.arena_layout import ArenaSetup
-from kimi_bench.pipeline.recipe import RankResult
-from kimi_bench.pipeline.step import Step
+
+if TYPE_CHECKING:
+    from kimi_bench.pipeline.recipe import RankResult
+    from kimi_bench.pipeline.step import Step
 
 # one copy-ledger row (``domain.ledger.Ledger.rows``)
 LedgerRow = CopyRow

@@ -23,16 +23,16 @@ from kimi_bench.engine.micro_job import (
 from kimi_bench.engine.micro_messages import ProducerMarks, RepeatMessage, rank_marks
 from kimi_bench.engine.procs import worker_threads
 from kimi_bench.engine.profiling import maybe_profiler
-from kimi_bench.pipeline import ClockHook, Gloo, Step, recipe
+from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 from kimi_bench.pipeline.recipe import Chosen, choose_once
 
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads(job.ranks + 1))
+    carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, 0)
     chosen = choose_once(job.arms, job.transport, job.runtime, job.decoder, dev)
-    chosen.carrier.prepare()  # loads a runtime carrier before any timing
     decoder = chosen.decoder  # the runtime's, per device
     if not all(a.encoded_inputs for a in chosen.arms.values()):  # an arm decodes here
         decoder.warm(dev)
@@ -76,10 +76,10 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
 
 def rank_main(job: MicroJob, rank: int, conn: Any, q: Any) -> None:
     torch.set_num_threads(worker_threads((job.ranks_per_node or job.ranks) + 1))
+    carrier(job.transport).prepare()  # loads a runtime carrier before any timing
     dev = rank_device(job.device, rank, job.ranks_per_node)
     with gloo_rank(job.init_file, rank, job.ranks, dev) as device_group:
         chosen = choose_once(job.arms, job.transport, job.runtime, job.decoder, dev)
-        chosen.carrier.prepare()  # loads a runtime carrier before any timing
         job.hooks.before_attach(rank)
         spec = arena_spec(job)  # the run's arena, if an arm maps one
         arena = attach_run_arena(job.prefix, spec, rank=rank)

@@ -173,10 +173,9 @@ class _Rank:
         # the arm, carrier, profile and the owners' decoder, chosen once
         self.chosen = choose_once((job.arm,), job.transport, job.runtime, job.decoder, dev)
         self.decoder = self.chosen.decoder
-        if self.chosen.arms[
-            job.arm
-        ].encoded_inputs:  # the owners decode: warm before traffic (a first
-            self.decoder.warm(dev)  # GPU decode loads the library: seconds, in one step)
+        the_arm = self.chosen.arms[job.arm]
+        if the_arm.encoded_inputs:  # the owners decode: warm before traffic (a first GPU
+            self.decoder.warm(dev)  # decode loads the library: seconds, in one step)
         self.recipe: list[str] = []  # the last step's recipe trail (rank side)
         self.producer_trails: dict[int, list[str]] = {}  # rank 0: by request id
         self.conns, self.req_q, self.outbox = conns, req_q, outbox

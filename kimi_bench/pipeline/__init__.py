@@ -8,7 +8,8 @@ Arms are objects that choose steps (``pipeline/arms/``: ``eager``, the runtime b
 change; ``deferred``, the change; ``zero-copy`` and ``deferred-decode``, proposed, not in
 the runtime); carriers are objects that move features (``pipeline/carriers/``: ``shm``,
 ``pickle``; the installed runtime's ``sglang-shm``/``sglang-pickle`` from
-``kimi_bench.sglang_ref``). Both are chosen once by name (``recipe.make_step``).
+``kimi_bench.sglang_ref``). Both are chosen once by name, in each process
+(``recipe.choose_once``; ``recipe.make_step`` for a single step).
 
 Every byte-moving operation is written to ``Step.ledger`` (``kimi_bench.domain.ledger``) as
 it runs; ``Step.hook.mark(stage)`` closes a timed stage (after a device synchronize).

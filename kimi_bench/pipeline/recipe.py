@@ -12,9 +12,9 @@ clocks, signals.
     scheduler_step  take -> rank step -> release -> [encoder] -> gather
                     (marks take_copy, pre_embed_move, owner_h2d, owner_materialize, gather)
 
-Which step does what is the arm's and the carrier's (objects chosen once by name,
-``make_step``); every step appends its name to ``Step.trail``, so a run can show the
-sequence it ran (the reports' ``recipe``)."""
+Which step does what is the arm's and the carrier's (objects a process chooses once by
+name, ``choose_once``, and makes its steps from, ``Chosen.step``); every step appends its
+name to ``Step.trail``, so a run can show the sequence it ran (the reports' ``recipe``)."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ class ClockHook:
 class Step:
     """One arm's pipeline in one process: the arm and carrier objects, configuration,
     device, ledger, timing hook and the recipe steps it has run (``trail``). Made by
-    ``recipe.make_step``."""
+    ``recipe.Chosen.step`` (``recipe.make_step`` for a single step)."""
 
     arm: ArmLike
     carrier: CarrierLike
