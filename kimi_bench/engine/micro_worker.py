@@ -22,10 +22,30 @@ from kimi_bench.engine.micro_job import (
 )
 from kimi_bench.engine.micro_messages import ProducerMarks, RepeatMessage, rank_marks
 from kimi_bench.engine.procs import worker_threads
-from kimi_bench.engine.profiling import maybe_profiler
+from kimi_bench.engine.profiling import StageProfiler, maybe_profiler
 from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, recipe
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
 from kimi_bench.pipeline.recipe import Chosen, choose_once
+
+
+def _step(
+    job: MicroJob,
+    chosen: Chosen,
+    name: str,
+    dev: torch.device,
+    arena: Arena | None,
+    prof: StageProfiler | None = None,
+) -> Step:
+    """One arm's step; under ``prof`` (a profiled round) its stages are profiler ranges."""
+    hook = ClockHook(dev) if prof is None else prof.hook(ClockHook(dev))
+    return chosen.step(
+        name, job.cfg, dev, hook=hook, arena=arena, baseline_whitelisted=job.baseline_whitelisted
+    )
+
+
+def _profiler(job: MicroJob, name: str) -> StageProfiler | None:
+    """``--profile``: this process's profiler, for every arm of each profiled round."""
+    return maybe_profiler(job.profile_dir, name, job.profile_repeats * len(job.arms))
 
 
 def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
@@ -43,15 +63,13 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
     # on a crash the harness unlinks the arena by the run's prefix
     spec = arena_spec(job)  # the run's arena, if an arm maps one
     arena = attach_run_arena(job.prefix, spec, writer=0)
-    prof = maybe_profiler(job.profile_dir, "producer", job.profile_repeats * len(job.arms))
+    prof = _profiler(job, "producer")
     for it, control in rounds(job):
         images = payloads[control]
         under = prof if job.profiled(it, control) else None  # every arm of a profiled round
         for name in job.arms:
             conn.recv()  # "go" from rank 0
-            hook = ClockHook(dev) if under is None else under.hook(ClockHook(dev))
-            step = chosen.step(name, job.cfg, dev, hook=hook, arena=arena,
-                               baseline_whitelisted=job.baseline_whitelisted)  # fmt: skip
+            step = _step(job, chosen, name, dev, arena, under)
             step.hook.mark("start")
             produced = recipe.producer_step(step, images, job.prefix)
             conn.send_bytes(recipe.send(step, produced.packed))
@@ -128,15 +146,13 @@ def _rank_loop(
     ranks = Gloo(job.ranks, group)
     if any(a.encoded_inputs for a in chosen.arms.values()):  # an arm decodes at its owners
         chosen.decoder.warm(dev)
-    prof = maybe_profiler(job.profile_dir, f"rank{rank}", job.profile_repeats * len(job.arms))
+    prof = _profiler(job, f"rank{rank}")
     for it, control in rounds(job):
         reference = references[control]  # control arms are checked against control eager
         under = prof if job.profiled(it, control) else None  # every arm of a profiled round
         for name in job.arms:
             dist.barrier()
-            hook = ClockHook(dev) if under is None else under.hook(ClockHook(dev))
-            step = chosen.step(name, job.cfg, dev, hook=hook, arena=arena,
-                               baseline_whitelisted=job.baseline_whitelisted)  # fmt: skip
+            step = _step(job, chosen, name, dev, arena, under)
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             # every arm's owner output is held against the baseline's (``reference``)
