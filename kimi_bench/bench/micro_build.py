@@ -16,6 +16,8 @@ from kimi_bench.bench.micro_records import (
     MedianTimeline,
     Repeat,
     Samples,
+    TimelineLane,
+    TimelineSpan,
 )
 from kimi_bench.bench.micro_setup import scan_images
 from kimi_bench.bench.variants import decode_counts, variant_config
@@ -76,24 +78,25 @@ def stage_record(rec: RepeatMessage) -> Repeat:
     )
 
 
-def _timeline(pm: dict[str, float], ranks: list[RankMarks], t0: float) -> list[Any]:
+def _timeline(pm: dict[str, float], ranks: list[RankMarks], t0: float) -> list[TimelineLane]:
     """One repeat per lane (ms from its start, one clock): the producer's stages, then each
     rank's own marks from the broadcast on, so the figure shows which rank is last."""
     ms = lambda t: (t - t0) * 1e3  # noqa: E731
-    lanes: list[dict[str, Any]] = [{"lane": "producer", "spans": []}]
+    spans: list[TimelineSpan] = []
     prev = pm["start"]
     for s in STAGES[:3]:
-        lanes[0]["spans"].append({"stage": s, "start_ms": ms(prev), "end_ms": ms(pm[s])})
+        spans.append(TimelineSpan(stage=s, start_ms=ms(prev), end_ms=ms(pm[s])))
         prev = pm[s]
+    lanes = [TimelineLane(lane="producer", spans=spans)]
     for r, sent in enumerate(ranks):
         marks = sent["marks"]
         prev = ranks[0]["marks"]["to_rank0"] if r else pm["serialize"]
         spans = []
         for s in STAGES[3:]:
             if s in marks:
-                spans.append({"stage": s, "start_ms": ms(prev), "end_ms": ms(marks[s])})
+                spans.append(TimelineSpan(stage=s, start_ms=ms(prev), end_ms=ms(marks[s])))
                 prev = marks[s]
-        lanes.append({"rank": r, "spans": spans})
+        lanes.append(TimelineLane(rank=r, spans=spans))
     return lanes
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from kimi_bench.bench.micro_records import (
     ApartStage,
     ArmBlock,
+    ControlFloor,
     ControlRow,
     ControlSection,
     Cost,
@@ -155,15 +156,15 @@ def control_section(
         e["arm_ms"] = {a: c["arm_ms"] if c else None for a, c in costs.items()}
     ctl_med = {a: payload[a]["total"]["control_ms"] for a in arms}
     cheapest = min(arms, key=lambda a: ctl_med[a])
-    floor = {
-        "data_floor_ms": floor_ms,
-        "control_ms": ctl_med[cheapest],
-        "control_arm": cheapest,
-        "floor_ms": ctl_med[cheapest] + floor_ms if floor_ms else None,
-        "made_of": "control + data floor: the cheapest arm's control plane (the pipeline "
+    floor = ControlFloor(
+        data_floor_ms=floor_ms,
+        control_ms=ctl_med[cheapest],
+        control_arm=cheapest,
+        floor_ms=ctl_med[cheapest] + floor_ms if floor_ms else None,
+        made_of="control + data floor: the cheapest arm's control plane (the pipeline "
         "with no pixels to speak of) + the data floor (each owner's pinned H2D of its raw "
         "bytes + the materialize kernel)",
-    }
+    )
     keys = [k for k in speed_keys if all(a in arms for a in k.split("_vs_"))]
     return ControlSection(
         payload_images=payload_desc,
@@ -173,7 +174,7 @@ def control_section(
         payload_speedups=payload_speedups(samples, control, keys),
         emulation_only=apart,
         floor=floor,
-        rows=[dict(r) for r in control_rows(payload, apart)],
+        rows=control_rows(payload, apart),
     )
 
 

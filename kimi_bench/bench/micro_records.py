@@ -9,14 +9,30 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from kimi_bench.engine.micro_messages import Floor, LedgerRow
+from kimi_bench.engine.micro_messages import DecisionDoc, Floor, LedgerRow
 from kimi_bench.infra.stats import IntervalDoc, MedianDoc
 
-__all__ = ["Floor", "LedgerRow"]
+__all__ = ["DecisionDoc", "Floor", "LedgerRow"]
 
 # a Measurement's or an Interval's as_dict(): a JSON block whose shape its own class
 # defines (``infra.stats``)
 MeasurementBlock = dict[str, Any]
+
+
+class TimelineSpan(TypedDict):
+    """One stage of one lane: ms from the repeat's start, on one clock."""
+
+    stage: str
+    start_ms: float
+    end_ms: float
+
+
+class TimelineLane(TypedDict, total=False):
+    """One lane of a repeat's timeline: the producer's (``lane``) or a rank's (``rank``)."""
+
+    lane: str
+    rank: int
+    spans: list[TimelineSpan]
 
 
 class Repeat(TypedDict, total=False):
@@ -24,12 +40,12 @@ class Repeat(TypedDict, total=False):
     copy ledger, the bit-exactness flags and what the processes reported about it."""
 
     iteration: int
-    timeline: list[Any]
+    timeline: list[TimelineLane]
     stage_ms: dict[str, float]
     stage_bytes: dict[str, int]
     total_ms: float
     copies: list[LedgerRow]
-    decisions: list[dict[str, Any]] | None
+    decisions: list[DecisionDoc] | None
     bit_exact: bool | None
     bit_exact_fp32: bool | None
     owner_decode_ms: float
@@ -147,6 +163,17 @@ class ApartStage(TypedDict, total=False):
     arm_ms: dict[str, float | None]
 
 
+class ControlFloor(TypedDict):
+    """``data.control.floor``: the control + data floor (the cheapest arm's control plane
+    plus the data floor; ``floor_ms`` None without a data floor)."""
+
+    data_floor_ms: float | None
+    control_ms: float
+    control_arm: str
+    floor_ms: float | None
+    made_of: str
+
+
 class ControlSection(TypedDict):
     """``data.control``."""
 
@@ -156,12 +183,12 @@ class ControlSection(TypedDict):
     payload: dict[str, PayloadBlock]
     payload_speedups: dict[str, Ratio]
     emulation_only: list[ApartStage]
-    floor: dict[str, Any]
-    rows: list[dict[str, Any]]
+    floor: ControlFloor
+    rows: list[ControlRow]
 
 
 class MedianTimeline(TypedDict):
     """``data.timeline.<arm>``: the per-lane timeline of the median repeat."""
 
     repeat: int
-    ranks: list[Any]
+    ranks: list[TimelineLane]

@@ -6,11 +6,12 @@ message per repeat, and the floor; ``rank_marks`` makes a rank's marks from its 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
 from kimi_bench.domain.ledger import CopyRow
+from kimi_bench.domain.policy import Decision
 from kimi_bench.pipeline.arena_layout import ArenaSetup
 
 if TYPE_CHECKING:
@@ -21,13 +22,35 @@ if TYPE_CHECKING:
 LedgerRow = CopyRow
 
 
+class DecisionDoc(TypedDict):
+    """One image's deferral decision as it travels (``dataclasses.asdict`` of
+    ``domain.policy.Decision``)."""
+
+    defer: bool
+    reason: str
+    raw_bytes: int
+    processed_bytes: int
+    encoded: bool
+
+
+def decision_doc(d: Decision) -> DecisionDoc:
+    """``d`` as it travels and as reports keep it (its fields, in their order)."""
+    return DecisionDoc(
+        defer=d.defer,
+        reason=d.reason,
+        raw_bytes=d.raw_bytes,
+        processed_bytes=d.processed_bytes,
+        encoded=d.encoded,
+    )
+
+
 class ProducerMarks(TypedDict):
     """What the producer sends after each request: its stage marks (perf_counter), its copy
     ledger, its decisions, the recipe steps it ran and which decoder each input got."""
 
     marks: dict[str, float]
     ledger: list[LedgerRow]
-    decisions: list[dict[str, Any]]
+    decisions: list[DecisionDoc]
     recipe: list[str]
     decodes: list[tuple[str, str]]
 

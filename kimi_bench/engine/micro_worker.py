@@ -6,7 +6,6 @@ comparable across processes on one host) and writes the copy ledger."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -20,7 +19,12 @@ from kimi_bench.engine.micro_job import (
     job_inputs,
     rounds,
 )
-from kimi_bench.engine.micro_messages import ProducerMarks, RepeatMessage, rank_marks
+from kimi_bench.engine.micro_messages import (
+    ProducerMarks,
+    RepeatMessage,
+    decision_doc,
+    rank_marks,
+)
 from kimi_bench.engine.procs import worker_threads
 from kimi_bench.engine.profiling import StageProfiler, maybe_profiler
 from kimi_bench.pipeline import ClockHook, Gloo, Step, carrier, recipe
@@ -77,7 +81,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
                 ProducerMarks(
                     marks=step.hook.marks,  # type: ignore[attr-defined]
                     ledger=step.ledger.rows(),
-                    decisions=[asdict(d) for d in produced.decisions],
+                    decisions=[decision_doc(d) for d in produced.decisions],
                     recipe=step.trail,
                     decodes=step.decodes,
                 )
