@@ -115,7 +115,7 @@ def _collect_micro(
     returns the floor."""
     floor = Floor()
     total, done = len(rounds(job)) * len(opts.arms), 0
-    for kind, payload in harness.messages(opts.timeout_s):
+    for kind, payload in harness.messages(opts.timeout_s, stop=sigterm_received):
         if kind == "floor":
             floor = payload
             continue

@@ -96,7 +96,8 @@ def serve_pipeline(
                 f"producer{w}", serve_workers.producer_main, job, load, w, req_q, send_end
             )
         harness.start("loadgen", serve_workers.loadgen_main, load, req_q, warm_evt)
-        for kind, payload in harness.messages(opts.request_timeout_s + 120.0):
+        quiet_s = opts.request_timeout_s + 120.0  # a stalled request times out first
+        for kind, payload in harness.messages(quiet_s, stop=sigterm_received):
             if kind == "request" and not payload["warm"]:
                 out.records.append(from_pipeline(payload, images))
             elif kind == "ledger":

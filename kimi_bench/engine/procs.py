@@ -61,6 +61,9 @@ def worker_threads(processes: int) -> int:
     return max(1, (os.cpu_count() or 2) // max(1, processes))
 
 
+QUIET = "no progress from any worker"  # how a stalled wait's message begins
+
+
 class WorkerFailed(RuntimeError):
     """A worker raised or died; the message says which and why."""
 
@@ -226,9 +229,13 @@ class Harness:
         p.start()
         self.procs[name] = p
 
-    def messages(self, timeout_s: float) -> Iterator[tuple[str, Any]]:
-        """Yield (kind, payload) from workers until all exited; raise on a failure or
-        when nothing arrives for ``timeout_s``."""
+    def messages(
+        self, timeout_s: float, stop: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[str, Any]]:
+        """Yield (kind, payload) from workers until all exited; raise on a failure, when
+        nothing arrives for ``timeout_s``, or as soon as ``stop()`` is true (torchrun's
+        SIGTERM: its agent kills this rank's process group 30 s later, so the partial
+        report cannot wait for the workers to die of it)."""
         exited: set[str] = set()
         last = time.monotonic()
         while len(exited) < len(self.procs):
@@ -237,25 +244,28 @@ class Harness:
             except queue.Empty:
                 kind = "idle"
             if kind == "idle":
-                for n, p in self.procs.items():
-                    if n not in exited and p.exitcode not in (None, 0):
-                        raise WorkerFailed(self._root_cause([]))
+                if any(n not in exited and p.exitcode not in (None, 0)
+                       for n, p in self.procs.items()):  # fmt: skip
+                    raise WorkerFailed(self._root_cause([]) or "a worker failed without a message")
+                if stop is not None and stop():
+                    cause = self._root_cause([])  # what the workers said in the grace
+                    raise WorkerFailed(cause or "stopped from outside while the workers ran")
                 if time.monotonic() - last > timeout_s:
-                    raise WorkerFailed(f"no progress from any worker for {timeout_s:.0f} s")
+                    raise WorkerFailed(f"{QUIET} for {timeout_s:.0f} s")
                 continue
             last = time.monotonic()
             if kind == "error":
-                raise WorkerFailed(self._root_cause([(name, payload, tb)]))
+                raise WorkerFailed(self._root_cause([(name, payload, tb)]) or payload)
             if kind == "exit":
                 exited.add(name)
                 continue
             yield kind, payload
 
-    def _root_cause(self, errors: list[tuple[str, str, str]], grace_s: float = 1.0) -> str:
+    def _root_cause(self, errors: list[tuple[str, str, str]], grace_s: float = 1.0) -> str | None:
         """A failing worker takes its peers down with it (gloo read errors); collect what
         arrives within ``grace_s`` and name the cause: a worker that died without a word
         (a signal, ``os._exit``, a segfault) first, else the first error that is not such
-        an echo, else the first error."""
+        an echo, else the first error; None when no worker said or showed anything."""
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             try:
@@ -274,7 +284,7 @@ class Harness:
         loud = [e for e in errors if not any(x in e[1] for x in echoes)]
         ranked = silent + loud + [e for e in errors if e not in loud]
         if not ranked:
-            return "a worker failed without a message"
+            return None
         name, text, tb = ranked[0]
         what = text if silent and ranked[0] is silent[0] else f"failed: {text}"
         others = len(ranked) - 1

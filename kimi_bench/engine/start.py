@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kimi_bench.engine.launch import ENV_PREFIX, LaunchError, World
-from kimi_bench.engine.procs import Harness
+from kimi_bench.engine.procs import QUIET, Harness
 from kimi_bench.options import MicroOptions, ServeOptions
 from kimi_bench.pipeline import arms, carrier
 
@@ -144,5 +144,11 @@ def explain_failure(world: World, message: str, terminated: bool = False) -> str
         return (
             f"lost contact with another rank of the torchrun job ({where}): a node or one "
             f"of its ranks stopped; the run ends here ({first})"
+        )
+    if first.startswith(QUIET) and world.size > 1:
+        return (
+            f"{first} ({where}): its ranks wait in collectives, so another rank of the "
+            "torchrun job (a node, or one of its ranks) has probably stopped or hangs; the "
+            "run ends here"
         )
     return first

@@ -149,6 +149,25 @@ def test_a_failing_worker_is_named_with_its_cause(fn, expected):
     assert _mine(h.prefix) == []
 
 
+@pytest.mark.slow
+def test_a_stop_from_outside_ends_the_wait_while_the_workers_still_run():
+    """torchrun's SIGTERM, as rank 0 notes it (``stop``): the wait ends at the next poll,
+    not when the workers die of the signal or the quiet limit passes; nothing is left."""
+    asked: list[bool] = []
+    with Harness() as h:
+        h.start("rank0", workers.idle, h.prefix, "rank0")
+        _ready(h, 1)
+        asked.append(True)
+        with pytest.raises(WorkerFailed) as info:  # not "no progress ... for 600 s"
+            for _ in h.messages(timeout_s=600, stop=lambda: bool(asked)):
+                pass
+        alive = h.procs["rank0"].is_alive()  # the worker took no part in the stop
+        procs = [p.pid for p in h.procs.values()]
+    assert str(info.value) == "stopped from outside while the workers ran"
+    assert alive
+    assert _wait_gone(procs) == [] and _mine(h.prefix) == []
+
+
 def _interrupt_at(phase: str, how: str) -> Harness:
     h = Harness()
 

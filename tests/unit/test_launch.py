@@ -10,6 +10,7 @@ from kimi_bench.engine.launch import (
     detect_world,
     rank_gpu,
 )
+from kimi_bench.engine.procs import QUIET
 from kimi_bench.engine.start import check_launch, explain_failure, plan, rendezvous
 from kimi_bench.pipeline import arms, carrier
 
@@ -103,3 +104,14 @@ def test_failure_messages_name_the_cause():
     stopped = explain_failure(w, "worker producer died with exit code -15", terminated=True)
     assert "torchrun stopped rank 0 on node 0 of 2 (SIGTERM) because another rank" in stopped
     assert explain_failure(World(), gloo + "\ntraceback") == gloo  # spawn: unchanged
+
+
+def test_a_quiet_wait_under_torchrun_points_at_the_other_ranks():
+    quiet = f"{QUIET} for 60 s"
+    w = World("torchrun", rank=0, size=4, node_rank=0, nodes=2)
+    msg = explain_failure(w, quiet)
+    assert msg.startswith(f"{quiet} (rank 0 on node 0 of 2): its ranks wait in collectives")
+    assert "another rank of the torchrun job" in msg
+    alone = World("torchrun", rank=0, size=1)  # no other rank to wait on
+    assert explain_failure(alone, quiet) == quiet
+    assert explain_failure(World(), quiet) == quiet  # spawn: unchanged
