@@ -62,6 +62,7 @@ def worker_threads(processes: int) -> int:
 
 
 QUIET = "no progress from any worker"  # how a stalled wait's message begins
+STOPPED = "stopped from outside while the workers ran"  # ``stop`` while no worker failed
 
 
 class WorkerFailed(RuntimeError):
@@ -243,29 +244,34 @@ class Harness:
                 kind, name, payload, tb = self.queue.get(timeout=self.poll_s)
             except queue.Empty:
                 kind = "idle"
+            if stop is not None and stop():  # checked at every message, not only when idle
+                said = [(name, payload, tb)] if kind == "error" else []
+                raise WorkerFailed(self._root_cause(said, nothing=STOPPED))
             if kind == "idle":
-                if any(n not in exited and p.exitcode not in (None, 0)
-                       for n, p in self.procs.items()):  # fmt: skip
-                    raise WorkerFailed(self._root_cause([]) or "a worker failed without a message")
-                if stop is not None and stop():
-                    cause = self._root_cause([])  # what the workers said in the grace
-                    raise WorkerFailed(cause or "stopped from outside while the workers ran")
+                for n, p in self.procs.items():
+                    if n not in exited and p.exitcode not in (None, 0):
+                        raise WorkerFailed(self._root_cause([]))
                 if time.monotonic() - last > timeout_s:
                     raise WorkerFailed(f"{QUIET} for {timeout_s:.0f} s")
                 continue
             last = time.monotonic()
             if kind == "error":
-                raise WorkerFailed(self._root_cause([(name, payload, tb)]) or payload)
+                raise WorkerFailed(self._root_cause([(name, payload, tb)]))
             if kind == "exit":
                 exited.add(name)
                 continue
             yield kind, payload
 
-    def _root_cause(self, errors: list[tuple[str, str, str]], grace_s: float = 1.0) -> str | None:
+    def _root_cause(
+        self,
+        errors: list[tuple[str, str, str]],
+        grace_s: float = 1.0,
+        nothing: str = "a worker failed without a message",
+    ) -> str:
         """A failing worker takes its peers down with it (gloo read errors); collect what
         arrives within ``grace_s`` and name the cause: a worker that died without a word
         (a signal, ``os._exit``, a segfault) first, else the first error that is not such
-        an echo, else the first error; None when no worker said or showed anything."""
+        an echo, else the first error; ``nothing`` when no worker said or showed anything."""
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             try:
@@ -284,7 +290,7 @@ class Harness:
         loud = [e for e in errors if not any(x in e[1] for x in echoes)]
         ranked = silent + loud + [e for e in errors if e not in loud]
         if not ranked:
-            return None
+            return nothing
         name, text, tb = ranked[0]
         what = text if silent and ranked[0] is silent[0] else f"failed: {text}"
         others = len(ranked) - 1
