@@ -9,7 +9,8 @@
 #   2. torch (TORCH_SPEC, default torch==2.13.0; TORCH_INDEX_URL as for scripts/sglang-env.sh)
 #   3. kimi-bench itself: pip install -e "<checkout>[photos,plot]"
 #   4. requirements-vllm.txt with --no-deps (vllm pinned; see the file for why)
-#   5. check: vLLM's fused K3 processor turns a 1536x1024 RGB image into uint8 patches of
+#   5. pytest and pytest-xdist (the `vllm` test marker runs in this environment)
+#   6. check: vLLM's fused K3 processor turns a 1536x1024 RGB image into uint8 patches of
 #      the shape its NaViT plan gives (74 x 110 patches of 3 x 14 x 14)
 #
 # The environment lives outside the repository; a path inside the checkout is refused
@@ -22,6 +23,8 @@ VENV=$1
 PYTHON=${PYTHON:-python3}
 STEP_TIMEOUT=${VLLM_ENV_STEP_TIMEOUT:-900}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+PYTEST_SPEC=${PYTEST_SPEC:-pytest==9.2.0}
+XDIST_SPEC=${XDIST_SPEC:-pytest-xdist==3.8.0}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 REQS="$REPO/requirements-vllm.txt"
 
@@ -33,6 +36,7 @@ NAME=vllm-env
 venv_with_torch 11
 step "kimi-bench (-e $REPO[photos,plot])" "${PIP[@]}" install -e "$REPO[photos,plot]"
 step "vllm and its light imports (--no-deps)" "${PIP[@]}" install --no-deps -r "$REQS"
+step "test runner ($PYTEST_SPEC, $XDIST_SPEC)" "${PIP[@]}" install "$PYTEST_SPEC" "$XDIST_SPEC"
 step "check" "$VENV/bin/python" -c '
 import numpy as np
 from PIL import Image
