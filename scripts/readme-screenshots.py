@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kimi_bench.report.files import report_file
+
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -32,7 +34,8 @@ WIDTH, HEIGHT = 1280, 1150  # the top of the page: the verdict, the caption, the
 
 def render(src: Path, dest: Path) -> Path:
     dest.mkdir(parents=True)
-    shutil.copy2(src / "report.json", dest / "report.json")
+    data = report_file(src)  # report.json, or report.json.gz in the checkout
+    shutil.copy2(data, dest / data.name)
     done = subprocess.run(
         [sys.executable, "-m", "kimi_bench.cli.main", "render", str(dest)],
         capture_output=True, text=True, timeout=600,

@@ -50,7 +50,7 @@ def fake_gpu_decoder(name: str = "nvimgcodec", **attrs: Any) -> Iterator[type[De
     """Register the stand-in under ``name`` for the duration (``--decoder name`` then
     resolves to it on any device)."""
     cls = type("Fake", (FakeDeviceDecoder,), dict(attrs))
-    saved = decoders._REGISTRY.get(name)
+    saved = decoders.DECODERS.factory(name)
     decoders.register_decoder(name, cls)
     try:
         yield cls

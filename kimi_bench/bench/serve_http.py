@@ -227,7 +227,6 @@ def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> S
         out.trace_start = t0
     if result is not None:
         out.error, out.unsent = result.error, result.unsent
-        out.warmup_failed = sum(not r.ok for r in result.warmup)
     if scrapes.before is not None and after is not None:
         out.server_metrics = metrics_delta(scrapes.before, after).to_dict()
         if arm.server is not None:

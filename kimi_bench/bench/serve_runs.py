@@ -8,7 +8,6 @@ the pipeline's on one host); ``times_s`` are seconds from the trace start."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +43,6 @@ class ClientSide:
     finish_reason: str | None = None
     done_marker: bool = False
     retries: int = 0
-    client_wait_ms: float | None = None
     lateness_ms: float | None = None  # actual send - scheduled, less the concurrency wait
     prompt_image_tokens: int | None = None  # usage.prompt_tokens_details.image_tokens
     # scheduled, sent, wire_sent, first_byte, first_chunk, first_token, end: seconds from
@@ -64,7 +62,6 @@ class ServedRequest:
     error_kind: str | None = None
     t_sent: float | None = None
     t_first: float | None = None
-    t_end: float | None = None
     ttft_ms: float | None = None
     itl_ms: tuple[float, ...] = ()
     e2e_ms: float | None = None
@@ -121,7 +118,6 @@ class ServeRun:
     copies: list[CopyRow] | None = None
     arena: list[dict[str, Any]] = field(default_factory=list)
     unsent: int = 0
-    warmup_failed: int = 0
     leftover_segments: int = 0
 
     @property
@@ -148,7 +144,7 @@ def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedR
     client = ClientSide(
         bytes_received=rec.bytes_received, token_chunks=rec.token_chunks,
         finish_reason=rec.finish_reason, done_marker=rec.done_marker, retries=rec.retries,
-        client_wait_ms=rec.queue_ms, lateness_ms=rec.lateness_ms,
+        lateness_ms=rec.lateness_ms,
         prompt_image_tokens=rec.prompt_image_tokens,
         times_s={"scheduled": rec.scheduled_s, "sent": rec.sent_s, "wire_sent": rec.wire_sent_s,
                  "first_byte": rec.first_byte_s, "first_chunk": rec.first_chunk_s,
@@ -158,7 +154,6 @@ def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedR
     base: dict[str, Any] = {
         "rid": rec.rid, "scheduled_s": rec.scheduled_s, "status": rec.status,
         "t_sent": None if rec.sent_s is None else t0 + rec.sent_s,
-        "t_end": None if rec.done_s is None else t0 + rec.done_s,
         "output_tokens": rec.output_tokens, "prompt_tokens": rec.prompt_tokens,
         "images": images, "client": client, "itl_ms": tuple(rec.itl_ms),
     }  # fmt: skip
@@ -218,7 +213,7 @@ def from_pipeline(payload: Mapping[str, Any], images: RequestImages) -> ServedRe
     ttft = (t_first - float(payload["t_sent"])) * 1e3
     recipe = payload.get("recipe")
     return ServedRequest(
-        **base, t_first=t_first, t_end=t_first, ttft_ms=ttft, e2e_ms=ttft, output_tokens=1,
+        **base, t_first=t_first, ttft_ms=ttft, e2e_ms=ttft, output_tokens=1,
         recipe=recipe if isinstance(recipe, dict) else None,
         decodes=tuple((str(d[0]), str(d[1])) for d in payload.get("decodes") or ()),
     )  # fmt: skip
@@ -227,10 +222,6 @@ def from_pipeline(payload: Mapping[str, Any], images: RequestImages) -> ServedRe
 def request_images(sizes: Sequence[tuple[int, int, int]]) -> RequestImages:
     """(width, height, encoded bytes) of each image of a request."""
     return RequestImages(len(sizes), sum(w * h for w, h, _ in sizes), sum(b for *_, b in sizes))
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
 
 
 class ServeFailed(RuntimeError):

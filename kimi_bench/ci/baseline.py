@@ -26,6 +26,7 @@ from kimi_bench.ci.rules import BaselineRules
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
 from kimi_bench.infra.stats import median
 from kimi_bench.infra.stats.rank_test import mann_whitney
+from kimi_bench.report.files import report_file, report_in
 from kimi_bench.report.model import Report, ReportError, find_report_files, load_report
 
 
@@ -112,12 +113,12 @@ def _load_candidate(path: Path) -> Report:
 
 
 def _candidates(report: Report, where: Path, required: bool) -> list[Path]:
-    if where.is_dir() and not (where / "report.json").is_file():
+    if where.is_dir() and report_in(where) is None:
         found = find_report_files(where)
         if required and not found:
             raise BaselineError(f"baseline {where} holds no report.json")
         return found
-    path = where / "report.json" if where.is_dir() else where
+    path = report_file(where)
     if is_self(report, path):
         raise BaselineError(f"baseline {where} is the gated report itself; give the reference run")
     return [path]

@@ -125,9 +125,6 @@ class Scored:
     def false_failures(self, threshold: float, alpha: float) -> int:
         return sum(o.fails(threshold, alpha) for o in self.aa)
 
-    def detected(self, threshold: float, alpha: float) -> int:
-        return sum(o.fails(threshold, alpha) for o in self.injected)
-
     def with_effect(self, slowdown: float) -> list[PairOutcome]:
         """Each pair's outcome with the candidate's deferred arm ``slowdown`` slower."""
         k = effect_factor(self.metric, slowdown)

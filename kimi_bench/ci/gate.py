@@ -43,6 +43,7 @@ from kimi_bench.ci.verdicts import (
 )
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
+from kimi_bench.report.files import report_file
 from kimi_bench.report.model import Report, ReportError
 
 __all__ = [
@@ -350,7 +351,7 @@ def run_gate(
     without it each report's default folder (``default_baseline_dir``) is searched."""
     if baseline is not None and not baseline.exists():
         raise BaselineError(f"--baseline {baseline} does not exist")
-    given = baseline / "report.json" if baseline and baseline.is_dir() else baseline
+    given = report_file(baseline) if baseline is not None else None
     for rep in reports:
         if given is not None and is_self(rep, given):
             raise BaselineError(

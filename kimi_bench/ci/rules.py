@@ -14,7 +14,6 @@ note, ``fail`` fails it.
 
 from __future__ import annotations
 
-import math
 import re
 import typing
 from pathlib import Path
@@ -184,9 +183,6 @@ class GateRules(_Rules):
     baseline: BaselineRules | None = None
     inconclusive: Literal["warn", "fail"] = "warn"
 
-    def for_kind(self, table: str) -> Any:
-        return getattr(self, table)
-
     def count(self) -> int:
         """How many rules the file sets (the always-applied checks not included)."""
         n = 0
@@ -248,7 +244,3 @@ def load_rules(path: str | Path) -> GateRules:
     except InputError as exc:
         raise RulesError(str(exc)) from None
     return parse_rules(raw, p)
-
-
-def is_finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

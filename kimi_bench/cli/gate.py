@@ -35,11 +35,12 @@ def _load_all(paths: list[Path]) -> list[Any]:
     """Reports from files or folders (a folder may hold report.json or sub-folders; the
     search stays inside it, skips links and special files, and is bounded)."""
     from kimi_bench.ci.gate import GATED_KINDS
+    from kimi_bench.report.files import REPORT_NAMES
     from kimi_bench.report.model import ReportError, find_report_files, load_report
 
     reports = []
     for p in paths:
-        if p.is_dir() and not (p / "report.json").exists():
+        if p.is_dir() and not any((p / n).exists() for n in REPORT_NAMES):
             found = find_report_files(p)
             if not found:
                 raise ReportError(f"no report.json under {p}")

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
+import io
 import os
 import signal
 import stat
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,12 +86,32 @@ def read_bytes_bounded(path: str | Path, limit: int, what: str = "file") -> byte
     return data
 
 
-def read_text_bounded(path: str | Path, limit: int, what: str = "file") -> str:
-    """UTF-8 text of a regular file of at most ``limit`` bytes.
+def gunzip_bounded(data: bytes, limit: int, what: str, path: str | Path) -> bytes:
+    """``data`` gzip-decompressed, at most ``limit`` bytes of it (a small file that
+    inflates without end is refused, never held whole); LimitError otherwise."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
+            out = f.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise LimitError(f"{what} {path} is not gzip-compressed data: {exc}") from None
+    if len(out) > limit:
+        raise LimitError(
+            f"{what} {path} decompresses to more than {limit:,} bytes; not a kimi-bench {what}"
+        )
+    return out
 
-    Raises FileNotFoundError, LimitError (special file, too large, not UTF-8) or another
-    OSError (permission, I/O); callers turn them into their own error type."""
+
+def read_text_bounded(
+    path: str | Path, limit: int, what: str = "file", *, gzipped: bool = False
+) -> str:
+    """UTF-8 text of a regular file of at most ``limit`` bytes (``gzipped``: the file is
+    gzip-compressed, and its decompressed text is at most ``limit`` bytes too).
+
+    Raises FileNotFoundError, LimitError (special file, too large, not UTF-8, not gzip)
+    or another OSError (permission, I/O); callers turn them into their own error type."""
     data = read_bytes_bounded(path, limit, what)
+    if gzipped:
+        data = gunzip_bounded(data, limit, what, path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -101,11 +124,13 @@ def describe_os_error(exc: OSError) -> str:
     return text[:1].lower() + text[1:]
 
 
-def read_text_or(error: type[Exception], path: str | Path, limit: int, what: str) -> str:
+def read_text_or(
+    error: type[Exception], path: str | Path, limit: int, what: str, *, gzipped: bool = False
+) -> str:
     """:func:`read_text_bounded` with every failure turned into ``error`` naming ``what``
     and the path (missing, special or oversized file, not UTF-8, permission, I/O)."""
     try:
-        return read_text_bounded(path, limit, what)
+        return read_text_bounded(path, limit, what, gzipped=gzipped)
     except FileNotFoundError:
         raise error(f"{what} not found: {path}") from None
     except LimitError as exc:

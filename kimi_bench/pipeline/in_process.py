@@ -30,7 +30,6 @@ class OwnerOutput:
     fp32: list[torch.Tensor]
     bf16: list[torch.Tensor]
     owners: list[int]
-    carried_bytes: int
     decisions: list[Decision] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
     trails: list[list[str]] = field(default_factory=list)  # the producer's, then each rank's
@@ -82,7 +81,6 @@ def run_in_process(
         [t for t in fp32 if t is not None],
         [t for t in bf16 if t is not None],
         owners,
-        len(blob),
         list(decisions),
         step.ledger,
         [step.trail, *trails],

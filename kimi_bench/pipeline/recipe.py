@@ -41,9 +41,6 @@ from kimi_bench.pipeline.step import ArmLike, CarrierLike, Hook, NoHook, RankOut
 from kimi_bench.pipeline.steps import deserialize, rank_step, record_ipc, serialize
 from kimi_bench.pipeline.transport import unlink
 
-PRODUCER_STEPS = ("decide", "produce", "pack", "send")
-RANK_STEPS = ("receive", "broadcast", "take", "rank_step", "release", "gather")
-
 
 def recipe_record(producer: Sequence[str], rank: Sequence[str]) -> dict[str, list[str]]:
     """The steps a run went through, as reports keep them (``data.recipe``): the producer's

@@ -44,7 +44,6 @@ class ArmCal:
     name: str
     stages: dict[str, StageCal]
     total_ms: float
-    unattributed_ms: float = 0.0
 
     def stage_ms(self, name: str) -> float | None:
         st = self.stages.get(name)
@@ -187,8 +186,7 @@ def _arm(name: str, raw: dict[str, Any], serialize_op: str, ranks: int) -> ArmCa
     total = (raw.get("total_ms") or {}).get("median")
     if not isinstance(total, (int, float)):
         raise ProjectionError(f"arm {name!r} has no total_ms.median")
-    unattributed = _median(raw.get("unattributed_ms") or []) or 0.0
-    return ArmCal(name, stages, float(total), unattributed)
+    return ArmCal(name, stages, float(total))
 
 
 def read_calibration(report: Report, source: str = "") -> Calibration:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kimi_bench.report import figures_micro, figures_parity, figures_project, figures_serve
 from kimi_bench.report.figbase import PLOT_HINT, FigureSpec, RenderedFigure, png_bytes, pyplot
+from kimi_bench.report.files import REPORT_NAMES, one_per_folder
 
 __all__ = [
     "FIGURES",
@@ -76,9 +77,11 @@ def saved_figures(report: Any, folder: str | Path) -> list[RenderedFigure]:
 
 
 def find_reports(root: str | Path) -> list[Path]:
-    """``root`` itself when it is a file, else every ``report.json`` below it (regular files
-    only; symlinks are not followed), sorted."""
+    """``root`` itself when it is a file, else every report file below it (``report.json``,
+    or ``report.json.gz`` where the folder holds no ``report.json``; regular files only,
+    symlinks are not followed), sorted."""
     base = Path(root)
     if base.is_file():
         return [base]
-    return [p for p in sorted(base.rglob("report.json")) if p.is_file() and not p.is_symlink()]
+    found = (p for n in REPORT_NAMES for p in base.rglob(n) if p.is_file() and not p.is_symlink())
+    return one_per_folder(found)

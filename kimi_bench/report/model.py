@@ -20,13 +20,14 @@ from kimi_bench import SCHEMA_VERSION
 from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import MAX_REPORT_BYTES, read_text_or
 from kimi_bench.report.agree_rows import disagreement
+from kimi_bench.report.files import REPORT_NAMES, is_gzipped, one_per_folder, report_file
 from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.schema import ReportProblem, parse_report, report_problem
 
 KINDS = ("parity", "micro", "serve-ab", "run", "project")
-# A search for report.json files visits at most this many folder entries and this depth;
-# beyond that the folder is not a report folder (e.g. ``--baseline /``).
+# A search for report files (report.json, report.json.gz) visits at most this many folder
+# entries and this depth; beyond that the folder is not a report folder (``--baseline /``).
 MAX_SEARCH_ENTRIES = 20_000
 MAX_SEARCH_DEPTH = 8
 
@@ -111,7 +112,7 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _parse(p: Path) -> dict[str, Any]:
-    text = read_text_or(ReportError, p, MAX_REPORT_BYTES, "report")
+    text = read_text_or(ReportError, p, MAX_REPORT_BYTES, "report", gzipped=is_gzipped(p))
     try:
         raw = parse_json(text, f"{p} is not a JSON report")
     except InputError as exc:
@@ -157,14 +158,14 @@ def validate_report(report: Report, where: str | None = None) -> None:
 def load_report(
     path: str | Path, expect_kind: str | None = None, kinds: tuple[str, ...] = KINDS
 ) -> Report:
-    """Read and validate a report (a file, or a folder holding ``report.json``).
+    """Read and validate a report (a file, or a folder holding ``report.json`` or
+    ``report.json.gz``; ``report.files``).
 
     The file must be a regular file of at most MAX_REPORT_BYTES (a FIFO or a device is
-    refused, never read); its version, kind and the types of the fields consumers read
-    are checked. ``kinds`` narrows the accepted kinds (the gate takes no ``run``)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "report.json"
+    refused, never read), and a gzip-compressed one must decompress to at most as much;
+    its version, kind and the types of the fields consumers read are checked. ``kinds``
+    narrows the accepted kinds (the gate takes no ``run``)."""
+    p = report_file(Path(path))
     raw = _parse(p)
     check_envelope(raw, str(p), kinds)
     if expect_kind is not None and raw["kind"] != expect_kind:
@@ -192,16 +193,15 @@ def _walk(root: Path, depth: int, budget: list[int]) -> Iterator[Path]:
         if entry.is_dir(follow_symlinks=False):
             if depth < MAX_SEARCH_DEPTH:
                 yield from _walk(Path(entry.path), depth + 1, budget)
-        elif entry.name == "report.json" and stat.S_ISREG(
-            entry.stat(follow_symlinks=False).st_mode
-        ):
+        elif entry.name in REPORT_NAMES and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
             yield Path(entry.path)
 
 
 def find_report_files(root: Path) -> list[Path]:
-    """Every regular ``report.json`` under ``root`` (sorted, depth-first).
+    """Every regular report file under ``root`` (``report.json``, or ``report.json.gz``
+    where the folder holds no ``report.json``; sorted, depth-first).
 
     Stays inside ``root``: symbolic links are not followed and special files (FIFOs,
     devices) are skipped; at most MAX_SEARCH_DEPTH folders deep, and ReportError after
     MAX_SEARCH_ENTRIES entries (so ``/`` is refused instead of walked)."""
-    return list(_walk(root, 0, [MAX_SEARCH_ENTRIES]))
+    return one_per_folder(_walk(root, 0, [MAX_SEARCH_ENTRIES]))

@@ -51,14 +51,14 @@ EXIT_OUTPUT_INCOMPLETE = 3
 _PROBE_BYTES = 4096
 LOCK_NAME = ".kimi-bench.lock"
 # Files whose presence means a finished report is in a folder.
-REPORT_MARKERS = ("report.json", "index.md")
+REPORT_MARKERS = ("report.json", "report.json.gz", "index.md")
 # Every file a report folder of any kind holds (tests/bad_inputs/test_writes.py checks
 # that the commands write no other name) and the subfolders a run writes (the parts of
 # ``kimi-bench run``, serve-ab's server logs): what ``--overwrite`` removes first, so that
 # no file of the report it replaces stays beside the new one. Other files are the user's.
 REPORT_FILES = frozenset(
     {
-        *("report.json", "report.md", "report.html", "index.md", "index.html"),
+        *("report.json", "report.json.gz", "report.md", "report.html", "index.md", "index.html"),
         *("parity.csv", "stages.csv", "requests.csv", "validation.csv", "projection.csv"),
         *("calibration.md", "calibration.json", "rules.toml", "gate.xml", "gate.md"),
         *("parity_grid.png", "stages.png", "timeline.png", "payload.png", "projection.png"),

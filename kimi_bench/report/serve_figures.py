@@ -28,8 +28,6 @@ from kimi_bench.options.parse import parse_goodput
 Row = Mapping[str, Any]
 R = TypeVar("R", bound=Row)
 LATENCIES = ("ttft", "itl", "tpot", "e2e")  # the per-request latencies, in ms
-# per-request columns that are latencies, not pipeline stages (imported rows add theirs)
-LATENCY_COLUMNS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "itl_mean_ms")
 THROUGHPUTS = ("output_tokens_per_s", "images_per_s_e2e", "megapixels_per_s", "goodput_req_per_s")
 SLO_METRIC = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
 

@@ -179,16 +179,6 @@ def show(value: Any, fmt: Fmt = "text") -> str:
     return _number(number)
 
 
-def is_numeric(column: Column, rows: list[dict[str, Any]]) -> bool:
-    """Whether a column holds numbers (right-aligned, never wrapped)."""
-    if column.fmt in ("pct", "x", "int", "num", "span", "shape"):
-        return True
-    values = [r.get(column.key) for r in rows if r.get(column.key) is not None]
-    return bool(values) and all(
-        _finite(v) is not None or isinstance(v, Span) for v in values if not isinstance(v, bool)
-    )
-
-
 def generic(
     key: str, title: str, rows: list[dict[str, Any]], base: str, columns: list[str] | None = None
 ) -> Table:

@@ -177,18 +177,13 @@ def _fold_problems(fold: dict[str, Any], verdicts: list[str]) -> list[str]:
 def page_reports(page_path: Path) -> dict[str, dict[str, Any]]:
     """kind -> the report a page shows (report.json beside a report.html; the subfolders'
     beside an index.html), in the current layout."""
-    import json
-
     from kimi_bench.report.model import Report
+    from tests.committed import raw_report
 
-    folder = page_path.parent
-    files = [folder / "report.json"] if page_path.name == "report.html" else []
-    if page_path.name == "index.html":
-        files = sorted(folder.glob("*/report.json"))
     out = {}
-    for f in files:
+    for f in _page_report_files(page_path):
         if f.is_file():
-            rep = Report.from_dict(json.loads(f.read_text())).to_dict()
+            rep = Report.from_dict(raw_report(f)).to_dict()
             out[str(rep.get("kind"))] = rep
     return out
 
@@ -219,17 +214,23 @@ def _empty_cells(cells: list[list[str]], reports: dict[str, dict[str, Any]]) -> 
 def page_verdicts(page_path: Path) -> list[str]:
     """The verdict of every report a page shows: report.json beside a report.html, or the
     report.json of each subfolder beside an index.html."""
-    import json
+    from tests.committed import raw_report
+
+    out = []
+    for f in _page_report_files(page_path):
+        if f.is_file():
+            out += verdict_texts(raw_report(f))
+    return out
+
+
+def _page_report_files(page_path: Path) -> list[Path]:
+    """The report files a page shows (report.json or report.json.gz: ``report.files``)."""
+    from kimi_bench.report.files import report_file
 
     folder = page_path.parent
-    files = [folder / "report.json"] if page_path.name == "report.html" else []
     if page_path.name == "index.html":
-        files = sorted(folder.glob("*/report.json"))
-    out = []
-    for f in files:
-        if f.is_file():
-            out += verdict_texts(json.loads(f.read_text()))
-    return out
+        return [report_file(d) for d in sorted(folder.iterdir()) if d.is_dir()]
+    return [report_file(folder)] if page_path.name == "report.html" else []
 
 
 def verdict_texts(report: dict[str, Any]) -> list[str]:

@@ -133,7 +133,7 @@ def test_lines_run_in_one_folder_outside_the_checkout_with_what_the_readme_names
         f"{check_photos}\n"
         "python -c 'import os; assert not os.getcwd().startswith(\"" + str(REPO) + "/\")'\n"
         "grep -q '^\\[serve_ab\\]' my.toml\n"
-        "test -f reports/baselines/h200/micro/sglang-0.5.23/r2-shm/report.json\n"
+        "test -f reports/baselines/h200/micro/sglang-0.5.23/r2-shm/report.json.gz\n"
         "test -f reports/examples/cpu-run/micro/report.json\n"
         'test -n "$GITHUB_STEP_SUMMARY" && touch "$GITHUB_STEP_SUMMARY"\n'
         "mkdir -p out/x && touch out/x/written",

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -28,6 +27,7 @@ from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
+from tests.committed import raw_report
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-run"
@@ -35,7 +35,7 @@ H200 = REPO / "reports" / "baselines" / "h200"
 
 
 def load(path: Path) -> dict[str, Any]:
-    return json.loads((path / "report.json").read_text())
+    return cast(dict[str, Any], raw_report(path))
 
 
 @pytest.fixture(autouse=True)
@@ -278,6 +278,6 @@ def test_there_are_committed_reports_to_render() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("report", _committed_reports())  # one each: the workers share them
 def test_every_committed_report_renders(tmp_path: Path, report: str) -> None:
-    rep = json.loads((REPO / report).read_text())
+    rep = load(REPO / report)
     out = figures.render_figures(rep, tmp_path)
     assert len(out) == len(figures.FIGURES.get(rep["kind"], ()))

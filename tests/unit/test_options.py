@@ -25,6 +25,7 @@ from kimi_bench.options import (
     resolve_defaults,
 )
 from kimi_bench.schemas import SCENARIO_SCHEMA, scenario_schema
+from tests.committed import committed_reports, raw_report
 
 CPU = torch.device("cpu")
 
@@ -101,10 +102,9 @@ def test_committed_serve_reports_migrate_their_old_size_order():
     """Reports written before the convention was unified hold image_resolution as
     HEIGHTxWIDTH next to resolution [w, h]; re-validating such a config keeps the size
     and spells the old text explicitly (hxw:)."""
-    root = Path(__file__).resolve().parents[2] / "reports"
     found = 0
-    for path in root.rglob("report.json"):
-        rep = json.loads(path.read_text())
+    for path in committed_reports():
+        rep = raw_report(path)
         if rep["kind"] != "serve-ab":
             continue
         found += 1

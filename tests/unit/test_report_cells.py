@@ -21,10 +21,10 @@ from kimi_bench.report.model import load_report
 from kimi_bench.report.table import pointer, resolve
 from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import render_markdown
+from tests.committed import committed_reports, raw_report
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = REPO / "reports" / "runs"  # local runs (git-ignored) are not committed reports
-COMMITTED = sorted(p for p in (REPO / "reports").rglob("report.json") if not p.is_relative_to(RUNS))
+COMMITTED = committed_reports()
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
@@ -139,7 +139,7 @@ def expected_pointers(report: dict[str, Any]) -> list[str]:
 
 
 def test_every_committed_kind_is_covered() -> None:
-    kinds = {json.loads(p.read_text())["kind"] for p in COMMITTED}
+    kinds = {raw_report(p)["kind"] for p in COMMITTED}
     assert kinds == {"parity", "micro", "serve-ab", "project"}
 
 

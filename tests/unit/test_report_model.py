@@ -6,10 +6,9 @@ letting new fields through."""
 from __future__ import annotations
 
 import copy
-import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -18,15 +17,16 @@ from kimi_bench.report.kinds import MODELS, model_for
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.model import Report
 from kimi_bench.report.schema import report_problem
+from tests.committed import committed_reports, raw_report
 
 ROOT = Path(__file__).resolve().parents[2] / "reports"
-COMMITTED = sorted(p for p in ROOT.rglob("report.json") if p.relative_to(ROOT).parts[0] != "runs")
+COMMITTED = committed_reports()
 MICRO = ROOT / "examples" / "cpu-run" / "micro" / "report.json"
 SERVE = ROOT / "examples" / "cpu-run" / "serve-ab" / "report.json"
 
 
 def read(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    return cast(dict[str, Any], raw_report(path))
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,5 +1,6 @@
-"""Every committed report.json validates against the JSON Schema of its kind (shipped in
-``kimi_bench/schemas``), and the shipped files are what the code generates."""
+"""Every committed report (``report.json`` or ``report.json.gz``) validates against the
+JSON Schema of its kind (shipped in ``kimi_bench/schemas``), and the shipped files are
+what the code generates."""
 
 from __future__ import annotations
 
@@ -10,21 +11,22 @@ import pytest
 
 from kimi_bench.schemas import report_schema_path, validate_report
 from kimi_bench.schemas.report import REPORT_SCHEMAS
+from tests.committed import committed_reports, raw_report
 
 ROOT = Path(__file__).resolve().parents[2] / "reports"
 # reports/runs/ is where local runs land (git-ignored): never part of the test set, so the
 # number of tests does not depend on what was run on this machine before
-COMMITTED = sorted(p for p in ROOT.rglob("report.json") if p.relative_to(ROOT).parts[0] != "runs")
+COMMITTED = committed_reports()
 
 
 def test_there_are_committed_reports_of_every_measured_kind():
-    kinds = {json.loads(p.read_text())["kind"] for p in COMMITTED}
+    kinds = {raw_report(p)["kind"] for p in COMMITTED}
     assert {"parity", "micro", "serve-ab"} <= kinds
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_committed_report_validates(path: Path):
-    validate_report(json.loads(path.read_text()))
+    validate_report(raw_report(path))
 
 
 def test_shipped_schemas_are_current():
@@ -36,7 +38,7 @@ def test_a_string_number_is_refused():
     import jsonschema
 
     path = next(p for p in COMMITTED if "micro" in str(p))
-    report = json.loads(path.read_text())
+    report = raw_report(path)
     report["summary"]["speedup_median"] = "9.0"
     with pytest.raises(jsonschema.ValidationError):
         validate_report(report)

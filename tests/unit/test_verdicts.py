@@ -21,6 +21,7 @@ from kimi_bench.infra.stats import Measurement
 from kimi_bench.report import verdicts
 from kimi_bench.report.model import load_report
 from tests import ci_reports
+from tests.committed import committed_reports
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-run"
@@ -171,7 +172,7 @@ def test_terminal_colours_follow_the_tone() -> None:
 @pytest.mark.slow
 def test_committed_reports_read_right() -> None:
     """No committed report is green where its data says slower or unresolved."""
-    for path in sorted((REPO / "reports").rglob("report.json")):
+    for path in committed_reports():
         rep = load_report(path).to_dict()
         for ln in verdicts.lines(copy.deepcopy(rep)):
             if ln.tone == "good":

@@ -25,6 +25,7 @@ from kimi_bench.domain.decoders.nvimgcodec import NvImageCodecDecoder
 from kimi_bench.domain.decoders.nvjpeg import TorchvisionNvJpegDecoder
 from kimi_bench.domain.decoders.pil import PilDecoder
 from kimi_bench.domain.runtime import RuntimeProfile
+from kimi_bench.infra.registry import Registry
 
 __all__ = [
     "AUTO",
@@ -40,17 +41,19 @@ __all__ = [
 ]  # fmt: skip
 
 AUTO = "auto"
-_REGISTRY: dict[str, Callable[[str], Decoder]] = {}
-_MADE: dict[str, Decoder] = {}
 
 
 class UnknownDecoder(ValueError):
     pass
 
 
+DECODERS: Registry[Decoder] = Registry(
+    lambda name, known: UnknownDecoder(f"unknown decoder {name!r}; known: {known}")
+)
+
+
 def register_decoder(name: str, factory: Callable[[str], Decoder]) -> None:
-    _REGISTRY[name] = factory
-    _MADE.pop(name, None)
+    DECODERS.register(name, factory)
 
 
 register_decoder("pil", PilDecoder)
@@ -59,12 +62,7 @@ register_decoder("nvjpeg", TorchvisionNvJpegDecoder)
 
 
 def decoder(name: str) -> Decoder:
-    if name not in _MADE:
-        factory = _REGISTRY.get(name)
-        if factory is None:
-            raise UnknownDecoder(f"unknown decoder {name!r}; known: {', '.join(_REGISTRY)}")
-        _MADE[name] = factory(name)
-    return _MADE[name]
+    return DECODERS.get(name)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ asked for."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 
+from kimi_bench.infra.registry import Registry
 from kimi_bench.options import ARM_MODULES
 from kimi_bench.pipeline.arms.base import PROPOSED, Arm, Role, UnknownArm
 from kimi_bench.pipeline.arms.deferred import Deferred
@@ -20,14 +20,14 @@ from kimi_bench.pipeline.arms.zero_copy import ZeroCopy
 
 __all__ = ["PROPOSED", "Arm", "Role", "UnknownArm", "arm", "arms", "register_arm", "with_role"]
 
-_REGISTRY: dict[str, Callable[[str], Arm]] = {}
-_MADE: dict[str, Arm] = {}
+ARMS: Registry[Arm] = Registry(
+    lambda name, known: UnknownArm(f"unknown arm {name!r}; expected one of {known}"), ARM_MODULES
+)
 
 
 def register_arm(name: str, factory: Callable[[str], Arm]) -> None:
     """Make ``name`` an arm: ``factory(name)`` builds its object on first use."""
-    _REGISTRY[name] = factory
-    _MADE.pop(name, None)
+    ARMS.register(name, factory)
 
 
 register_arm("eager", Eager)
@@ -38,16 +38,7 @@ register_arm("deferred-decode", DeferredDecode)
 
 def arm(name: str) -> Arm:
     """The arm called ``name`` (its module is imported on first use)."""
-    if name in _MADE:
-        return _MADE[name]
-    if name not in _REGISTRY and name in ARM_MODULES:
-        importlib.import_module(ARM_MODULES[name])  # registers it
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        known = ", ".join(dict.fromkeys([*_REGISTRY, *ARM_MODULES]))
-        raise UnknownArm(f"unknown arm {name!r}; expected one of {known}")
-    made = _MADE[name] = factory(name)
-    return made
+    return ARMS.get(name)
 
 
 def arms(names: Iterable[str]) -> list[Arm]:

@@ -11,9 +11,9 @@ first time the carrier is asked for."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
+from kimi_bench.infra.registry import Registry
 from kimi_bench.options import CARRIER_MODULES
 from kimi_bench.pipeline.carriers.base import Carrier, UnknownCarrier
 from kimi_bench.pipeline.carriers.own import PickleCarrier, ShmCarrier
@@ -21,16 +21,17 @@ from kimi_bench.pipeline.carriers.own import PickleCarrier, ShmCarrier
 __all__ = ["Carrier", "UnknownCarrier", "carrier", "register_carrier"]
 
 # name -> factory of its carrier object (built on first use, then kept)
-_REGISTRY: dict[str, Callable[[str], Carrier]] = {}
-_MADE: dict[str, Carrier] = {}
+CARRIERS: Registry[Carrier] = Registry(
+    lambda name, known: UnknownCarrier(f"unknown transport {name!r}; known: {known}"),
+    CARRIER_MODULES,
+)
 
 
 def register_carrier(name: str, factory: Callable[[str], Carrier]) -> None:
     """Make ``name`` a carrier: ``factory(name)`` builds its object on first use. The
     factory must be cheap (no runtime import): a carrier that needs one loads it in
     :meth:`Carrier.prepare`."""
-    _REGISTRY[name] = factory
-    _MADE.pop(name, None)
+    CARRIERS.register(name, factory)
 
 
 register_carrier("shm", lambda name: ShmCarrier(name))
@@ -39,13 +40,4 @@ register_carrier("pickle", lambda name: PickleCarrier(name))
 
 def carrier(name: str) -> Carrier:
     """The carrier called ``name`` (its module is imported on first use)."""
-    if name in _MADE:
-        return _MADE[name]
-    if name not in _REGISTRY and name in CARRIER_MODULES:
-        importlib.import_module(CARRIER_MODULES[name])  # registers it
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        known = ", ".join(dict.fromkeys([*_REGISTRY, *CARRIER_MODULES]))
-        raise UnknownCarrier(f"unknown transport {name!r}; known: {known}")
-    made = _MADE[name] = factory(name)
-    return made
+    return CARRIERS.get(name)
