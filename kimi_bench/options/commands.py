@@ -45,6 +45,18 @@ class GateOptions(_Options):
         "same kind and setup (else exit 2), and baseline rules can never be skipped. Not "
         "given: reports/baselines/<device>/ is searched when present.",
     )
+    allow_no_baseline: bool = Field(
+        False,
+        description="Accept a gate whose regression (baseline) rules all skipped for want of "
+        "a comparable baseline: it passes, its verdict saying no regression check was made "
+        "(without this: exit 5).",
+    )
+    allow_eager_baseline_mismatch: bool = Field(
+        False,
+        description="Accept a baseline made with the other eager arm (--eager-baseline): "
+        "used, and named in each rule's reason (without this: not comparable; a --baseline "
+        "of the other eager arm is exit 2).",
+    )
 
 
 class RunOptions(_Options):
