@@ -235,7 +235,7 @@ def search_baseline(
         if required:
             raise BaselineError(f"baseline {where} does not exist")
         return Found(None, f"{NO_BASELINE}: {where} does not exist")
-    closest: list[str] = []
+    closest: list[tuple[int, str]] = []  # (hard differences, what): the closest first
     for c in _candidates(report, where, required):
         if is_self(report, c):
             continue
@@ -244,13 +244,14 @@ def search_baseline(
         except ReportError as exc:
             raise BaselineError(f"unusable baseline: {exc}") from None
         if base.kind != report.kind:
-            closest.append(f"{c}: a {base.kind} report")
+            closest.append((1 << 30, f"{c}: a {base.kind} report"))
             continue
         ok, diffs = comparable(report, base, allow)
         if ok:
             return Found(base, notes=_notes(base, diffs))
-        closest.insert(0, f"{c}: not comparable ({describe([d for d in diffs if d.hard])})")
-    detail = "; ".join(closest[:3]) or "no other report"
+        hard = [d for d in diffs if d.hard]
+        closest.append((len(hard), f"{c}: not comparable ({describe(hard)})"))
+    detail = "; ".join(w for _, w in sorted(closest, key=lambda x: x[0])[:3]) or "no other report"
     if required:
         raise BaselineError(
             f"baseline {where} has no {report.kind} report of this setup ({detail})"
