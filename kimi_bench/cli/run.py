@@ -17,11 +17,11 @@ index.html. Exit code is the gate's (see kimi-bench gate --help: 0 pass, 1 a rul
 5 no regression check made and not accepted). --append-jsonl writes one line per part
 (parity, micro, serve-ab), each as the single command would.
 
-The built-in default scenario accepts that no baseline may be found ([gate]
-allow_no_baseline = true: no baseline ships for CPU machines, and a baseline from another
-machine is not comparable): its gate line then says "gate PASS with no regression check"
-and why. Give [gate] baseline (a run of the same setup on this machine) for a regression
-check; a scenario without allow_no_baseline exits 5 when no baseline is found.
+A run accepts that no comparable baseline is found ([gate] allow_no_baseline, true by
+default: no baseline ships for CPU machines, and a run from another machine is not
+comparable): its gate line then says "gate PASS with no regression check" and why. Give
+[gate] baseline (a run of the same setup on this machine) for a regression check; with
+[gate] allow_no_baseline = false a run that finds no baseline exits 5.
 
 The scenario (a built-in name such as default, or a TOML path) holds one table per part;
 its keys are the options of the single commands, validated by the same typed models

@@ -46,10 +46,10 @@ class GateOptions(_Options):
         "given: reports/baselines/<device>/ is searched when present.",
     )
     allow_no_baseline: bool = Field(
-        False,
-        description="Accept a gate whose regression (baseline) rules all skipped for want of "
-        "a comparable baseline: it passes, its verdict saying no regression check was made "
-        "(without this: exit 5).",
+        True,
+        description="kimi-bench run: accept that no comparable baseline is found (no CPU "
+        "baseline ships): the run passes, its gate line saying no regression check was made "
+        "and why; false: exit 5 as gate does.",
     )
     allow_eager_baseline_mismatch: bool = Field(
         False,
@@ -117,6 +117,12 @@ class RunCommandOptions(_Command):
 class GateCommandOptions(GateOptions, _Command):
     cli_arguments: ClassVar[tuple[str, ...]] = ("reports",)
     reports: tuple[Path, ...] = Field((), description="report.json files or folders.")
+    allow_no_baseline: bool = Field(
+        False,
+        description="Accept a gate whose regression (baseline) rules all skipped for want of "
+        "a comparable baseline: it passes, its verdict saying no regression check was made "
+        "and why (without this: exit 5).",
+    )
     history: Path | None = Field(
         None,
         description="A run history (--append-jsonl FILE): fail when the newest runs start a "

@@ -7,8 +7,9 @@ A verdict is more than pass or fail (issue 42):
 - **no regression check**: the rules asked for regression (``baseline.*``) rules and every
   one of them was skipped because no comparable baseline was found. That is not a plain
   PASS: the line says no regression check was made and why (the skipped rules' reason),
-  and the gate exits with its own code unless ``--allow-no-baseline`` (``[gate]
-  allow_no_baseline``) accepted it, which the skipped rows record (``ACCEPTED``);
+  and the gate exits with its own code unless ``--allow-no-baseline`` (a scenario's
+  ``[gate] allow_no_baseline``, true by default for ``kimi-bench run``) accepted it, which
+  the skipped rows record (``ACCEPTED``);
 - **history waiting**: ``--history`` holds too few runs for a change point: the gate
   passes and says how many more runs it needs;
 - **busy baseline**: a baseline measured on a busy host (its own host-load warning) is
@@ -27,7 +28,7 @@ Dict = dict[str, Any]
 
 # markers the rule reasons carry (written by ``ci.baseline`` and ``ci.history``)
 NO_BASELINE = "no baseline"  # the reason of a baseline rule skipped for want of one
-ACCEPTED = "accepted by --allow-no-baseline"
+ACCEPTED = "accepted: --allow-no-baseline, or a scenario's [gate] allow_no_baseline"
 BUSY_BASELINE = "the baseline's host was busy"
 HISTORY_WAITING = re.compile(r"^(\d+) runs?: (\d+) more needed")
 
@@ -121,7 +122,7 @@ def gate_line(results: list[Dict]) -> Line:
     why = (s.no_baseline or "").removesuffix(f" ({ACCEPTED})")
     if s.no_regression is not None:
         if s.accepted:
-            text = f"gate PASS with no regression check ({ACCEPTED}): {why}; {_pass_text(s)}"
+            text = f"gate PASS with no regression check: {why} ({ACCEPTED}); {_pass_text(s)}"
             return Line(text, "unresolved")
         text = (
             f"gate NO REGRESSION CHECK: every regression rule was skipped: {why} (give "
