@@ -14,7 +14,7 @@ from kimi_bench.bench.scenario import ScenarioError, resolve_path
 from kimi_bench.bench.serve import ServeFailed, run_serve_ab
 from kimi_bench.bench.serve_build import build_serve_report
 from kimi_bench.bench.serve_runs import ServeRun
-from kimi_bench.ci.gate import RuleResult, load_rules, run_gate
+from kimi_bench.ci.gate import Allow, RuleResult, load_rules, run_gate
 from kimi_bench.infra.environment import host_load, resolve_device
 from kimi_bench.infra.limits import is_interrupt
 from kimi_bench.options import RunOptions, resolve_defaults
@@ -132,26 +132,25 @@ def run_scenario(
     prog.part("gate and index")
     rules = load_rules(resolve_path(sc.gate.rules))
     base = Path(sc.gate.baseline) if sc.gate.baseline else None
-    outcome = run_gate(reports, rules, base)
+    allow = Allow(sc.gate.allow_no_baseline, sc.gate.allow_eager_baseline_mismatch)
+    outcome = run_gate(reports, rules, base, allow=allow)
     results = outcome.results
     rows = [r.as_dict() for r in results]
     write_junit(rows, out / "gate.xml")
-    failed = outcome.exit_code != 0
-    atomic_write_text(
-        out / "gate.md", f"# gate: {'FAIL' if failed else 'PASS'}\n\n" + markdown_table(rows) + "\n"
-    )
-    _index(out, sc, reports, failed, rows)
+    verdict = outcome.verdict()
+    atomic_write_text(out / "gate.md", f"# {verdict}\n\n" + markdown_table(rows) + "\n")
+    _index(out, sc, reports, verdict, rows)
     return results, reports
 
 
 def _index(
-    out: Path, sc: RunOptions, reports: list[Report], failed: bool, gate: list[dict[str, Any]]
+    out: Path, sc: RunOptions, reports: list[Report], verdict: str, gate: list[dict[str, Any]]
 ) -> None:
     lines = [
         "# kimi-bench run\n",
         sc.description,
         "",
-        f"**Gate: {'FAIL' if failed else 'PASS'}** ([rules and verdicts](gate.md), "
+        f"**{verdict}** ([rules and verdicts](gate.md), "
         "[JUnit](gate.xml)); everything on one page: [index.html](index.html)\n",
     ]
     for rep in reports:

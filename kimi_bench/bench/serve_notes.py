@@ -38,9 +38,10 @@ def _endpoint_notes(opts: ServeOptions) -> list[str]:
             else "request (no retry; --retry-429 N retries)"
         )
         + f"; --request-timeout {opts.request_timeout_s:g} s bounds each request end to end.",
-        "TTFT intervals resample requests (each request of a server that reports no batches "
-        "is one unit; requests of one batch are one unit when the server reports batches); "
-        "throughput intervals resample repeats; repeats alternate the order of the arms.",
+        "TTFT, ITL, TPOT and E2E intervals resample requests (each request of a server that "
+        "reports no batches is one unit; requests of one batch are one unit when the server "
+        "reports batches); throughput intervals resample repeats (one repeat: a point, no "
+        "interval); repeats alternate the order of the arms.",
     ]
     if len(arms) > 1:
         notes.append(f"A/B: each endpoint vs the first, {arms[0]} (signed %, arm minus "
@@ -70,9 +71,9 @@ def emulator_notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
             else "; there is no decode (--max-tokens 1)."
         ),
         "TTFT = first token time - time the request was sent. Throughput = completed "
-        "requests / (last first token - trace start). Warm-up requests excluded. TTFT "
-        "intervals resample forward batches (requests served together are one unit); "
-        "throughput intervals resample repeats.",
+        "requests / (last first token - trace start). Warm-up requests excluded. TTFT, ITL, "
+        "TPOT and E2E intervals all resample forward batches (requests served together are "
+        "one unit); throughput intervals resample repeats (one repeat: a point, no interval).",
         f"defaults: the {profile.upper()} profile ({opts.ranks} ranks, {opts.requests} "
         f"requests per rate and arm, {opts.width_height[0]}x{opts.width_height[1]} "
         "width x height).",

@@ -4,10 +4,11 @@ and image throughput, goodput under the SLOs, the stage that dominates, and A/B 
 ``Measurement`` objects. The serving figures are derived from the request rows by
 ``report.serve_figures`` (the reader recomputes them there too).
 
-Independent units: requests served in one forward batch share one step, so TTFT
-intervals resample forward batches (``unit_ids`` = repeat:batch); a server that does not
-report batches (any third-party server) makes each request its own unit (repeat:rid).
-Throughput and goodput intervals resample repeats. A difference is called significant only
+Independent units: requests served in one forward batch share one step, so TTFT, ITL,
+TPOT and E2E intervals all resample forward batches (``unit_ids`` = repeat:batch): one
+comparison, one statistic; a server that does not report batches (any third-party server)
+makes each request its own unit (repeat:rid). Throughput and goodput intervals resample
+repeats; a single repeat's is a point, never an interval. A difference is called significant only
 with at least three units per side and an interval that excludes zero
 (``kimi_bench.infra.stats.compare.compare``). Deltas are signed percentages, B minus A.
 """
@@ -93,7 +94,9 @@ def _unit(r: ServedRequest) -> str:
 
 
 def latency_measurement(runs: Sequence[ServeRun], metric: str, label: str) -> Measurement:
-    """TTFT (units: forward batches), or ITL/TPOT/E2E (units: requests) of the runs."""
+    """TTFT, ITL, TPOT or E2E of the runs, every metric over the same independent units
+    (forward batches where the server reports them, else requests): requests of one batch
+    share their first token, so one comparison has one statistic (issue 42)."""
     xs: list[float] = []
     units: list[str] = []
     for run in runs:
@@ -101,7 +104,7 @@ def latency_measurement(runs: Sequence[ServeRun], metric: str, label: str) -> Me
             values: list[float | None] = (
                 list(r.itl_ms) if metric == "itl" else [getattr(r, f"{metric}_ms")]
             )
-            unit = _unit(r) if metric == "ttft" else f"r{r.rid}"
+            unit = _unit(r)
             for v in (v for v in values if v is not None):
                 xs.append(v)
                 units.append(f"{run.repeat}:{unit}")
@@ -192,8 +195,9 @@ def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:
 def versus(
     base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
 ) -> Versus:
-    """One arm vs another: median and p90 TTFT over forward batches, median ITL/TPOT/E2E
-    over requests (when measured), throughput and goodput over repeats (B minus A, %).
+    """One arm vs another: median and p90 TTFT, median ITL/TPOT/E2E (when measured), all
+    over the same units (``latency_measurement``), throughput and goodput over repeats
+    (B minus A, %; one repeat: a point).
     The measurements are made first, then compared (``stats.compare``) in one pass."""
     (na, ra), (nb, rb) = base, arm
     a, b = latency_measurement(ra, "ttft", na), latency_measurement(rb, "ttft", nb)

@@ -3,7 +3,14 @@ metrics (``ci.metrics``) against it.
 
 A relative rule fails only when the new median is worse than the baseline's by more than
 ``max_regression`` AND a one-sided Mann-Whitney U test on the raw samples says the shift
-is beyond noise (p < ``alpha``).
+is beyond noise (p < ``alpha``). A metric that moves with the eager arm too
+(``micro.speedup``, ``micro.<arm>.over_yardstick``) fails only when, besides, the measured
+arm's own total got slower (median up, one-sided p < ``alpha``): a faster eager arm is not
+a regression of the deferred one (issue 42).
+
+A baseline rule skipped for want of a baseline says what was searched and what came
+closest; a baseline whose host was busy (its own host-load warning) is named in the reason,
+and the gate's verdict counts it (``report.gate_verdict``).
 
 The baseline search stays inside the folder given (links are not followed, special files
 are skipped, the walk is bounded: ``report.model.find_report_files``); the gated report
@@ -17,16 +24,24 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kimi_bench.ci.comparable import comparable, describe
-from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE, higher_is_better, metric_samples
+from kimi_bench.ci.comparable import EAGER_BASELINE, Difference, comparable, describe
+from kimi_bench.ci.metrics import (
+    GATED_KINDS,
+    KIND_TABLE,
+    higher_is_better,
+    metric_samples,
+    own_time_metric,
+)
 from kimi_bench.ci.rules import BaselineRules
 from kimi_bench.ci.verdicts import FAIL, PASS, SKIP, RuleResult
 from kimi_bench.infra.stats import median
 from kimi_bench.infra.stats.rank_test import mann_whitney
 from kimi_bench.report.files import report_file, report_in
+from kimi_bench.report.gate_verdict import BUSY_BASELINE, NO_BASELINE
 from kimi_bench.report.model import Report, ReportError, find_report_files, load_report
 
 
@@ -39,7 +54,50 @@ def mann_whitney_greater(new: list[float], base: list[float]) -> float:
     return mann_whitney(new, base, alternative="greater").p_value
 
 
-def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> RuleResult:
+def _own_arm_slower(metric: str, new: Report, base: Report, alpha: float) -> tuple[bool, str]:
+    """For a metric that moves with the eager arm too (``metrics.own_time_metric``): did the
+    measured arm's own time get slower (median up, one-sided Mann-Whitney p < alpha)? A
+    ratio that fell while the arm itself did not slow down is the eager arm moving."""
+    own = own_time_metric(new, metric)
+    if own is None:
+        return True, ""
+    try:
+        xs, bs = metric_samples(new, own), metric_samples(base, own)
+    except KeyError:
+        return True, ""
+    if not xs or not bs:
+        return True, ""
+    m_new, m_base = median(xs), median(bs)
+    p = mann_whitney(xs, bs, "greater").p_value
+    slower = m_new > m_base and p < alpha
+    arm = own.split(".")[1]
+    what = f"{arm} arm's own total {m_base:.4g} -> {m_new:.4g} ms (one-sided p = {p:.3g})"
+    if slower:
+        return True, f"; the {what}: slower"
+    return False, (
+        f"; but the {what} did not get slower: the eager arm moved, not a {arm} regression"
+    )
+
+
+def _notes(base: Report, diffs: list[Difference]) -> str:
+    """What the verdict must carry about the baseline: its own host-load warning, and a
+    hard difference the caller allowed (another eager arm)."""
+    out = ""
+    warning = (base.environment.get("host_load") or {}).get("warning")
+    if warning:
+        out += f"; {BUSY_BASELINE}: {warning}"
+    for d in diffs:
+        if d.what == EAGER_BASELINE and not d.hard:
+            out += (
+                f"; {d.what} differs: this run {d.a!r}, the baseline {d.b!r} (allowed by "
+                "--allow-eager-baseline-mismatch)"
+            )
+    return out
+
+
+def _compare(
+    metric: str, new: Report, base: Report, rules: BaselineRules, notes: str = ""
+) -> RuleResult:
     carrier = new.config.get("transport")
     threshold = rules.threshold(metric, carrier if isinstance(carrier, str) else None)
     name, alpha = f"baseline.{metric}", rules.alpha
@@ -58,17 +116,30 @@ def _compare(metric: str, new: Report, base: Report, rules: BaselineRules) -> Ru
     # "new is worse": larger for lower-is-better metrics, smaller for higher-is-better ones
     test = mann_whitney(bs, xs, "greater") if up else mann_whitney(xs, bs, "greater")
     fail = worse > threshold and test.p_value < alpha
+    own = ""
+    if fail:
+        fail, own = _own_arm_slower(metric, new, base, alpha)
     why = (
         f"median {m_base:.4g} -> {m_new:.4g} ({change:+.1%}); Mann-Whitney one-sided "
         f"p = {test.p_value:.3g} ({test.method}); fails if worse by > {threshold:.1%} and "
-        f"p < {alpha}; baseline {base.source}"
+        f"p < {alpha}{' and the arm itself got slower' if own_time_metric(new, metric) else ''}"
+        f"{own}; baseline {base.source}{notes}"
     )
     return RuleResult(name, change, threshold, FAIL if fail else PASS, why)
 
 
 def relative_rules(
-    new: Report, base: Report | None, rules: BaselineRules, *, required: bool = False
+    new: Report,
+    base: Report | None,
+    rules: BaselineRules,
+    *,
+    required: bool = False,
+    none_why: str = NO_BASELINE,
+    notes: str = "",
 ) -> list[RuleResult]:
+    """The baseline rules of ``new``'s kind; ``none_why``: why there is no baseline (the
+    reason of each rule skipped for want of one), ``notes``: what to say about the
+    baseline (``_notes``)."""
     out = []
     prefix = KIND_TABLE[new.kind] + "."
     for metric in (m for m in rules.metrics if m.startswith(prefix)):
@@ -81,9 +152,9 @@ def relative_rules(
             continue
         if base is None:
             verdict = FAIL if required else SKIP
-            out.append(RuleResult(name, None, rules.threshold(metric), verdict, "no baseline"))
+            out.append(RuleResult(name, None, rules.threshold(metric), verdict, none_why))
             continue
-        out.append(_compare(metric, new, base, rules))
+        out.append(_compare(metric, new, base, rules, notes))
     return out
 
 
@@ -124,19 +195,48 @@ def _candidates(report: Report, where: Path, required: bool) -> list[Path]:
     return [path]
 
 
-def find_baseline(report: Report, where: Path | None, *, required: bool = True) -> Report | None:
+@dataclass(frozen=True)
+class Found:
+    """A baseline search's answer: the report (None: none found), why none was found (the
+    reason of each skipped rule) and what the verdict must say about the one found."""
+
+    report: Report | None
+    why: str = NO_BASELINE
+    notes: str = ""
+
+
+def find_baseline(
+    report: Report,
+    where: Path | None,
+    *,
+    required: bool = True,
+    allow: frozenset[str] = frozenset(),
+) -> Report | None:
+    """The baseline report of the same kind and setup (``search_baseline``), or None."""
+    return search_baseline(report, where, required=required, allow=allow).report
+
+
+def search_baseline(
+    report: Report,
+    where: Path | None,
+    *,
+    required: bool = True,
+    allow: frozenset[str] = frozenset(),
+) -> Found:
     """The baseline report of the same kind and setup: a file, or searched in a folder.
 
     ``required`` (``--baseline`` was given): a missing path, an unreadable report, the
     gated report itself, another kind, or nothing of the same setup raise BaselineError
-    naming what differs; otherwise (the default folder per device) they mean no baseline."""
+    naming what differs; otherwise (the default folder per device) they mean no baseline,
+    and ``Found.why`` says what was searched and what came closest. ``allow``: hard
+    differences accepted (``comparable``)."""
     if where is None:
-        return None
+        return Found(None, f"{NO_BASELINE}: none given (--baseline)")
     if not where.exists():
         if required:
             raise BaselineError(f"baseline {where} does not exist")
-        return None
-    closest: list[str] = []
+        return Found(None, f"{NO_BASELINE}: {where} does not exist")
+    closest: list[tuple[int, str]] = []  # (hard differences, what): the closest first
     for c in _candidates(report, where, required):
         if is_self(report, c):
             continue
@@ -145,15 +245,18 @@ def find_baseline(report: Report, where: Path | None, *, required: bool = True) 
         except ReportError as exc:
             raise BaselineError(f"unusable baseline: {exc}") from None
         if base.kind != report.kind:
-            closest.append(f"{c}: a {base.kind} report")
+            closest.append((1 << 30, f"{c}: a {base.kind} report"))
             continue
-        ok, diffs = comparable(report, base)
+        ok, diffs = comparable(report, base, allow)
         if ok:
-            return base
-        closest.append(f"{c}: not comparable ({describe([d for d in diffs if d.hard])})")
+            return Found(base, notes=_notes(base, diffs))
+        hard = [d for d in diffs if d.hard]
+        closest.append((len(hard), f"{c}: not comparable ({describe(hard)})"))
+    detail = "; ".join(w for _, w in sorted(closest, key=lambda x: x[0])[:3]) or "no other report"
     if required:
-        detail = "; ".join(closest[:3]) or "no other report"
         raise BaselineError(
             f"baseline {where} has no {report.kind} report of this setup ({detail})"
         )
-    return None
+    return Found(
+        None, f"{NO_BASELINE}: {where} holds no {report.kind} report of this setup ({detail})"
+    )

@@ -1,7 +1,10 @@
 """Are two runs comparable? What differs between them (device, runtime profile, decoder,
-image spec, ranks, carrier, arms, host load), and which differences make a comparison
-meaningless (``hard``: another device, device model or setup) rather than worth a note
-(``soft``: a busy host on one side)."""
+image spec, ranks, carrier, arms, the eager arm's scheduler, host load), and which
+differences make a comparison meaningless (``hard``: another device, device model or
+setup) rather than worth a note (``soft``: a busy host on one side).
+
+``allow`` names hard differences the caller accepts (``gate
+--allow-eager-baseline-mismatch``): they are kept, named, but soft."""
 
 from __future__ import annotations
 
@@ -29,6 +32,10 @@ SETUP_KEYS: dict[str, tuple[str, ...]] = {
     ),
     "parity": ("preset", "images", "ranks", "batch_size", "images_per_request"),
 }
+
+
+# the eager arm's scheduler (--eager-baseline); reports from before the option: pre-change
+EAGER_BASELINE = "eager baseline (--eager-baseline)"
 
 
 @dataclass(frozen=True)
@@ -78,8 +85,15 @@ def _environment(report: Report) -> Environment:
         raise ReportError(f"{label}: environment: {exc}") from None
 
 
-def differences(a: Report, b: Report) -> list[Difference]:
-    """What differs between two reports of one kind, hard differences first."""
+def eager_baseline(report: Report) -> str:
+    """The eager arm's scheduler a micro or serve-ab run used (``config.eager_baseline``;
+    reports from before the option ran the pre-change one)."""
+    return str(report.config.get("eager_baseline") or "pre-change")
+
+
+def differences(a: Report, b: Report, allow: frozenset[str] = frozenset()) -> list[Difference]:
+    """What differs between two reports of one kind, hard differences first; those named
+    in ``allow`` are soft."""
     out: list[Difference] = []
     ea, eb = _environment(a), _environment(b)
     if ea.device != eb.device:
@@ -93,6 +107,10 @@ def differences(a: Report, b: Report) -> list[Difference]:
     da, db = decoder_used(a), decoder_used(b)
     if da != db:  # another decoder decodes other pixels in another time (SPEC section 11)
         out.append(Difference("decoder", da, db, True))
+    if a.kind in ("micro", "serve-ab") and eager_baseline(a) != eager_baseline(b):
+        # another eager arm: every eager-relative figure (speedup, deltas) means another thing
+        hard = EAGER_BASELINE not in allow
+        out.append(Difference(EAGER_BASELINE, eager_baseline(a), eager_baseline(b), hard))
     if a.kind == "serve-ab":  # the offered load: rates as labelled, concurrency limits, bursts
         la, lb = _labels(a.config), _labels(b.config)
         if la != lb:
@@ -104,8 +122,10 @@ def differences(a: Report, b: Report) -> list[Difference]:
     return sorted(out, key=lambda d: not d.hard)
 
 
-def comparable(a: Report, b: Report) -> tuple[bool, list[Difference]]:
-    diffs = differences(a, b)
+def comparable(
+    a: Report, b: Report, allow: frozenset[str] = frozenset()
+) -> tuple[bool, list[Difference]]:
+    diffs = differences(a, b, allow)
     return not any(d.hard for d in diffs), diffs
 
 

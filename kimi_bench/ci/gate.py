@@ -11,6 +11,12 @@ Relative rules (a baseline; see ``ci.baseline``):
     [baseline]  max_regression = 0.10, alpha = 0.05, metrics = ["micro.deferred.total_ms", ...]
     inconclusive = "warn" | "fail"   (a rule whose interval straddles its threshold)
 
+No silent pass (issue 42): when the rules hold regression (``[baseline]``) rules for these
+reports and every one was skipped because no comparable baseline was found, the verdict
+says no regression check was made and why, and the gate exits with
+``EXIT_NO_REGRESSION_CHECK`` unless the caller accepted it (``Allow.no_baseline``). A
+``--history`` too short for a change point passes, saying how many more runs it needs.
+
 Always applied, whatever the rules say: ``<kind>.complete`` fails a report whose raw data
 shows a run that did not finish (a planned repeat or request missing, an error, a report
 not marked final). A report whose summary disagrees with its raw data, or whose numbers are
@@ -24,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.ci.baseline import BaselineError, find_baseline, is_self, relative_rules
+from kimi_bench.ci.baseline import BaselineError, is_self, relative_rules, search_baseline
+from kimi_bench.ci.comparable import EAGER_BASELINE
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.history import history_rules
@@ -44,7 +51,9 @@ from kimi_bench.ci.verdicts import (
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
 from kimi_bench.report.files import report_file
+from kimi_bench.report.gate_verdict import ACCEPTED, gate_line, summarize
 from kimi_bench.report.model import Report, ReportError
+from kimi_bench.report.verdicts import Line
 
 __all__ = [
     "GATED_KINDS",
@@ -253,8 +262,26 @@ def completeness_rule(rep: Report, ev: Evidence) -> RuleResult:
     return RuleResult(name, False, True, FAIL, f"the run did not complete: {why}")
 
 
+@dataclass(frozen=True)
+class Allow:
+    """What the caller accepts: no baseline found (``--allow-no-baseline``: the gate passes
+    saying no regression check was made) and a baseline made with the other eager arm
+    (``--allow-eager-baseline-mismatch``: used, and named)."""
+
+    no_baseline: bool = False
+    eager_baseline_mismatch: bool = False
+
+    @property
+    def differences(self) -> frozenset[str]:
+        return frozenset({EAGER_BASELINE}) if self.eager_baseline_mismatch else frozenset()
+
+
 def rules_for(
-    rep: Report, rules: GateRules, baseline: Path | None, required: bool
+    rep: Report,
+    rules: GateRules,
+    baseline: Path | None,
+    required: bool,
+    allow: Allow = Allow(),
 ) -> list[RuleResult]:
     """Every rule on one report. ReportError (EvidenceError, BaselineError) when the
     report or the baseline asked for cannot be used."""
@@ -276,8 +303,13 @@ def rules_for(
         m.startswith(table + ".") for m in rules.baseline.metrics
     ):
         required = required and baseline is not None
-        base = find_baseline(rep, baseline, required=required)
-        out += relative_rules(rep, base, rules.baseline, required=required)
+        found = search_baseline(rep, baseline, required=required, allow=allow.differences)
+        rel = relative_rules(rep, found.report, rules.baseline, required=required,
+                             none_why=found.why, notes=found.notes)  # fmt: skip
+        for r in rel:
+            if allow.no_baseline and r.verdict == SKIP:
+                r.reason += f" ({ACCEPTED})"
+        out += rel
     return out
 
 
@@ -287,21 +319,17 @@ def evaluate(
     baseline: Path | None,
     *,
     baseline_required: bool = True,
+    allow: Allow = Allow(),
 ) -> list[RuleResult]:
     """Every rule on every report. ``baseline_required``: ``baseline`` was asked for, so a
     missing, unreadable or non-matching one raises BaselineError instead of skipping, and a
     skipped baseline rule fails."""
     results: list[RuleResult] = []
     for rep in reports:
-        for r in rules_for(rep, rules, baseline, baseline_required):
+        for r in rules_for(rep, rules, baseline, baseline_required, allow):
             r.report = report_label(rep)
             results.append(r)
     return results
-
-
-def nothing_checked(results: list[RuleResult]) -> bool:
-    """Only the always-applied checks ran: the rules file gated nothing in these reports."""
-    return not any(not r.rule.endswith(".complete") and r.verdict != SKIP for r in results)
 
 
 def default_baseline_dir(report: Report, root: Path = Path("reports/baselines")) -> Path:
@@ -309,9 +337,15 @@ def default_baseline_dir(report: Report, root: Path = Path("reports/baselines"))
     return root / ("h200" if "h200" in name else "cpu")
 
 
+# The gate's exit codes besides 0 (pass) and 1 (a rule failed, or nothing was checked).
+EXIT_NO_REGRESSION_CHECK = 5  # every regression rule skipped: no baseline (not accepted)
+
+
 @dataclass
 class GateOutcome:
-    """All rule results of one gate call and the verdict they add up to."""
+    """All rule results of one gate call and the verdict they add up to
+    (``report.gate_verdict``: the same words in ``gate``, ``run``, gate.md and
+    index.html)."""
 
     results: list[RuleResult]
 
@@ -324,21 +358,28 @@ class GateOutcome:
         return [r for r in self.results if r.verdict == INCONCLUSIVE]
 
     @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [r.as_dict() for r in self.results]
+
+    @property
     def empty(self) -> bool:
         """No rule of the rules file (or the history) was evaluated: nothing was checked."""
-        return nothing_checked(self.results)
+        return summarize(self.rows).nothing_checked
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed or self.empty else 0
+        s = summarize(self.rows)
+        if s.failed or s.nothing_checked:
+            return 1
+        if s.no_regression is not None and not s.accepted:
+            return EXIT_NO_REGRESSION_CHECK
+        return 0
+
+    def line(self) -> Line:
+        return gate_line(self.rows)
 
     def verdict(self) -> str:
-        if self.empty:
-            return "gate FAIL: no rule was evaluated on these reports (nothing was checked)"
-        if self.failed:
-            return f"gate FAIL: {len(self.failed)} of {len(self.results)} rules"
-        extra = f" ({len(self.inconclusive)} inconclusive)" if self.inconclusive else ""
-        return f"gate PASS{extra}"
+        return self.line().text
 
 
 def run_gate(
@@ -346,6 +387,7 @@ def run_gate(
     rules: GateRules,
     baseline: Path | None,
     history: list[dict[str, Any]] | None = None,
+    allow: Allow = Allow(),
 ) -> GateOutcome:
     """The gate: ``baseline`` given means required (checked even when no rule uses it);
     without it each report's default folder (``default_baseline_dir``) is searched."""
@@ -360,7 +402,8 @@ def run_gate(
     results: list[RuleResult] = []
     for rep in reports:
         base = baseline or default_baseline_dir(rep)
-        results += evaluate([rep], rules, base, baseline_required=baseline is not None)
+        results += evaluate([rep], rules, base, baseline_required=baseline is not None,
+                            allow=allow)  # fmt: skip
     if history is not None:
         for r in history_rules(history):
             r.report = "history"

@@ -182,8 +182,11 @@ def history_rules(
         for metric in names:
             runs = series(lines, kind, metric)
             name = f"history.{kind}.{metric}"
-            if len(runs) < 2 * min_size:
-                why = f"{len(runs)} runs: at least {2 * min_size} are needed"
+            if len(runs) < 2 * min_size:  # gate_verdict.HISTORY_WAITING reads this reason
+                why = (
+                    f"{len(runs)} runs: {2 * min_size - len(runs)} more needed before a change "
+                    f"point can be tested (at least {2 * min_size})"
+                )
                 out.append(RuleResult(name, len(runs), 2 * min_size, SKIP, why))
                 continue
             values = [r.value for r in runs]

@@ -76,6 +76,23 @@ def higher_is_better(metric: str) -> bool:
     )
 
 
+def own_time_metric(report: Report, metric: str) -> str | None:
+    """For a metric that also moves with the eager arm (``micro.speedup``: eager over the
+    change arm; ``micro.<arm>.over_yardstick``: over an eager yardstick), the measured
+    arm's own total (``micro.<arm>.total_ms``): a regression of such a metric counts only
+    when the arm's own time got slower too. None for every other metric."""
+    parts = metric.split(".")
+    if report.kind != "micro" or parts[0] != "micro":
+        return None
+    if parts[1:] == ["speedup"]:
+        arms = [str(a) for a in report.config.get("arms") or report.data.get("repeats") or {}]
+        arm = change_arm(report.config, arms)
+        return f"micro.{arm}.total_ms" if arm else None
+    if len(parts) == 3 and parts[2] == "over_yardstick":
+        return f"micro.{parts[1]}.total_ms"
+    return None
+
+
 def metric_samples(report: Report, metric: str) -> list[float]:
     """Raw samples of a named metric (KeyError when the report does not hold it). Reads
     the raw blocks (repeats, request rows), never the summary."""

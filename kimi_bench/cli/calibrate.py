@@ -5,6 +5,7 @@ whose baseline thresholds hold the in-sample target."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,35 @@ def _reports_in(folder: Path, option: str) -> list[Any]:
     for rep in reports:
         evidence(rep)
     return reports
+
+
+def _check_distinct(given: list[tuple[str, Path]]) -> None:
+    """Each run counted once: a report reached twice (the same folder given twice, or a
+    folder inside another) and a --holdout run that is one of the --runs (in sample, not
+    another machine's) are usage errors naming the options."""
+    from kimi_bench.report.model import ReportError, find_report_files
+
+    seen: dict[str, tuple[str, Path]] = {}
+    for option, folder in given:
+        if not folder.exists():
+            continue  # _reports_in names it
+        files = [folder] if folder.is_file() else find_report_files(folder)
+        for f in files:
+            key = os.path.realpath(f)
+            if key not in seen:
+                seen[key] = (option, folder)
+                continue
+            first, where = seen[key]
+            if {first, option} == {"--runs", "--holdout"}:
+                ins, out = (where, folder) if first == "--runs" else (folder, where)
+                raise ReportError(
+                    f"--holdout {out} holds {f}, which is also an in-sample run (--runs {ins}): "
+                    "a holdout must be runs from another machine, never the calibration's own"
+                )
+            raise ReportError(
+                f"{option} {folder}: {f} is already given ({first} {where}): the same folder "
+                "given twice would count its runs twice"
+            )
 
 
 def _runs(folders: list[Path], machine: str, option: str) -> list[Any]:
@@ -83,6 +113,8 @@ def _inputs(opts: CalibrateOptions, folder: Path) -> tuple[Any, list[Any], list[
         label, sep, rest = str(given).partition("=")
         folder = Path(rest) if sep and label and "/" not in label else given
         machines.setdefault(label if sep and folder != given else folder.name, []).append(folder)
+    _check_distinct([("--runs", p) for p in opts.runs]
+                    + [("--holdout", p) for ps in machines.values() for p in ps])  # fmt: skip
     holdout = []
     for label, folders in machines.items():
         holdout += _runs(folders, label, "--holdout")
@@ -115,8 +147,9 @@ Every run is checked as the gate checks it. Writes calibration.json, calibration
 rules.toml (the rules with the in-sample thresholds).
 
 Exit codes: 0 written, 2 unusable input (a missing or empty folder, a single run, no A/A
-pair, no out-of-sample pair for --holdout, a report the gate would refuse, a bad rules
-file), 3 the calibration could not be written.
+pair, no out-of-sample pair for --holdout, a --holdout run that is one of the --runs, the
+same folder given twice, a report the gate would refuse, a bad rules file), 3 the
+calibration could not be written.
 
 Example: kimi-bench calibrate --runs a1 --runs a2 --runs a3 --runs a4 --holdout other-host
 """

@@ -15,7 +15,7 @@ from kimi_bench.cli.common import (
     show_tables,
     stdout_is_document,
     usage_error,
-    verdict_line,
+    verdict_lines,
 )
 from kimi_bench.options import CompareOptions, GateCommandOptions
 
@@ -59,12 +59,25 @@ an error, not marked final) always fails (rule <kind>.complete). A rule whose in
 straddles its threshold is "inconclusive" (the rules' inconclusive policy: warn or
 fail). A gate that evaluates no rule of the rules file fails.
 
+No silent pass: when every regression (baseline) rule was skipped because no comparable
+baseline was found (none given and none of this setup under reports/baselines/<device>/),
+the verdict says "NO REGRESSION CHECK" and why (what was searched, what came closest) and
+the exit code is 5; --allow-no-baseline accepts it (exit 0, the verdict still says no
+regression check was made). A --history too short for a change point passes, saying how
+many more runs it needs. A baseline made with the other eager arm (--eager-baseline) is not
+comparable (a --baseline of it: exit 2) unless --allow-eager-baseline-mismatch, which
+names it in each rule's reason. A baseline measured on a busy host is named in the verdict.
+Ratio metrics (micro.speedup, over_yardstick) fail only when the measured arm itself got
+slower: a faster eager arm is not a regression.
+
 Exit codes: 0 every rule passes (skips and inconclusive-warn allowed), 1 a rule fails
 or nothing was checked, 2 unusable input (missing file, not a report, unknown kind, a
 field of the wrong type, a summary that disagrees with its raw data, schema newer than
 this kimi-bench, a --baseline that is missing, unreadable, the report itself, of
 another kind or of another setup, an invalid rules file or history), 3 the verdict
-stands but --junit/--summary could not be written (see the message).
+stands but --junit/--summary could not be written (see the message), 5 no rule failed
+but no regression check was made: every baseline rule was skipped for want of a
+comparable baseline (--allow-no-baseline accepts it).
 
 Example: kimi-bench gate out/parity out/micro --rules gate --junit gate.xml
 """
@@ -72,7 +85,7 @@ Example: kimi-bench gate out/parity out/micro --rules gate --junit gate.xml
 
 def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.bench.scenario import ScenarioError, resolve_path
-    from kimi_bench.ci.gate import RulesError, load_rules, run_gate
+    from kimi_bench.ci.gate import Allow, RulesError, load_rules, run_gate
     from kimi_bench.ci.history import HistoryError, load_history
     from kimi_bench.cli.output import user_file
     from kimi_bench.report.junit import junit_xml
@@ -95,18 +108,20 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
         rule_set = load_rules(Path(rules) if os.path.lexists(rules) else resolve_path(rules))
         loaded = _load_all(reports or [])
         lines = load_history(history) if history is not None else None
-        outcome = run_gate(loaded, rule_set, baseline, lines)
+        allow = Allow(opts.allow_no_baseline, opts.allow_eager_baseline_mismatch)
+        outcome = run_gate(loaded, rule_set, baseline, lines, allow)
     except (ReportError, RulesError, ScenarioError, OutputError, HistoryError) as exc:
         raise usage_error(str(exc)) from None
     rows = [r.as_dict() for r in outcome.results]
     show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], opts.format)
-    code = outcome.exit_code
+    code, written = outcome.exit_code, 0
     if junit:
-        code = max(code, user_file(junit, junit_xml(rows), "--junit"))
+        written = max(written, user_file(junit, junit_xml(rows), "--junit"))
     if summary:
         text = f"## kimi-bench {outcome.verdict()}\n\n" + markdown_table(rows) + "\n"
-        code = max(code, user_file(summary, text, "--summary"))
-    verdict_line(outcome.verdict(), not outcome.exit_code)
+        written = max(written, user_file(summary, text, "--summary"))
+    code = written or code  # 3 (a file not written) stands over the verdict's code, as before
+    verdict_lines([outcome.line()])
     raise typer.Exit(code=code)
 
 

@@ -13,8 +13,15 @@ from kimi_bench.options import RunCommandOptions
 
 DOC = """The main job: parity on the built-in corpus, a small micro (all arms) and a small
 serve-ab, then the gate, all into one folder with index.md and a self-contained
-index.html. Exit code is the gate's. --append-jsonl writes one line per part (parity,
-micro, serve-ab), each as the single command would.
+index.html. Exit code is the gate's (see kimi-bench gate --help: 0 pass, 1 a rule failed,
+5 no regression check made and not accepted). --append-jsonl writes one line per part
+(parity, micro, serve-ab), each as the single command would.
+
+A run accepts that no comparable baseline is found ([gate] allow_no_baseline, true by
+default: no baseline ships for CPU machines, and a run from another machine is not
+comparable): its gate line then says "gate PASS with no regression check" and why. Give
+[gate] baseline (a run of the same setup on this machine) for a regression check; with
+[gate] allow_no_baseline = false a run that finds no baseline exits 5.
 
 The scenario (a built-in name such as default, or a TOML path) holds one table per part;
 its keys are the options of the single commands, validated by the same typed models
@@ -64,15 +71,16 @@ def _body(opts: RunCommandOptions, values: dict[str, Any]) -> None:
     jsonl = 0
     for rep in reports:  # --append-jsonl: one line per part, as each single command writes
         jsonl = max(jsonl, append_jsonl(values, rep, out_dir / FOLDER[rep.kind]))
-    failed = _verdicts(results, reports, fmt, out_dir)
+    code = _verdicts(results, reports, fmt, out_dir)
     say(f"index: {out_dir / 'index.md'} and {out_dir / 'index.html'}", err=True)
-    raise typer.Exit(code=max(1 if failed else 0, jsonl))
+    raise typer.Exit(code=max(code, jsonl))
 
 
-def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) -> bool:
+def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) -> int:
     """The end of a run on the terminal: the rules failed or inconclusive (``--format json``:
     every rule, as the one document on stdout), then each part's verdict lines and the
-    gate's, as index.html shows them. Whether the gate failed."""
+    gate's, as index.html shows them. The gate's exit code."""
+    from kimi_bench.ci.gate import GateOutcome
     from kimi_bench.cli.common import OutputFormat
     from kimi_bench.report import verdicts
 
@@ -86,10 +94,10 @@ def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) ->
     for rep in reports:
         say(f"{rep.kind}:", style="bold")
         verdict_lines(verdicts.lines(rep.to_dict()))
-    gate = verdicts.gate_line(rows)
-    verdict_lines([gate])
+    outcome = GateOutcome(list(results))
+    verdict_lines([outcome.line()])
     say(f"every rule: {out_dir / 'gate.md'}", err=True)
-    return gate.tone == "bad"
+    return outcome.exit_code
 
 
 run = model_command(RunCommandOptions, _body, DOC, output_params())

@@ -45,6 +45,18 @@ class GateOptions(_Options):
         "same kind and setup (else exit 2), and baseline rules can never be skipped. Not "
         "given: reports/baselines/<device>/ is searched when present.",
     )
+    allow_no_baseline: bool = Field(
+        True,
+        description="kimi-bench run: accept that no comparable baseline is found (no CPU "
+        "baseline ships): the run passes, its gate line saying no regression check was made "
+        "and why; false: exit 5 as gate does.",
+    )
+    allow_eager_baseline_mismatch: bool = Field(
+        False,
+        description="Accept a baseline made with the other eager arm (--eager-baseline): "
+        "used, and named in each rule's reason (without this: not comparable; a --baseline "
+        "of the other eager arm is exit 2).",
+    )
 
 
 class RunOptions(_Options):
@@ -105,6 +117,12 @@ class RunCommandOptions(_Command):
 class GateCommandOptions(GateOptions, _Command):
     cli_arguments: ClassVar[tuple[str, ...]] = ("reports",)
     reports: tuple[Path, ...] = Field((), description="report.json files or folders.")
+    allow_no_baseline: bool = Field(
+        False,
+        description="Accept a gate whose regression (baseline) rules all skipped for want of "
+        "a comparable baseline: it passes, its verdict saying no regression check was made "
+        "and why (without this: exit 5).",
+    )
     history: Path | None = Field(
         None,
         description="A run history (--append-jsonl FILE): fail when the newest runs start a "

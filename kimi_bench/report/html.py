@@ -21,6 +21,7 @@ from typing import Any
 from kimi_bench.report import access, quote, verdicts
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png
+from kimi_bench.report.gate_verdict import gate_line
 from kimi_bench.report.table import Column, Span, Table, show
 from kimi_bench.report.tables import tables
 
@@ -212,7 +213,7 @@ def render_html(
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     head.append(f'<p class="muted">written {esc(stamp)}; data: the report.json files</p>')
     if gate is not None:
-        head.append(verdict_box([verdicts.gate_line(list(gate))]))
+        head.append(verdict_box([gate_line(list(gate))]))
     links = "".join(
         f'<a href="#{esc(a)}">{esc(access.kind(d))}</a>'
         for a, d in zip(anchors, dicts, strict=True)

@@ -277,22 +277,3 @@ def lines(report: Dict) -> list[Line]:
     if kind == "serve-ab":
         return serve_lines(report)
     return [Line(access.verdict(report) or "no verdict", "info")]
-
-
-def gate_line(results: list[Dict]) -> Line:
-    """The gate's verdict from its rule rows (``RuleResult.as_dict``), as ``ci.gate``
-    decides it: FAIL when a rule failed or nothing but the completeness checks ran."""
-    count = {v: sum(1 for g in results if g.get("verdict") == v)
-             for v in ("pass", "fail", "inconclusive", "skip")}  # fmt: skip
-    checked = [g for g in results if g.get("verdict") != "skip"
-               and not str(g.get("rule", "")).endswith(".complete")]  # fmt: skip
-    if count["fail"]:
-        return Line(f"gate FAIL: {count['fail']} of {len(results)} rules", "bad")
-    if not checked:
-        return Line("gate FAIL: no rule was evaluated on these reports (nothing was checked)",
-                    "bad")  # fmt: skip
-    parts = [f"{count['pass']} passed"]
-    parts += [f"{count[k]} {k}" for k in ("inconclusive",) if count[k]]
-    parts += ["{} skipped".format(count["skip"])] if count["skip"] else []
-    tone: Tone = "unresolved" if count["inconclusive"] else "good"
-    return Line(f"gate PASS: {', '.join(parts)} of {len(results)} rules", tone)

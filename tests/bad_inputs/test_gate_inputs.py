@@ -101,9 +101,12 @@ def test_errored_serve_report_fails(tmp_path, rules):
 def test_complete_reports_pass(tmp_path, rules):
     m = reports.put(reports.micro(), tmp_path / "m")
     s = reports.put(reports.serve(), tmp_path / "s")
-    code, rows = gate_rows(tmp_path, m, s, "--rules", rules)
+    code, rows = gate_rows(tmp_path, m, s, "--rules", rules, "--allow-no-baseline")
     assert code == 0
     assert rows["micro.complete"][0] == rows["serve_ab.complete"][0] == "pass"
+    # the same without --allow-no-baseline: every baseline rule skipped, exit 5 (issue 42)
+    code, rows = gate_rows(tmp_path, m, s, "--rules", rules)
+    assert code == 5 and rows["baseline.micro.speedup"][0] == "skip"
 
 
 # --- the baseline ------------------------------------------------------------------------

@@ -254,13 +254,15 @@ def test_compare_gives_one_answer_when_the_rank_test_and_the_interval_disagree(t
 @pytest.mark.slow
 def test_gate_has_the_formats_its_footer_names(tmp_path: Path) -> None:
     path = reports.put(reports.micro(), tmp_path / "m")
-    res = subprocess.run([KIMI_BENCH, "gate", str(path), "--rules", "gate", "--format", "json"],
-                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    # no CPU baseline ships: accepted here (without it, exit 5: test_verdicts_hold.py)
+    res = subprocess.run([KIMI_BENCH, "gate", str(path), "--rules", "gate", "--format", "json",
+                          "--allow-no-baseline"], capture_output=True, text=True, timeout=300,
+                         check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)  # stdout is one JSON document; the verdict is on stderr
     assert {r["rule"] for r in doc["gate"]} >= {"micro.complete", "micro.bit_exact"}
-    assert "gate PASS" in res.stderr
-    code, out = kb("gate", path, "--rules", "gate", "--format", "md")
+    assert "gate PASS with no regression check" in " ".join(res.stderr.split())
+    code, out = kb("gate", path, "--rules", "gate", "--format", "md", "--allow-no-baseline")
     assert code == 0 and "| report | rule | measured | verdict | reason |" in out
 
 

@@ -119,13 +119,18 @@ def test_cli_gate_exit_codes_and_junit(tmp_path):
             str(summary),
         ],
     )
+    # the default rules' regression rules found no baseline: not a plain PASS (issue 42)
+    assert res.exit_code == 5, res.output
+    assert "gate NO REGRESSION CHECK" in summary.read_text()
+    res = runner.invoke(app, ["gate", str(good), str(tmp_path / "m"), "--junit", str(junit),
+                              "--summary", str(summary), "--allow-no-baseline"])  # fmt: skip
     assert res.exit_code == 0, res.output
     root = ET.parse(junit).getroot()
     cases = root.findall("testcase")
     assert root.tag == "testsuite" and int(root.get("tests")) == len(cases) >= 5
     names = {(c.get("classname"), c.get("name")) for c in cases}
     assert len(names) == len(cases)  # one case per rule and report
-    assert "PASS" in summary.read_text()
+    assert "gate PASS with no regression check" in summary.read_text()
     res = runner.invoke(app, ["gate", str(bad)])
     assert res.exit_code == 1 and "c.png" in res.output
 

@@ -4,7 +4,8 @@ such as the speedup eager / deferred (``ratio``).
 
 A delta is called significant only with >= ``MIN_UNITS`` independent units per side and
 an interval that excludes zero; below that the interval is the range of per-unit deltas,
-never a confidence interval.
+never a confidence interval, and with one unit a side (a single repeat's throughput) there
+is no interval at all: the delta is a point.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ def _too_few(a: Measurement, b: Measurement, delta: float) -> Interval:
     )
     if not a.n or not b.n or math.isnan(delta):
         return no_interval(min(a.n_units, b.n_units), why)
+    if a.n_units == 1 and b.n_units == 1:  # one unit a side (a single repeat): a point
+        return no_interval(1, f"{why}; one unit a side: the delta is a point, no interval")
     deltas = [pct_delta(x, y) for x in a.unit_values() for y in b.unit_values()]
     deltas = [d for d in deltas if math.isfinite(d)]
     if not deltas:
