@@ -82,7 +82,8 @@ def _body(values: dict[str, Any]) -> None:
     estimate = micro_s(shown, dev.type)
     say(
         f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
-        f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
+        f"{shown.transport}, arms {','.join(shown.arms)}, {shown.launches} launch(es) of "
+        f"{shown.repeats} repeats "
         f"({profile} defaults); estimate ~{fmt_duration(estimate)}"
         + busy_note((shown.ranks or 1) + 1),
         style="dim",
