@@ -11,7 +11,8 @@ repeats each) falls:
    the repeats within each drawn launch, and take the pooled median; its variance is the
    run's sampling variance (between and within launches together);
 2. the same with the launches kept and only the repeats redrawn: the within-launch part;
-   the between-launch part is what the first adds to the second (never below zero);
+   the between-launch part is what the launch medians' own variance (over L) adds to it
+   (never below zero); the larger part "dominates";
 3. the re-run is another draw as uncertain as this one, so the difference of the two
    medians has twice the variance; with few launches the variance itself is uncertain,
    so the half-width takes Student's t with ``launches - 1`` degrees of freedom (and the
@@ -136,13 +137,18 @@ def spread(
     rng = np.random.default_rng(seed)
     both = _two_level(groups, rng, resamples, redraw=True)
     within = _two_level(groups, rng, resamples, redraw=False)
-    var_both, var_within = float(np.var(both, ddof=1)), float(np.var(within, ddof=1))
+    var_within = float(np.var(within, ddof=1))
+    medians = [float(np.median(g)) for g in groups]
+    # the launch medians vary by the between-launch spread plus each one's own within
+    # noise (about L x the pooled median's): what is left over is between launches
+    k = len(groups)
+    var_medians = float(np.var(medians, ddof=1)) if k > 1 else 0.0
     return (
         Spread(
-            launches=len(groups),
+            launches=k,
             samples=len(samples),
-            launch_medians=tuple(float(np.median(g)) for g in groups),
-            between_var=max(0.0, var_both - var_within),
+            launch_medians=tuple(medians),
+            between_var=max(0.0, var_medians / k - var_within),
             within_var=var_within,
         ),
         both,
