@@ -192,7 +192,7 @@ def verdict(error: str | None, exact: list[bool], speed: dict[str, Ratio], arms:
         bounds = fmt_speedup_range(iv["low"] or math.nan, iv["high"] or math.nan)
         spread = {
             "ci": f" (95% CI {bounds}, one launch)",
-            PREDICTION: f" (95% re-run interval {bounds}, {iv['n_units']} launches)",
+            PREDICTION: f" (95% re-run interval {bounds}, {iv.get('n_units')} launches)",
             "range": f" (range {bounds}, too few repeats for a CI)",
         }.get(iv["kind"], "")
         parts.append(f"{arm_base[0]} {fmt_speedup(m['median'], arm_base[1])}{spread}")

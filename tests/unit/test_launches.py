@@ -18,6 +18,7 @@ from kimi_bench.infra.stats.launches import (
     rerun_interval,
     speedup_interval,
 )
+from kimi_bench.report import verdicts
 from kimi_bench.report.model import ReportError, load_report
 from tests import ci_reports
 
@@ -124,6 +125,8 @@ def test_a_micro_report_records_its_launches_and_refuses_an_edited_interval(tmp_
     assert report.data["speedup"]["spread"]["launches"] == 4
     assert any("prediction interval for a re-run's median" in n for n in report.notes)
     assert "re-run interval" in s["verdict"] and "4 launches" in s["verdict"]
+    shown = [line.text for line in verdicts.lines(report.to_dict())]  # terminal, md, html
+    assert any("95% re-run interval" in t and "4 launches" in t for t in shown), shown
     path = ci_reports.put(report, tmp_path / "m").parent
     load_report(path)  # as written: every derived figure agrees with the raw repeats
     raw = json.loads((path / "report.json").read_text())
