@@ -82,6 +82,8 @@ def run_micro_on(
         if state.error is not None:
             break
         state.launch(world, todo, k)
+    if len(state.floors) > 1 and state.floor.get("made_of"):
+        state.floor["made_of"] += f" The lowest of the {len(state.floors)} launches' floors."
     config, notes = describe_launch(world, job.ranks, dev.type, opts.transport)
     launched = Launched(config, state.prefixes[0], state.runtime_prefixes)
     noted = opts.model_copy(update={"notes": (*notes, *opts.notes)})
@@ -90,6 +92,7 @@ def run_micro_on(
                           launched=launched)  # fmt: skip
     if len(state.prefixes) > 1:
         report.data["shm_prefixes"] = state.prefixes
+        report.data["launch_floors_ms"] = state.floors  # the report's floor: their lowest
     if state.error:
         raise MicroFailed(state.error, report)
     return report
@@ -102,7 +105,7 @@ def _tag(launch: int) -> str:
 
 class _Launches:
     """What the launches of one micro run gather at rank 0: the records of every launch,
-    the first launch's floor, the error that stopped them, the segments left behind."""
+    the lowest of their floors, the error that stopped them, the segments left behind."""
 
     def __init__(
         self, opts: MicroOptions, job: MicroJob, progress: Callable[[int, int], None] | None
@@ -110,7 +113,8 @@ class _Launches:
         self.opts, self.job, self.progress = opts, job, progress
         self.samples: Samples = {a: [] for a in opts.arms}
         self.control: Samples = {a: [] for a in opts.arms}
-        self.floor = Floor()
+        self.floor = Floor()  # the launch whose floor is lowest (the floor is a minimum)
+        self.floors: list[float | None] = []  # each launch's floor_ms, in order
         self.error: str | None = None
         self.leftovers: list[str] = []
         self.prefixes: list[str] = []
@@ -139,7 +143,8 @@ class _Launches:
                               rank0_end if r == 0 else None)  # fmt: skip
             floor = _collect_micro(harness, self.opts, job, (self.samples, self.control),
                                    self.step)  # fmt: skip
-            if k == 0:
+            self.floors.append(floor.get("floor_ms"))
+            if _lower(floor, self.floor) or k == 0:
                 self.floor = floor
         except KeyboardInterrupt as exc:
             self.error = interrupt_reason(exc)
@@ -153,6 +158,12 @@ class _Launches:
             self.leftovers += harness.stop() + used.leftovers(pids)
             self.runtime_prefixes += used.segment_prefixes(pids)
         self.done += self.per_launch
+
+
+def _lower(floor: Floor, than: Floor) -> bool:
+    """Whether ``floor`` measured less than ``than`` (a floor without a value never does)."""
+    new, old = floor.get("floor_ms"), than.get("floor_ms")
+    return new is not None and (old is None or new < old)
 
 
 def _collect_micro(
