@@ -58,22 +58,29 @@ def micro(
     groups: str = "4x1536x1024",
     floor_ms: float = 1.0,
     control: dict[str, list[float]] | None = None,
+    launches: int = 1,
 ) -> Report:
     """A micro report: eager totals are ``speedup`` x the deferred ones (per repeat);
-    ``control``: arm -> the totals of its control rounds (none by default)."""
+    ``control``: arm -> the totals of its control rounds (none by default); ``launches``:
+    the repeats split in that many process launches, in order (each record says which)."""
     ups = speedup if isinstance(speedup, list) else [speedup] * len(deferred_ms)
     opts = MicroOptions(
         synthetic=groups,
         ranks=ranks,
-        repeats=planned or len(deferred_ms),
+        repeats=planned or max(1, len(deferred_ms) // launches),
         warmup=0,
         device="cpu",
+        launches=launches,
     )
     pairs = enumerate(zip(deferred_ms, ups, strict=True))
     samples = {
         "eager": [_rec("eager", d * u, i, True, 4000) for i, (d, u) in pairs],
         "deferred": [_rec("deferred", d, i, exact, 1000) for i, d in enumerate(deferred_ms)],
     }
+    if launches > 1:
+        for recs in samples.values():
+            for r in recs:
+                r["launch"] = r["iteration"] * launches // len(recs)
     cfg = resolve_config("kimi-k3", None)
     rounds = {a: [_rec(a, ms, i, exact, 10) for i, ms in enumerate(xs)]
               for a, xs in (control or {}).items()}  # fmt: skip

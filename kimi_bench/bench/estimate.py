@@ -86,20 +86,20 @@ def parity_s(opts: Any, device_type: str = "cpu") -> float:
 
 
 def micro_s(opts: Any, device_type: str = "cpu") -> float:
-    """Start-up of ranks + 1 processes, the floor, every arm ``warmup + repeats`` times
-    and in the control rounds, the report. ``opts`` has its machine defaults resolved."""
+    """Per launch: start-up of ranks + 1 processes, the floor, every arm ``warmup +
+    repeats`` times and in the control rounds; then the report. ``opts`` has its machine
+    defaults resolved."""
     k = _k(device_type)
     mpix = sum(c * w * h for c, w, h in opts.groups) / 1e6 if not opts.images else 1.0
     control = opts.control_repeats + (1 if opts.control_repeats and opts.warmup else 0)
     steps = (opts.warmup + opts.repeats) * len(opts.arms)
-    quiet = (
-        k["import_s"]
-        + (opts.ranks + 1) * k["proc_s"]
+    launch = (  # every launch starts its processes, measures its floor, runs its rounds
+        (opts.ranks + 1) * k["proc_s"]
         + mpix * k["floor_mpix_s"]
         + steps * (k["micro_step_s"] + mpix * k["micro_mpix_s"])
         + control * len(opts.arms) * k["micro_step_s"]  # control rounds: no pixels to speak of
-        + k["report_s"]
     )
+    quiet = k["import_s"] + getattr(opts, "launches", 1) * launch + k["report_s"]
     return quiet * contention(opts.ranks + 1)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from types import SimpleNamespace
+from typing import Any
 
 from kimi_bench.bench.micro_build import Launched, MicroFailed, build_report, stage_record
 from kimi_bench.bench.micro_records import Samples
@@ -58,8 +58,10 @@ def run_micro_on(
     world: World, opts: MicroOptions, progress: Callable[[int, int], None] | None = None
 ) -> Report | None:
     """``micro`` as this process's part of the run: the report at global rank 0, None
-    elsewhere. Raises MicroFailed (with the partial report) at rank 0 and RankFailed at
-    the others when the run stops early."""
+    elsewhere. ``--launches`` independent launches one after another, each with fresh
+    processes (its own harness and rendezvous), its warm-up and its repeats; every record
+    carries its launch. Raises MicroFailed (with the partial report) at rank 0 and
+    RankFailed at the others when the run stops early."""
     load_start = host_load()
     dev = resolve_device(opts.device)
     opts, profile = resolve_defaults(for_world(opts, world), "micro", dev.type)
@@ -68,40 +70,100 @@ def run_micro_on(
     hooks = load_hooks(opts.fault_hooks)  # tests' faults; a bad spec fails before any start
     # usage errors here, before any start; the prefix and rendezvous come with the harness
     job = checked_job(opts, cfg, dev.type, todo.hosts_producers, world.ranks_per_node, hooks)
-    harness = harness_for(world) if todo.hosts_producers else None
-    where = harness or SimpleNamespace(prefix="", init_file="")  # ranks > 0: no segments
-    job = replace(job, prefix=where.prefix, init_file=rendezvous(world, "micro", where.init_file))
-    if harness is None:
+    if not todo.hosts_producers:
         rank = todo.in_process
         assert rank is not None
-        run_here(world, lambda: micro_worker.rank_main(job, rank, None, None))
+        for k in range(opts.launches):
+            one = replace(job, init_file=rendezvous(world, _tag(k), ""))
+            run_here(world, lambda one=one: micro_worker.rank_main(one, rank, None, None))
         return None
-    samples: Samples = {a: [] for a in opts.arms}
-    control: Samples = {a: [] for a in opts.arms}
-    floor = Floor()
-    error: str | None = None
-    try:
-        prod_end, rank0_end = harness.pipe()
-        harness.start("producer", micro_worker.producer_main, job, prod_end)
-        for r in todo.children:
-            harness.start(f"rank{r}", micro_worker.rank_main, job, r, rank0_end if r == 0 else None)
-        floor = _collect_micro(harness, opts, job, (samples, control), progress)
-    except KeyboardInterrupt as exc:
-        error = interrupt_reason(exc)
-    except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
-        error = explain_failure(world, str(exc), sigterm_received())
-    finally:
-        pids = [p.pid for p in harness.procs.values() if p.pid is not None]
-        used = carrier(opts.transport)
-        leftovers = harness.stop() + used.leftovers(pids)
+    state = _Launches(opts, job, progress)
+    for k in range(opts.launches):
+        if state.error is not None:
+            break
+        state.launch(world, todo, k)
+    if len(state.floors) > 1 and state.floor.get("made_of"):
+        state.floor["made_of"] += f" The lowest of the {len(state.floors)} launches' floors."
     config, notes = describe_launch(world, job.ranks, dev.type, opts.transport)
-    launched = Launched(config, harness.prefix, used.segment_prefixes(pids))
+    launched = Launched(config, state.prefixes[0], state.runtime_prefixes)
     noted = opts.model_copy(update={"notes": (*notes, *opts.notes)})
-    report = build_report(noted, cfg, dev, samples, floor, error, leftovers, profile,
-                          load_start, control=control, launched=launched)  # fmt: skip
-    if error:
-        raise MicroFailed(error, report)
+    report = build_report(noted, cfg, dev, state.samples, state.floor, state.error,
+                          state.leftovers, profile, load_start, control=state.control,
+                          launched=launched)  # fmt: skip
+    if len(state.prefixes) > 1:
+        report.data["shm_prefixes"] = state.prefixes
+        report.data["launch_floors_ms"] = state.floors  # the report's floor: their lowest
+    if state.error:
+        raise MicroFailed(state.error, report)
     return report
+
+
+def _tag(launch: int) -> str:
+    """The rendezvous tag of a launch (the first keeps the name runs always had)."""
+    return "micro" if launch == 0 else f"micro/launch{launch}"
+
+
+class _Launches:
+    """What the launches of one micro run gather at rank 0: the records of every launch,
+    the lowest of their floors, the error that stopped them, the segments left behind."""
+
+    def __init__(
+        self, opts: MicroOptions, job: MicroJob, progress: Callable[[int, int], None] | None
+    ) -> None:
+        self.opts, self.job, self.progress = opts, job, progress
+        self.samples: Samples = {a: [] for a in opts.arms}
+        self.control: Samples = {a: [] for a in opts.arms}
+        self.floor = Floor()  # the launch whose floor is lowest (the floor is a minimum)
+        self.floors: list[float | None] = []  # each launch's floor_ms, in order
+        self.error: str | None = None
+        self.leftovers: list[str] = []
+        self.prefixes: list[str] = []
+        self.runtime_prefixes: list[str] = []
+        self.per_launch = len(rounds(job)) * len(opts.arms)
+        self.done = 0
+
+    def step(self, done: int, total: int) -> None:
+        if self.progress:
+            self.progress(self.done + done, self.per_launch * self.opts.launches)
+
+    def launch(self, world: World, todo: Any, k: int) -> None:
+        """Launch ``k``: fresh processes, its warm-up and repeats (the profiled rounds
+        only in the last launch, so its traces are not overwritten)."""
+        last = k == self.opts.launches - 1
+        harness = harness_for(world)
+        job = replace(self.job, prefix=harness.prefix, launch=k,
+                      init_file=rendezvous(world, _tag(k), harness.init_file),
+                      profile_dir=self.job.profile_dir if last else None)  # fmt: skip
+        self.prefixes.append(harness.prefix)
+        try:
+            prod_end, rank0_end = harness.pipe()
+            harness.start("producer", micro_worker.producer_main, job, prod_end)
+            for r in todo.children:
+                harness.start(f"rank{r}", micro_worker.rank_main, job, r,
+                              rank0_end if r == 0 else None)  # fmt: skip
+            floor = _collect_micro(harness, self.opts, job, (self.samples, self.control),
+                                   self.step)  # fmt: skip
+            self.floors.append(floor.get("floor_ms"))
+            if _lower(floor, self.floor) or k == 0:
+                self.floor = floor
+        except KeyboardInterrupt as exc:
+            self.error = interrupt_reason(exc)
+        except Exception as exc:  # a failed rank (or node), a mismatch, a timeout
+            self.error = explain_failure(world, str(exc), sigterm_received())
+            if self.opts.launches > 1:
+                self.error = f"launch {k + 1} of {self.opts.launches}: {self.error}"
+        finally:
+            pids = [p.pid for p in harness.procs.values() if p.pid is not None]
+            used = carrier(self.opts.transport)
+            self.leftovers += harness.stop() + used.leftovers(pids)
+            self.runtime_prefixes += used.segment_prefixes(pids)
+        self.done += self.per_launch
+
+
+def _lower(floor: Floor, than: Floor) -> bool:
+    """Whether ``floor`` measured less than ``than`` (a floor without a value never does)."""
+    new, old = floor.get("floor_ms"), than.get("floor_ms")
+    return new is not None and (old is None or new < old)
 
 
 def _collect_micro(
@@ -111,7 +173,8 @@ def _collect_micro(
     into: tuple[Samples, Samples],
     progress: Callable[[int, int], None] | None,
 ) -> Floor:
-    """Rank 0's repeats into ``into`` (the arms' samples, the control rounds' samples);
+    """Rank 0's repeats of one launch into ``into`` (the arms' samples, the control
+    rounds' samples), numbered after the earlier launches' and marked with the launch;
     returns the floor."""
     floor = Floor()
     total, done = len(rounds(job)) * len(opts.arms), 0
@@ -127,7 +190,9 @@ def _collect_micro(
         if payload["iteration"] < skip or job.profiled(payload["iteration"], control):
             continue
         rec = stage_record(payload)
-        rec["iteration"] = payload["iteration"] - skip
+        per_launch = job.control_repeats if control else job.repeats
+        rec["iteration"] = payload["iteration"] - skip + job.launch * per_launch
+        rec["launch"] = job.launch
         into[control][payload["arm"]].append(rec)
         if rec["bit_exact"] is False:
             what = "control round" if control else "repeat"

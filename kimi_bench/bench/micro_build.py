@@ -14,6 +14,7 @@ from kimi_bench.bench import micro_report as mr
 from kimi_bench.bench.micro_decode import decode_part
 from kimi_bench.bench.micro_records import (
     MedianTimeline,
+    Ratio,
     Repeat,
     Samples,
     TimelineLane,
@@ -28,6 +29,7 @@ from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.launch import LaunchConfig
 from kimi_bench.engine.micro_messages import Floor, RankMarks, RepeatMessage
 from kimi_bench.infra.environment import HostLoad, environment
+from kimi_bench.infra.stats.launches import PREDICTION
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES, arm, arms, carrier, recipe_record, with_role
 from kimi_bench.report import Report, verdicts
@@ -111,8 +113,9 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
         )
         + f", preset {cfg.name}.",
         *_skipped_notes(opts),
-        f"defaults: the {profile.upper()} profile ({opts.ranks} ranks, {opts.repeats} repeats "
-        f"after {opts.warmup} warm-up).",
+        f"defaults: the {profile.upper()} profile ({opts.ranks} ranks; {opts.launches} "
+        f"launch(es), each with fresh processes, {opts.repeats} repeats after {opts.warmup} "
+        "warm-up).",
         "stages follow the critical path: each stage ends when the slowest rank finished it; "
         "stage times add up to the total. Speedups pair the arms per repeat.",
         f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}. The copy "
@@ -203,7 +206,8 @@ def build_report(
         clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
         "too; the pinned link rate with CUDA events",
     )  # fmt: skip
-    notes = [*_notes(opts, cfg, dev, profile), *part.time_notes, *opts.notes]
+    notes = [*_notes(opts, cfg, dev, profile), *launch_notes(part.speed, opts.launches),
+             *part.time_notes, *opts.notes]  # fmt: skip
     if env["host_load"].get("warning"):
         notes.append(env["host_load"]["warning"])
     notes += zero_copy_notes(floor) + part.floor_notes + ctl.notes
@@ -243,6 +247,29 @@ def build_report(
     if launched is not None and launched.runtime_prefixes:
         report.data["runtime_shm_prefixes"] = launched.runtime_prefixes
     return report
+
+
+def launch_notes(speed: dict[str, Ratio], launches: int) -> list[str]:
+    """How many launches the speedups rest on, what their interval promises and which
+    level (between launches or within them) dominates the spread of each median."""
+    out = []
+    for key, m in speed.items():
+        sp, iv = m.get("spread"), m["interval"]
+        if not sp:
+            continue
+        if iv["kind"] != PREDICTION:
+            out.append(f"{key}: {iv['reason'] or 'no re-run interval'}.")
+            continue
+        meds = ", ".join(f"{v:.3g}" for v in sp["launch_medians"])
+        out.append(
+            f"{key}: the interval is a 95% prediction interval for a re-run's median "
+            f"({sp['launches']} launches, {sp['samples']} repeats; launch medians {meds}); "
+            f"the spread of the median is {sp['between_share']:.0%} between launches: "
+            f"{sp['dominant']} dominate."
+        )
+    if launches > 1 and not out:
+        out.append(f"{launches} launches asked for; no speedup to rest on them.")
+    return out
 
 
 def name_profiles(report: Report, opts: MicroOptions) -> None:
@@ -319,6 +346,9 @@ def _summary(
         "speedup_p10": dve.get("p10"),
         "speedup_p90": dve.get("p90"),
         "speedup_interval": dve.get("interval"),
+        "launches": opts.launches,
+        "launches_completed": len({r.get("launch", 0) for r in samples.get(change, [])}),
+        "speedup_spread_dominated_by": dve["spread"]["dominant"] if "spread" in dve else None,
         **{f"speedup_{k.replace('-', '_')}": v["median"] for k, v in speed.items()},
         "bit_exact_all_repeats": bool(exact) and all(exact),
         **{f"{a.replace('-', '_')}_moved_bytes": moved(a) for a in arms},

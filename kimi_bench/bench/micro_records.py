@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from kimi_bench.engine.micro_messages import DecisionDoc, Floor, LedgerRow
 from kimi_bench.infra.stats import IntervalDoc, MedianDoc
+from kimi_bench.infra.stats.launches import SpreadDoc
 
 __all__ = ["DecisionDoc", "Floor", "LedgerRow"]
 
@@ -39,7 +40,8 @@ class Repeat(TypedDict, total=False):
     """One arm's repeat (or control round): the stages on the critical path, the merged
     copy ledger, the bit-exactness flags and what the processes reported about it."""
 
-    iteration: int
+    iteration: int  # unique in the run: numbered on from the earlier launches' repeats
+    launch: int  # the process launch (0-based) the repeat ran in
     timeline: list[TimelineLane]
     stage_ms: dict[str, float]
     stage_bytes: dict[str, int]
@@ -78,6 +80,7 @@ class Ratio(TypedDict, total=False):
     noise: float
     warnings: list[str]
     interval: IntervalDoc
+    spread: SpreadDoc  # total speedups: between-launch and within-launch parts of the spread
     base_payload_ms: float
     arm_payload_ms: float
     reason: str

@@ -3,12 +3,14 @@
 Raw samples stay in the report (``arms.<arm>.stages.<stage>.samples_ms``,
 ``arms.<arm>.total_ms.samples``, ``speedups``); every summary is derived from them by
 ``kimi_bench.infra.stats``. Speedups are paired per repeat (the arms of one repeat run back to
-back), so each repeat is one independent unit.
+back); their interval is where a re-run's median falls, from the spread between the run's
+process launches and within them (``stats.launches.rerun_interval``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -24,6 +26,7 @@ from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import ratio
 from kimi_bench.infra.stats.format import fmt_ms, fmt_speedup, fmt_speedup_range
+from kimi_bench.infra.stats.launches import PREDICTION, speedup_interval
 from kimi_bench.pipeline import STAGES, with_role
 from kimi_bench.pipeline import arm as pipeline_arm
 
@@ -86,10 +89,17 @@ def stage_rows(arm: str, block: ArmBlock) -> list[StageRow]:
     return rows
 
 
+def launch_ids(recs: list[Repeat], iterations: Sequence[Hashable]) -> list[int]:
+    """The launch of each of ``iterations`` (records without one: launch 0, as before)."""
+    by = {r["iteration"]: r.get("launch", 0) for r in recs}
+    return [by[i] for i in iterations]  # type: ignore[index]
+
+
 def speedups(samples: Samples, totals: dict[str, Measurement]) -> dict[str, Ratio]:
     """``<arm>_vs_<base>``: base total / arm total per repeat (paired), for every arm
     against the baseline (eager) and, for the proposed arms, against the change (deferred)
-    too (``totals``: each arm's total_measurement)."""
+    too (``totals``: each arm's total_measurement), with the re-run interval of its median
+    and where its spread comes from (``spread``: between launches or within them)."""
     out: dict[str, Ratio] = {}
     roles = (with_role(samples, "baseline"), with_role(samples, "change"))
     for arm in samples:
@@ -99,8 +109,9 @@ def speedups(samples: Samples, totals: dict[str, Measurement]) -> dict[str, Rati
             if not samples[arm] or not samples[base]:
                 continue
             m = ratio(totals[base], totals[arm])
-            iv = m.interval()
-            out[f"{arm}_vs_{base}"] = cast(Ratio, m.as_dict() | {"interval": iv.as_dict()})
+            iv, sp = speedup_interval(m.samples, launch_ids(samples[arm], m.unit_ids or ()))
+            block = m.as_dict() | {"interval": iv.as_dict(), "spread": sp.as_dict()}
+            out[f"{arm}_vs_{base}"] = cast(Ratio, block)
     return out
 
 
@@ -179,8 +190,11 @@ def verdict(error: str | None, exact: list[bool], speed: dict[str, Ratio], arms:
     for key, m in speed.items():
         iv, arm_base = m["interval"], key.split("_vs_")
         bounds = fmt_speedup_range(iv["low"] or math.nan, iv["high"] or math.nan)
-        spread = {"ci": f" (95% CI {bounds})", "range": f" (range {bounds}, too few repeats "
-                  "for a CI)"}.get(iv["kind"], "")  # fmt: skip
+        spread = {
+            "ci": f" (95% CI {bounds}, one launch)",
+            PREDICTION: f" (95% re-run interval {bounds}, {iv.get('n_units')} launches)",
+            "range": f" (range {bounds}, too few repeats for a CI)",
+        }.get(iv["kind"], "")
         parts.append(f"{arm_base[0]} {fmt_speedup(m['median'], arm_base[1])}{spread}")
     reps = len(exact) // max(1, len(arms) - 1)
     return "; ".join(parts) + f"; owner BF16 outputs identical in {reps} repeats"

@@ -89,7 +89,10 @@ def _parity(sc: RunOptions, out: Path, say: Callable[[str], None], prog: Progres
 
 def _micro(sc: RunOptions, out: Path, say: Callable[[str], None], prog: Progress) -> Report:
     assert sc.micro is not None
-    say(f"micro: {sc.micro.synthetic}, arms {','.join(sc.micro.arms)}")
+    say(
+        f"micro: {sc.micro.synthetic}, arms {','.join(sc.micro.arms)}, "
+        f"{sc.micro.launches} launch(es)"
+    )
     prog.part("micro", 0, "repeats")
     try:
         rep = run_micro(sc.micro, lambda d, t: prog.step(d, t))

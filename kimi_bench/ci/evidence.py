@@ -18,6 +18,7 @@ from typing import Any
 
 from kimi_bench.infra.stats import Measurement, median
 from kimi_bench.infra.stats.compare import Comparison, compare, ratio
+from kimi_bench.infra.stats.launches import speedup_interval
 from kimi_bench.report.model import Report, ReportError, validate_report
 from kimi_bench.report.roles import baseline_arm, change_arm
 
@@ -80,6 +81,8 @@ def micro_evidence(report: Report) -> Evidence:
     if base not in arms or len(arms) < 2:
         raise EvidenceError(f"{w}: config.arms {arms!r} must hold the baseline and another arm")
     planned = cfg.get("repeats")
+    if isinstance(planned, int) and isinstance(cfg.get("launches"), int):
+        planned *= max(1, cfg["launches"])  # every launch runs the repeats
     totals = {arm: _totals(report, arm) for arm in arms}
     exact = [
         r.get("bit_exact") is True
@@ -99,6 +102,10 @@ def micro_evidence(report: Report) -> Evidence:
         speed = ratio(Measurement(totals[base]), Measurement(totals[change]))
         ev.measurements["speedup"] = speed
         ev.figures["speedup"] = speed.median
+        every = [int(r.get("launch", 0)) for r in report.data["repeats"][change]]
+        launches = [every[int(str(i))] for i in speed.unit_ids or ()]  # the paired repeats
+        ev.figures["speedup_interval"], _ = speedup_interval(speed.samples, launches)
+        ev.figures["launches"] = len(set(launches))
         ev.figures["deferred_median_ms"] = median(totals[change])  # the change's (a name kept)
     _micro_bytes(report, ev, arms, base, change)
     _micro_floor(report, ev)

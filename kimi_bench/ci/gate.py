@@ -100,7 +100,7 @@ def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
     m = ev.measurements.get("speedup")
     if m is None or not m.n:
         return _rule("micro.min_speedup", False, None, lim, "no paired speedup")
-    iv = m.interval()
+    iv = ev.figures.get("speedup_interval") or m.interval()  # the re-run interval
     verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
     spread = interval_text(iv.low, iv.high)
     why = f"deferred {fmt_speedup(m.median, 'eager')} (median){spread}, needs >= {lim}x"

@@ -36,7 +36,9 @@ all ranks at once (the least any arm does). Every arm also runs --control-repeat
 on a minimal payload (one merged token per image): the control plane; each arm's payload
 cost (arm minus control) comes with an interval, and speedups on it beside the totals'.
 Defaults fit the machine: the PR shape (8 ranks, 20 repeats) on a GPU, 2 ranks and 5
-repeats on a CPU.
+repeats on a CPU. The run is --launches (3) independent process launches, each with fresh
+processes, its warm-up and its repeats; a speedup's interval is a 95% prediction interval
+for a re-run's median, from the spread between launches and within them.
 
 Example: kimi-bench micro --synthetic 4x1536x1024 --ranks 8 --transport shm --output-dir m8
 """
@@ -82,7 +84,8 @@ def _body(values: dict[str, Any]) -> None:
     estimate = micro_s(shown, dev.type)
     say(
         f"micro: {shown.synthetic if not shown.images else shown.images}; {shown.ranks} ranks, "
-        f"{shown.transport}, arms {','.join(shown.arms)}, {shown.repeats} repeats "
+        f"{shown.transport}, arms {','.join(shown.arms)}, {shown.launches} launch(es) of "
+        f"{shown.repeats} repeats "
         f"({profile} defaults); estimate ~{fmt_duration(estimate)}"
         + busy_note((shown.ranks or 1) + 1),
         style="dim",

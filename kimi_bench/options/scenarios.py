@@ -115,6 +115,12 @@ class MicroOptions(_Common):
                                 "[GPU: 20, CPU: 5].")  # fmt: skip
     warmup: int | None = Field(None, ge=0, le=1_000, description="Unmeasured repeats first "
                                "[GPU: 3, CPU: 1].")  # fmt: skip
+    launches: int = Field(3, ge=1, le=100, description="Independent process launches, one "
+                          "after another, each with fresh processes, its --warmup and its "
+                          "--repeats (and --control-repeats): the speedup's interval is "
+                          "where a re-run's median falls, from the spread between launches "
+                          "and within them (1: a within-launch CI that promises nothing "
+                          "about a re-run).")  # fmt: skip
     control_repeats: int = Field(3, ge=0, le=1_000, description="Rounds of every arm on a "
                                  "minimal payload (one merged token per image), spread over "
                                  "the repeats: the control plane, subtracted to give each "

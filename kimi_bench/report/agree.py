@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kimi_bench.infra.stats import Measurement, percentile
+from kimi_bench.infra.stats.launches import speedup_interval
 from kimi_bench.report.roles import baseline_arm, change_arm
 
 REL_TOL = 1e-6  # derived from the same floats: only rounding may differ
@@ -154,7 +155,11 @@ def micro_repeats(raw: Dict, arm: str, block_name: str = "repeats") -> list[Dict
                     "repeat is recorded once; a duplicated record would count twice"
                 )
             seen[key] = i
-    planned = block(raw, "config").get("repeats" if block_name == "repeats" else "control_repeats")
+    cfg = block(raw, "config")
+    planned = cfg.get("repeats" if block_name == "repeats" else "control_repeats")
+    launches = cfg.get("launches", 1)  # each launch runs the repeats (reports before: one)
+    if isinstance(planned, int) and isinstance(launches, int) and not isinstance(planned, bool):
+        planned *= max(1, launches)
     if isinstance(planned, int) and not isinstance(planned, bool) and len(reps) > planned > 0:
         raise Disagreement(
             f"{block_name}.{arm} holds {len(reps)} records but the run planned {planned}: "
@@ -202,9 +207,28 @@ def _roles(raw: Dict, arms: list[str]) -> tuple[str, str]:
     return baseline_arm(cfg, arms) or "", change_arm(cfg, arms) or ""
 
 
-def _ratios(raw: Dict, totals: dict[str, list[float]]) -> None:
+def interval_agrees(stated: Any, samples: Sequence[float], launches: Sequence[int],
+                    where: str) -> None:  # fmt: skip
+    """A speedup's stated interval against the one its per-repeat values and their launches
+    give (``stats.launches.speedup_interval``: the same function made it)."""
+    if not isinstance(stated, dict) or not samples:
+        return
+    derived, _ = speedup_interval(samples, launches)
+    if stated.get("kind") != derived.kind:
+        raise Disagreement(
+            f"{where}.kind is {stated.get('kind')!r} but the repeats' values over "
+            f"{len(set(launches))} launch(es) give {derived.kind!r}: {DERIVED}"
+        )
+    for key in ("low", "high"):
+        value = getattr(derived, key)
+        if math.isfinite(value):
+            agree(stated.get(key), value, f"{where}.{key}")
+
+
+def _ratios(raw: Dict, totals: dict[str, list[float]], launches: dict[str, list[int]]) -> None:
     """The speedup blocks: the baseline over the change per repeat (``speedup``), and each
-    ``speedups.<x>_vs_<y>`` (y's total over x's, per repeat)."""
+    ``speedups.<x>_vs_<y>`` (y's total over x's, per repeat), with their intervals (from
+    the repeats' launches)."""
     s = block(raw, "summary")
     base, change = _roles(raw, list(totals))
     pairs = [("speedup", change, base)]
@@ -214,9 +238,14 @@ def _ratios(raw: Dict, totals: dict[str, list[float]]) -> None:
     for where, fast, slow in pairs:
         if fast not in totals or slow not in totals or len(totals[fast]) != len(totals[slow]):
             continue
-        values = [b / a for a, b in zip(totals[fast], totals[slow], strict=True) if a]
+        kept = [i for i, a in enumerate(totals[fast]) if a]
+        values = [totals[slow][i] / totals[fast][i] for i in kept]
         body = block(raw, *where.split("."))
         measurement_agrees(body, values, where, f"repeats {slow} / {fast}")
+        ids = [launches[fast][i] for i in kept]
+        interval_agrees(body.get("interval"), values, ids, f"{where}.interval")
+        if where == "speedup":
+            interval_agrees(s.get("speedup_interval"), values, ids, "summary.speedup_interval")
         if values and where == "speedup":
             agree(s.get("speedup_median"), percentile(values, 50), "summary.speedup_median")
             agree(s.get("speedup_p10"), percentile(values, 10), "summary.speedup_p10")
@@ -244,11 +273,13 @@ def micro_disagreement(raw: Dict) -> None:
     cfg, s = block(raw, "config"), block(raw, "summary")
     arms = [str(a) for a in cfg.get("arms") or [] if str(a) in block(raw, "repeats")]
     totals: dict[str, list[float]] = {}
+    launches: dict[str, list[int]] = {}
     exact: list[bool] = []
     for arm in arms:
         reps = micro_repeats(raw, arm)
         arm_block_agrees(block(raw, "arms").get(arm), reps, f"arms.{arm}", f"repeats.{arm}")
         totals[arm] = [float(r["total_ms"]) for r in reps]
+        launches[arm] = [int(r.get("launch", 0)) for r in reps]
         if arm != _roles(raw, arms)[0]:
             exact += [r.get("bit_exact") is True for r in reps]
         key = arm.replace("-", "_")
@@ -260,7 +291,7 @@ def micro_disagreement(raw: Dict) -> None:
           "summary.repeats_completed")  # fmt: skip
     if exact:
         agree_flag(s.get("bit_exact_all_repeats"), all(exact), "summary.bit_exact_all_repeats")
-    _ratios(raw, totals)
+    _ratios(raw, totals, launches)
     moved = {arm: _moved(raw, arm) for arm in arms}
     for arm, derived in moved.items():
         key = f"{arm.replace('-', '_')}_moved_bytes"

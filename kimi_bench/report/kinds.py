@@ -135,7 +135,7 @@ class MicroSummary(Summary):
 class Interval(Open):
     low: Number | None
     high: Number | None
-    kind: Literal["ci", "range", "none"]
+    kind: Literal["ci", "prediction", "range", "none"]
 
 
 class Cost(Open):

@@ -146,7 +146,7 @@ def _span(s: Span) -> str:
     if lo is None or hi is None:
         return MISSING
     write = {"pct": _pct, "x": _ratio, "num": _number}[s.unit]
-    name = {"ci": "95% CI"}.get(s.kind, s.kind)
+    name = {"ci": "95% CI", "prediction": "95% re-run interval"}.get(s.kind, s.kind)
     return f"{write(lo)} .. {write(hi)} ({name})"
 
 

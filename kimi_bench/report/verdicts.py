@@ -55,8 +55,9 @@ class Block:
     delta_pct: float | None
     low: float | None
     high: float | None
-    kind: str  # ci, range or none
+    kind: str  # ci, prediction, range or none
     n: Any  # n_units (or n) as recorded
+    launches: Any  # a re-run interval's launches (its n_units)
     b_units: Any
     significant: Any
     verdict: str
@@ -72,6 +73,7 @@ class Block:
             high=access.number(iv.get("high")),
             kind=str(iv.get("kind") or "none"),
             n=raw.get("n_units") or raw.get("n"),
+            launches=iv.get("n_units"),
             b_units=raw.get("b_units"),
             significant=raw.get("significant"),
             verdict=str(raw.get("verdict") or ""),
@@ -82,8 +84,9 @@ class Block:
 
 
 def _direction(b: Block) -> int:
-    """+1 resolved faster (the whole CI above 1), -1 resolved slower, 0 not resolved."""
-    if b.kind != "ci" or b.low is None or b.high is None:
+    """+1 resolved faster (the whole CI, or re-run interval, above 1), -1 resolved slower,
+    0 not resolved."""
+    if b.kind not in ("ci", "prediction") or b.low is None or b.high is None:
         return 0
     return 1 if b.low > 1 else -1 if b.high < 1 else 0
 
@@ -96,7 +99,9 @@ def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
     arm, _, base = key.partition("_vs_")
     lo, hi, kind, n = b.low, b.high, b.kind, b.n
     reps = f", {n} repeats" if isinstance(n, int) and what == "" else ""
-    if kind == "ci" and lo is not None and hi is not None:
+    if kind == "prediction" and lo is not None and hi is not None:
+        spread = f"95% re-run interval {fmt_speedup_range(lo, hi)}, {b.launches} launches"
+    elif kind == "ci" and lo is not None and hi is not None:
         spread = f"95% CI {fmt_speedup_range(lo, hi)}{reps}"
     elif kind == "range" and lo is not None and hi is not None:
         spread = f"range {fmt_speedup_range(lo, hi)}: too few repeats for a CI"

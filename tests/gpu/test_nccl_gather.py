@@ -61,6 +61,7 @@ def test_micro_two_gpus_times_the_nccl_gather():
             warmup=1,
             device="cuda",
             transport="shm",
+            launches=1,
         )
     )
     assert report.summary["bit_exact_all_repeats"] is True  # owner and gathered outputs

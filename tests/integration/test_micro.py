@@ -48,6 +48,7 @@ def test_stage_bookkeeping_decisions_and_bytes_cpu_two_ranks():
             warmup=1,
             device="cpu",
             transport="shm",
+            launches=1,
         )
     )
     eager, deferred = report.data["arms"]["eager"], report.data["arms"]["deferred"]

@@ -115,7 +115,7 @@ def run(tmp_path_factory):
     res = CliRunner().invoke(
         app,
         ["micro", "--synthetic", "2x96x64", "--ranks", "2", "--repeats", "3", "--warmup", "1",
-         "--control-repeats", "3", "--arms", ",".join(ARMS), "--device", "cpu",
+         "--control-repeats", "3", "--launches", "1", "--arms", ",".join(ARMS), "--device", "cpu",
          "--out", str(out)],
         env={"COLUMNS": "200"},
     )  # fmt: skip

@@ -29,7 +29,7 @@ def _stages(trace: Path) -> set[str]:
 def test_micro_profile_writes_a_trace_per_process_named_in_the_report(tmp_path: Path) -> None:
     prof, out = tmp_path / "prof", tmp_path / "out"
     res = _kimi("micro", "--synthetic", "1x96x64", "--ranks", "2", "--repeats", "3",
-                "--warmup", "0", "--control-repeats", "0", "--device", "cpu",
+                "--launches", "2", "--warmup", "0", "--control-repeats", "0", "--device", "cpu",
                 "--profile", str(prof), "--profile-repeats", "1",
                 "--output-dir", str(out))  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -44,4 +44,4 @@ def test_micro_profile_writes_a_trace_per_process_named_in_the_report(tmp_path: 
     assert any("producer.trace.json" in n and "not in the statistics" in n
                for n in report["notes"])  # fmt: skip
     for arm in ("eager", "deferred"):  # the profiled round is not a measured repeat
-        assert report["arms"][arm]["total_ms"]["n"] == 3
+        assert report["arms"][arm]["total_ms"]["n"] == 6  # 2 launches (traces: the last)

@@ -107,7 +107,10 @@ def test_two_nodes_loopback_both_arms_bit_exact(tmp_path):
     micro = json.loads((tmp_path / "micro" / "report.json").read_text())
     assert micro["config"]["ranks"] == 4
     assert micro["summary"]["bit_exact_all_repeats"] is True
-    assert micro["summary"]["repeats_completed"] == 2
+    # two launches (torchrun_entry), each a fresh rendezvous of every rank, 2 repeats each
+    assert micro["summary"]["repeats_completed"] == 4
+    assert micro["summary"]["launches_completed"] == 2
+    assert [r["launch"] for r in micro["repeats"]["deferred"]] == [0, 0, 1, 1]
     assert any("torchrun: 4 ranks on 2 node(s), 2 per node" in n for n in micro["notes"])
     launch = micro["config"]["launch"]
     assert (launch["launcher"], launch["nodes"], launch["ranks_per_node"]) == ("torchrun", 2, 2)

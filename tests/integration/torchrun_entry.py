@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
         if "micro" in parts:
             opts = MicroOptions(
                 synthetic="2x64x48,1x30x20", transport="pickle", device="cpu",
-                repeats=repeats, warmup=1, timeout_s=60,
+                repeats=repeats, warmup=1, timeout_s=60, launches=2,
             )  # fmt: skip
             try:
                 report = run_micro_on(

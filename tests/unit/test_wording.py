@@ -37,10 +37,18 @@ def test_micro_verdict_says_slower_for_a_ratio_below_one():
         "zero-copy_vs_eager": _speed(2.1, 0.9, 2.5, "range"),
     }
     text = verdict(None, [True] * 10, speed, ["eager", "deferred", "zero-copy"])
-    assert "zero-copy 1.23x slower than deferred (95% CI 1.11-1.33x slower)" in text
-    assert "deferred 2.64x faster than eager (95% CI 1.21-3.77x faster)" in text
+    # a CI (not a re-run interval) says it rests on one launch
+    assert "zero-copy 1.23x slower than deferred (95% CI 1.11-1.33x slower, one launch)" in text
+    assert "deferred 2.64x faster than eager (95% CI 1.21-3.77x faster, one launch)" in text
     assert "range 1.11x slower to 2.50x faster, too few repeats for a CI" in text
     assert "0.81x" not in text
+    rerun = _speed(2.2, 1.4, 3.5, "prediction")
+    rerun["interval"]["n_units"] = 5
+    text = verdict(None, [True] * 10, {"deferred_vs_eager": rerun}, ["eager", "deferred"])
+    assert (
+        "deferred 2.20x faster than eager (95% re-run interval 1.40-3.50x faster, 5 launches)"
+        in text
+    )
 
 
 def _parity(config: dict) -> Report:

@@ -32,6 +32,9 @@ The rest of the statistics, one module each:
     rank_test         mann_whitney(x, y, alternative="two-sided") -> RankTest(p_value,
                       method, u, alternative, n_x, n_y) ("greater": x tends to be larger
                       than y; the gate's one-sided test)
+    launches          rerun_interval(samples, launches, confidence=0.95) -> (Interval, Spread):
+                      a prediction interval for a re-run's median, from the spread between
+                      process launches and within them (two-level bootstrap)
     difference        difference(a, b) -> Difference (.value .interval: unpaired a - b, e.g.
                       an arm minus its control); ratio_of_differences(a, a_ref, b, b_ref)
                       -> (value, Interval) (e.g. a speedup on payload cost)
@@ -127,8 +130,10 @@ class IntervalDoc(TypedDict):
 @dataclass(frozen=True)
 class Interval:
     """An interval of a statistic. ``kind`` is ``"ci"`` (percentile bootstrap over >=
-    ``MIN_UNITS`` independent units), ``"range"`` (min..max, NOT a confidence interval) or
-    ``"none"`` (nothing to show; ``reason`` says why)."""
+    ``MIN_UNITS`` independent units), ``"prediction"`` (where a re-run's median falls, from
+    the spread between process launches and within them: ``stats.launches``; ``n_units``
+    counts launches), ``"range"`` (min..max, NOT a confidence interval) or ``"none"``
+    (nothing to show; ``reason`` says why)."""
 
     low: float
     high: float
@@ -156,6 +161,11 @@ class Interval:
             lo, hi = f"{self.low:.4g}", f"{self.high:.4g}" + (f" {unit}" if unit else "")
         if self.kind == "ci":
             return f"{lo} .. {hi} ({(self.confidence or 0):.0%} CI over {self.n_units} units)"
+        if self.kind == "prediction":
+            return (
+                f"{lo} .. {hi} ({(self.confidence or 0):.0%} re-run interval over "
+                f"{self.n_units} launches)"
+            )
         return f"{lo} .. {hi} (range over {self.n_units} units, not a confidence interval)"
 
     def as_dict(self) -> IntervalDoc:
