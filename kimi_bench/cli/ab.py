@@ -68,8 +68,11 @@ def _ab(opts: AbOptions, values: dict[str, Any]) -> None:
         say(m["sentence"], err=True)
     say(f"report: {out / 'report.md'}", err=True)
     failed = ", ".join(doc["failed_metrics"])
-    verdict_line(f"ab {doc['verdict']}" + (f": regression in {failed}" if failed else ""),
-                 not doc["exit_code"])  # fmt: skip
+    open_ = ", ".join(m["metric"] for m in doc["metrics"] if m["verdict"] == "inconclusive")
+    tail = f": regression in {failed}" if failed else ""
+    if open_ and not failed:
+        tail = f" (inconclusive: {open_}; more --launches would decide)"
+    verdict_line(f"ab {doc['verdict']}{tail}", not doc["exit_code"])
     raise typer.Exit(code=doc["exit_code"])
 
 
