@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -109,35 +107,29 @@ def test_the_slower_build_stretches_the_stage_inside_the_measured_region():
         SlowerArm(fraction=0)
 
 
-FAKE = """#!{python}
-# a stand-in kimi-bench: --version, and micro writing a report.json with set figures
-import json, os, sys
-from pathlib import Path
-args = sys.argv[1:]
-if args == ["--version"]:
-    print("kimi-bench {version}")
-    sys.exit(0)
-assert args[0] == "micro" and "--arms" in args, args
-out = Path(args[args.index("--output-dir") + 1])
-count = Path(__file__).with_suffix(".count")
-n = int(count.read_text()) if count.exists() else 0
-count.write_text(str(n + 1))
-deferred = {deferred} * (1 + 0.01 * (n % 3))  # a little spread between launches
-summary = {{"deferred_median_ms": deferred, "eager_median_ms": 20.0,
-           "speedup_median": 20.0 / deferred, "repeats_completed": 5,
-           "bit_exact_all_repeats": True}}
-env = {{"git": {{"commit": "{commit}"}}, "package_version": "{version}", "device": "cpu",
-       "device_name": "x86_64", "cpu_count": 2, "torch": "t", "python": "p",
-       "host_load": {{"start": {{"load_1m": 1.5}}}}}}
-out.mkdir(parents=True, exist_ok=True)
-(out / "report.json").write_text(json.dumps({{"summary": summary, "environment": env}}))
-sys.exit({code})
+FAKE = """#!/bin/sh
+# a stand-in kimi-bench (no Python start-up): --version, and micro writing a report.json
+# with set figures, a little spread between launches
+if [ "$1" = "--version" ]; then echo "kimi-bench {version}"; exit 0; fi
+[ "$1" = micro ] || exit 9
+while [ $# -gt 0 ]; do [ "$1" = --output-dir ] && out=$2; shift; done
+n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.count"
+deferred=$(awk -v n="$n" 'BEGIN {{ printf "%.6f", {deferred} * (1 + 0.01 * (n % 3)) }}')
+speedup=$(awk -v d="$deferred" 'BEGIN {{ printf "%.6f", 20 / d }}')
+mkdir -p "$out"
+cat > "$out/report.json" <<JSON
+{{"summary": {{"deferred_median_ms": $deferred, "eager_median_ms": 20.0,
+  "speedup_median": $speedup, "repeats_completed": 5, "bit_exact_all_repeats": true}},
+ "environment": {{"git": {{"commit": "{commit}"}}, "package_version": "{version}",
+  "device": "cpu", "device_name": "x86_64", "cpu_count": 2, "torch": "t", "python": "p",
+  "host_load": {{"start": {{"load_1m": 1.5}}}}}}}}
+JSON
+exit {code}
 """
 
 
 def _fake(path: Path, deferred: float, commit: str, code: int = 0, version: str = "9.9") -> str:
-    path.write_text(FAKE.format(python=sys.executable, deferred=deferred, commit=commit,
-                                code=code, version=version))  # fmt: skip
+    path.write_text(FAKE.format(deferred=deferred, commit=commit, code=code, version=version))
     path.chmod(0o755)
     return str(path)
 
@@ -198,6 +190,6 @@ def test_refusals_exit_2_naming_the_revision(tmp_path: Path):
 
 
 def test_help_documents_the_exit_codes():
-    out = subprocess.run([sys.executable, "-m", "kimi_bench.cli.main", "ab", "--help"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = CliRunner().invoke(app, ["ab", "--help"]).output
     assert "0 no regression" in out and "1 a regression" in out and "2 refused" in out
+    assert "scipy.stats.ttest_1samp" in out  # which interval
