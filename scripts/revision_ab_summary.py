@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,43 @@ def _run(folder: Path) -> dict[str, Any]:
         else None,
         "commits": [doc["base"]["commit"], doc["candidate"]["commit"]],
     }
+
+
+def _pair_logs(out: Path, run: str, metric: str) -> list[float]:
+    """One run's per-pair log ratios of ``metric`` (positive: the candidate worse)."""
+    doc = json.loads((out / run / "report.json").read_text())
+    changes = next(m["pair_changes"] for m in doc["metrics"] if m["metric"] == metric)
+    return [math.log1p(c) for c in changes]
+
+
+def detection(
+    out: Path, runs: list[dict[str, Any]], metric: str, threshold: float
+) -> dict[str, Any] | None:
+    """The spread of one launch pair's log ratio (pooled over the runs, each run's own mean
+    taken out, so the slower runs count too) and, from it, the smallest regression that
+    ``L`` launch pairs catch in 95% of runs (interval excluding 0 at a two-sided 95% paired
+    t interval, and the estimate over ``threshold``), with se = sd / sqrt(L):
+    exp(max((t(0.975, L-1) + t(0.95, L-1)) * se, log(1 + threshold) + t(0.95, L-1) * se)) - 1
+    (the sd taken as known)."""
+    from scipy.stats import t
+
+    sq, dof = 0.0, 0
+    for r in runs:
+        if r.get("metrics"):
+            logs = _pair_logs(out, r["run"], metric)
+            mean = sum(logs) / len(logs)
+            sq += sum((v - mean) ** 2 for v in logs)
+            dof += len(logs) - 1
+    if dof < 2:
+        return None
+    sd = math.sqrt(sq / dof)
+    mde = {}
+    for n in (3, 6, 10, 20, 40):
+        se, t95 = sd / math.sqrt(n), t.ppf(0.95, n - 1)
+        # caught: the interval excludes 0 AND the estimate is over the threshold
+        need = max((t.ppf(0.975, n - 1) + t95) * se, math.log1p(threshold) + t95 * se)
+        mde[str(n)] = round(math.expm1(need), 3)
+    return {"pair_log_sd": round(sd, 4), "dof": dof, "detectable_at_95pct_by_launch_pairs": mde}
 
 
 def summarize(out: Path, slowdown: float, pairs: int) -> dict[str, Any]:
@@ -82,6 +120,10 @@ def summarize(out: Path, slowdown: float, pairs: int) -> dict[str, Any]:
         if loads
         else None,
         "estimates": est,
+        "detection": {
+            m: detection(out, aa + slow, m, first["settings"]["max_regression"] if first else 0.1)
+            for m in ("deferred_ms", "speedup")
+        },
         "runs": aa + slow,
     }
 
@@ -124,6 +166,14 @@ def markdown(s: dict[str, Any]) -> str:
     for kind, label in (("aa", "A/A"), ("slower", "slower")):
         for m, vals in s["estimates"][kind].items():
             lines.append(f"- {label} {m}: {_range(vals)}")
+    lines += ["", "Spread between launches and what it lets the A/B detect (95% of runs "
+              "caught, paired t interval at 95%, normal approximation):", ""]  # fmt: skip
+    for m, d in s["detection"].items():
+        if d:
+            by = ", ".join(f"{k} pairs {v:+.0%}" for k, v in
+                           d["detectable_at_95pct_by_launch_pairs"].items())  # fmt: skip
+            lines.append(f"- {m}: one pair's log ratio sd {d['pair_log_sd']:.3f} "
+                         f"({d['dof']} dof); detectable: {by}")  # fmt: skip
     lines += ["", "| run | exit | verdict | deferred_ms | speedup | load 1m (median) | wall s |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in s["runs"]:

@@ -39,9 +39,9 @@ class FaultHooks:
     def clock(self, arm: str, rank: int | None, hook: Hook) -> Hook:
         """micro: the timing hook of ``arm``'s step in one process (``rank`` None: the
         producer), made right before the step runs. A hook may return a wrapper whose
-        ``mark`` does extra work before the stage's mark (a slower build: the work is
-        inside the measured region, the report is never edited); the default returns
-        ``hook`` itself."""
+        ``mark`` does extra work in a stage and ends the stage after it (a slower build:
+        the work is inside the measured region, the report is never edited); the default
+        returns ``hook`` itself."""
         return hook
 
     def before_attach(self, rank: int) -> None:
