@@ -34,13 +34,25 @@ Example: kimi-bench ab --base origin/main --candidate HEAD --launches 6 --max-re
 """
 
 
-def _progress(launch: Any, total: int) -> None:
-    say(
-        f"[{launch.position + 1}/{total}] {launch.side}: deferred {launch.deferred_ms:.2f} ms, "
-        f"eager {launch.eager_ms:.2f} ms, speedup {launch.speedup:.2f}x ({launch.wall_s:.0f} s)",
-        style="dim",
-        err=True,
-    )
+class _Progress:
+    """One line per finished launch, with the time the rest should take at this pace."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+
+    def __call__(self, launch: Any, total: int) -> None:
+        from kimi_bench.cli.progress import fmt_duration
+
+        self.spent += launch.wall_s
+        done = launch.position + 1
+        left = self.spent / done * (total - done)
+        say(
+            f"[{done}/{total}] {launch.side}: deferred {launch.deferred_ms:.2f} ms, eager "
+            f"{launch.eager_ms:.2f} ms, speedup {launch.speedup:.2f}x ({launch.wall_s:.0f} s; "
+            f"about {fmt_duration(left)} left)",
+            style="dim",
+            err=True,
+        )
 
 
 def _ab(opts: AbOptions, values: dict[str, Any]) -> None:
@@ -59,7 +71,7 @@ def _ab(opts: AbOptions, values: dict[str, Any]) -> None:
     say(f"base: {base.version} ({base.source} {base.given}); candidate: {cand.version} "
         f"({cand.source} {cand.given}); {2 * opts.launches} launches", err=True)  # fmt: skip
     try:
-        doc = run_ab(opts, base, cand, out, _progress)
+        doc = run_ab(opts, base, cand, out, _Progress())
     except LaunchFailed as exc:
         fail_line(str(exc), label="launch failed:")
         raise typer.Exit(code=1 if exc.side == "candidate" else 2) from None

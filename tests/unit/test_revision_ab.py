@@ -144,7 +144,7 @@ def test_an_aa_run_passes_and_names_the_commit_machine_and_launches(tmp_path: Pa
     exe = _fake(tmp_path / "kb", 10.0, "a" * 40)
     code, out = _ab(tmp_path, exe, exe)
     assert code == 0, out
-    assert "ab PASS" in out and "[6/6] " in out  # progress, launch by launch
+    assert "ab PASS" in out and "[6/6] " in out and "left)" in out  # progress, launch by launch
     doc = json.loads((tmp_path / "out" / "report.json").read_text())
     assert doc["base"]["commit"] == doc["candidate"]["commit"] == "a" * 40
     assert doc["base"]["version"] == "kimi-bench 9.9"
