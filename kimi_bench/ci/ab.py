@@ -31,6 +31,10 @@ from kimi_bench.options.ab import AbOptions
 
 SCHEMA = 1
 METRICS = (("deferred_ms", "lower"), ("speedup", "higher"))
+FIGURES = {
+    "min": "each arm's fastest measured repeat in the launch (speedup: eager's over deferred's)",
+    "median": "each arm's median over the launch's repeats (speedup: eager's over deferred's)",
+}
 LAUNCH_ENV = {"KIMI_BENCH_FIGURES": "0"}  # no figures in a launch: only its numbers are read
 
 
@@ -72,16 +76,28 @@ class Launch:
     version: str | None
 
 
-def _figures(rev: Revision, pair: int, position: int, folder: Path, wall: float) -> Launch:
-    """The launch's figures from its report.json."""
+def arm_figure(doc: dict[str, Any], arm: str, figure: str) -> float:
+    """One arm's figure in a micro report: the fastest of its measured repeats (``min``)
+    or the median the report gives (``median``)."""
+    if figure == "median":
+        return float(doc["summary"][f"{arm}_median_ms"])
+    return float(min(doc["arms"][arm]["total_ms"]["samples"]))
+
+
+def _figures(
+    rev: Revision, where: tuple[int, int], folder: Path, wall: float, figure: str
+) -> Launch:
+    """The launch's figures from its report.json (``where``: pair, position)."""
+    pair, position = where
     try:
         doc = json.loads((folder / "report.json").read_text(encoding="utf-8"))
         s, env = doc["summary"], doc["environment"]
         load = ((env.get("host_load") or {}).get("start") or {}).get("load_1m")
+        deferred, eager = arm_figure(doc, "deferred", figure), arm_figure(doc, "eager", figure)
         return Launch(
             position=position, pair=pair, side=rev.label, folder=str(folder),
-            wall_s=round(wall, 2), deferred_ms=float(s["deferred_median_ms"]),
-            eager_ms=float(s["eager_median_ms"]), speedup=float(s["speedup_median"]),
+            wall_s=round(wall, 2), deferred_ms=deferred, eager_ms=eager,
+            speedup=eager / deferred,
             repeats=int(s["repeats_completed"]), bit_exact=bool(s.get("bit_exact_all_repeats")),
             load_1m=load, commit=(env.get("git") or {}).get("commit"),
             version=env.get("package_version"),
@@ -118,7 +134,7 @@ def run_launch(opts: AbOptions, rev: Revision, pair: int, position: int, out: Pa
         last = (tail.strip().splitlines() or [""])[-1]
         raise LaunchFailed(rev.label, f"{rev.label} launch {position + 1} exited "
                            f"{done.returncode}: {last} (log: {folder / 'launch.log'})")  # fmt: skip
-    return _figures(rev, pair, position, folder, wall)
+    return _figures(rev, (pair, position), folder, wall, opts.figure)
 
 
 def resolve_both(opts: AbOptions) -> tuple[Revision, Revision]:
@@ -193,7 +209,8 @@ def run_ab(
             "max_regression": opts.max_regression,
             "confidence": opts.confidence,
             "method": METHOD,
-            "figure": "each launch's median over its repeats",
+            "figure": opts.figure,
+            "figure_means": FIGURES[opts.figure],
         },
         "launches": [asdict(la) for la in launches],
         "metrics": [m.as_dict() | {"sentence": m.sentence()} for m in metrics],

@@ -39,7 +39,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"micro: `{' '.join(s['micro'])}`; {doc['wall_s']:.0f} s in all",
         f"- gate: a metric fails when the candidate is worse by more than "
         f"{s['max_regression']:.0%} and the {s['confidence']:.0%} interval excludes no "
-        f"change; interval: {s['method']}; a launch's figure: {s['figure']}",
+        f"change; interval: {s['method']}; a launch's figure: {s['figure_means']}",
         "",
         "## Metrics",
         "",
@@ -49,8 +49,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         "## Launches",
         "",
-        "| # | pair | revision | deferred ms | eager ms | speedup | repeats | bit-exact "
-        "| load 1m | wall s | commit |",
+        f"| # | pair | revision | deferred ms ({s['figure']}) | eager ms ({s['figure']}) "
+        "| speedup | repeats | bit-exact | load 1m | wall s | commit |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for la in doc["launches"]:

@@ -7,7 +7,8 @@ positive value is the candidate doing worse (a longer time, a smaller speedup). 
 interval is the paired t interval of the mean log ratio (``scipy.stats.ttest_1samp`` on
 the pairs' log ratios: a paired t-test), moved back to a relative change. The unit is the
 launch pair, so the spread between launches (most of the noise on a shared host) is in the
-interval; a launch's figure is the median of its own repeats.
+interval; a launch's figure summarizes its own repeats (``ab.arm_figure``: the fastest one by
+default).
 
 A metric is a regression when its estimate exceeds the allowed regression AND the interval
 excludes no change (as ``asv continuous``: a change must be large and significant). An

@@ -14,9 +14,11 @@ DOC = """Did the candidate revision regress against the base, measured on THIS m
 
 Runs each revision's micro (arms eager and deferred) as separate process launches,
 interleaved A B, B A, A B, ... (--launches per revision), so host drift hits both; gates
-the candidate's change over the launch pairs: the deferred arm's median time and its
-speedup over eager (eager measured in the same launch). The interval is a paired t
-interval of the per-pair log ratios (scipy.stats.ttest_1samp). A metric fails when the
+the candidate's change over the launch pairs: the deferred arm's time and its speedup over
+eager (eager measured in the same launch), a launch's figure for an arm being its fastest
+measured repeat (--figure min: other work on the host only ever adds time) or its median.
+The interval is a paired t interval of the per-pair log ratios (scipy.stats.ttest_1samp).
+A metric fails when the
 candidate is worse by more than --max-regression AND the interval excludes no change.
 
 A revision is a git ref of --repo (exported and installed into its own virtual

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -36,6 +36,13 @@ class AbOptions(_Command):
                                   "arm's time and of its speedup over eager.")  # fmt: skip
     confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Confidence of the paired "
                               "interval.")  # fmt: skip
+    figure: Literal["min", "median"] = Field(
+        "min",
+        description="A launch's figure for each arm: min (its fastest measured repeat: other "
+        "work on the host only ever adds time, so the fastest repeat is the least disturbed) "
+        "or median (of its repeats, as micro reports); the speedup is eager's figure over "
+        "deferred's.",
+    )
     synthetic: str | None = Field(None, description="micro --synthetic (COUNTxWxH,...) "
                                   "[default: micro's].")  # fmt: skip
     ranks: int | None = Field(None, ge=1, le=64, description="micro --ranks [default: micro's "

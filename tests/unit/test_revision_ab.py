@@ -116,10 +116,13 @@ while [ $# -gt 0 ]; do [ "$1" = --output-dir ] && out=$2; shift; done
 n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.count"
 deferred=$(awk -v n="$n" 'BEGIN {{ printf "%.6f", {deferred} * (1 + 0.01 * (n % 3)) }}')
 speedup=$(awk -v d="$deferred" 'BEGIN {{ printf "%.6f", 20 / d }}')
+slow=$(awk -v d="$deferred" 'BEGIN {{ printf "%.6f", 1.5 * d }}')
 mkdir -p "$out"
 cat > "$out/report.json" <<JSON
-{{"summary": {{"deferred_median_ms": $deferred, "eager_median_ms": 20.0,
+{{"summary": {{"deferred_median_ms": $slow, "eager_median_ms": 30.0,
   "speedup_median": $speedup, "repeats_completed": 5, "bit_exact_all_repeats": true}},
+ "arms": {{"deferred": {{"total_ms": {{"samples": [$slow, $deferred, $slow]}}}},
+  "eager": {{"total_ms": {{"samples": [30.0, 20.0, 25.0]}}}}}},
  "environment": {{"git": {{"commit": "{commit}"}}, "package_version": "{version}",
   "device": "cpu", "device_name": "x86_64", "cpu_count": 2, "torch": "t", "python": "p",
   "host_load": {{"start": {{"load_1m": 1.5}}}}}}}}
@@ -150,6 +153,9 @@ def test_an_aa_run_passes_and_names_the_commit_machine_and_launches(tmp_path: Pa
     assert doc["base"]["version"] == "kimi-bench 9.9"
     assert [la["side"][0] for la in doc["launches"]] == list("bccbbc")
     assert [m["verdict"] for m in doc["metrics"]] == ["ok", "ok"]
+    # each arm's figure: its fastest repeat (the report's medians are 1.5x and 30 ms)
+    assert [la["deferred_ms"] for la in doc["launches"]][:3] == pytest.approx([10, 10.1, 10.2])
+    assert doc["launches"][0]["speedup"] == pytest.approx(2.0)
     md = (tmp_path / "out" / "report.md").read_text()
     assert "# kimi-bench ab: PASS" in md and "a" * 12 in md and "host load" in md
 
