@@ -97,3 +97,46 @@ class BrokenStream(FaultHooks):
             raise ConnectionResetError("injected fault: connection reset before a token")
         if self.mode == "malformed":
             yield 'data: {"id": "chatcmpl-x", "choices": [{"delta": {"content": \n\n'
+
+
+class _SlowerClock:
+    """A step's clock that does extra work inside the measured region: when ``stage`` ends,
+    it spins (a busy loop: real CPU time, not a sleep) for ``fraction`` of the time the
+    step has taken so far in this process, then marks the stage again, so the stage, and
+    the arm's total, end that much later."""
+
+    def __init__(self, inner: Any, stage: str, fraction: float) -> None:
+        self.inner, self.stage, self.fraction = inner, stage, fraction
+        self.t0 = time.perf_counter()  # the step starts right after its barrier
+
+    @property
+    def marks(self) -> dict[str, float]:
+        marks: dict[str, float] = self.inner.marks
+        return marks
+
+    def mark(self, stage: str) -> None:
+        self.inner.mark(stage)  # after a device synchronize: the work so far is done
+        if stage != self.stage:
+            return
+        end = self.marks[stage] + self.fraction * (self.marks[stage] - self.t0)
+        while time.perf_counter() < end:
+            pass
+        self.inner.mark(stage)
+
+
+class SlowerArm(FaultHooks):
+    """micro: a slower build of ``arm`` (a test build for the revision A/B): every scheduler
+    rank busy-loops at the end of its ``stage`` for ``fraction`` of the arm's time so far
+    on that rank, so the arm's measured time grows by about ``fraction`` (a bit less: the
+    stages after ``stage`` are not stretched). Other arms and the producer are untouched."""
+
+    def __init__(self, fraction: float = 0.2, arm: str = "deferred",
+                 stage: str = "owner_materialize") -> None:  # fmt: skip
+        if not 0 < fraction <= 10:
+            raise ValueError(f"fraction must be in (0, 10], got {fraction}")
+        self.fraction, self.arm, self.stage = fraction, arm, stage
+
+    def clock(self, arm: str, rank: int | None, hook: Any) -> Any:
+        if arm != self.arm or rank is None:
+            return hook
+        return _SlowerClock(hook, self.stage, self.fraction)

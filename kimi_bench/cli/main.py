@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kimi_bench.cli.ab import ab
 from kimi_bench.cli.calibrate import calibrate
 from kimi_bench.cli.common import package_version, say, stdout_is_document
 from kimi_bench.cli.gate import compare, gate
@@ -113,6 +114,7 @@ app.command(SERVE_FROM_OPTIONS, hidden=True)(serve_from_options)
 app.command("gate", epilog=INTERNAL_EPILOG)(gate)
 app.command("compare", epilog=INTERNAL_EPILOG)(compare)
 app.command("calibrate", epilog=INTERNAL_EPILOG)(calibrate)
+app.command("ab", epilog=INTERNAL_EPILOG)(ab)
 app.command("run", epilog=INTERNAL_EPILOG)(run)
 app.command("project", epilog=INTERNAL_EPILOG)(project)
 app.command("render", epilog=INTERNAL_EPILOG)(render)

@@ -39,9 +39,12 @@ def _step(
     dev: torch.device,
     arena: Arena | None,
     prof: StageProfiler | None = None,
+    rank: int | None = None,
 ) -> Step:
-    """One arm's step; under ``prof`` (a profiled round) its stages are profiler ranges."""
-    hook = ClockHook(dev) if prof is None else prof.hook(ClockHook(dev))
+    """One arm's step in the producer (``rank`` None) or a rank; under ``prof`` (a
+    profiled round) its stages are profiler ranges. The fault hooks may wrap its clock."""
+    clock = job.hooks.clock(name, rank, ClockHook(dev))
+    hook = clock if prof is None else prof.hook(clock)
     return chosen.step(
         name, job.cfg, dev, hook=hook, arena=arena, baseline_whitelisted=job.baseline_whitelisted
     )
@@ -156,7 +159,7 @@ def _rank_loop(
         under = prof if job.profiled(it, control) else None  # every arm of a profiled round
         for name in job.arms:
             dist.barrier()
-            step = _step(job, chosen, name, dev, arena, under)
+            step = _step(job, chosen, name, dev, arena, under, rank)
             packed, producer = _receive(job, step, ranks, rank, conn)
             res = recipe.scheduler_step(step, ranks, [packed], rank)
             # every arm's owner output is held against the baseline's (``reference``)

@@ -18,7 +18,13 @@ from __future__ import annotations
 import ast
 import importlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
+
+
+class Hook(Protocol):
+    """A step's timing hook (``pipeline.step.Hook``): ``mark`` notes a stage's end."""
+
+    def mark(self, stage: str) -> None: ...
 
 
 class FaultHooks:
@@ -29,6 +35,14 @@ class FaultHooks:
         """micro: a process finished its part of measured round ``iteration`` (0-based,
         warm-up rounds first; control rounds are not reported). ``rank`` None: the
         producer."""
+
+    def clock(self, arm: str, rank: int | None, hook: Hook) -> Hook:
+        """micro: the timing hook of ``arm``'s step in one process (``rank`` None: the
+        producer), made right before the step runs. A hook may return a wrapper whose
+        ``mark`` does extra work in a stage and ends the stage after it (a slower build:
+        the work is inside the measured region, the report is never edited); the default
+        returns ``hook`` itself."""
+        return hook
 
     def before_attach(self, rank: int) -> None:
         """micro: ``rank`` joined its process group and is about to map the zero-copy

@@ -22,7 +22,10 @@ DPI = 110
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend (no display needed), or None when the
-    ``plot`` extra is not installed."""
+    ``plot`` extra is not installed or ``KIMI_BENCH_FIGURES=0`` (the launches of
+    ``kimi-bench ab``, whose figures nobody reads: seconds saved per launch)."""
+    if os.environ.get("KIMI_BENCH_FIGURES") == "0":
+        return None
     try:
         import matplotlib
 

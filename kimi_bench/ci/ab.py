@@ -1,0 +1,220 @@
+"""``kimi-bench ab``: two revisions measured on this machine in one job, launch by launch.
+
+Each revision's ``micro`` (arms eager and deferred) runs as its own process launch, the
+two revisions interleaved A B, B A, A B, ... (``ab_stats.launch_order``), so that a drift of
+the host (another job starting, a frequency change) hits both. Every launch writes its
+own micro report under ``<out>/launches/``; the A/B reads each launch's medians from it
+and gates the candidate against the base with the paired interval of ``ab_stats``: the
+deferred arm's time and its speedup over eager (eager measured in the same launch).
+
+Exit codes: 0 no regression, 1 a regression (or a candidate launch that failed), 2 refused
+(a revision that cannot be resolved or built, a base launch that failed)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kimi_bench.ci.ab_stats import METHOD, PairedChange, launch_order, paired_change
+from kimi_bench.ci.revisions import Revision, ask_version, resolve
+from kimi_bench.options.ab import AbOptions
+
+SCHEMA = 1
+METRICS = (("deferred_ms", "lower"), ("speedup", "higher"))
+FIGURES = {
+    "min": "each arm's fastest measured repeat in the launch (speedup: eager's over deferred's)",
+    "median": "each arm's median over the launch's repeats (speedup: eager's over deferred's)",
+}
+LAUNCH_ENV = {"KIMI_BENCH_FIGURES": "0"}  # no figures in a launch: only its numbers are read
+
+
+class LaunchFailed(RuntimeError):
+    """A launch of one revision did not finish with a report (``side``: which revision)."""
+
+    def __init__(self, side: str, message: str) -> None:
+        super().__init__(message)
+        self.side = side
+
+
+def load_snapshot() -> dict[str, Any]:
+    """The host's load averages now (NaN where the OS has none) and its usable CPUs."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        one = five = fifteen = math.nan
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return {"load_1m": one, "load_5m": five, "load_15m": fifteen, "cpus": cpus, "at": now}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process launch of one revision's micro and its figures (medians of its repeats)."""
+
+    position: int  # in run order, from 0
+    pair: int
+    side: str
+    folder: str
+    wall_s: float
+    deferred_ms: float
+    eager_ms: float
+    speedup: float
+    repeats: int
+    bit_exact: bool
+    load_1m: float | None  # at the launch's start, from its report
+    commit: str | None
+    version: str | None
+
+
+def arm_figure(doc: dict[str, Any], arm: str, figure: str) -> float:
+    """One arm's figure in a micro report: the fastest of its measured repeats (``min``)
+    or the median the report gives (``median``)."""
+    if figure == "median":
+        return float(doc["summary"][f"{arm}_median_ms"])
+    return float(min(doc["arms"][arm]["total_ms"]["samples"]))
+
+
+def _figures(
+    rev: Revision, where: tuple[int, int], folder: Path, wall: float, figure: str
+) -> Launch:
+    """The launch's figures from its report.json (``where``: pair, position)."""
+    pair, position = where
+    try:
+        doc = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        s, env = doc["summary"], doc["environment"]
+        load = ((env.get("host_load") or {}).get("start") or {}).get("load_1m")
+        deferred, eager = arm_figure(doc, "deferred", figure), arm_figure(doc, "eager", figure)
+        return Launch(
+            position=position, pair=pair, side=rev.label, folder=str(folder),
+            wall_s=round(wall, 2), deferred_ms=deferred, eager_ms=eager,
+            speedup=eager / deferred,
+            repeats=int(s["repeats_completed"]), bit_exact=bool(s.get("bit_exact_all_repeats")),
+            load_1m=load, commit=(env.get("git") or {}).get("commit"),
+            version=env.get("package_version"),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LaunchFailed(rev.label, f"{rev.label} launch {position + 1}: no usable "
+                           f"report in {folder}: {exc}") from None  # fmt: skip
+
+
+def run_launch(opts: AbOptions, rev: Revision, pair: int, position: int, out: Path) -> Launch:
+    """One launch of ``rev``'s micro into ``out/launches/NN-<side>``; its console output
+    goes to ``launch.log`` beside the report."""
+    folder = out / "launches" / f"{position + 1:02d}-{rev.label}"
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [*rev.command, *opts.micro_command(), "--output-dir", str(folder), "--overwrite"]
+    t0 = time.monotonic()
+    with open(folder / "launch.log", "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        try:
+            done = subprocess.run(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ | LAUNCH_ENV | rev.env,
+                cwd=folder, timeout=opts.timeout_s, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise LaunchFailed(
+                rev.label,
+                f"{rev.label} launch {position + 1} ran past "
+                f"{opts.timeout_s:g} s (log: {folder / 'launch.log'})",
+            ) from None
+    wall = time.monotonic() - t0
+    if done.returncode != 0:
+        tail = (folder / "launch.log").read_text(encoding="utf-8", errors="replace")
+        last = (tail.strip().splitlines() or [""])[-1]
+        raise LaunchFailed(rev.label, f"{rev.label} launch {position + 1} exited "
+                           f"{done.returncode}: {last} (log: {folder / 'launch.log'})")  # fmt: skip
+    return _figures(rev, (pair, position), folder, wall, opts.figure)
+
+
+def resolve_both(opts: AbOptions) -> tuple[Revision, Revision]:
+    """Both revisions, built when refs, each answering ``--version`` (RevisionError)."""
+    base = resolve("base", opts.base, opts.repo, opts.cache)
+    cand = resolve("candidate", opts.candidate, opts.repo, opts.cache)
+    return ask_version(base), ask_version(cand)
+
+
+def _commit(rev: Revision, launches: list[Launch]) -> dict[str, Any]:
+    seen = sorted({la.commit or "unknown" for la in launches if la.side == rev.label})
+    return rev.as_dict() | {"commit": rev.commit or (seen[0] if len(seen) == 1 else seen)}
+
+
+def _metrics(launches: list[Launch], opts: AbOptions) -> list[PairedChange]:
+    pairs = sorted({la.pair for la in launches})
+    by = {(la.pair, la.side): la for la in launches}
+    out = []
+    for name, better in METRICS:
+        base = [getattr(by[(p, "base")], name) for p in pairs]
+        cand = [getattr(by[(p, "candidate")], name) for p in pairs]
+        change = paired_change(
+            name, base, cand, better=better,  # type: ignore[arg-type]
+            threshold=opts.max_regression, confidence=opts.confidence,
+        )  # fmt: skip
+        out.append(change)
+    return out
+
+
+def run_ab(
+    opts: AbOptions,
+    base: Revision,
+    cand: Revision,
+    out: Path,
+    progress: Callable[[Launch, int], None] | None = None,
+) -> dict[str, Any]:
+    """Every launch in A B, B A order, then the report's document (``exit_code`` in it)."""
+    start = load_snapshot()
+    t0 = time.monotonic()
+    launches: list[Launch] = []
+    order = launch_order(opts.launches)
+    for position, (pair, side) in enumerate(order):
+        rev = base if side == "base" else cand
+        launches.append(run_launch(opts, rev, pair, position, out))
+        if progress is not None:
+            progress(launches[-1], len(order))
+    metrics = _metrics(launches, opts)
+    failed = [m for m in metrics if m.verdict == "regression"]
+    first = json.loads(Path(launches[0].folder, "report.json").read_text(encoding="utf-8"))
+    env = first["environment"]
+    return {
+        "kind": "revision-ab",
+        "schema_version": SCHEMA,
+        "created": start["at"],
+        "wall_s": round(time.monotonic() - t0, 1),
+        "base": _commit(base, launches),
+        "candidate": _commit(cand, launches),
+        "machine": {
+            "host": socket.gethostname(),
+            "platform": platform.platform(),
+            "device": env.get("device"),
+            "device_name": env.get("device_name"),
+            "cpu_count": env.get("cpu_count"),
+            "torch": env.get("torch"),
+            "python": env.get("python"),
+        },
+        "host_load": {"start": start, "end": load_snapshot()},
+        "settings": {
+            "launches_per_revision": opts.launches,
+            "order": "A B, B A, A B, ...",
+            "micro": opts.micro_command(),
+            "max_regression": opts.max_regression,
+            "confidence": opts.confidence,
+            "method": METHOD,
+            "figure": opts.figure,
+            "figure_means": FIGURES[opts.figure],
+        },
+        "launches": [asdict(la) for la in launches],
+        "metrics": [m.as_dict() | {"sentence": m.sentence()} for m in metrics],
+        "verdict": "FAIL" if failed else "PASS",
+        "exit_code": 1 if failed else 0,
+        "failed_metrics": [m.metric for m in failed],
+    }
