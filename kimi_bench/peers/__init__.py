@@ -4,10 +4,9 @@ into ``serve-ab`` reports for ``gate`` and ``compare``: see ``formats`` (sglang,
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
-
-import hashlib
 
 from kimi_bench.infra.limits import read_text_bounded
 from kimi_bench.peers.aiperf import is_aiperf, read_aiperf

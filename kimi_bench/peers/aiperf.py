@@ -46,8 +46,12 @@ from kimi_bench.peers.load import FIELDS, Load
 METHOD = "AIPerf's linear interpolation at q/100 x (n-1)"
 _TO_MS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3, "sec": 1e3}
 # AIPerf's metric -> kimi-bench's metric
-_METRICS = {"time_to_first_token": "ttft", "inter_chunk_latency": "itl",
-            "inter_token_latency": "tpot", "request_latency": "e2e"}  # fmt: skip
+_METRICS = {
+    "time_to_first_token": "ttft",
+    "inter_chunk_latency": "itl",
+    "inter_token_latency": "tpot",
+    "request_latency": "e2e",
+}
 _STATS = {"avg": "mean", "p50": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
 
 
@@ -91,8 +95,11 @@ def _load(cfg: dict[str, Any]) -> Load:
     conc = phase.get("concurrency")
     conc = conc if isinstance(conc, int) and not isinstance(conc, bool) and conc > 0 else None
     warm = [p for p in phases if (p.get("kind") or p.get("name")) == "warmup"]
-    warmup = "none" if not warm else ", ".join(
-        f"{w.get('requests') or w.get('duration')} ({w.get('type')})" for w in warm)  # fmt: skip
+    warmup = (
+        "none"
+        if not warm
+        else ", ".join(f"{w.get('requests') or w.get('duration')} ({w.get('type')})" for w in warm)
+    )
     rate = phase.get("rate")
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
         kind = phase.get("type")
@@ -106,8 +113,10 @@ def _stat_figures(ex: dict[str, Any], where: str) -> list[Figure]:
     out = []
     for name, metric in _METRICS.items():
         block = ex.get(name)
-        if not isinstance(block, dict):
+        if block is None:
             continue
+        if not isinstance(block, dict):
+            raise PeerFormatError(f"{where}: field {name}: expected an object, got {block!r:.40}")
         for key, stat in _STATS.items():
             v = to_ms(block.get(key), block.get("unit"), f"{where}: {name}.{key}")
             out.append(Figure(f"{name}.{key}", metric, stat, v, method=METHOD))
@@ -157,11 +166,25 @@ def read_export(ex_obj: dict[str, Any], where: str, file: str) -> tuple[Repeat, 
     done = int(done_v)
     figs = _stat_figures(ex_obj, where)
     thr = _avg(ex_obj, "request_throughput")
-    figs.append(Figure("request_throughput.avg", "req_per_s", "value", thr, None,
-                       "AIPerf's request count / its observation window (not in the export); "
-                       f"request_count / benchmark_duration = {done / dur_s if dur_s else 0:.6g}",
-                       "req/s"))  # fmt: skip
+    figs.append(
+        Figure(
+            "request_throughput.avg",
+            "req_per_s",
+            "value",
+            thr,
+            None,
+            "AIPerf's request count / its observation window (not in the export); "
+            f"request_count / benchmark_duration = {done / dur_s if dur_s else 0:.6g}",
+            "req/s",
+        )
+    )
     check_figures(figs, where, file)
+    if thr is not None and dur_s > 0 and not 0.95 <= thr * dur_s / max(done, 1) <= 1.05:
+        raise PeerFormatError(
+            f"{where}: request_throughput.avg {thr:.6g} req/s is not request_count / "
+            f"benchmark_duration ({done} / {dur_s:.6g} s = {done / dur_s:.6g}) within the 5% "
+            "AIPerf's observation window allows: the file disagrees with itself"
+        )
     for f in figs:
         if f.metric == "e2e" and f.stated is not None and f.stated > dur_s * 1e3 * 1.01 + 1:
             raise PeerFormatError(
@@ -170,19 +193,27 @@ def read_export(ex_obj: dict[str, Any], where: str, file: str) -> tuple[Repeat, 
                 "mislabelled or a figure edited"
             )
     by = {(f.metric, f.stat): f.stated for f in figs}
-    stated = {"mean_ttft_ms": by.get(("ttft", "mean")), "median_ttft_ms": by.get(("ttft", "median")),
-              "p90_ttft_ms": by.get(("ttft", "p90")), "p99_ttft_ms": by.get(("ttft", "p99")),
-              "req_per_s": thr, "completed": float(done)}  # fmt: skip
+    stated = {
+        "mean_ttft_ms": by.get(("ttft", "mean")),
+        "median_ttft_ms": by.get(("ttft", "median")),
+        "p90_ttft_ms": by.get(("ttft", "p90")),
+        "p99_ttft_ms": by.get(("ttft", "p99")),
+        "req_per_s": thr,
+        "completed": float(done),
+    }
     rep = Repeat(None, done, _failed(ex_obj, done, where), dur_s, stated, figs)
     load = _load(ex.input_config)
     conc = ex_obj.get("effective_concurrency")
     top = conc.get("max") if isinstance(conc, dict) else None
-    if load.max_concurrency is not None and isinstance(top, (int, float)) and (
-            top > load.max_concurrency):  # fmt: skip
+    if (
+        load.max_concurrency is not None
+        and isinstance(top, (int, float))
+        and (top > load.max_concurrency)
+    ):
         raise PeerFormatError(
             f"{where}: {file} says concurrency {load.max_concurrency} but its own "
-            f"effective_concurrency.max is {top:g}: the load it states is contradicted by "
-            "its own figures (refused, not relabelled)"
+            f"effective_concurrency.max is {top:g}: the load it states is contradicted by its "
+            "own figures (refused, not relabelled)"
         )
     return rep, load, ex.aiperf_version
 
@@ -214,10 +245,14 @@ def _record_row(rec: AiperfRecord, rid: int, where: str) -> tuple[dict[str, Any]
     n = (rec.metrics.get("output_sequence_length") or {}).get("value")
     n = n if isinstance(n, int) and not isinstance(n, bool) else None
     isl = (rec.metrics.get("input_sequence_length") or {}).get("value")
-    row: dict[str, Any] = {"rid": rid, "request_id": rec.metadata.get("x_request_id"),
-                           "error": err, "ttft_ms": None if err else ttft,
-                           "input_tokens": isl if isinstance(isl, int) else None,
-                           "output_tokens": n}  # fmt: skip
+    row: dict[str, Any] = {
+        "rid": rid,
+        "request_id": rec.metadata.get("x_request_id"),
+        "error": err,
+        "ttft_ms": None if err else ttft,
+        "input_tokens": isl if isinstance(isl, int) else None,
+        "output_tokens": n,
+    }
     if err is None:
         gaps = _value(rec, "inter_chunk_latency", where)
         row["itl_ms"] = gaps if isinstance(gaps, list) else None
@@ -229,8 +264,9 @@ def _record_row(rec: AiperfRecord, rid: int, where: str) -> tuple[dict[str, Any]
     return row, aiperf_itl if isinstance(aiperf_itl, float) else None
 
 
-def _records(objs: list[dict[str, Any]], path: Path) -> tuple[list[dict[str, Any]], list[float],
-                                                            list[tuple[float, float]]]:  # fmt: skip
+def _records(
+    objs: list[dict[str, Any]], path: Path
+) -> tuple[list[dict[str, Any]], list[float], list[tuple[float, float]]]:
     rows: list[dict[str, Any]] = []
     own_itl: list[float] = []
     spans: list[tuple[float, float]] = []
@@ -255,7 +291,9 @@ def _records(objs: list[dict[str, Any]], path: Path) -> tuple[list[dict[str, Any
         if itl is not None:
             own_itl.append(itl)
         md = rec.metadata
-        if isinstance(md.get("request_start_ns"), int) and isinstance(md.get("request_end_ns"), int):
+        if isinstance(md.get("request_start_ns"), int) and isinstance(
+            md.get("request_end_ns"), int
+        ):
             spans.append((md["request_start_ns"] / 1e9, md["request_end_ns"] / 1e9))
     if not rows:
         raise PeerFormatError(f"{path}: no profiling record in the AIPerf export")
@@ -264,39 +302,67 @@ def _records(objs: list[dict[str, Any]], path: Path) -> tuple[list[dict[str, Any
 
 def _against_rows(rep: Repeat, rows: list[dict[str, Any]], own_itl: list[float]) -> None:
     ok = [r for r in rows if r["error"] is None]
-    samples = {"ttft": [r["ttft_ms"] for r in ok],
-               "e2e": [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None],
-               "tpot": own_itl}  # fmt: skip
+    samples = {
+        "ttft": [r["ttft_ms"] for r in ok],
+        "e2e": [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None],
+        "tpot": own_itl,
+    }
     gaps = [x for r in ok for x in r.get("itl_ms") or []]
     for f in rep.figures:
-        if f.metric in samples and samples[f.metric]:
+        if samples.get(f.metric):
             f.rows = numpy_stat(samples[f.metric], f.stat)
         elif f.metric == "itl" and gaps:
             if f.stat == "mean":
                 f.rows = numpy_stat(gaps, "mean")
             else:
                 f.method = "t-digest (AIPerf's approximate sketch): not recomputed"
-    rep.figures.append(Figure("request_count.avg", "completed", "value", float(rep.completed),
-                              float(len(ok)), "the records", "requests"))  # fmt: skip
+    rep.figures.append(
+        Figure(
+            "request_count.avg",
+            "completed",
+            "value",
+            float(rep.completed),
+            float(len(ok)),
+            "the records",
+            "requests",
+        )
+    )
     if rep.failed is not None:
-        rep.figures.append(Figure("error_summary", "failed", "value", float(rep.failed),
-                                  float(len(rows) - len(ok)), "the records", "requests"))  # fmt: skip
+        rep.figures.append(
+            Figure(
+                "error_summary",
+                "failed",
+                "value",
+                float(rep.failed),
+                float(len(rows) - len(ok)),
+                "the records",
+                "requests",
+            )
+        )
 
 
 def read_aiperf(objs: list[dict[str, Any]], path: Path) -> PeerRun:
     if "aiperf_version" in objs[0]:
         if len(objs) != 1:
             raise PeerFormatError(f"{path}: an AIPerf JSON export is one object")
-        rep, load, version = read_export(objs[0], str(path), path.name)
-        return PeerRun("aiperf", version, "aiperf", path, load, [rep],
-                       {"cancelled": bool(objs[0].get("was_cancelled")) or None})  # fmt: skip
+        rep, load, ex_version = read_export(objs[0], str(path), path.name)
+        return PeerRun(
+            "aiperf",
+            ex_version,
+            "aiperf",
+            path,
+            load,
+            [rep],
+            {"cancelled": bool(objs[0].get("was_cancelled")) or None},
+        )
     rows, own_itl, spans = _records(objs, path)
     ex = sibling_export(path)
     span = (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else None
     served = sum(1 for r in rows if r["error"] is None)
+    version: str | None = None
     if ex is None:
         rep = Repeat(rows, served, len(rows) - served, span, {}, [])
-        load, version = Load(None, unrecorded=frozenset(FIELDS)), None
+        load = Load(None, unrecorded=frozenset(FIELDS))
     else:
         beside = f"{path.parent / 'profile_export_aiperf.json'}"
         rep, load, version = read_export(ex, beside, "profile_export_aiperf.json")
@@ -310,8 +376,10 @@ def read_aiperf(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         raise PeerFormatError(
             f"{path}: the export says concurrency {load.max_concurrency} but the records show "
             f"{peak} requests in flight at once (their own start and end times): the load "
-            "it states is contradicted (refused, not relabelled)"
+            "it states is contradicted by its own records (refused, not relabelled)"
         )
-    details = {"export": "profile_export.jsonl",
-               "summary_from": "profile_export_aiperf.json" if ex is not None else None}  # fmt: skip
+    details = {
+        "export": "profile_export.jsonl",
+        "summary_from": "profile_export_aiperf.json" if ex is not None else None,
+    }
     return PeerRun("aiperf", version, "aiperf", path, load, [rep], details)

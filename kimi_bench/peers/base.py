@@ -12,16 +12,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kimi_bench.infra.jsonio import InputError, parse_json, parse_json_lines
+from kimi_bench.peers.errors import PeerFormatError
 from kimi_bench.peers.load import Load
 
 if TYPE_CHECKING:
     from kimi_bench.peers.figures import Figure
 
+__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRun", "Repeat"]
+
 MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
-
-
-class PeerFormatError(ValueError):
-    """A peer's result file that cannot be imported (the CLI's exit 2)."""
 
 
 @dataclass
@@ -103,8 +102,6 @@ def json_objects(text: str, where: str) -> list[dict[str, Any]]:
     if not out:
         raise PeerFormatError(f"{where}: empty file: no result to import")
     return out
-
-
 
 
 def once_each(objs: list[dict[str, Any]], where: str, what: str) -> None:

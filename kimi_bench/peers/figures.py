@@ -22,13 +22,14 @@ lower bound of each request's E2E, so of every E2E statistic) is checked as a bo
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from kimi_bench.peers.base import PeerFormatError
+from kimi_bench.peers.errors import PeerFormatError
 
 # the tools write full float64 figures: beyond this, the figure was edited (only the order
 # of a floating-point sum may differ between the tool's arithmetic and ours)
@@ -52,9 +53,16 @@ class Figure:
     bound: str = "equal"  # "equal", or "at_least": the rows give a lower bound
 
     def as_dict(self) -> dict[str, object]:
-        return {"key": self.key, "metric": self.metric, "stat": self.stat,
-                "stated": self.stated, "rows": self.rows, "method": self.method,
-                "unit": self.unit, "bound": self.bound}  # fmt: skip
+        return {
+            "key": self.key,
+            "metric": self.metric,
+            "stat": self.stat,
+            "stated": self.stated,
+            "rows": self.rows,
+            "method": self.method,
+            "unit": self.unit,
+            "bound": self.bound,
+        }
 
 
 def close(a: float, b: float, rel: float = REL_TOL) -> bool:
@@ -99,8 +107,9 @@ def guidellm_stat(values: Sequence[float], weights: Sequence[float], stat: str) 
 def peak_in_flight(spans: Sequence[tuple[float, float]]) -> int:
     """The most requests in flight at once, from (start, end) times (an end at the same
     instant as a start frees its slot first)."""
-    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
-                    key=lambda x: (x[0], x[1]))  # fmt: skip
+    events = sorted(
+        [(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1])
+    )
     peak = cur = 0
     for _, d in events:
         cur += d
@@ -114,7 +123,7 @@ def bucket_peak(spans: Sequence[tuple[float, float]]) -> int:
     if not spans:
         return 0
     t0 = min(s for s, _ in spans)
-    n = int(math.ceil(max(e for _, e in spans) - t0)) + 1
+    n = math.ceil(max(e for _, e in spans) - t0) + 1
     counts = [0] * n
     for s, e in spans:
         for sec in range(int(s - t0), min(int(e - t0) + 1, n)):
@@ -162,7 +171,7 @@ def check_order(figs: Sequence[Figure], where: str, file: str) -> None:
     by = {(f.metric, f.stat): f for f in figs if f.stated is not None}
     for metric in METRICS:
         chain = [by[(metric, s)] for s in ("median", "p90", "p95", "p99") if (metric, s) in by]
-        for lo, hi in zip(chain, chain[1:], strict=False):
+        for lo, hi in itertools.pairwise(chain):
             assert lo.stated is not None and hi.stated is not None
             if lo.stated > hi.stated and not close(lo.stated, hi.stated):
                 raise PeerFormatError(
@@ -172,17 +181,19 @@ def check_order(figs: Sequence[Figure], where: str, file: str) -> None:
                 )
     for stat in STATS:
         e2e, ttft = by.get(("e2e", stat)), by.get(("ttft", stat))
-        if e2e and ttft and e2e.stated is not None and ttft.stated is not None:
-            if e2e.stated < ttft.stated and not close(e2e.stated, ttft.stated):
-                raise PeerFormatError(
-                    f"{where}: {e2e.key} {e2e.stated:.6g} ms is below {ttft.key} "
-                    f"{ttft.stated:.6g} ms in {file}: a request ends after its first token "
-                    "(E2E >= TTFT; an edited file or a unit mislabelled?)"
-                )
+        if not (e2e and ttft and e2e.stated is not None and ttft.stated is not None):
+            continue
+        if e2e.stated < ttft.stated and not close(e2e.stated, ttft.stated):
+            raise PeerFormatError(
+                f"{where}: {e2e.key} {e2e.stated:.6g} ms is below {ttft.key} "
+                f"{ttft.stated:.6g} ms in {file}: a request ends after its first token "
+                "(E2E >= TTFT; an edited file or a unit mislabelled?)"
+            )
 
 
-def check_rows_physical(rows: Sequence[dict[str, object]], duration_s: float | None,
-                        where: str, file: str) -> None:  # fmt: skip
+def check_rows_physical(
+    rows: Sequence[dict[str, object]], duration_s: float | None, where: str, file: str
+) -> None:
     """Each served row: E2E >= TTFT (+ its gaps, when it has them) and E2E within the
     benchmark's duration (a request cannot outlast the run that measured it)."""
     for r in rows:
@@ -190,7 +201,7 @@ def check_rows_physical(rows: Sequence[dict[str, object]], duration_s: float | N
         if r.get("error") is not None or not isinstance(e2e, float) or not isinstance(ttft, float):
             continue
         gaps = r.get("itl_ms")
-        floor = ttft + (sum(gaps) if isinstance(gaps, list) else 0.0)  # type: ignore[arg-type]
+        floor = ttft + (sum(float(x) for x in gaps) if isinstance(gaps, list) else 0.0)
         if e2e < floor and not close(e2e, floor, 1e-4):
             raise PeerFormatError(
                 f"{where}: request {r.get('rid')!r} in {file}: E2E {e2e:.6g} ms is below its "
@@ -206,13 +217,16 @@ def check_rows_physical(rows: Sequence[dict[str, object]], duration_s: float | N
 
 
 def latency_figures(
-    keys: dict[tuple[str, str], str], stated: dict[str, float | None],
-    rows: dict[str, list[float]], method: str,
-) -> list[Figure]:  # fmt: skip
+    keys: dict[tuple[str, str], str],
+    stated: dict[str, float | None],
+    rows: dict[str, list[float]],
+    method: str,
+) -> list[Figure]:
     """Figures ``(metric, stat) -> tool key`` with their rows recomputed by numpy."""
     out = []
     for (metric, stat), key in keys.items():
         xs = rows.get(metric)
-        out.append(Figure(key, metric, stat, stated.get(key),
-                          numpy_stat(xs, stat) if xs else None, method))  # fmt: skip
+        out.append(
+            Figure(key, metric, stat, stated.get(key), numpy_stat(xs, stat) if xs else None, method)
+        )
     return out

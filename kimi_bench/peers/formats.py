@@ -22,16 +22,15 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, ValidationError
+from pydantic import ValidationError
 
 from kimi_bench.peers.base import (
     MAX_BYTES,
     PeerFormatError,
     PeerRun,
     Repeat,
-    _Loose,
     field_error,
     json_objects,
     once_each,
@@ -46,110 +45,21 @@ from kimi_bench.peers.figures import (
     peak_in_flight,
 )
 from kimi_bench.peers.load import Load
+from kimi_bench.peers.serving import SglangResult, VllmResult, _rows, _Serving
 
-__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRun", "Repeat", "json_objects", "read_sglang",
-           "read_vllm"]  # fmt: skip
+__all__ = [
+    "MAX_BYTES",
+    "PeerFormatError",
+    "PeerRun",
+    "Repeat",
+    "json_objects",
+    "read_sglang",
+    "read_vllm",
+]
 
 _SGLANG_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|itl|tpot|e2e_latency)_ms$")
 _VLLM_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|itl|tpot|e2el)_ms$")
 _METRIC = {"ttft": "ttft", "itl": "itl", "tpot": "tpot", "e2e_latency": "e2e", "e2el": "e2e"}
-
-
-class _Serving(_Loose):
-    """Fields sglang.bench_serving and vllm bench serve share."""
-
-    request_rate: float | str | None = None
-    max_concurrency: Annotated[int, Field(ge=1)] | None = None
-    burstiness: Annotated[float, Field(gt=0)] | None = None
-    duration: NonNegativeFloat
-    completed: NonNegativeInt
-    request_throughput: NonNegativeFloat | None = None
-    output_throughput: NonNegativeFloat | None = None
-    total_output_tokens: NonNegativeInt | None = None
-    max_concurrent_requests: NonNegativeInt | None = None
-    request_goodput: NonNegativeFloat | None = None
-    # sglang: with a speculative server (accept_length > 0) and a chat backend its ITL
-    # figures are per retokenized token, not the chunk gaps its per-request lists hold
-    accept_length: float | None = None
-    ttfts: list[NonNegativeFloat] | None = None
-    itls: list[list[NonNegativeFloat]] | None = None
-    input_lens: list[NonNegativeInt] | None = None
-    output_lens: list[NonNegativeInt] | None = None
-    errors: list[str | None] | None = None
-    latencies: list[NonNegativeFloat] | None = None
-    start_times: list[float] | None = None
-
-
-class SglangResult(_Serving):
-    backend: str
-    dataset_name: str | None = None
-    server_info: dict[str, Any] | None = None
-    concurrency: NonNegativeFloat | None = None  # sum of E2E / duration
-
-
-class VllmResult(_Serving):
-    backend: str | None = None
-    endpoint_type: str | None = None
-    model_id: str
-    num_prompts: NonNegativeInt
-    failed: NonNegativeInt | None = None
-    date: str | None = None
-
-
-def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
-    """Per-request rows from the detail lists (None when the file has none). A request
-    counts as failed when its error is non-empty; its times are then not used."""
-    if res.ttfts is None:
-        return None
-    n = len(res.ttfts)
-    lists = {"errors": res.errors, "itls": res.itls, "input_lens": res.input_lens,
-             "output_lens": res.output_lens, "latencies": res.latencies,
-             "start_times": res.start_times}  # fmt: skip
-    for name, xs in lists.items():
-        if xs is not None and len(xs) != n:
-            raise PeerFormatError(f"{where}: {name} has {len(xs)} entries but ttfts has {n}")
-    rows = []
-    for i, ttft in enumerate(res.ttfts):
-        err = (res.errors[i] if res.errors is not None else None) or None
-        itl = res.itls[i] if res.itls is not None else []
-        out = res.output_lens[i] if res.output_lens is not None else None
-        row: dict[str, Any] = {
-            "rid": i,
-            "error": err,
-            "ttft_ms": None if err else ttft * 1e3,
-            "itl_mean_ms": sum(itl) / len(itl) * 1e3 if itl and not err else None,
-            "itl_ms": [x * 1e3 for x in itl] if res.itls is not None and not err else None,
-            "input_tokens": res.input_lens[i] if res.input_lens is not None else None,
-            "output_tokens": out,
-        }
-        if res.latencies is not None and not err:
-            row["e2e_ms"] = res.latencies[i] * 1e3
-            if isinstance(out, int) and out > 1:
-                row["tpot_ms"] = (row["e2e_ms"] - row["ttft_ms"]) / (out - 1)
-        rows.append(row)
-    _unique(res, rows, where)
-    return rows
-
-
-def _unique(res: _Serving, rows: list[dict[str, Any]], where: str) -> None:
-    """The files name no request: a request is its own start, TTFT, gaps and latency; two
-    rows with all of them equal are one request written twice."""
-    seen: dict[tuple[Any, ...], int] = {}
-    for i, row in enumerate(rows):
-        if row["error"] is not None:
-            continue
-        key = (
-            row["ttft_ms"],
-            tuple(row["itl_ms"] or ()),
-            res.latencies[i] if res.latencies is not None else None,
-            res.start_times[i] if res.start_times is not None else None,
-        )
-        if key in seen:
-            raise PeerFormatError(
-                f"{where}: request {i} is request {seen[key]} again (the same TTFT, gaps "
-                "and times): a duplicated row would count twice"
-            )
-        seen[key] = i
 
 
 def _latency_figures(obj: dict[str, Any], pattern: re.Pattern[str], tool: str) -> list[Figure]:
@@ -164,8 +74,13 @@ def _latency_figures(obj: dict[str, Any], pattern: re.Pattern[str], tool: str) -
     return out
 
 
-def _recompute(figs: list[Figure], rows: list[dict[str, Any]], res: _Serving, exact_e2e: bool,
-               itl_checked: bool) -> None:  # fmt: skip
+def _recompute(
+    figs: list[Figure],
+    rows: list[dict[str, Any]],
+    res: _Serving,
+    exact_e2e: bool,
+    itl_checked: bool,
+) -> None:
     """Each latency figure recomputed from the served rows by numpy, as the tools do.
     Without per-request E2E (sglang) TTFT + the gaps bound E2E and TPOT from below."""
     ok = [r for r in rows if r["error"] is None]
@@ -178,40 +93,75 @@ def _recompute(figs: list[Figure], rows: list[dict[str, Any]], res: _Serving, ex
         samples["tpot"] = [r["tpot_ms"] for r in ok if "tpot_ms" in r]
     elif res.itls is not None:
         lower["e2e"] = [r["ttft_ms"] + sum(r["itl_ms"] or []) for r in ok]
-        lower["tpot"] = [sum(r["itl_ms"] or []) / (r["output_tokens"] - 1) for r in ok
-                         if isinstance(r["output_tokens"], int) and r["output_tokens"] > 1]  # fmt: skip
+        lower["tpot"] = [
+            sum(r["itl_ms"] or []) / (r["output_tokens"] - 1)
+            for r in ok
+            if isinstance(r["output_tokens"], int) and r["output_tokens"] > 1
+        ]
     for f in figs:
-        if f.metric in samples and samples[f.metric]:
+        if samples.get(f.metric):
             f.rows = numpy_stat(samples[f.metric], f.stat)
-        elif f.metric in lower and lower[f.metric]:
+        elif lower.get(f.metric):
             f.rows, f.bound = numpy_stat(lower[f.metric], f.stat), "at_least"
             f.method = "numpy; rows bound it from below (TTFT + gaps: no per-request E2E)"
 
 
-def _counts(res: _Serving, rows: list[dict[str, Any]] | None, failed: int | None,
-            where: str) -> tuple[int | None, list[Figure]]:  # fmt: skip
+def _counts(
+    res: _Serving, rows: list[dict[str, Any]] | None, failed: int | None, where: str
+) -> tuple[int | None, list[Figure]]:
     """Completed, failed, throughputs and output tokens against the rows and duration."""
     figs = [Figure("completed", "completed", "value", float(res.completed), unit="requests")]
     if rows is not None:
         served = [r for r in rows if r["error"] is None]
         figs[0].rows = float(len(served))
         if failed is not None:
-            figs.append(Figure("failed", "failed", "value", float(failed),
-                               float(len(rows) - len(served)), unit="requests"))  # fmt: skip
+            figs.append(
+                Figure(
+                    "failed",
+                    "failed",
+                    "value",
+                    float(failed),
+                    float(len(rows) - len(served)),
+                    unit="requests",
+                )
+            )
         failed = len(rows) - len(served)
         if res.total_output_tokens is not None and res.output_lens is not None:
-            figs.append(Figure("total_output_tokens", "output_tokens", "value",
-                               float(res.total_output_tokens),
-                               float(sum(r["output_tokens"] or 0 for r in served)),
-                               unit="tokens"))  # fmt: skip
+            figs.append(
+                Figure(
+                    "total_output_tokens",
+                    "output_tokens",
+                    "value",
+                    float(res.total_output_tokens),
+                    float(sum(r["output_tokens"] or 0 for r in served)),
+                    unit="tokens",
+                )
+            )
     dur = res.duration
     if dur > 0:
-        figs.append(Figure("request_throughput", "req_per_s", "value", res.request_throughput,
-                           res.completed / dur, "completed / duration", "req/s"))  # fmt: skip
+        figs.append(
+            Figure(
+                "request_throughput",
+                "req_per_s",
+                "value",
+                res.request_throughput,
+                res.completed / dur,
+                "completed / duration",
+                "req/s",
+            )
+        )
         if res.total_output_tokens is not None:
-            figs.append(Figure("output_throughput", "output_tokens_per_s", "value",
-                               res.output_throughput, res.total_output_tokens / dur,
-                               "total_output_tokens / duration", "tok/s"))  # fmt: skip
+            figs.append(
+                Figure(
+                    "output_throughput",
+                    "output_tokens_per_s",
+                    "value",
+                    res.output_throughput,
+                    res.total_output_tokens / dur,
+                    "total_output_tokens / duration",
+                    "tok/s",
+                )
+            )
     return failed, figs
 
 
@@ -225,27 +175,48 @@ def _load(res: _Serving, obj: dict[str, Any], where: str, burst_written: bool) -
     return Load(rate, res.max_concurrency, burst, None, frozenset(missing))
 
 
-def _concurrency(res: _Serving, load: Load, rows: list[dict[str, Any]] | None,
-                 where: str, file: str) -> list[Figure]:  # fmt: skip
+def _concurrency(
+    res: _Serving, load: Load, rows: list[dict[str, Any]] | None, where: str, file: str
+) -> list[Figure]:
     """The file's own concurrency against the limit it states: the peak in flight (vLLM's
     start times and latencies) or the mean (sum of E2E / duration, sglang's figure)."""
     figs: list[Figure] = []
     limit = res.max_concurrency
     spans = None
     if rows is not None and res.start_times is not None and res.latencies is not None:
-        spans = [(res.start_times[r["rid"]], res.start_times[r["rid"]] + res.latencies[r["rid"]])
-                 for r in rows if r["error"] is None]  # fmt: skip
-        figs.append(Figure("max_concurrent_requests", "peak_concurrency_per_second", "value",
-                           _num(res.max_concurrent_requests), float(bucket_peak(spans)),
-                           "requests active in each whole second", "requests"))  # fmt: skip
+        spans = [
+            (res.start_times[r["rid"]], res.start_times[r["rid"]] + res.latencies[r["rid"]])
+            for r in rows
+            if r["error"] is None
+        ]
+        figs.append(
+            Figure(
+                "max_concurrent_requests",
+                "peak_concurrency_per_second",
+                "value",
+                _num(res.max_concurrent_requests),
+                float(bucket_peak(spans)),
+                "requests active in each whole second",
+                "requests",
+            )
+        )
         peak = peak_in_flight(spans)
         if limit is not None and peak > limit:
-            _contradicted(where, file, limit, f"{peak} requests in flight at once "
-                          "(its own start times and latencies)")  # fmt: skip
+            _contradicted(
+                where,
+                file,
+                limit,
+                f"{peak} requests in flight at once (its own start times and latencies)",
+            )
     mean_conc = getattr(res, "concurrency", None)
     if isinstance(mean_conc, (int, float)) and limit is not None and mean_conc > limit * 1.01:
-        _contradicted(where, file, limit, f"a mean of {mean_conc:.3g} requests in flight "
-                      "(its own concurrency: sum of E2E / duration)")  # fmt: skip
+        _contradicted(
+            where,
+            file,
+            limit,
+            f"a mean of {mean_conc:.3g} requests in flight "
+            "(its own concurrency: sum of E2E / duration)",
+        )
     return figs
 
 
@@ -260,14 +231,18 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _repeat(res: _Serving, obj: dict[str, Any], tool: str, failed: int | None, where: str,
-            file: str) -> Repeat:  # fmt: skip
+def _repeat(
+    res: _Serving, obj: dict[str, Any], tool: str, failed: int | None, where: str, file: str
+) -> Repeat:
     rows = _rows(res, where)
     pattern = _SGLANG_KEY if tool == "sglang" else _VLLM_KEY
     figs = _latency_figures(obj, pattern, where)
     # sglang's chat backends count a speculative server's ITL per retokenized token
-    retokenized = tool == "sglang" and (res.accept_length or 0) > 0 and getattr(
-        res, "backend", None) in ("sglang-oai", "sglang-oai-chat")  # fmt: skip
+    retokenized = (
+        tool == "sglang"
+        and (res.accept_length or 0) > 0
+        and getattr(res, "backend", None) in ("sglang-oai", "sglang-oai-chat")
+    )
     itl_checked = rows is not None and res.itls is not None and not retokenized
     if retokenized:
         for f in figs:
@@ -280,9 +255,17 @@ def _repeat(res: _Serving, obj: dict[str, Any], tool: str, failed: int | None, w
     mean_e2e = obj.get("mean_e2e_latency_ms")
     conc = getattr(res, "concurrency", None)
     if tool == "sglang" and isinstance(mean_e2e, (int, float)) and res.duration > 0:
-        figs.append(Figure("concurrency", "mean_concurrency", "value", _num(conc),
-                           mean_e2e * res.completed / 1e3 / res.duration,
-                           "mean_e2e_latency_ms x completed / duration", "requests"))  # fmt: skip
+        figs.append(
+            Figure(
+                "concurrency",
+                "mean_concurrency",
+                "value",
+                _num(conc),
+                mean_e2e * res.completed / 1e3 / res.duration,
+                "mean_e2e_latency_ms x completed / duration",
+                "requests",
+            )
+        )
     check_figures(figs, where, file)
     for f in figs:
         if f.metric == "e2e" and f.stated is not None and f.stated > res.duration * 1e3 * 1.01 + 1:
@@ -294,15 +277,24 @@ def _repeat(res: _Serving, obj: dict[str, Any], tool: str, failed: int | None, w
     if rows is not None:
         check_rows_physical(rows, res.duration, where, file)
     by_key = {f.key: f.stated for f in figs}
-    stated = {k: by_key.get(k) for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms",
-                                         "p99_ttft_ms")}  # fmt: skip
+    stated = {
+        k: by_key.get(k) for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
+    }
     stated |= {"req_per_s": res.request_throughput, "completed": float(res.completed)}
     if itl_checked:
         stated |= {k: by_key.get(k) for k in ("mean_itl_ms", "median_itl_ms", "p99_itl_ms")}
     if res.request_goodput is not None:
-        figs.append(Figure("request_goodput", "goodput_req_per_s", "value",
-                           res.request_goodput, None,
-                           "SLOs applied by the tool; not recomputed", "req/s"))  # fmt: skip
+        figs.append(
+            Figure(
+                "request_goodput",
+                "goodput_req_per_s",
+                "value",
+                res.request_goodput,
+                None,
+                "SLOs applied by the tool; not recomputed",
+                "req/s",
+            )
+        )
     return Repeat(rows, res.completed, failed, res.duration, stated, figs)
 
 
@@ -351,14 +343,20 @@ def read_sglang(objs: list[dict[str, Any]], path: Path) -> PeerRun:
     parsed, run = _read(objs, path, "sglang")
     first = parsed[0]
     info = first.server_info or {}
-    run.details = {"backend": first.backend, "dataset": first.dataset_name,
-                   "server_version": info.get("version")}  # fmt: skip
+    run.details = {
+        "backend": first.backend,
+        "dataset": first.dataset_name,
+        "server_version": info.get("version"),
+    }
     return run
 
 
 def read_vllm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
     parsed, run = _read(objs, path, "vllm")
     first = parsed[0]
-    run.details = {"backend": first.backend or first.endpoint_type, "model": first.model_id,
-                   "date": first.date}  # fmt: skip
+    run.details = {
+        "backend": first.backend or first.endpoint_type,
+        "model": first.model_id,
+        "date": first.date,
+    }
     return run

@@ -150,8 +150,11 @@ def _row(rid: int, r: _GlRequest, error: str | None) -> dict[str, Any]:
 def _stat(summary: Any, stat: str) -> float | None:
     if not isinstance(summary, dict):
         return None
-    v = summary.get(stat) if stat in ("mean", "median") else (summary.get("percentiles") or {}).get(
-        stat)  # fmt: skip
+    v = (
+        summary.get(stat)
+        if stat in ("mean", "median")
+        else (summary.get("percentiles") or {}).get(stat)
+    )
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -163,13 +166,21 @@ def _figures(b: _GlBenchmark, ok: list[_GlRequest]) -> list[Figure]:
         summary = (b.metrics.get(name) or {}).get("successful")
         pairs = [(getattr(r, attr), r.output_tokens) for r in ok if getattr(r, attr) is not None]
         values = [v * scale for v, _ in pairs]
-        weights = [1.0 if weight is None else float((n or (1 if weight else 0)) + weight)
-                   for _, n in pairs]  # fmt: skip
+        weights = [
+            1.0 if weight is None else float((n or (1 if weight else 0)) + weight) for _, n in pairs
+        ]
         for stat in ("mean", "median", "p90", "p95", "p99"):
             stated = _stat(summary, stat)
-            out.append(Figure(f"metrics.{name}.successful.{stat}", metric, stat,
-                              None if stated is None else stated * scale,
-                              guidellm_stat(values, weights, stat), METHOD))  # fmt: skip
+            out.append(
+                Figure(
+                    f"metrics.{name}.successful.{stat}",
+                    metric,
+                    stat,
+                    None if stated is None else stated * scale,
+                    guidellm_stat(values, weights, stat),
+                    METHOD,
+                )
+            )
     return out
 
 
@@ -177,29 +188,54 @@ def _counts(b: _GlBenchmark, served: int, where: str) -> list[Figure]:
     totals = b.metrics.get("request_totals") or {}
     rq = b.requests
     out = []
-    for key, n in (("successful", served), ("errored", len(rq.errored)),
-                   ("incomplete", len(rq.incomplete))):  # fmt: skip
+    for key, n in (
+        ("successful", served),
+        ("errored", len(rq.errored)),
+        ("incomplete", len(rq.incomplete)),
+    ):
         v = totals.get(key)
         if isinstance(v, (int, float)):
-            out.append(Figure(f"metrics.request_totals.{key}", key, "value", float(v),
-                              float(n), "the request records", "requests"))  # fmt: skip
+            out.append(
+                Figure(
+                    f"metrics.request_totals.{key}",
+                    key,
+                    "value",
+                    float(v),
+                    float(n),
+                    "the request records",
+                    "requests",
+                )
+            )
     rps = _stat((b.metrics.get("requests_per_second") or {}).get("successful"), "mean")
     if b.duration > 0:
-        out.append(Figure("metrics.requests_per_second.successful.mean", "req_per_s", "value",
-                          rps, served / b.duration, "successful / duration", "req/s"))  # fmt: skip
+        out.append(
+            Figure(
+                "metrics.requests_per_second.successful.mean",
+                "req_per_s",
+                "value",
+                rps,
+                served / b.duration,
+                "successful / duration",
+                "req/s",
+            )
+        )
     if b.config.sample_size is not None and len(rq.successful) != served:
         raise PeerFormatError(f"{where}: sampled request records: not every request is in it")
     return out
 
 
-def _concurrency(b: _GlBenchmark, rows_src: list[_GlRequest], load: Load, where: str,
-                 file: str) -> None:  # fmt: skip
+def _concurrency(
+    b: _GlBenchmark, rows_src: list[_GlRequest], load: Load, where: str, file: str
+) -> None:
     limit = load.max_concurrency
     if limit is None:
         return
-    spans = [(r.request_start_time, r.request_end_time) for r in rows_src
-             if r.request_start_time is not None and r.request_end_time is not None]  # fmt: skip
-    peak = peak_in_flight(spans)  # type: ignore[arg-type]
+    spans = [
+        (r.request_start_time, r.request_end_time)
+        for r in rows_src
+        if r.request_start_time is not None and r.request_end_time is not None
+    ]
+    peak = peak_in_flight(spans)
     stated = _stat((b.metrics.get("request_concurrency") or {}).get("successful"), "mean")
     top = ((b.metrics.get("request_concurrency") or {}).get("successful") or {}).get("max")
     shows = None
@@ -222,8 +258,10 @@ def _repeat(b: _GlBenchmark, load: Load, where: str, file: str) -> Repeat:
     every = [*rq.successful, *rq.errored, *rq.incomplete]
     rows = [_row(i, r, r.info.error) for i, r in enumerate(rq.successful)]
     rows += [_row(len(rows) + i, r, r.info.error or "errored") for i, r in enumerate(rq.errored)]
-    rows += [_row(len(rows) + i, r, "incomplete (cut off at the benchmark's end)")
-             for i, r in enumerate(rq.incomplete)]  # fmt: skip
+    rows += [
+        _row(len(rows) + i, r, "incomplete (cut off at the benchmark's end)")
+        for i, r in enumerate(rq.incomplete)
+    ]
     seen: dict[str, int] = {}
     for row in rows:
         rid = row["request_id"]
@@ -239,10 +277,14 @@ def _repeat(b: _GlBenchmark, load: Load, where: str, file: str) -> Repeat:
     check_rows_physical(rows, b.duration, where, file)
     _concurrency(b, every, load, where, file)
     by = {(f.metric, f.stat): f.stated for f in figs}
-    stated = {"mean_ttft_ms": by.get(("ttft", "mean")), "median_ttft_ms": by.get(("ttft", "median")),
-              "p90_ttft_ms": by.get(("ttft", "p90")), "p99_ttft_ms": by.get(("ttft", "p99")),
-              "req_per_s": by.get(("req_per_s", "value")),
-              "completed": by.get(("successful", "value"))}  # fmt: skip
+    stated = {
+        "mean_ttft_ms": by.get(("ttft", "mean")),
+        "median_ttft_ms": by.get(("ttft", "median")),
+        "p90_ttft_ms": by.get(("ttft", "p90")),
+        "p99_ttft_ms": by.get(("ttft", "p99")),
+        "req_per_s": by.get(("req_per_s", "value")),
+        "completed": by.get(("successful", "value")),
+    }
     return Repeat(rows, len(ok), len(rows) - len(ok), b.duration, stated, figs)
 
 
@@ -258,11 +300,21 @@ def read_guidellm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
     loads = [_load(b) for b in rep.benchmarks]
     if len({x.meaning() for x in loads}) > 1:
         raise PeerFormatError(
-            f"{path}: benchmarks of several strategies ({', '.join(sorted({x.label for x in loads}))}"
-            "): run GuideLLM with one profile per file to import it"
+            f"{path}: benchmarks of several strategies "
+            f"({', '.join(sorted({x.label for x in loads}))}): run GuideLLM with one profile per "
+            "file to import it"
         )
-    repeats = [_repeat(b, load, f"{path} (GuideLLM benchmark {k + 1})", path.name)
-               for k, (b, load) in enumerate(zip(rep.benchmarks, loads, strict=True))]  # fmt: skip
+    repeats = [
+        _repeat(b, load, f"{path} (GuideLLM benchmark {k + 1})", path.name)
+        for k, (b, load) in enumerate(zip(rep.benchmarks, loads, strict=True))
+    ]
     strat = rep.benchmarks[0].config.strategy
-    return PeerRun("guidellm", rep.metadata.guidellm_version, "guidellm", path, loads[0],
-                   repeats, {"strategy": strat.type_})  # fmt: skip
+    return PeerRun(
+        "guidellm",
+        rep.metadata.guidellm_version,
+        "guidellm",
+        path,
+        loads[0],
+        repeats,
+        {"strategy": strat.type_},
+    )

@@ -131,6 +131,9 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
     tools = sorted({r.tool for r in runs.values()})
     held = any("mean_itl_ms" in rep.stated for r in runs.values() for rep in r.repeats)
     itl = "; mean, median and p99 ITL over every gap pooled" if held else ""
+    figs = [f for r in runs.values() for rep in r.repeats for f in rep.figures]
+    checked = sorted({f.metric.upper() for f in figs if f.metric in METRICS and f.rows is not None})
+    what = f"each {'/'.join(checked)} statistic" if checked else "no latency statistic (no rows)"
     notes = [
         f"Imported from {', '.join(tools)} result files by `kimi-bench import` "
         f"({', '.join(f'{a}: {r.path.name}' for a, r in runs.items())}): the tool measured, "
@@ -138,8 +141,8 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         "to the first token. req_per_s is RECOMPUTED by kimi-bench as completed requests / "
         "the tool's benchmark duration; tool_req_per_s is the tool's own figure, shown beside "
         "it (they differ where the tool counts its span or its rate differently). The rows "
-        "were checked against every figure the tool states (counts, throughput, and each "
-        f"TTFT/ITL/TPOT/E2E statistic by the tool's own method{itl}). No "
+        "were checked against every figure the tool states that rows can give (counts, "
+        f"throughput, {what}, by the tool's own method{itl}). No "
         "stage times or copy ledger (the server's internals are not in the file).",
         f"Load: {_load_text(next(iter(runs.values())))}.",
     ]
