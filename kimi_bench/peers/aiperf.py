@@ -178,6 +178,19 @@ def read_export(ex_obj: dict[str, Any], where: str, file: str) -> tuple[Repeat, 
             "req/s",
         )
     )
+    good = _avg(ex_obj, "goodput")
+    if good is not None:  # AIPerf's SLOs are in its input_config: carried, not recomputed
+        figs.append(
+            Figure(
+                "goodput.avg",
+                "goodput_req_per_s",
+                "value",
+                good,
+                None,
+                "the tool's SLOs; not recomputed",
+                "req/s",
+            )
+        )
     check_figures(figs, where, file)
     if thr is not None and dur_s > 0 and not 0.95 <= thr * dur_s / max(done, 1) <= 1.05:
         raise PeerFormatError(

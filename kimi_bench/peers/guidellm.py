@@ -219,6 +219,19 @@ def _counts(b: _GlBenchmark, served: int, where: str) -> list[Figure]:
                 "req/s",
             )
         )
+    goodput = _stat((b.metrics.get("request_goodput") or {}).get("successful"), "mean")
+    if goodput is not None:  # GuideLLM's SLOs live in its config: carried, not recomputed
+        out.append(
+            Figure(
+                "metrics.request_goodput.successful.mean",
+                "goodput_req_per_s",
+                "value",
+                goodput,
+                None,
+                "the tool's SLOs; not recomputed",
+                "req/s",
+            )
+        )
     if b.config.sample_size is not None and len(rq.successful) != served:
         raise PeerFormatError(f"{where}: sampled request records: not every request is in it")
     return out

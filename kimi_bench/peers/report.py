@@ -51,6 +51,10 @@ def _tool_figures(run: PeerRun) -> dict[str, Any]:
                 methods.add(got[0].method.split(";")[0])
     if methods:
         out["tool_method"] = "; ".join(sorted(m for m in methods if m))
+    good = [f.stated for rep in run.repeats for f in rep.figures
+            if f.metric == "goodput_req_per_s" and f.stated is not None]  # fmt: skip
+    if good and len(good) == len(run.repeats):
+        out["tool_goodput_req_per_s"] = sum(good) / len(good)
     return out
 
 

@@ -246,3 +246,19 @@ def test_a_load_not_recorded_through_import_gate_and_compare(tmp_path: Path) -> 
     code, text = kb("import", write_twin(lie, tmp_path / "t3"), write_twin(lie, tmp_path / "t3"),
                     "--arm", "a", "--arm", "b", "--output-dir", tmp_path / "twice")  # fmt: skip
     assert code == 2 and "same file" in text, text
+
+
+@pytest.mark.parametrize("tool", ["sglang", "vllm"])
+def test_the_goodput_a_tool_states_is_carried_beside_its_slos(tmp_path: Path, tool: str) -> None:
+    """sglang writes its SLOs and goodput, vLLM its goodput only: carried as the tool's
+    figure (kimi-bench has no per-request E2E for sglang, no SLOs for vLLM to recompute)."""
+    run = fx.make_run("4")
+    obj = fx.sglang(run) if tool == "sglang" else fx.vllm(run)
+    good = sum(1 for r in run.ok if r.ttft * 1e3 <= 100.0) / run.duration
+    obj.update(request_goodput=good)
+    if tool == "sglang":
+        obj.update(goodput_slos_ms={"ttft": 100.0}, slo_attainment=good * run.duration / 12)
+    rep = build_import_report({"a": read_peer(fx.dump(obj, tmp_path / fx.NAMES[tool]))})
+    assert rep.results[0]["tool_goodput_req_per_s"] == good
+    figs = rep.config["source"]["arms"]["a"]["figures"][0]
+    assert any(f["key"] == "request_goodput" and f["stated"] == good for f in figs)
