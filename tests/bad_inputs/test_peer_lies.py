@@ -156,7 +156,7 @@ def _limits(label: str) -> str:
             "max_p99_e2e_ms = 100000\n")  # fmt: skip
 
 
-def _import(tmp_path: Path, *files: Path, name: str = "imp") -> tuple[Path, dict[str, Any]]:
+def _import(tmp_path: Path, *files: Path | str, name: str = "imp") -> tuple[Path, dict[str, Any]]:
     out = tmp_path / name
     code, text = kb("import", *files, "--output-dir", out)
     assert code == 0, text
@@ -193,10 +193,13 @@ def test_an_honest_file_through_import_gate_and_compare(tmp_path: Path, tool: st
 
 @pytest.mark.slow
 def test_sglang_and_vllm_at_concurrency_one_compare_as_one_load(tmp_path: Path) -> None:
-    sg, _ = _import(tmp_path, fx.write("sglang", fx.make_run("c1"), tmp_path / "s"), name="s")
-    vl, _ = _import(tmp_path, fx.write("vllm", fx.make_run("c1", 2), tmp_path / "v"), name="v")
+    sg_file = fx.write("sglang", fx.make_run("c1"), tmp_path / "s")
+    sg, _ = _import(tmp_path, sg_file, "--arm", "x", name="s")
+    vl_file = fx.write("vllm", fx.make_run("c1", 2), tmp_path / "v")
+    vl, _ = _import(tmp_path, vl_file, "--arm", "x", name="v")
     code, out = kb("compare", sg, vl)
     assert code == 0 and "not comparable" not in out and "{" not in out, out
+    assert "no samples" not in out and "│ c1 │ x │" in out, out  # one arm, both sides
     code, out = kb("import", fx.write("sglang", fx.make_run("c1"), tmp_path / "s2"),
                    fx.write("vllm", fx.make_run("c1", 2), tmp_path / "v2"),
                    "--output-dir", tmp_path / "ab")  # fmt: skip
