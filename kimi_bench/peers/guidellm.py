@@ -21,7 +21,14 @@ from typing import Any
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, ValidationError
 
-from kimi_bench.peers.base import PeerFormatError, PeerRun, Repeat, _Loose, field_error
+from kimi_bench.peers.base import (
+    PeerFormatError,
+    PeerRun,
+    Repeat,
+    _Loose,
+    field_error,
+    once_each,
+)
 from kimi_bench.peers.figures import (
     Figure,
     check_figures,
@@ -310,6 +317,7 @@ def read_guidellm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
         raise field_error(exc, f"{path} (GuideLLM report)") from None
     if not rep.benchmarks:
         raise PeerFormatError(f"{path}: field benchmarks: empty, no benchmark to import")
+    once_each(objs[0]["benchmarks"], str(path), "GuideLLM benchmark")
     loads = [_load(b) for b in rep.benchmarks]
     if len({x.meaning() for x in loads}) > 1:
         raise PeerFormatError(

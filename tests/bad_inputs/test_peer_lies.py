@@ -265,3 +265,16 @@ def test_the_goodput_a_tool_states_is_carried_beside_its_slos(tmp_path: Path, to
     assert rep.results[0]["tool_goodput_req_per_s"] == good
     figs = rep.config["source"]["arms"]["a"]["figures"][0]
     assert any(f["key"] == "request_goodput" and f["stated"] == good for f in figs)
+
+
+def test_two_runs_appended_to_one_file_are_two_repeats_each_checked(tmp_path: Path) -> None:
+    """sglang appends a line per run (vLLM with --append-result): each line is a repeat
+    with its own figures, checked against its own rows; an edited second line is refused."""
+    lines = [fx.sglang(fx.make_run("inf", seed=1)), fx.sglang(fx.make_run("inf", seed=2))]
+    peer = read_peer(fx.dump(lines, tmp_path / "two.jsonl"))
+    assert len(peer.repeats) == 2 and all(r.figures for r in peer.repeats)
+    rep = build_import_report({"a": peer})
+    assert {r["repeat"] for r in rep.data["requests"]} == {0, 1}
+    lines[1]["p90_ttft_ms"] *= 1.2
+    with pytest.raises(PeerFormatError, match=r"result 2\).*p90_ttft_ms"):
+        read_peer(fx.dump(lines, tmp_path / "edited.jsonl"))

@@ -6,7 +6,11 @@ duplicated rows with counts fixed, a run line twice, E2E under TTFT, units relab
 
 from __future__ import annotations
 
+import json
+
+from tests.peers import fixtures as fx
 from tests.peers.lies import (
+    Files,
     Lie,
     _ai,
     _ai_burst_as_c1,
@@ -237,3 +241,11 @@ LIES: list[Lie] = [
     Lie("aiperf-records-burst-as-c1", AR, "inf", _ai_burst_as_c1, CONTRADICTED),
     Lie("aiperf-records-without-export", AR, "c1", _records_alone, UNRECORDED, ab=True),
 ]
+
+
+def _gl_benchmark_twice(files: Files) -> None:
+    b = files[fx.NAMES[GL]]["benchmarks"]
+    b.append(json.loads(json.dumps(b[0])))
+
+
+LIES.append(Lie("guidellm-benchmark-twice", GL, "inf", _gl_benchmark_twice, "the same run line"))
