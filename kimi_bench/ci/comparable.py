@@ -71,6 +71,23 @@ def decoder_used(report: Report) -> str:
     return str(named) if named and named != "auto" else "pil"
 
 
+def load_meaning(load: Any) -> str | None:
+    """A serve-ab run's offered load (``config.load``) as what it means, in words: the
+    label, and the burstiness only at a paced rate (at an unlimited rate there are no
+    gaps between arrivals for it to shape). A field the run did not record says so."""
+    if not isinstance(load, dict):
+        return None
+    missing = {str(x) for x in load.get("not_recorded") or []}
+    label = str(load.get("label"))
+    if label == "unrecorded" or {"request_rate", "max_concurrency"} & missing:
+        return "not recorded"
+    if load.get("unlimited_rate") or load.get("request_rate") is None:
+        return label
+    burst = load.get("burstiness")
+    shown = "not recorded" if "burstiness" in missing or burst is None else f"{burst:g}"
+    return f"{label}, burstiness {shown}"
+
+
 def _busy(env: Environment) -> bool:
     return bool((env.host_load or {}).get("warning"))
 
@@ -115,8 +132,10 @@ def differences(a: Report, b: Report, allow: frozenset[str] = frozenset()) -> li
         la, lb = _labels(a.config), _labels(b.config)
         if la != lb:
             out.append(Difference("load (rate labels)", la, lb, True))
-        if a.config.get("load") != b.config.get("load"):
-            out.append(Difference("load", a.config.get("load"), b.config.get("load"), True))
+        ma, mb = load_meaning(a.config.get("load")), load_meaning(b.config.get("load"))
+        unknown = any(m is not None and "not recorded" in m for m in (ma, mb))
+        if ma != mb or unknown:  # a load not recorded cannot be shown to be the other's
+            out.append(Difference("load", ma, mb, True))
     if _busy(ea) != _busy(eb):
         out.append(Difference("host load warning", _busy(ea), _busy(eb), False))
     return sorted(out, key=lambda d: not d.hard)

@@ -17,17 +17,21 @@ IMPORT_DOC = """Turn peers' result files into one serve-ab report (one arm per f
 Reads sglang.bench_serving --output-file JSONL, vllm bench serve --save-result JSON,
 GuideLLM's JSON report and AIPerf's JSON export (profile_export_aiperf.json). Files with
 per-request data (sglang --output-details, vLLM --save-detailed, GuideLLM, AIPerf's
-profile_export.jsonl) give one row per request, checked against the tool's own summary in
-the same file (completed, mean and median TTFT; AIPerf: the profile_export_aiperf.json
-beside the records); a summary-only file gives the tool's counts and percentiles only, and
-the report says so (config.per_request = false; rules that need rows fail on it). The
-load (request rate, concurrency limit, burstiness) is carried into the report and labels
-its rows: inf (a burst), 4 (requests/s), c1 (at most 1 in flight), 4/c2.
+profile_export.jsonl with the export beside it) give one row per request (TTFT, ITL gaps,
+TPOT, E2E where the file has them), and every figure the tool states (TTFT/ITL/TPOT/E2E
+mean, median and percentiles, completed, failed, throughput, its peak concurrency) is
+recomputed from the rows by the tool's own method and kept beside it; a summary-only file
+gives the tool's figures only, and the report says so (config.per_request = false). The
+load (request rate, concurrency limit, burstiness, warm-up) is carried into the report and
+labels its rows: inf (a burst), 4 (requests/s), c1 (at most 1 in flight), 4/c2; a field
+the file does not hold is "not recorded", never guessed.
 
-Exit codes: 0 written, 2 unusable input (unknown or malformed file, naming the field;
-rows that disagree with the tool's own summary, naming both figures; arms that do not
-match the files; files at different loads), 3 the report could not be written where
-asked.
+Exit codes: 0 written, 2 unusable input (unknown or malformed file, naming the field; a
+file that disagrees with itself, naming both figures: rows against the tool's summary,
+percentiles out of order, E2E under TTFT or longer than the run, a request or run line
+written twice, a load its own concurrency contradicts; arms that do not match the files;
+one file as two arms; files at different loads, or a load one file does not record), 3
+the report could not be written where asked.
 
 Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
 """
@@ -68,7 +72,8 @@ def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
         ]
 
     result = write_report(write, out)
-    cols = ["arm", "tool", "ttft_median_ms", "tool_ttft_median_ms", "ttft_p90_ms", "req_per_s",
+    cols = ["arm", "tool", "ttft_median_ms", "tool_ttft_median_ms", "ttft_p90_ms",
+            "tool_ttft_p90_ms", "tool_tpot_median_ms", "tool_e2e_median_ms", "req_per_s",
             "tool_req_per_s", "completed", "failed"]  # fmt: skip
     console.print(rich_table("imported", report.results, cols))
     for line in report.notes[1:]:

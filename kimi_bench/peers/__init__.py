@@ -1,23 +1,19 @@
 """Peers' result files (sglang.bench_serving, vllm bench serve, GuideLLM, AIPerf) read
-into ``serve-ab`` reports for ``gate`` and ``compare``: see ``formats``, ``tools`` and
-``report``."""
+into ``serve-ab`` reports for ``gate`` and ``compare``: see ``formats`` (sglang, vLLM),
+``guidellm``, ``aiperf``, ``figures`` (each tool's method and the checks) and ``report``."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from kimi_bench.infra.limits import read_text_bounded
-from kimi_bench.peers.formats import (
-    MAX_BYTES,
-    PeerFormatError,
-    PeerRun,
-    json_objects,
-    read_sglang,
-    read_vllm,
-)
+from kimi_bench.peers.aiperf import is_aiperf, read_aiperf
+from kimi_bench.peers.base import MAX_BYTES, PeerFormatError, PeerRun, json_objects
+from kimi_bench.peers.formats import read_sglang, read_vllm
+from kimi_bench.peers.guidellm import is_guidellm, read_guidellm
 from kimi_bench.peers.report import build_import_report, default_arm
-from kimi_bench.peers.tools import is_aiperf, is_guidellm, read_aiperf, read_guidellm
 
 FORMATS = ("auto", "sglang", "vllm", "guidellm", "aiperf")
 
@@ -58,4 +54,6 @@ def read_peer(path: Path, fmt: str = "auto") -> PeerRun:
         fmt = found
     readers = {"sglang": read_sglang, "vllm": read_vllm, "guidellm": read_guidellm,
                "aiperf": read_aiperf}  # fmt: skip
-    return readers[fmt](objs, path)
+    run = readers[fmt](objs, path)
+    run.digest = hashlib.sha256(text.encode()).hexdigest()
+    return run

@@ -1,263 +1,362 @@
-"""Peers' result files, validated with pydantic, each read into :class:`PeerRun`.
+"""sglang.bench_serving and vllm bench serve result files, validated with pydantic, each
+read into :class:`PeerRun` with every figure the tool states checked against its rows.
 
-- sglang.bench_serving ``--output-file``: JSON Lines, one object per benchmark run
+- sglang.bench_serving 0.5.23 ``--output-file``: JSON Lines, one object per benchmark run
   (a file appended to by several runs holds several; each is one repeat). With
   ``--output-details`` each object carries per-request ``ttfts`` (seconds), ``itls``,
-  ``input_lens``, ``output_lens`` and ``errors`` ("" when the request succeeded).
-- ``vllm bench serve --save-result``: one JSON object (``--append-result``: several,
-  one per line). With ``--save-detailed`` it keeps the same per-request lists.
-- GuideLLM (``guidellm benchmark ... --output-path X.json``) and AIPerf
-  (``profile_export_aiperf.json``): see ``kimi_bench.peers.tools``.
+  ``input_lens``, ``output_lens`` and ``errors`` ("" when the request succeeded); no
+  per-request E2E and no start times. It records neither burstiness nor warm-up.
+- ``vllm bench serve`` 0.33.0 ``--save-result``: one JSON object (``--append-result``:
+  several, one per line). With ``--save-detailed`` it keeps the per-request lists, among
+  them ``latencies`` (E2E, seconds) and ``start_times``; it records no warm-up.
 
-A file is never trusted blindly: a malformed one raises :class:`PeerFormatError` naming
-the file and the field; per-request lists of different lengths are refused.
+A load field the file does not hold is **not recorded** (a null the tool wrote means "no
+limit"/"unlimited", as the tools write it; an absent key is not read as either). A file
+is refused (:class:`PeerFormatError`, naming the field and both figures) when its rows and
+its summary disagree, a row or run line appears twice, a request ends before its first
+token or outlasts the run, or the load it states is contradicted by its own concurrency.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    ValidationError,
+from pydantic import ValidationError
+
+from kimi_bench.peers.base import (
+    MAX_BYTES,
+    PeerFormatError,
+    PeerRun,
+    Repeat,
+    field_error,
+    json_objects,
+    once_each,
+    rate_value,
 )
-
-from kimi_bench.infra.jsonio import InputError, parse_json, parse_json_lines
+from kimi_bench.peers.figures import (
+    Figure,
+    bucket_peak,
+    check_figures,
+    check_rows_physical,
+    numpy_stat,
+    peak_in_flight,
+)
 from kimi_bench.peers.load import Load
+from kimi_bench.peers.serving import SglangResult, VllmResult, _rows, _Serving
 
-MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
+__all__ = [
+    "MAX_BYTES",
+    "PeerFormatError",
+    "PeerRun",
+    "Repeat",
+    "json_objects",
+    "read_sglang",
+    "read_vllm",
+]
 
-
-class PeerFormatError(ValueError):
-    """A peer's result file that cannot be imported (the CLI's exit 2)."""
-
-
-@dataclass
-class Repeat:
-    """One benchmark run of a peer tool: per-request rows when the file has them, and the
-    numbers the tool itself states."""
-
-    rows: list[dict[str, Any]] | None
-    completed: int
-    failed: int | None
-    duration_s: float | None
-    # the tool's own summary figures: mean/median/p90/p99_ttft_ms, req_per_s, completed
-    stated: dict[str, float | None] = field(default_factory=dict)
+_SGLANG_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|itl|tpot|e2e_latency)_ms$")
+_VLLM_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|itl|tpot|e2el)_ms$")
+_METRIC = {"ttft": "ttft", "itl": "itl", "tpot": "tpot", "e2e_latency": "e2e", "e2el": "e2e"}
 
 
-@dataclass
-class PeerRun:
-    """Everything read from one result file."""
-
-    tool: str
-    version: str | None
-    fmt: str
-    path: Path
-    load: Load  # the offered load as the file records it (rate, concurrency, burstiness)
-    repeats: list[Repeat]
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def per_request(self) -> bool:
-        return all(r.rows is not None for r in self.repeats)
-
-
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-def rate_value(raw: float | str | None, where: str) -> float:
-    """A request rate as the tools write it ("inf", Infinity, a number)."""
-    if raw is None:
-        return math.inf
-    if isinstance(raw, str):
-        try:
-            raw = float(raw)
-        except ValueError:
-            raise PeerFormatError(f"{where}: request_rate {raw!r} is not a number") from None
-    if math.isnan(raw) or raw <= 0:
-        raise PeerFormatError(f"{where}: request_rate {raw!r} must be > 0 or inf")
-    return float(raw)
-
-
-class _Serving(_Loose):
-    """Fields sglang.bench_serving and vllm bench serve share."""
-
-    request_rate: float | str | None = None
-    max_concurrency: Annotated[int, Field(ge=1)] | None = None
-    burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    duration: NonNegativeFloat
-    completed: NonNegativeInt
-    request_throughput: NonNegativeFloat | None = None
-    mean_ttft_ms: NonNegativeFloat | None = None
-    median_ttft_ms: NonNegativeFloat | None = None
-    p90_ttft_ms: NonNegativeFloat | None = None
-    p99_ttft_ms: NonNegativeFloat | None = None
-    mean_itl_ms: NonNegativeFloat | None = None
-    median_itl_ms: NonNegativeFloat | None = None
-    p99_itl_ms: NonNegativeFloat | None = None
-    # sglang: with a speculative server (accept_length > 0) and a chat backend its ITL
-    # figures are per retokenized token, not the chunk gaps its per-request lists hold
-    accept_length: float | None = None
-    ttfts: list[NonNegativeFloat] | None = None
-    itls: list[list[NonNegativeFloat]] | None = None
-    input_lens: list[NonNegativeInt] | None = None
-    output_lens: list[NonNegativeInt] | None = None
-    errors: list[str | None] | None = None
-    latencies: list[NonNegativeFloat] | None = None
-
-
-class SglangResult(_Serving):
-    backend: str
-    dataset_name: str | None = None
-    server_info: dict[str, Any] | None = None
-
-
-class VllmResult(_Serving):
-    backend: str | None = None
-    endpoint_type: str | None = None
-    model_id: str
-    num_prompts: NonNegativeInt
-    failed: NonNegativeInt = 0
-    date: str | None = None
-
-
-def field_error(exc: ValidationError, where: str) -> PeerFormatError:
-    """The first validation problem, naming the field (``ttfts.3``) and the file."""
-    first = exc.errors()[0]
-    loc = ".".join(str(x) for x in first["loc"]) or "(top level)"
-    return PeerFormatError(f"{where}: field {loc}: {first['msg']} (got {first.get('input')!r:.80})")
-
-
-def json_objects(text: str, where: str) -> list[dict[str, Any]]:
-    """One JSON object, or JSON Lines (one object per non-empty line); nesting bounded
-    (``kimi_bench.infra.jsonio``). The tools write ``Infinity`` for an unlimited rate."""
-    try:
-        whole = parse_json(text, where, constants=True)
-    except InputError as exc:
-        if "levels deep" in str(exc):
-            raise PeerFormatError(str(exc)) from None
-        whole = None  # not one document: JSON Lines
-    if isinstance(whole, dict):
-        return [whole]
-    if whole is not None:
-        raise PeerFormatError(f"{where}: expected a JSON object, got {type(whole).__name__}")
-    try:
-        out = parse_json_lines(text, where, constants=True)
-    except InputError as exc:
-        raise PeerFormatError(str(exc)) from None
-    if not out:
-        raise PeerFormatError(f"{where}: empty file: no result to import")
+def _latency_figures(obj: dict[str, Any], pattern: re.Pattern[str], tool: str) -> list[Figure]:
+    out = []
+    for key, v in obj.items():
+        m = pattern.match(key)
+        if m and isinstance(v, (int, float)) and not isinstance(v, bool):
+            stat, metric = m.group(1), _METRIC[m.group(2)]
+            if not math.isfinite(v) or v < 0:
+                raise PeerFormatError(f"{tool}: {key} {v!r} is not a latency in ms")
+            out.append(Figure(key, metric, stat, float(v), method="numpy (the tool's own)"))
     return out
 
 
-def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
-    """Per-request rows from the detail lists (None when the file has none). A request
-    counts as failed when its error is non-empty; its TTFT is then not used."""
-    if res.ttfts is None:
-        return None
-    n = len(res.ttfts)
-    lists = {"errors": res.errors, "itls": res.itls, "input_lens": res.input_lens,
-             "output_lens": res.output_lens, "latencies": res.latencies}  # fmt: skip
-    for name, xs in lists.items():
-        if xs is not None and len(xs) != n:
-            raise PeerFormatError(f"{where}: {name} has {len(xs)} entries but ttfts has {n}")
-    rows = []
-    for i, ttft in enumerate(res.ttfts):
-        err = (res.errors[i] if res.errors is not None else None) or None
-        itl = res.itls[i] if res.itls is not None else []
-        row: dict[str, Any] = {
-            "rid": i,
-            "error": err,
-            "ttft_ms": None if err else ttft * 1e3,
-            "itl_mean_ms": sum(itl) / len(itl) * 1e3 if itl and not err else None,
-            "itl_ms": [x * 1e3 for x in itl] if res.itls is not None and not err else None,
-            "input_tokens": res.input_lens[i] if res.input_lens is not None else None,
-            "output_tokens": res.output_lens[i] if res.output_lens is not None else None,
-        }
-        if res.latencies is not None and not err:
-            row["e2e_ms"] = res.latencies[i] * 1e3
-        rows.append(row)
-    return rows
+def _recompute(
+    figs: list[Figure],
+    rows: list[dict[str, Any]],
+    res: _Serving,
+    exact_e2e: bool,
+    itl_checked: bool,
+) -> None:
+    """Each latency figure recomputed from the served rows by numpy, as the tools do.
+    Without per-request E2E (sglang) TTFT + the gaps bound E2E and TPOT from below."""
+    ok = [r for r in rows if r["error"] is None]
+    samples: dict[str, list[float]] = {"ttft": [r["ttft_ms"] for r in ok]}
+    if itl_checked:
+        samples["itl"] = [x for r in ok for x in r["itl_ms"] or []]
+    lower: dict[str, list[float]] = {}
+    if exact_e2e:
+        samples["e2e"] = [r["e2e_ms"] for r in ok]
+        samples["tpot"] = [r["tpot_ms"] for r in ok if "tpot_ms" in r]
+    elif res.itls is not None:
+        lower["e2e"] = [r["ttft_ms"] + sum(r["itl_ms"] or []) for r in ok]
+        lower["tpot"] = [
+            sum(r["itl_ms"] or []) / (r["output_tokens"] - 1)
+            for r in ok
+            if isinstance(r["output_tokens"], int) and r["output_tokens"] > 1
+        ]
+    for f in figs:
+        if samples.get(f.metric):
+            f.rows = numpy_stat(samples[f.metric], f.stat)
+        elif lower.get(f.metric):
+            f.rows, f.bound = numpy_stat(lower[f.metric], f.stat), "at_least"
+            f.method = "numpy; rows bound it from below (TTFT + gaps: no per-request E2E)"
 
 
-def _repeat(res: _Serving, failed: int | None, where: str) -> Repeat:
-    rows = _rows(res, where)
+def _counts(
+    res: _Serving, rows: list[dict[str, Any]] | None, failed: int | None, where: str
+) -> tuple[int | None, list[Figure]]:
+    """Completed, failed, throughputs and output tokens against the rows and duration."""
+    figs = [Figure("completed", "completed", "value", float(res.completed), unit="requests")]
     if rows is not None:
-        served = sum(1 for r in rows if r["error"] is None)
-        if served != res.completed:
-            raise PeerFormatError(
-                f"{where}: completed says {res.completed} but the per-request lists show "
-                f"{served} requests without an error: the file disagrees with itself"
+        served = [r for r in rows if r["error"] is None]
+        figs[0].rows = float(len(served))
+        if failed is not None:
+            figs.append(
+                Figure(
+                    "failed",
+                    "failed",
+                    "value",
+                    float(failed),
+                    float(len(rows) - len(served)),
+                    unit="requests",
+                )
             )
-        failed = len(rows) - served
-    stated = {"mean_ttft_ms": res.mean_ttft_ms, "median_ttft_ms": res.median_ttft_ms,
-              "p90_ttft_ms": res.p90_ttft_ms, "p99_ttft_ms": res.p99_ttft_ms,
-              "req_per_s": res.request_throughput, "completed": res.completed}  # fmt: skip
+        failed = len(rows) - len(served)
+        if res.total_output_tokens is not None and res.output_lens is not None:
+            figs.append(
+                Figure(
+                    "total_output_tokens",
+                    "output_tokens",
+                    "value",
+                    float(res.total_output_tokens),
+                    float(sum(r["output_tokens"] or 0 for r in served)),
+                    unit="tokens",
+                )
+            )
+    dur = res.duration
+    if dur > 0:
+        figs.append(
+            Figure(
+                "request_throughput",
+                "req_per_s",
+                "value",
+                res.request_throughput,
+                res.completed / dur,
+                "completed / duration",
+                "req/s",
+            )
+        )
+        if res.total_output_tokens is not None:
+            figs.append(
+                Figure(
+                    "output_throughput",
+                    "output_tokens_per_s",
+                    "value",
+                    res.output_throughput,
+                    res.total_output_tokens / dur,
+                    "total_output_tokens / duration",
+                    "tok/s",
+                )
+            )
+    return failed, figs
+
+
+def _load(res: _Serving, obj: dict[str, Any], where: str, burst_written: bool) -> Load:
+    missing = {k for k in ("request_rate", "max_concurrency") if k not in obj}
+    if not burst_written or "burstiness" not in obj:
+        missing.add("burstiness")
+    missing.add("warmup")  # neither tool writes its warm-up into the result file
+    rate = None if "request_rate" in missing else rate_value(res.request_rate, where)
+    burst = res.burstiness if "burstiness" not in missing else None
+    return Load(rate, res.max_concurrency, burst, None, frozenset(missing))
+
+
+def _concurrency(
+    res: _Serving, load: Load, rows: list[dict[str, Any]] | None, where: str, file: str
+) -> list[Figure]:
+    """The file's own concurrency against the limit it states: the peak in flight (vLLM's
+    start times and latencies) or the mean (sum of E2E / duration, sglang's figure)."""
+    figs: list[Figure] = []
+    limit = res.max_concurrency
+    spans = None
+    if rows is not None and res.start_times is not None and res.latencies is not None:
+        spans = [
+            (res.start_times[r["rid"]], res.start_times[r["rid"]] + res.latencies[r["rid"]])
+            for r in rows
+            if r["error"] is None
+        ]
+        figs.append(
+            Figure(
+                "max_concurrent_requests",
+                "peak_concurrency_per_second",
+                "value",
+                _num(res.max_concurrent_requests),
+                float(bucket_peak(spans)),
+                "requests active in each whole second",
+                "requests",
+            )
+        )
+        peak = peak_in_flight(spans)
+        if limit is not None and peak > limit:
+            _contradicted(
+                where,
+                file,
+                limit,
+                f"{peak} requests in flight at once (its own start times and latencies)",
+            )
+    mean_conc = getattr(res, "concurrency", None)
+    if isinstance(mean_conc, (int, float)) and limit is not None and mean_conc > limit * 1.01:
+        _contradicted(
+            where,
+            file,
+            limit,
+            f"a mean of {mean_conc:.3g} requests in flight "
+            "(its own concurrency: sum of E2E / duration)",
+        )
+    return figs
+
+
+def _contradicted(where: str, file: str, limit: int, shows: str) -> None:
+    raise PeerFormatError(
+        f"{where}: {file} says max_concurrency {limit} but shows {shows}: the load it "
+        "states is contradicted by its own figures (refused, not relabelled)"
+    )
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _repeat(
+    res: _Serving, obj: dict[str, Any], tool: str, failed: int | None, where: str, file: str
+) -> Repeat:
+    rows = _rows(res, where)
+    pattern = _SGLANG_KEY if tool == "sglang" else _VLLM_KEY
+    figs = _latency_figures(obj, pattern, where)
     # sglang's chat backends count a speculative server's ITL per retokenized token
-    retokenized = (res.accept_length or 0) > 0 and getattr(res, "backend", None) in (
-        "sglang-oai", "sglang-oai-chat")  # fmt: skip
-    if rows is not None and res.itls is not None and not retokenized:
-        stated |= {"mean_itl_ms": res.mean_itl_ms, "median_itl_ms": res.median_itl_ms,
-                   "p99_itl_ms": res.p99_itl_ms}  # fmt: skip
-    return Repeat(rows, res.completed, failed, res.duration, stated)
+    retokenized = (
+        tool == "sglang"
+        and (res.accept_length or 0) > 0
+        and getattr(res, "backend", None) in ("sglang-oai", "sglang-oai-chat")
+    )
+    itl_checked = rows is not None and res.itls is not None and not retokenized
+    if retokenized:
+        for f in figs:
+            if f.metric == "itl":
+                f.method = "per retokenized token (speculative server): not the rows' gaps"
+    if rows is not None:
+        _recompute(figs, rows, res, res.latencies is not None, itl_checked)
+    failed, counted = _counts(res, rows, failed, where)
+    figs += counted
+    mean_e2e = obj.get("mean_e2e_latency_ms")
+    conc = getattr(res, "concurrency", None)
+    if tool == "sglang" and isinstance(mean_e2e, (int, float)) and res.duration > 0:
+        figs.append(
+            Figure(
+                "concurrency",
+                "mean_concurrency",
+                "value",
+                _num(conc),
+                mean_e2e * res.completed / 1e3 / res.duration,
+                "mean_e2e_latency_ms x completed / duration",
+                "requests",
+            )
+        )
+    check_figures(figs, where, file)
+    for f in figs:
+        if f.metric == "e2e" and f.stated is not None and f.stated > res.duration * 1e3 * 1.01 + 1:
+            raise PeerFormatError(
+                f"{where}: {f.key} {f.stated:.6g} ms is longer than the whole benchmark "
+                f"({res.duration:.6g} s) in {file}: no request outlasts the run that measured "
+                "it (E2E in the wrong unit, or the duration edited?)"
+            )
+    if rows is not None:
+        check_rows_physical(rows, res.duration, where, file)
+    by_key = {f.key: f.stated for f in figs}
+    stated = {
+        k: by_key.get(k) for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
+    }
+    stated |= {"req_per_s": res.request_throughput, "completed": float(res.completed)}
+    if itl_checked:
+        stated |= {k: by_key.get(k) for k in ("mean_itl_ms", "median_itl_ms", "p99_itl_ms")}
+    if res.request_goodput is not None:
+        figs.append(
+            Figure(
+                "request_goodput",
+                "goodput_req_per_s",
+                "value",
+                res.request_goodput,
+                None,
+                "SLOs applied by the tool; not recomputed",
+                "req/s",
+            )
+        )
+    return Repeat(rows, res.completed, failed, res.duration, stated, figs)
 
 
-def _one_load(loads: set[Load], path: Path) -> Load:
+def _read(objs: list[dict[str, Any]], path: Path, tool: str) -> tuple[list[Any], PeerRun]:
+    name = "sglang.bench_serving" if tool == "sglang" else "vllm bench serve"
+    once_each(objs, str(path), f"{name} result")
+    model = SglangResult if tool == "sglang" else VllmResult
+    repeats, loads, parsed = [], set(), []
+    for k, obj in enumerate(objs):
+        where = f"{path} ({name} result {k + 1})"
+        try:
+            res = model.model_validate(obj)
+        except ValidationError as exc:
+            raise field_error(exc, where) from None
+        parsed.append(res)
+        load = _load(res, obj, where, burst_written=tool == "vllm")
+        loads.add(load)
+        failed = None
+        if isinstance(res, VllmResult):
+            failed = res.failed if "failed" in obj else None
+            _prompts(res, failed, where)
+        rep = _repeat(res, obj, tool, failed, where, path.name)
+        repeats.append(rep)
+        concurrency = _concurrency(res, load, rep.rows, where, path.name)
+        check_figures(concurrency, where, path.name)
+        rep.figures += concurrency
     if len(loads) > 1:
-        shown = ", ".join(sorted(x.label for x in loads))
+        shown = "; ".join(sorted(x.text() for x in loads))
         raise PeerFormatError(f"{path}: runs at different loads ({shown}): import each separately")
-    return loads.pop()
+    return parsed, PeerRun(name, None, tool, path, loads.pop(), repeats)
 
 
-def serving_load(res: _Serving, where: str) -> Load:
-    return Load(rate_value(res.request_rate, where), res.max_concurrency, res.burstiness)
+def _prompts(res: VllmResult, failed: int | None, where: str) -> None:
+    if res.ttfts is not None and len(res.ttfts) != res.num_prompts:
+        raise PeerFormatError(
+            f"{where}: num_prompts is {res.num_prompts} but ttfts has {len(res.ttfts)} entries"
+        )
+    if failed is not None and res.completed + failed != res.num_prompts:
+        raise PeerFormatError(
+            f"{where}: completed {res.completed} + failed {failed} is not num_prompts "
+            f"{res.num_prompts}: vllm bench serve counts every prompt once (an edited count?)"
+        )
 
 
 def read_sglang(objs: list[dict[str, Any]], path: Path) -> PeerRun:
-    repeats, loads, first = [], set(), None
-    for k, obj in enumerate(objs):
-        where = f"{path} (sglang.bench_serving result {k + 1})"
-        try:
-            res = SglangResult.model_validate(obj)
-        except ValidationError as exc:
-            raise field_error(exc, where) from None
-        first = first or res
-        loads.add(serving_load(res, where))
-        repeats.append(_repeat(res, None, where))
-    load = _one_load(loads, path)
-    assert first is not None
+    parsed, run = _read(objs, path, "sglang")
+    first = parsed[0]
     info = first.server_info or {}
-    details = {"backend": first.backend, "dataset": first.dataset_name,
-               "server_version": info.get("version")}  # fmt: skip
-    return PeerRun("sglang.bench_serving", None, "sglang", path, load, repeats, details)
+    run.details = {
+        "backend": first.backend,
+        "dataset": first.dataset_name,
+        "server_version": info.get("version"),
+    }
+    return run
 
 
 def read_vllm(objs: list[dict[str, Any]], path: Path) -> PeerRun:
-    repeats, loads, first = [], set(), None
-    for k, obj in enumerate(objs):
-        where = f"{path} (vllm bench serve result {k + 1})"
-        try:
-            res = VllmResult.model_validate(obj)
-        except ValidationError as exc:
-            raise field_error(exc, where) from None
-        first = first or res
-        loads.add(serving_load(res, where))
-        rep = _repeat(res, res.failed, where)
-        if rep.rows is not None and len(rep.rows) != res.num_prompts:
-            raise PeerFormatError(
-                f"{where}: num_prompts is {res.num_prompts} but ttfts has {len(rep.rows)} entries"
-            )
-        repeats.append(rep)
-    load = _one_load(loads, path)
-    assert first is not None
-    details = {"backend": first.backend or first.endpoint_type, "model": first.model_id,
-               "date": first.date}  # fmt: skip
-    return PeerRun("vllm bench serve", None, "vllm", path, load, repeats, details)
+    parsed, run = _read(objs, path, "vllm")
+    first = parsed[0]
+    run.details = {
+        "backend": first.backend or first.endpoint_type,
+        "model": first.model_id,
+        "date": first.date,
+    }
+    return run

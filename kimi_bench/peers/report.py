@@ -23,7 +23,9 @@ from kimi_bench import __version__
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.infra.stats import median, percentile
 from kimi_bench.infra.stats.format import fmt_pct
-from kimi_bench.peers.formats import PeerFormatError, PeerRun
+from kimi_bench.peers.base import PeerFormatError, PeerRun
+from kimi_bench.peers.figures import METRICS
+from kimi_bench.report import serve_figures as sf
 from kimi_bench.report.model import Report, ReportError
 
 
@@ -35,32 +37,56 @@ def _tool_mean(run: PeerRun, key: str) -> float | None:
     return sum(float(v) for v in values if v is not None) / len(values)
 
 
+def _tool_figures(run: PeerRun) -> dict[str, Any]:
+    """``tool_<metric>_<stat>_ms`` (the tool's own, mean over repeats) and the method it
+    computes them by (``tool_method``)."""
+    out: dict[str, Any] = {}
+    methods = set()
+    for metric in METRICS:
+        for stat in ("mean", "median", "p90", "p99"):
+            got = [f for rep in run.repeats for f in rep.figures
+                   if (f.metric, f.stat) == (metric, stat) and f.stated is not None]  # fmt: skip
+            if got and len(got) == len(run.repeats):
+                out[f"tool_{metric}_{stat}_ms"] = sum(float(f.stated or 0) for f in got) / len(got)
+                methods.add(got[0].method.split(";")[0])
+    if methods:
+        out["tool_method"] = "; ".join(sorted(m for m in methods if m))
+    good = [f.stated for rep in run.repeats for f in rep.figures
+            if f.metric == "goodput_req_per_s" and f.stated is not None]  # fmt: skip
+    if good and len(good) == len(run.repeats):
+        out["tool_goodput_req_per_s"] = sum(good) / len(good)
+    return out
+
+
 def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
     reps = run.repeats
     spans = [r.duration_s for r in reps if r.duration_s]
     completed = sum(r.completed for r in reps)
     thr = [r.completed / r.duration_s for r in reps if r.duration_s]
-    stated = reps[0].stated
+    tool = _tool_figures(run)
     out: dict[str, Any] = {"rate": label, "arm": arm, "tool": run.tool}
     if run.per_request:
         ttft = [r["ttft_ms"] for r in rows if r["error"] is None]
+        out |= sf.latency_figures(rows, (50, 90, 99))
         out |= {
             "ttft_median_ms": median(ttft) if ttft else None,
             "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
             "ttft_p99_ms": percentile(ttft, 99) if ttft else None,
             "failed": len(rows) - len(ttft),
         }
-    else:  # the tool's own numbers (first repeat): there are no rows to derive them from
+    else:  # the tool's own numbers: there are no rows to derive them from
         failed = [r.failed for r in reps]
+        out |= {k.removeprefix("tool_"): v for k, v in tool.items() if k.endswith("_ms")}
         out |= {
-            "ttft_median_ms": stated.get("median_ttft_ms"),
-            "ttft_p90_ms": stated.get("p90_ttft_ms"),
-            "ttft_p99_ms": stated.get("p99_ttft_ms"),
+            "ttft_median_ms": tool.get("tool_ttft_median_ms"),
+            "ttft_p90_ms": tool.get("tool_ttft_p90_ms"),
+            "ttft_p99_ms": tool.get("tool_ttft_p99_ms"),
             "failed": None if None in failed else sum(f or 0 for f in failed),
         }
+    out |= tool
     out |= {
-        "tool_ttft_median_ms": stated.get("median_ttft_ms"),
-        "tool_ttft_mean_ms": stated.get("mean_ttft_ms"),
+        "tool_ttft_median_ms": _tool_mean(run, "median_ttft_ms"),
+        "tool_ttft_mean_ms": _tool_mean(run, "mean_ttft_ms"),
         "req_per_s": sum(thr) / len(thr) if thr else None,
         "tool_req_per_s": _tool_mean(run, "req_per_s"),
         "completed": completed,
@@ -99,6 +125,8 @@ def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
         "repeats": len(run.repeats),
         "load": run.load.as_dict(),
         "stated": [dict(r.stated) for r in run.repeats],
+        "figures": [[f.as_dict() for f in r.figures] for r in run.repeats],
+        "sha256": run.digest or None,
         **{k: v for k, v in run.details.items() if v is not None},
     }
 
@@ -107,6 +135,9 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
     tools = sorted({r.tool for r in runs.values()})
     held = any("mean_itl_ms" in rep.stated for r in runs.values() for rep in r.repeats)
     itl = "; mean, median and p99 ITL over every gap pooled" if held else ""
+    figs = [f for r in runs.values() for rep in r.repeats for f in rep.figures]
+    checked = sorted({f.metric.upper() for f in figs if f.metric in METRICS and f.rows is not None})
+    what = f"each {'/'.join(checked)} statistic" if checked else "no latency statistic (no rows)"
     notes = [
         f"Imported from {', '.join(tools)} result files by `kimi-bench import` "
         f"({', '.join(f'{a}: {r.path.name}' for a, r in runs.items())}): the tool measured, "
@@ -114,10 +145,12 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         "to the first token. req_per_s is RECOMPUTED by kimi-bench as completed requests / "
         "the tool's benchmark duration; tool_req_per_s is the tool's own figure, shown beside "
         "it (they differ where the tool counts its span or its rate differently). The rows "
-        f"were checked against the tool's own summary (completed, mean and median TTFT{itl}). No "
+        "were checked against every figure the tool states that rows can give (counts, "
+        f"throughput, {what}, by the tool's own method{itl}). No "
         "stage times or copy ledger (the server's internals are not in the file).",
         f"Load: {_load_text(next(iter(runs.values())))}.",
     ]
+    notes += [_figures_note(arm, run) for arm, run in runs.items()]
     if per_request:
         notes.append(
             "Per-request rows are the tool's per-request lists; each request is one "
@@ -148,19 +181,58 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
     return notes
 
 
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.6g}"
+
+
+def _figures_note(arm: str, run: PeerRun) -> str:
+    """The tool's latency figures of the first repeat, each beside what its rows give by
+    the tool's method and the method named (where kimi-bench's own numpy figure in the
+    per-arm row may differ: another percentile method or definition)."""
+    rep = run.repeats[0]
+    parts = []
+    for f in rep.figures:
+        if f.metric not in METRICS or f.stat not in ("mean", "median", "p90", "p99"):
+            continue
+        rows = "no rows" if f.rows is None else (
+            f">= {_fmt(f.rows)}" if f.bound == "at_least" else _fmt(f.rows))  # fmt: skip
+        parts.append(f"{f.key} {_fmt(f.stated)} (rows: {rows})")
+    methods = sorted({f.method for f in rep.figures if f.metric in METRICS and f.method})
+    if not parts:
+        return f"{arm}: {run.path.name} states no latency figure."
+    return (f"{arm}: the tool's figures, ms (rows recomputed by its method): {'; '.join(parts)}. "
+            f"Method: {' | '.join(methods)}. The per-arm row's ttft/itl/tpot/e2e figures are "
+            "kimi-bench's (numpy over the rows, TPOT = (E2E - TTFT) / (output tokens - 1)); "
+            "tool_* are the tool's own.")  # fmt: skip
+
+
 def _load_text(run: PeerRun) -> str:
-    d = run.load.as_dict()
-    rate = "not recorded" if not run.load.recorded else (
-        "unlimited" if d["unlimited_rate"] else f"{d['request_rate']:g} requests/s")  # fmt: skip
-    conc = d["max_concurrency"] or "no limit"
-    burst = "not recorded" if d["burstiness"] is None else f"{d['burstiness']:g}"
-    return (f"label {d['label']}: request rate {rate}, max concurrency {conc}, "
-            f"burstiness {burst}")  # fmt: skip
+    return run.load.text()
 
 
 def _one_load(runs: dict[str, PeerRun]) -> PeerRun:
-    loads = {r.load for r in runs.values()}
-    if len(loads) != 1:
+    """The arms must be distinct files at one load, compared by what the loads mean
+    (burstiness only at a paced rate); a load a file does not record cannot be shown
+    to be the other's."""
+    by_digest: dict[str, str] = {}
+    for arm, run in runs.items():
+        if run.digest and run.digest in by_digest:
+            raise PeerFormatError(
+                f"{run.path.name} ({arm}) is the same file as the {by_digest[run.digest]} arm: "
+                "one run cannot be both arms (its delta would be +0.0% by construction)"
+            )
+        by_digest[run.digest] = arm
+    if len(runs) > 1:
+        for arm, run in runs.items():
+            if not run.load.recorded or (run.load.paced and "burstiness" in run.load.unrecorded):
+                raise PeerFormatError(
+                    f"{arm}: {run.path.name} does not record its load ({run.load.text()}): "
+                    "the arms cannot be shown to have run the same load (import it alone, "
+                    "or with the file that records it: AIPerf's profile_export_aiperf.json "
+                    "beside its records)"
+                )
+    meanings = {r.load.meaning() for r in runs.values()}
+    if len(meanings) != 1:
         shown = "; ".join(f"{a}: {_load_text(r)}" for a, r in runs.items())
         raise PeerFormatError(
             f"the files ran at different loads ({shown}): import each load separately"

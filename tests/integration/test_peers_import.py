@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
 from tests.ci_reports import junit_reasons
+from tests.peers import fixtures as fx
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "peers"
 runner = CliRunner()
@@ -162,8 +163,9 @@ def test_compare_two_imported_runs(tmp_path: Path) -> None:
 def test_summary_only_cannot_claim_ttft_deltas(tmp_path: Path) -> None:
     """Two summary-only arms: completeness and failures gate; a TTFT delta rule fails by
     name (no per-request data to compare), it is never passed on summaries."""
-    f = str(DATA / "vllm-a-summary.json")
-    rep = imported(tmp_path, f, f, "--arm", "v1", "--arm", "v2")
+    f1 = fx.write("vllm-summary", fx.make_run("inf", seed=1), tmp_path / "s1")
+    f2 = fx.write("vllm-summary", fx.make_run("inf", seed=2), tmp_path / "s2")
+    rep = imported(tmp_path, str(f1), str(f2), "--arm", "v1", "--arm", "v2")
     assert rep["config"]["per_request"] is False and rep["requests"] == []
     assert rep["ab"]["inf"]["v2"]["median_ttft"] is None
     code, out = gate(tmp_path, tmp_path / "imp", "[serve_ab.inf]\nmin_throughput_delta = -0.5\n")
