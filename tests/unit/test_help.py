@@ -69,6 +69,7 @@ FOREIGN = {
     "--append-result", "--artifact-dir", "--backend", "--base-url", "--concurrency",
     "--constraint", "--data", "--dataset-name", "--enable-metrics", "--endpoint-type",
     "--list", "--master-addr", "--master-port", "--mm-feature-transport", "--model-path",
+    "--no-docs",
     "--nnodes", "--no-deps", "--node-rank", "--nproc-per-node", "--output", "--output-details",
     "--output-tokens-mean", "--profile", "--random-input-len", "--random-output-len",
     "--request-count", "--save-result", "--streaming", "--synthetic-input-tokens-mean",
@@ -76,12 +77,20 @@ FOREIGN = {
 }  # fmt: skip
 
 
-def test_every_option_the_readme_names_is_in_some_help():
-    """README and --help agree: no option the README tells a reader to type is missing from
-    the commands' help (a renamed or removed option fails here, by name)."""
+def _readme_and_docs() -> str:
+    """The README and every docs page (what a reader is told to type)."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    repo = Path(__file__).resolve().parents[2]
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    return "\n".join(p.read_text() for p in pages)
+
+
+def test_every_option_the_readme_names_is_in_some_help():
+    """README, docs and --help agree: no option the README or a docs page tells a reader to
+    type is missing from the commands' help (a renamed or removed option fails here, by
+    name)."""
+    readme = _readme_and_docs()
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", readme)) - FOREIGN
     helps = [CliRunner().invoke(app, [c, "--help"], env={"COLUMNS": "200"}).output
              for c in [*COMMANDS, "calibrate", "import"]]  # fmt: skip
@@ -91,9 +100,7 @@ def test_every_option_the_readme_names_is_in_some_help():
 
 
 def test_request_timeout_reads_the_same_in_help_and_readme():
-    from pathlib import Path
-
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    readme = " ".join(_readme_and_docs().split())
     res = CliRunner().invoke(app, ["serve-ab", "--help"], env={"COLUMNS": "200"})
     text = " ".join(res.output.split())
     assert "One deadline per request" in text and "seconds without progress" not in text
