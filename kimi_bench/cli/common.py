@@ -271,24 +271,42 @@ class NaturalWidth:
         need = Measurement.get(console, options.update_width(10_000), self.renderable)
         width = need.maximum
         cap = options.max_width if self.fit else self.cap
+        floor = need.minimum
+        if self.fit and isinstance(self.renderable, Table):
+            # on a terminal a long word (a path) in a text column folds rather than push the
+            # table past the screen; numbers and one-word names stay whole
+            floor = min(floor, min_width(self.renderable, console, words_fold=True))
         if cap is not None:
-            width = max(min(cap, need.maximum), need.minimum)
+            width = max(min(cap, need.maximum), floor)
         yield from console.render(self.renderable, options.update_width(max(width, 1)))
 
 
-def min_width(table: Table, console: Console | None = None) -> int:
+FOLD_MIN = 12  # a text column whose words may fold is at least this wide
+
+
+def min_width(table: Table, console: Console | None = None, *, words_fold: bool = False) -> int:
     """The narrowest width at which no number of ``table`` is cut: a column that does not
     wrap (numbers, intervals, one-word names) needs its widest cell whole, any other its
     longest word (Rich measures every column by its longest word, and squeezes the rest
-    to nothing when the table is wider than the console)."""
+    to nothing when the table is wider than the console); ``words_fold``: a text column's
+    long words may fold, so it needs at most :data:`FOLD_MIN`."""
     con = console or Console(width=10_000, file=io.StringIO())
     opts = con.options.update_width(10_000)
     total = 0
     for column in table.columns:
         cells = [column.header, *column.cells]
         sizes = [Measurement.get(con, opts, c) for c in cells]
-        total += max(m.maximum if column.no_wrap else m.minimum for m in sizes) + 2
+        if column.no_wrap:
+            total += max(m.maximum for m in sizes) + 2
+        else:
+            word = max(m.minimum for m in sizes)
+            total += (min(word, FOLD_MIN) if words_fold else word) + 2
     return total + len(table.columns) + 1  # padding one a side, the borders between
+
+
+def table_width(out: Console) -> int:
+    """How wide a table may be on ``out``: a terminal's width, else :data:`PIPE_TABLE_WIDTH`."""
+    return out.width if out.is_terminal else PIPE_TABLE_WIDTH
 
 
 def print_table(table: Table, *, to: Console | None = None) -> None:
@@ -389,10 +407,5 @@ def show_rendered(
         for r in tables:
             out.out(f"## {quote.md(r.table.title)}\n\n" + r.markdown, highlight=False)
         return
-    for r in tables:  # a terminal keeps every column and wraps; a pipe gets what fits
-        table = (
-            _rich(r.table, r.cells)
-            if out.is_terminal
-            else _fitting(r.table, r.cells, PIPE_TABLE_WIDTH)
-        )
-        print_table(table, to=out)
+    for r in tables:  # a terminal as a pipe: what fits its width, the other columns named
+        print_table(_fitting(r.table, r.cells, table_width(out)), to=out)
