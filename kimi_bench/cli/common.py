@@ -209,10 +209,12 @@ def _is_numeric(v: Any) -> bool:
     )
 
 
-def cell_text(v: Any, text: str) -> Text:
+def cell_text(v: Any, text: str, fmt: str = "text") -> Text:
     """One table cell as literal text: ``text`` as every format writes ``v``
-    (``report.table.show``), bools as a green yes / red NO, control characters made
-    visible."""
+    (``report.table.show``), bools as a green yes / red NO (a ``choice`` column's plain),
+    control characters made visible."""
+    if isinstance(v, bool) and fmt == "choice":
+        return Text(text)
     if isinstance(v, bool):
         return Text("yes", style="green") if v else Text("NO", style="bold red")
     if isinstance(v, (list, tuple)) and not all(isinstance(x, (int, float)) for x in v):
@@ -251,7 +253,7 @@ def _rich(t: ReportTable, texts: list[list[str]]) -> Table:
             justify="right" if numeric and not isinstance(values[0], bool) else "left",
         )
     for r, row in zip(t.rows, texts, strict=True):
-        table.add_row(*[cell_text(r.get(c.key), row[i]) for i, c in enumerate(t.columns)])
+        table.add_row(*[cell_text(r.get(c.key), row[i], c.fmt) for i, c in enumerate(t.columns)])
     return table
 
 
@@ -380,13 +382,14 @@ def show_tables(
     fmt: OutputFormat | str = OutputFormat.table,
     *,
     to: Console | None = None,
+    formats: dict[str, Any] | None = None,
 ) -> None:
     """Print tables on stdout in one format: ``table`` (Rich), ``md`` (one ``##`` heading
     and GitHub table each) or ``json`` (ONE document: ``{title: [rows]}``, so stdout parses
     as JSON). A table is ``(title, rows, columns)`` or a ``report.table.Table`` (a report's
     own table, as report.md and the HTML page show it). Each cell is written once
     (``Table.cells``), as every format writes it."""
-    show_rendered([render(as_table(t)) for t in tables], fmt, to=to)
+    show_rendered([render(as_table(t, formats)) for t in tables], fmt, to=to)
 
 
 def show_rendered(
