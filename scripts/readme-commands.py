@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run every command line of the README's fenced ``bash`` examples, as a user would.
+"""Run every command line of the README's and the docs' fenced ``bash`` examples, as a user would.
 
     python scripts/readme-commands.py                 # all of them, in a fresh temp folder
     python scripts/readme-commands.py --list          # what would run or be skipped, and why
@@ -10,7 +10,9 @@ venv whose ``kimi-bench`` you want to try; CI uses a venv with the built wheel i
 editable), each in ``bash`` with no standard input, in README order, all in ONE fresh folder
 outside the checkout, as a reader who types them one after the other: a line sees what every
 earlier line wrote (``kimi-bench run --output-dir out`` then ``kimi-bench gate out/micro``),
-and two blocks that write the same folder collide as they would for the reader.
+and two blocks that write the same folder collide as they would for the reader. The README
+comes first, then every ``docs/*.md`` page beside it, by name (``--docs`` picks another
+folder, ``--no-docs`` none); a line is named by its file and line (``[docs/micro.md line 5]``).
 Continuation lines (a trailing backslash) are joined; comment lines are not commands.
 
 A line is skipped, with its reason printed, when
@@ -19,7 +21,7 @@ A line is skipped, with its reason printed, when
   ``kimi-bench serve-ab --scenario serve-ab  # the PR shape; needs: gpu``), or
 - ``.ci/run`` runs it verbatim (the README's set-up and test commands and its main job,
   ``kimi-bench run``), or
-- an earlier line was the same command (it ran once).
+- an earlier line, in the README or a docs page, was the same command (it ran once).
 
 The folder gets only what the README names and does not make (see FIXTURES), when a line
 first mentions it: ``~/photos`` (the reader's photos: a few real JPEG and PNG files),
@@ -55,6 +57,7 @@ NEEDS = {
     "tfserve": "needs the checkout's tests and a transformers serve environment: .ci/run "
     "builds it, runs pytest tests/thirdparty",
     "long": "too long for CPU CI",
+    "foreground": "runs until stopped (a server); the tests start it and stop it",
 }
 NEEDS_RE = re.compile(r"\bneeds:\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
 FENCE_RE = re.compile(r"^\s*```\s*(\S*)")
@@ -86,10 +89,15 @@ class ReadmeError(ValueError):
 
 @dataclass(frozen=True)
 class Command:
-    line: int  # README line number of the command's first line
-    block: int  # fenced block number (1-based)
+    line: int  # line number of the command's first line in its file
+    block: int  # fenced block number (1-based, counted across every file read)
     text: str  # the command, continuation lines joined, without its trailing comment
     comment: str  # the trailing comment ("" when none)
+    source: str = "README"  # the file: README, or docs/<page>.md
+
+    @property
+    def where(self) -> str:
+        return f"{self.source} line {self.line}"
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -140,10 +148,10 @@ def fenced_blocks(text: str) -> list[list[tuple[int, str]]]:
     return blocks
 
 
-def parse(text: str) -> list[Command]:
-    """Every command line of the README's fenced shell examples, in order."""
+def parse(text: str, source: str = "README", first_block: int = 1) -> list[Command]:
+    """Every command line of one file's fenced shell examples, in order."""
     out = []
-    for b, block in enumerate(fenced_blocks(text), start=1):
+    for b, block in enumerate(fenced_blocks(text), start=first_block):
         pending: list[str] = []
         first = 0
         for no, raw in block:
@@ -156,17 +164,28 @@ def parse(text: str) -> list[Command]:
                 pending.append(raw.rstrip()[:-1].strip())
                 continue
             cmd, comment = split_comment(" ".join([*pending, raw.strip()]))
-            c = Command(first, b, cmd, comment)
+            c = Command(first, b, cmd, comment, source)
             unknown = [w for w in c.needs if w not in NEEDS]
             if unknown:
                 raise ReadmeError(
-                    f"README line {first}: unknown 'needs:' word(s) {unknown}; known: "
+                    f"{source} line {first}: unknown 'needs:' word(s) {unknown}; known: "
                     + ", ".join(NEEDS)
                 )
             out.append(c)
             pending, first = [], 0
         if pending:
-            raise ReadmeError(f"README line {first}: continuation line at the end of a block")
+            raise ReadmeError(f"{source} line {first}: continuation line at the end of a block")
+    return out
+
+
+def parse_files(readme: Path, docs: Path | None) -> list[Command]:
+    """The README's commands, then each ``docs/*.md`` page's, by page name."""
+    out = parse(readme.read_text())
+    pages = sorted(docs.glob("*.md")) if docs is not None and docs.is_dir() else []
+    for page in pages:
+        first = max((c.block for c in out), default=0) + 1
+        source = f"{docs.name}/{page.name}" if docs is not None else page.name
+        out += parse(page.read_text(), source, first)
     return out
 
 
@@ -177,13 +196,13 @@ def ci_commands(ci_script: Path) -> set[str]:
     return {split_comment(line.strip())[0] for line in ci_script.read_text().splitlines()} - {""}
 
 
-def skip_reason(c: Command, seen: dict[str, int], in_ci: set[str]) -> str | None:
+def skip_reason(c: Command, seen: dict[str, str], in_ci: set[str]) -> str | None:
     if c.needs:
         return "; ".join(NEEDS[w] for w in c.needs)
     if c.text in in_ci:
         return ".ci/run runs it itself, as written: the set-up, the tests, the main job"
     if c.text in seen:
-        return f"the same command as README line {seen[c.text]} (ran once)"
+        return f"the same command as {seen[c.text]} (ran once)"
     return None
 
 
@@ -261,7 +280,7 @@ def command_env(folder: Path) -> dict[str, str]:
 
 def run_one(c: Command, text: str, folder: Path, log: Path, timeout_s: float) -> bool:
     t0 = time.monotonic()
-    print(f"[README line {c.line}] $ {text}", flush=True)
+    print(f"[{c.where}] $ {text}", flush=True)
     with log.open("w") as fh:
         try:
             done = subprocess.run(
@@ -299,6 +318,9 @@ def installed_from() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    ap.add_argument("--docs", type=Path, help="pages to run after the README (default: the "
+                    "docs folder beside it, when there is one)")  # fmt: skip
+    ap.add_argument("--no-docs", action="store_true", help="the README only")
     ap.add_argument("--ci-script", type=Path, default=REPO / ".ci" / "run")
     ap.add_argument("--workdir", type=Path, help="where blocks run (default: a new temp folder)")
     ap.add_argument("--only", help="run only the blocks with a line matching this regex")
@@ -307,12 +329,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900, help="seconds per command")
     args = ap.parse_args(argv)
     try:
-        commands = parse(args.readme.read_text())
+        docs = None if args.no_docs else (args.docs or args.readme.parent / "docs")
+        commands = parse_files(args.readme, docs)
     except (OSError, ReadmeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     origin = installed_from()
-    print(f"README commands of {args.readme} with {sys.executable}; {origin}", flush=True)
+    pages = len({c.source for c in commands} - {"README"})
+    print(
+        f"README commands of {args.readme} and {pages} docs page(s) with {sys.executable}; "
+        f"{origin}",
+        flush=True,
+    )
     if args.installed and ("checkout" in origin or "not importable" in origin):
         print("error: --installed: kimi-bench must be installed from a wheel", file=sys.stderr)
         return 2
@@ -330,7 +358,8 @@ def run_all(commands: list[Command], args: argparse.Namespace) -> int:
     if not args.list:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "started").touch()  # what the commands write is newer than this
-    in_ci, seen = ci_commands(args.ci_script), {}
+    in_ci: set[str] = ci_commands(args.ci_script)
+    seen: dict[str, str] = {}
     ok = failed = skipped = 0
     t0 = time.monotonic()
     # --only picks whole blocks: a line may need the files an earlier line of its block made
@@ -340,19 +369,20 @@ def run_all(commands: list[Command], args: argparse.Namespace) -> int:
         if c.block not in blocks:
             continue
         reason = skip_reason(c, seen, in_ci)
-        seen.setdefault(c.text, c.line)
+        seen.setdefault(c.text, c.where)
         if reason:
-            print(f"[README line {c.line}] skipped ({reason}): {c.text}", flush=True)
+            print(f"[{c.where}] skipped ({reason}): {c.text}", flush=True)
             skipped += 1
             continue
         if args.list:
-            print(f"[README line {c.line}] block {c.block}: {c.text}")
+            print(f"[{c.where}] block {c.block}: {c.text}")
             ok += 1
             continue
         folder = workdir / "folder"  # the reader's one folder: every block, in order
         folder.mkdir(parents=True, exist_ok=True)
         text = prepare(c, folder, workdir)
-        log = workdir / "logs" / f"line-{c.line:04d}.log"
+        slug = c.source.replace("/", "-").removesuffix(".md")
+        log = workdir / "logs" / f"{slug}-line-{c.line:04d}.log"
         log.parent.mkdir(exist_ok=True)
         if run_one(c, text, folder, log, args.timeout):
             ok += 1

@@ -39,8 +39,14 @@ def build_serve_report(
     overhead_said = overhead_notes(overhead, runs)
     env = environment(device, opts.preset, opts.seed, load_start=load_start,
                       metadata=dict(opts.metadata))  # fmt: skip
-    notes = [*said.emulator, *said.not_significant, *said.stages, *opts.notes]
+    notes = [*said.emulator, *said.saturated, *said.not_significant, *said.stages, *opts.notes]
     notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
+    notes += [
+        f"rate {row['rate']}: {row['arm']} was interrupted ({row['interrupted']} planned "
+        "request(s) never sent or cut off in flight: not failures); not compared"
+        for row in rows
+        if row.get("interrupted") is not None
+    ]
     notes += overhead_said + serving.notes + warnings
     if error:
         notes.append(f"run stopped early: {error}; results are partial.")

@@ -19,7 +19,7 @@ from kimi_bench.bench.serve_types import RequestRow, Versus
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import arms as arm_objects
-from kimi_bench.report import serve_figures
+from kimi_bench.report import access, serve_figures
 
 
 def _endpoint_notes(opts: ServeOptions) -> list[str]:
@@ -179,6 +179,7 @@ class RunNotes:
     not_significant: list[str]
     one_arm: str
     serving: ServingNotes
+    saturated: list[str] = field(default_factory=list)
 
 
 def run_notes(
@@ -193,9 +194,10 @@ def run_notes(
     return RunNotes(
         emulator=emulator_notes(opts, device, profile),
         stages=stage_notes(part.rows, base),
-        not_significant=_not_significant(part.ab),
+        not_significant=_not_significant(part.ab, opts),
         one_arm=_one_arm(part.rows, opts.arm_names),
         serving=serving_notes(opts, runs, part.requests),
+        saturated=saturated_notes(part.rows),
     )
 
 
@@ -222,14 +224,52 @@ def stage_notes(rows: Sequence[dict[str, Any]], base: str) -> list[str]:
     return out
 
 
-def _not_significant(ab: dict[str, dict[str, Versus]]) -> list[str]:
-    """A note per rate and arm whose median TTFT delta is not significant, and why."""
-    return [
+def _not_significant(ab: dict[str, dict[str, Versus]], opts: ServeOptions) -> list[str]:
+    """A note per rate and arm whose median TTFT delta is not significant, why, and which
+    options would resolve it."""
+    out = [
         f"rate {label}, {arm}: median TTFT delta not significant: {v['median_ttft']['verdict']}."
         for label, arms in ab.items()
         for arm, v in arms.items()
         if not v["median_ttft"]["significant"]
     ]
+    if out:
+        out.append(resolve_hint(opts))
+    return out
+
+
+def resolve_hint(opts: ServeOptions) -> str:
+    """What would resolve an unresolved A/B: more independent units (requests, hence
+    forward batches) and repeats (throughput has an interval only from 3 repeats)."""
+    n, reps = opts.requests or 0, opts.repeats
+    more = f"--num-prompts {max(4 * n, 40)} (now {n})" if n else "a larger --num-prompts"
+    return (
+        "NOT RESOLVED: a median TTFT difference this run cannot tell from noise. To resolve "
+        f"it, give each arm more independent units: {more}, and --repeats 3 or more (now "
+        f"{reps}; repeats also give throughput an interval and spread host drift over the "
+        "arms). A busy host widens every interval: compare runs made at the same load."
+    )
+
+
+SATURATED = 0.8  # achieved below this share of the offered rate: the pipeline saturated
+
+
+def saturated_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """A note per rate and arm that achieved well below the rate it was offered: the
+    pipeline could not keep up, so requests queued and TTFT grew with the queue."""
+    out = []
+    for row in rows:
+        offered = access.offered_rate(str(row.get("rate")))
+        got = row.get("req_per_s")
+        if offered is None or not isinstance(got, (int, float)) or math.isnan(got):
+            continue
+        if got < SATURATED * offered:
+            out.append(
+                f"SATURATED: rate {row['rate']}, {row['arm']}: achieved {got:.3g} req/s of "
+                f"{offered:g} offered ({got / offered:.0%}): the pipeline could not keep up, "
+                "so requests queued and TTFT at this rate measures the queue."
+            )
+    return out
 
 
 def _one_arm(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> str:

@@ -23,6 +23,7 @@ from typing import Any, cast
 from kimi_bench.bench.serve_runs import BOUNDS, ServedRequest, ServeRun
 from kimi_bench.bench.serve_types import RequestRow, ServeCopyRow, Versus
 from kimi_bench.domain.ledger import Ledger, sort_copies
+from kimi_bench.infra.limits import is_interrupt
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
@@ -111,15 +112,31 @@ def latency_measurement(runs: Sequence[ServeRun], metric: str, label: str) -> Me
     return Measurement(xs, unit="ms", label=label, unit_ids=units)
 
 
+def cut_short(run: ServeRun, r: ServedRequest) -> bool:
+    """A request of an interrupted run that the interrupt cut off (in flight at Ctrl-C or
+    SIGTERM): not a failure of the server, like the requests the run never sent."""
+    return is_interrupt(run.error) and not r.ok and r.error_kind == "cancelled"
+
+
+def not_run(run: ServeRun) -> int:
+    """Planned requests of a run that the interrupt kept from running to the end (never
+    sent, or cut off in flight); 0 for a run that was not interrupted."""
+    if not is_interrupt(run.error):
+        return 0
+    return run.unsent + sum(cut_short(run, r) for r in run.records)
+
+
 @dataclass
 class ArmFailures:
     """One arm's failed (and planned but unsent) requests by kind, the first error text
-    of each kind."""
+    of each kind; ``interrupted``: the requests an interrupt kept from running (never sent
+    or cut off in flight), which are not failures."""
 
     failed: int = 0
     requests: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
     examples: dict[str, str] = field(default_factory=dict)
+    interrupted: int = 0
 
     def add(self, kind: str, example: str, n: int = 1) -> None:
         self.failed += n
@@ -137,10 +154,11 @@ def failures(runs: Sequence[ServeRun]) -> dict[str, ArmFailures]:
     for run in runs:
         f = out.setdefault(run.arm, ArmFailures())
         f.requests += len(run.records) + run.unsent
-        if run.unsent:
+        f.interrupted += not_run(run)
+        if run.unsent and not is_interrupt(run.error):  # a dead arm's rest: failures
             f.add("unsent", run.error or "not sent", run.unsent)
         for r in run.records:
-            if r.error:
+            if r.error and not cut_short(run, r):
                 f.add(r.error_kind or "failed", r.error)
     return out
 
@@ -176,7 +194,8 @@ def arm_row(
         "req_per_s": span_rate,
         "images_per_s": span_rate * opts.images_per_request,
         "completed": len(ok),
-        "failed": (opts.requests or 0) * len(runs) - len(ok),
+        # planned but not completed, less what an interrupt kept from running
+        "failed": (opts.requests or 0) * len(runs) - len(ok) - sum(not_run(r) for r in runs),
         # units of TTFT: forward batches, or requests where the server reports no batches
         "forward_batches": ttft.n_units,
         "units": "forward batches" if batches else "requests",
@@ -264,10 +283,26 @@ def per_rate(opts: ServeOptions, runs: Sequence[ServeRun]) -> PerRate:
         per_arm = {arm: [r for r in runs if r.at.rate_index == i and r.arm == arm]
                    for arm in names}  # fmt: skip
         per_arm = {a: rs for a, rs in per_arm.items() if rs}
-        out.rows += [arm_row(label, arm, rs, request_rows(rs), opts) for arm, rs in per_arm.items()]
-        if len(per_arm) > 1:
-            out.ab[label] = ab_for_rate(per_arm, opts)
+        for arm, rs in per_arm.items():
+            row = arm_row(label, arm, rs, request_rows(rs), opts)
+            if any(is_interrupt(r.error) for r in rs):
+                row["interrupted"] = sum(not_run(r) for r in rs)
+            out.rows.append(row)
+        compared = comparable(per_arm, opts)
+        if len(compared) > 1:
+            out.ab[label] = ab_for_rate(compared, opts)
     return out
+
+
+def comparable(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[str, list[ServeRun]]:
+    """The arms of one rate that may be compared: none whose runs an interrupt cut short
+    (a partial arm against a complete one measures the interrupt), and nothing at all when
+    the base arm is the one cut short."""
+    if not per_arm:
+        return {}
+    whole = {a: rs for a, rs in per_arm.items() if not any(is_interrupt(r.error) for r in rs)}
+    base = base_arm(list(per_arm), bool(opts.endpoints))
+    return whole if base in whole else {}
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,15 @@ Ms = Annotated[float, Field(gt=0, le=1e7)]
 
 
 class RateRules(_Rules):
-    max_median_ttft_delta: Delta | None = None
-    max_p90_ttft_delta: Delta | None = None
-    min_throughput_delta: Delta | None = None
+    max_median_ttft_delta: Delta | None = Field(
+        None, description="Each arm's median TTFT vs the first arm's, at most this (a fraction)."
+    )
+    max_p90_ttft_delta: Delta | None = Field(
+        None, description="Each arm's p90 TTFT vs the first arm's, at most this (a fraction)."
+    )
+    min_throughput_delta: Delta | None = Field(
+        None, description="Each arm's throughput vs the first arm's, at least this (a fraction)."
+    )
     min_goodput_delta: Delta | None = Field(
         None, description="The change arm's goodput vs the baseline's (a fraction)."
     )
@@ -85,10 +91,10 @@ class RateRules(_Rules):
     min_goodput: Annotated[float, Field(ge=0, le=1e7)] | None = Field(
         None, description="Requests per second that meet every --goodput SLO, at least this."
     )
-    max_p99_ttft_ms: Ms | None = None
-    max_p99_itl_ms: Ms | None = None
-    max_p99_tpot_ms: Ms | None = None
-    max_p99_e2e_ms: Ms | None = None
+    max_p99_ttft_ms: Ms | None = Field(None, description="Every arm's p99 TTFT at most this.")
+    max_p99_itl_ms: Ms | None = Field(None, description="Every arm's p99 ITL at most this.")
+    max_p99_tpot_ms: Ms | None = Field(None, description="Every arm's p99 TPOT at most this.")
+    max_p99_e2e_ms: Ms | None = Field(None, description="Every arm's p99 E2E at most this.")
 
     @model_validator(mode="before")
     @classmethod
@@ -124,13 +130,27 @@ Regression = Annotated[float, Field(ge=0, le=10)]
 
 
 class BaselineRules(_Rules):
-    max_regression: Regression = 0.10
-    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
-    metrics: tuple[str, ...] = ()
+    max_regression: Regression = Field(
+        default=0.10,
+        description=(
+            "A metric fails when its median got worse by more than this fraction "
+            "(and the rank test agrees)."
+        ),
+    )
+    alpha: Annotated[float, Field(gt=0, lt=1)] = Field(
+        default=0.05, description="The one-sided Mann-Whitney U test's p must be below this."
+    )
+    metrics: tuple[str, ...] = Field(
+        default=(),
+        description="Baseline metrics to hold against the baseline report (gate.md lists them).",
+    )
     # a metric's own max_regression (what `kimi-bench calibrate` measured it needs), and
     # optionally one per carrier ("micro.speedup@pickle"); metrics not listed use
     # max_regression
-    thresholds: dict[str, Regression] = Field(default_factory=dict)
+    thresholds: dict[str, Regression] = Field(
+        default_factory=dict,
+        description='A metric\'s own max_regression, or one per carrier ("METRIC@pickle").',
+    )
 
     def threshold(self, metric: str, carrier: str | None = None) -> float:
         """The metric's threshold for a report of ``carrier``: ``metric@carrier``, else
@@ -181,7 +201,10 @@ class GateRules(_Rules):
     micro: MicroRules | None = None
     serve_ab: ServeRules | None = None
     baseline: BaselineRules | None = None
-    inconclusive: Literal["warn", "fail"] = "warn"
+    inconclusive: Literal["warn", "fail"] = Field(
+        default="warn",
+        description="A rule whose interval straddles its limit: a note, or a failure.",
+    )
 
     def count(self) -> int:
         """How many rules the file sets (the always-applied checks not included)."""

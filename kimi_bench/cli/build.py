@@ -54,6 +54,12 @@ def _choices(annotation: Any) -> list[str]:
     return []
 
 
+def _is_list(annotation: Any) -> bool:
+    """Whether the option takes several values (a tuple field: ``--arms a,b``)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    return any(typing.get_origin(a) is tuple for a in [annotation, *args])
+
+
 def _cli_type(name: str, annotation: Any, repeatable: Sequence[str] = ()) -> Any:
     """The type typer parses; anything composite travels as text the model validates."""
     base = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
@@ -122,7 +128,8 @@ def option_params(
         help_text = field.description or ""
         choices = _choices(field.annotation)
         if choices:
-            help_text += f" One of: {', '.join(choices)}."
+            what = "Comma-separated, any of" if _is_list(field.annotation) else "One of"
+            help_text += f" {what}: {', '.join(choices)}."
         default = _fmt_default(field)
         if default and "[GPU:" not in help_text and "[default:" not in help_text:
             help_text += f" [default: {default}]"  # help is plain text (main.py)
@@ -206,7 +213,8 @@ def model_command(
     return command([*option_params(model), *extra], validated, doc)
 
 
-def output_params() -> list[inspect.Parameter]:
+def output_params(model: type[OutputOptions] = OutputOptions) -> list[inspect.Parameter]:
     """``--out``/``--output-dir``, ``--format``, ``--append-jsonl`` and ``--overwrite``
-    (``options.OutputOptions``), shared by every command that writes a report."""
-    return option_params(OutputOptions)
+    (``options.OutputOptions``, or a command's own variant), shared by every command that
+    writes a report."""
+    return option_params(model)

@@ -209,10 +209,12 @@ def _is_numeric(v: Any) -> bool:
     )
 
 
-def cell_text(v: Any, text: str) -> Text:
+def cell_text(v: Any, text: str, fmt: str = "text") -> Text:
     """One table cell as literal text: ``text`` as every format writes ``v``
-    (``report.table.show``), bools as a green yes / red NO, control characters made
-    visible."""
+    (``report.table.show``), bools as a green yes / red NO (a ``choice`` column's plain),
+    control characters made visible."""
+    if isinstance(v, bool) and fmt == "choice":
+        return Text(text)
     if isinstance(v, bool):
         return Text("yes", style="green") if v else Text("NO", style="bold red")
     if isinstance(v, (list, tuple)) and not all(isinstance(x, (int, float)) for x in v):
@@ -251,7 +253,7 @@ def _rich(t: ReportTable, texts: list[list[str]]) -> Table:
             justify="right" if numeric and not isinstance(values[0], bool) else "left",
         )
     for r, row in zip(t.rows, texts, strict=True):
-        table.add_row(*[cell_text(r.get(c.key), row[i]) for i, c in enumerate(t.columns)])
+        table.add_row(*[cell_text(r.get(c.key), row[i], c.fmt) for i, c in enumerate(t.columns)])
     return table
 
 
@@ -271,24 +273,42 @@ class NaturalWidth:
         need = Measurement.get(console, options.update_width(10_000), self.renderable)
         width = need.maximum
         cap = options.max_width if self.fit else self.cap
+        floor = need.minimum
+        if self.fit and isinstance(self.renderable, Table):
+            # on a terminal a long word (a path) in a text column folds rather than push the
+            # table past the screen; numbers and one-word names stay whole
+            floor = min(floor, min_width(self.renderable, console, words_fold=True))
         if cap is not None:
-            width = max(min(cap, need.maximum), need.minimum)
+            width = max(min(cap, need.maximum), floor)
         yield from console.render(self.renderable, options.update_width(max(width, 1)))
 
 
-def min_width(table: Table, console: Console | None = None) -> int:
+FOLD_MIN = 12  # a text column whose words may fold is at least this wide
+
+
+def min_width(table: Table, console: Console | None = None, *, words_fold: bool = False) -> int:
     """The narrowest width at which no number of ``table`` is cut: a column that does not
     wrap (numbers, intervals, one-word names) needs its widest cell whole, any other its
     longest word (Rich measures every column by its longest word, and squeezes the rest
-    to nothing when the table is wider than the console)."""
+    to nothing when the table is wider than the console); ``words_fold``: a text column's
+    long words may fold, so it needs at most :data:`FOLD_MIN`."""
     con = console or Console(width=10_000, file=io.StringIO())
     opts = con.options.update_width(10_000)
     total = 0
     for column in table.columns:
         cells = [column.header, *column.cells]
         sizes = [Measurement.get(con, opts, c) for c in cells]
-        total += max(m.maximum if column.no_wrap else m.minimum for m in sizes) + 2
+        if column.no_wrap:
+            total += max(m.maximum for m in sizes) + 2
+        else:
+            word = max(m.minimum for m in sizes)
+            total += (min(word, FOLD_MIN) if words_fold else word) + 2
     return total + len(table.columns) + 1  # padding one a side, the borders between
+
+
+def table_width(out: Console) -> int:
+    """How wide a table may be on ``out``: a terminal's width, else :data:`PIPE_TABLE_WIDTH`."""
+    return out.width if out.is_terminal else PIPE_TABLE_WIDTH
 
 
 def print_table(table: Table, *, to: Console | None = None) -> None:
@@ -362,13 +382,14 @@ def show_tables(
     fmt: OutputFormat | str = OutputFormat.table,
     *,
     to: Console | None = None,
+    formats: dict[str, Any] | None = None,
 ) -> None:
     """Print tables on stdout in one format: ``table`` (Rich), ``md`` (one ``##`` heading
     and GitHub table each) or ``json`` (ONE document: ``{title: [rows]}``, so stdout parses
     as JSON). A table is ``(title, rows, columns)`` or a ``report.table.Table`` (a report's
     own table, as report.md and the HTML page show it). Each cell is written once
     (``Table.cells``), as every format writes it."""
-    show_rendered([render(as_table(t)) for t in tables], fmt, to=to)
+    show_rendered([render(as_table(t, formats)) for t in tables], fmt, to=to)
 
 
 def show_rendered(
@@ -389,10 +410,5 @@ def show_rendered(
         for r in tables:
             out.out(f"## {quote.md(r.table.title)}\n\n" + r.markdown, highlight=False)
         return
-    for r in tables:  # a terminal keeps every column and wraps; a pipe gets what fits
-        table = (
-            _rich(r.table, r.cells)
-            if out.is_terminal
-            else _fitting(r.table, r.cells, PIPE_TABLE_WIDTH)
-        )
-        print_table(table, to=out)
+    for r in tables:  # a terminal as a pipe: what fits its width, the other columns named
+        print_table(_fitting(r.table, r.cells, table_width(out)), to=out)

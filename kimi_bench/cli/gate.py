@@ -130,7 +130,7 @@ two-sided Mann-Whitney p-value on the raw samples.
 
 Exit codes: 0 compared, 2 unusable input (as for gate), 3 --markdown not written.
 
-Example: kimi-bench compare reports/baselines/h200/micro/r8-shm runs/new-micro
+Example: kimi-bench compare reports/examples/cpu-run/micro out/micro
 """
 
 

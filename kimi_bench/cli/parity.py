@@ -111,7 +111,8 @@ def _body(values: dict[str, Any]) -> None:
     written = write_report(lambda d: emit_parity(report, d), out_dir)
     out_dir = written.folder
     cols = COLUMNS + (REFERENCE_COLUMNS if opts.reference == "sglang" else [])
-    show_tables([("parity (eager vs deferred, torch.equal)", _rows(report.results), cols)], fmt)
+    title = "parity (eager vs deferred, torch.equal)"
+    show_tables([(title, _rows(report.results), cols)], fmt, formats={"defer": "choice"})
     for line in report.notes:
         note(line)
     code = exit_code(report)

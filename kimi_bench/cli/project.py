@@ -7,7 +7,7 @@ from typing import Any
 from rich.markup import escape
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import console, err_console, note, rich_table, usage_error
+from kimi_bench.cli.common import console, err_console, note, show_tables, usage_error
 from kimi_bench.cli.output import claim_output, default_out
 from kimi_bench.options import ProjectOptions
 
@@ -69,13 +69,8 @@ def _show(report: Any, asked: tuple[int, ...]) -> None:
     other points), why an asked count has none, and the validation."""
     tots = [t for t in report.data["totals"] if t["ranks"] in asked]
     if tots:
-        console.print(
-            rich_table(
-                "project: predicted totals (ms)",
-                tots,
-                ["transport", "ranks", "nodes", "link_gbps", "eager_ms", "deferred_ms", "speedup"],
-            )
-        )
+        cols = ["transport", "ranks", "nodes", "link_gbps", "eager_ms", "deferred_ms", "speedup"]
+        show_tables([("project: predicted totals (ms)", tots, cols)])
     for line in report.notes:
         skipped = line.split(" ranks (", 1)[0].split(" at ")
         if len(skipped) == 2 and skipped[1].isdigit() and int(skipped[1]) in asked:
@@ -83,7 +78,7 @@ def _show(report: Any, asked: tuple[int, ...]) -> None:
     val = report.data["validation"]["totals"]
     if val:
         cols = ["transport", "ranks", "arm", "predicted_ms", "measured_ms", "error_pct"]
-        console.print(rich_table("project: validation (totals)", val, [*cols, "within_target"]))
+        show_tables([("project: validation (totals)", val, [*cols, "within_target"])])
     for line in report.notes:
         if line.startswith(("MISSED", "validation")):
             note(line)

@@ -9,7 +9,7 @@ import typer
 from kimi_bench.cli.build import model_command, output_params
 from kimi_bench.cli.common import say, show_tables, usage_error, verdict_lines, warn
 from kimi_bench.cli.output import append_jsonl, resolve_output
-from kimi_bench.options import RunCommandOptions
+from kimi_bench.options import RunCommandOptions, RunOutputOptions
 
 DOC = """The main job: parity on the built-in corpus, a small micro (all arms) and a small
 serve-ab, then the gate, all into one folder with index.md and a self-contained
@@ -100,4 +100,4 @@ def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) ->
     return outcome.exit_code
 
 
-run = model_command(RunCommandOptions, _body, DOC, output_params())
+run = model_command(RunCommandOptions, _body, DOC, output_params(RunOutputOptions))

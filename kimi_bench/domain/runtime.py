@@ -10,7 +10,7 @@ preprocessing (SGLang PR #33921) and the ``sglang`` 0.5.23 release (SPEC section
 
 Everything else (staging, the eager producer's GPU preprocess and per-item ``.cpu()``, the
 shm wrap, ``broadcast_pyobj``, the pre-embed whitelist, owner-only materialization) is the
-same in both. ``EMULATED_STEPS`` is the table the README prints (``steps_table``; a test
+same in both. ``EMULATED_STEPS`` is the table docs/pipeline.md prints (``steps_table``; a test
 checks they agree): every step, the upstream function it follows, and what each profile
 does there.
 """
@@ -178,7 +178,7 @@ EMULATED_STEPS: tuple[tuple[str, str, str, str], ...] = (
 
 
 def steps_table() -> str:
-    """The README's table of emulated steps (a test checks that the README shows this)."""
+    """The table of emulated steps in docs/pipeline.md (a test checks that the page shows this)."""
     lines = [
         "| step | upstream file / function | `pr-33921` | `sglang-0.5.23` |",
         "|---|---|---|---|",

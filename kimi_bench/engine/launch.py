@@ -82,7 +82,7 @@ def detect_world(launcher: str = "auto", env: Mapping[str, str] | None = None) -
     if missing:
         raise LaunchError(
             f"--launcher torchrun: {', '.join(missing)} not set; start kimi-bench with "
-            "torchrun on every node (see README, 'more than one GPU / node')"
+            "torchrun on every node (see docs/multi-gpu.md)"
         )
     try:
         size, local_size = int(env["WORLD_SIZE"]), int(env.get("LOCAL_WORLD_SIZE", "0"))

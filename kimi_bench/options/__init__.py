@@ -38,6 +38,7 @@ from kimi_bench.options.commands import (
     RenderOptions,
     RunCommandOptions,
     RunOptions,
+    RunOutputOptions,
     ScenarioFileOptions,
 )
 from kimi_bench.options.common import StandinOptions
@@ -100,6 +101,7 @@ __all__ = [
     "RenderOptions",
     "RunCommandOptions",
     "RunOptions",
+    "RunOutputOptions",
     "Runtime",
     "ScenarioFileOptions",
     "ServeCommandOptions",

@@ -96,6 +96,18 @@ class OutputOptions(_Command):
     )  # fmt: skip
 
 
+class RunOutputOptions(OutputOptions):
+    """``kimi-bench run``'s output folder: a folder per part, the gate and an index."""
+
+    out: Path | None = Field(
+        None,
+        description="Output folder: parity/, micro/ and serve-ab/ (each a full report), "
+        "gate.md, gate.xml, index.md and index.html [default: "
+        "reports/runs/run-<timestamp>]. One run holds it at a time (another run given it "
+        "exits 2); a folder with a finished run is refused unless --overwrite.",
+    )
+
+
 class ScenarioFileOptions(_Command):
     """``serve-ab --scenario``: a scenario file's table as the defaults of one command."""
 

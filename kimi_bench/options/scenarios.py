@@ -283,6 +283,25 @@ class ServeOptions(_Common):
             )
         return self
 
+    @model_validator(mode="after")
+    def _profile_what(self) -> ServeOptions:
+        """``--profile`` traces the emulated arms' processes into a folder: a file in its
+        place, or a run whose every arm is an ``--endpoint`` server, would write nothing."""
+        if self.profile is None:
+            return self
+        if self.profile.exists() and not self.profile.is_dir():
+            raise ValueError(
+                f"--profile {self.profile} is a file: give a folder (the traces are written "
+                "into it, one subfolder per arm)"
+            )
+        if self.endpoints:
+            raise ValueError(
+                "--profile traces the emulated pipeline's processes, and with --endpoint "
+                "every arm is a server kimi-bench did not start: use --profile-server (the "
+                "servers' own /start_profile and /stop_profile) instead"
+            )
+        return self
+
     @field_validator("rates", mode="before")
     @classmethod
     def _rates(cls, v: Any) -> Any:

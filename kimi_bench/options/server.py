@@ -76,12 +76,14 @@ class ServeCommandOptions(_Pipeline):
     )
     decode_interval_ms: float = Field(0.0, ge=0, le=60_000, allow_inf_nan=False,
                                       description="Gap between streamed tokens after the "
-                                      "first: the emulated decode, the TPOT/ITL that clients "
-                                      "measure with more than one output token.")  # fmt: skip
+                                      "first, for a backend without a decode step (the test "
+                                      "backends). The emulator ignores it: its decode is the "
+                                      "stand-in decode step (--standin "
+                                      "decode_gflop_per_token=G).")  # fmt: skip
     standins: StandinOptions = Field(
         default_factory=StandinOptions,  # type: ignore[arg-type]
-        description="Stand-in cost KEY=VALUE (encoder_gflop_per_patch, "
-        "prefill_gflop_per_token, text_tokens_per_request, cpu_flops_scale); repeatable.",
+        description=f"Stand-in cost KEY=VALUE ({', '.join(StandinOptions.model_fields)}); "
+        "repeatable.",
     )
     start_timeout: float = Field(180.0, ge=1, le=MAX_TIMEOUT_S, allow_inf_nan=False,
                                  description="Seconds for the pipeline to come up.")  # fmt: skip

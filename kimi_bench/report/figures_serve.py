@@ -116,7 +116,11 @@ def throughput_figure(report: Dict) -> Any:
     rates, arms = access.serve_rates(report), access.serve_arms(report)
     title = "achieved vs offered throughput"
     rows = {(a, r): access.serve_row(report, a, r) for a in arms for r in rates}
-    if not any(row.get("req_per_s") is not None for row in rows.values()):
+    ran = {
+        k: v for k, row in rows.items() if (v := access.number(row.get("req_per_s"))) is not None
+    }
+    rates = [r for r in rates if any((a, r) in ran for a in arms)]  # a rate that never ran: none
+    if not ran:
         return empty_figure(report, title, "the report has no throughput per rate")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.4))
@@ -134,10 +138,11 @@ def throughput_figure(report: Dict) -> Any:
                 label="offered" if i == 0 else None,
             )
     for k, arm in enumerate(arms):
-        xs = [i + (k - (len(arms) - 1) / 2) * w for i in range(len(rates))]
-        ys = [access.number(rows[(arm, r)].get("req_per_s")) or 0.0 for r in rates]
+        drawn = [(i, r) for i, r in enumerate(rates) if (arm, r) in ran]  # runs that ran
+        xs = [i + (k - (len(arms) - 1) / 2) * w for i, _ in drawn]
+        ys = [ran[(arm, r)] for _, r in drawn]
         ax.bar(xs, ys, width=w * 0.95, color=_color(arm, arms), label=f"{arm} achieved")
-        for x, y, rate in zip(xs, ys, rates, strict=True):
+        for x, y, rate in zip(xs, ys, [r for _, r in drawn], strict=True):
             offered = access.offered_rate(rate)
             text = f"{y:.3g}" + (f"\n({y / offered:.0%})" if offered else "")
             ax.annotate(

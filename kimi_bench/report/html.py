@@ -75,6 +75,8 @@ FOLD_AT = 60  # a folding column's text longer than this folds behind a disclosu
 def _cell(v: Any, column: Column | None = None) -> tuple[str, str]:
     """(css class, text) of one table cell."""
     col = column or Column("value")
+    if isinstance(v, bool) and col.fmt == "choice":  # a decision, not a verdict: no colour
+        return "", show(v, col.fmt)
     if isinstance(v, bool):
         return ("yes", "yes") if v else ("no", "NO")
     text = show(v, col.fmt)

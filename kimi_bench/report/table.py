@@ -18,7 +18,8 @@ from typing import Any, Literal
 from kimi_bench.report import quote
 
 # how a column's values are written
-Fmt = Literal["text", "num", "int", "pct", "x", "flag", "shape", "span"]
+# "choice": a yes/no that is a decision, not a verdict (parity's deferred: no colour, "no")
+Fmt = Literal["text", "num", "int", "pct", "x", "flag", "shape", "span", "choice"]
 # one pointer, or several (an interval cell reads its low and high end)
 Source = str | tuple[str, ...]
 MISSING = "-"
@@ -152,13 +153,13 @@ def _span(s: Span) -> str:
 
 def show(value: Any, fmt: Fmt = "text") -> str:
     """One cell's text: ``-`` for a missing or non-finite value; numbers in the column's
-    format; booleans ``yes``/``NO``; shapes ``1x36x46``."""
+    format; booleans ``yes``/``NO`` (a ``choice``: ``yes``/``no``); shapes ``1x36x46``."""
     if value is None:
         return MISSING
     if isinstance(value, Span):
         return _span(value)
     if isinstance(value, bool):
-        return "yes" if value else "NO"
+        return "yes" if value else ("no" if fmt == "choice" else "NO")
     if isinstance(value, (list, tuple)) and all(_finite(x) is not None for x in value):
         return "x".join(str(x) for x in value)
     number = _finite(value)

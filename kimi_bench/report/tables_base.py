@@ -78,8 +78,11 @@ OVERHEAD_COLUMNS = (
 NOISE_MIN_MS = 1.0  # stages shorter than this are not called noisy (as the notes do)
 
 
+CHOICES = {"deferred"}  # yes/no columns that are decisions, not pass/fail
+
+
 def col(key: str, fmt: Any = "text", label: str = "") -> Column:
-    return Column(key, label, fmt, fold=key in FOLD)
+    return Column(key, label, "choice" if key in CHOICES else fmt, fold=key in FOLD)
 
 
 def present(rows: list[Dict], wanted: tuple[str, ...], always: int = 2) -> list[str]:

@@ -7,7 +7,7 @@ The emulator has no tokenizer, so prompt tokens are counted from the request its
   punctuation, a run of whitespace not followed by a word, a contraction suffix (``'s``).
   A lower bound on GPT-2's count (a rare word or a long number is several of its tokens);
   within one token of GPT-2, Mistral's Tekken and SentencePiece tokenizers on short
-  English prompts (README, ``kimi-bench serve``).
+  English prompts (docs/serve-ab.md, ``kimi-bench serve``).
 - **image tokens**: what the backend's processor made of the images (the emulator: K3's
   patch grid after the merge), 0 when the backend does not say.
 

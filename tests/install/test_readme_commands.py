@@ -1,4 +1,5 @@
-"""scripts/readme-commands.py: every command line of the README's fenced examples is found,
+"""scripts/readme-commands.py: every command line of the README's and the docs pages' fenced
+examples is found,
 joined and either run (from a folder outside the checkout, with its fixtures) or skipped
 with a printed reason; a line that fails makes the run fail. The full README run is a step
 of .ci/run (minutes); these tests drive the script on small READMEs."""
@@ -80,18 +81,18 @@ def test_the_readme_set_up_and_test_commands_are_what_ci_runs() -> None:
     """The README's two set-up commands and its test command stay as they are, and .ci/run
     runs them verbatim (so the runner leaves them to .ci/run); every other line is run or
     carries a reason."""
-    cmds = rc.parse((REPO / "README.md").read_text())
+    cmds = rc.parse_files(REPO / "README.md", REPO / "docs")
     in_ci = rc.ci_commands(REPO / ".ci" / "run")
     setup = 'pip install torch==2.13.0 && pip install -e ".[dev,plot,photos]"'
     assert {setup, "python -m pytest -q"} <= in_ci
     texts = [c.text for c in cmds]
     assert "python3 -m venv .venv && . .venv/bin/activate" in texts
     assert setup in texts and "python -m pytest -q" in texts
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     ran = []
     for c in cmds:
         reason = rc.skip_reason(c, seen, in_ci)
-        seen.setdefault(c.text, c.line)
+        seen.setdefault(c.text, c.where)
         if reason is None:
             ran.append(c.text)
     # what CI runs from the installed wheel: the main commands, on their README lines
@@ -190,3 +191,32 @@ def test_only_picks_whole_blocks(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "README commands: 2 ok, 0 failed, 0 skipped" in done.stdout
     assert "other-block" not in done.stdout
+
+
+def test_docs_pages_run_after_the_readme_named_by_page(tmp_path: Path) -> None:
+    """Every fenced command block of docs/*.md runs too, after the README, by page name;
+    a command already run on an earlier page or in the README runs once."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "b.md").write_text("# B\n\n" + readme("test -f from-a && echo page-b"))
+    (docs / "a.md").write_text("# A\n\n" + readme("touch from-a\necho readme-line"))
+    (docs / "notes.txt").write_text(readme("exit 7"))  # not a page
+    done = run_script(readme("echo readme-line"), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "and 2 docs page(s)" in out
+    assert "[docs/a.md line 4] $ touch from-a" in out
+    assert "[docs/a.md line 5] skipped (the same command as README line 2 (ran once))" in out
+    assert "[docs/b.md line 4] $ test -f from-a" in out
+    assert out.index("[README line 2]") < out.index("[docs/a.md") < out.index("[docs/b.md")
+    assert "README commands: 3 ok, 0 failed, 1 skipped" in out
+    assert run_script(readme("echo x"), tmp_path, "--no-docs").stdout.count("docs/") == 0
+
+
+def test_a_failing_docs_line_fails_the_run_naming_its_page(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "x.md").write_text(readme("false   # a command a page shows, broken"))
+    done = run_script(readme("echo ok"), tmp_path)
+    assert done.returncode == 1
+    assert "[docs/x.md line 2] $ false" in done.stdout and "FAILED with exit code 1" in done.stdout

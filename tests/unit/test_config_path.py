@@ -37,7 +37,7 @@ MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "micro": (O.MicroOptions, O.OutputOptions),
     "serve-ab": (O.ServeOptions, O.ScenarioFileOptions, O.OutputOptions),
     "serve": (O.ServeCommandOptions,),
-    "run": (O.RunCommandOptions, O.OutputOptions),
+    "run": (O.RunCommandOptions, O.RunOutputOptions),
     "gate": (O.GateCommandOptions,),
     "compare": (O.CompareOptions,),
     "render": (O.RenderOptions,),

@@ -69,6 +69,7 @@ FOREIGN = {
     "--append-result", "--artifact-dir", "--backend", "--base-url", "--concurrency",
     "--constraint", "--data", "--dataset-name", "--enable-metrics", "--endpoint-type",
     "--list", "--master-addr", "--master-port", "--mm-feature-transport", "--model-path",
+    "--no-docs",
     "--nnodes", "--no-deps", "--node-rank", "--nproc-per-node", "--output", "--output-details",
     "--output-tokens-mean", "--profile", "--random-input-len", "--random-output-len",
     "--request-count", "--save-result", "--streaming", "--synthetic-input-tokens-mean",
@@ -76,12 +77,20 @@ FOREIGN = {
 }  # fmt: skip
 
 
-def test_every_option_the_readme_names_is_in_some_help():
-    """README and --help agree: no option the README tells a reader to type is missing from
-    the commands' help (a renamed or removed option fails here, by name)."""
+def _readme_and_docs() -> str:
+    """The README and every docs page (what a reader is told to type)."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    repo = Path(__file__).resolve().parents[2]
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    return "\n".join(p.read_text() for p in pages)
+
+
+def test_every_option_the_readme_names_is_in_some_help():
+    """README, docs and --help agree: no option the README or a docs page tells a reader to
+    type is missing from the commands' help (a renamed or removed option fails here, by
+    name)."""
+    readme = _readme_and_docs()
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", readme)) - FOREIGN
     helps = [CliRunner().invoke(app, [c, "--help"], env={"COLUMNS": "200"}).output
              for c in [*COMMANDS, "calibrate", "import"]]  # fmt: skip
@@ -91,10 +100,56 @@ def test_every_option_the_readme_names_is_in_some_help():
 
 
 def test_request_timeout_reads_the_same_in_help_and_readme():
-    from pathlib import Path
-
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    readme = " ".join(_readme_and_docs().split())
     res = CliRunner().invoke(app, ["serve-ab", "--help"], env={"COLUMNS": "200"})
     text = " ".join(res.output.split())
     assert "One deadline per request" in text and "seconds without progress" not in text
     assert "is one deadline per request" in readme
+
+
+def _option_help(name: str, flag: str) -> str:
+    (param,) = [p for p in _command(name).params if flag in getattr(p, "opts", ())]
+    return " ".join((param.help or "").split())
+
+
+def _help(name: str) -> str:
+    res = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.split())
+
+
+def test_every_path_a_help_shows_exists():
+    """An example path in a help text (``compare``'s once named a folder that never
+    existed) is one the checkout has, or one an earlier README line makes (``out/``)."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    cmds = [_command(c) for c in [*COMMANDS, "calibrate", "import"]]
+    texts = " ".join([c.help or "" for c in cmds] + [p.help or "" for c in cmds for p in c.params
+                      if getattr(p, "help", None)])  # fmt: skip
+    found = set(re.findall(r"(?<![\w/])reports/[\w./<>-]*[\w>]", texts))
+    paths = {p for p in found if "<" not in p and not p.startswith("reports/runs/")}
+    assert paths, "no example path found: the test reads the help wrongly"
+    assert sorted(p for p in paths if not (repo / p).exists()) == []
+
+
+def test_list_options_say_they_take_several_values():
+    arms = _option_help("micro", "--arms")
+    assert "Comma-separated, any of: eager, deferred" in arms and "One of" not in arms
+    assert "One of: shm, pickle" in _option_help("micro", "--transport")  # a single choice
+
+
+def test_serve_help_says_what_the_emulator_decodes_with():
+    from kimi_bench.options import StandinOptions
+
+    interval = _option_help("serve", "--decode-interval-ms")
+    assert "The emulator ignores it" in interval and "decode_gflop_per_token" in interval
+    standin = _option_help("serve", "--standin")
+    assert all(key in standin for key in StandinOptions.model_fields), standin
+
+
+def test_run_output_dir_help_names_what_run_writes():
+    out = _option_help("run", "--output-dir")
+    for name in ("parity/", "micro/", "serve-ab/", "gate.md", "gate.xml", "index.html"):
+        assert name in out, name
+    assert "report.json" not in out and "CSV" not in out  # those are the parts', not run's

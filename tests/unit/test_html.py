@@ -15,6 +15,7 @@ import pytest
 from kimi_bench.report import html as page
 from kimi_bench.report import verdicts
 from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.table import Column
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "reports" / "examples" / "cpu-run"
@@ -185,7 +186,10 @@ def test_long_tables_are_capped_with_a_pointer_to_the_json() -> None:
 def test_cells_keep_shapes_and_numbers_whole() -> None:
     assert page._cell([1, 10, 20]) == ("num", "1x10x20")
     assert page._cell(0.0078431372) == ("num", "0.007843")
-    assert page._cell(False) == ("no", "NO")
+    assert page._cell(False) == ("no", "NO")  # a failed check: red
+    # a decision (parity's deferred: the input stays eager by design): plain, not red
+    assert page._cell(False, Column("deferred", fmt="choice")) == ("", "no")
+    assert page._cell(True, Column("deferred", fmt="choice")) == ("", "yes")
     assert page._cell(None) == ("", "-")
     assert page._cell({"a": [1]}) == ("", '{"a": [1]}')
 

@@ -1,14 +1,15 @@
-"""The README's table of emulated steps is generated from ``runtime.EMULATED_STEPS``."""
+"""The docs' table of emulated steps (docs/pipeline.md) is generated from
+``runtime.EMULATED_STEPS``."""
 
 from pathlib import Path
 
 from kimi_bench.domain.runtime import EMULATED_STEPS, PROFILES, steps_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "pipeline.md"
 
 
-def test_readme_shows_the_runtime_table_exactly():
-    assert steps_table() in README.read_text()
+def test_the_pipeline_page_shows_the_runtime_table_exactly():
+    assert steps_table() in PAGE.read_text()
 
 
 def test_table_has_a_column_per_profile_and_a_row_per_step():
