@@ -54,6 +54,19 @@ OPS: dict[str, tuple[str, bool]] = {
     "bytes_copy": ("receiver's bytes() of the broadcast buffer", True),
     "clone": ("receiver clones a tensor out of a shared-memory segment", True),
     "map": ("copy-on-write mmap of a shared-memory segment (no copy)", False),
+    "sha256": ("SHA-256 pass over host bytes (reads them, no copy)", False),
+    "gpu_hash": ("the device hash kernel over a feature's bytes (reads them, no copy)", False),
+    "hash_concat": ("torch.concat of a device feature before its hash (a device copy)", True),
+    "hash_flatten": (
+        "x.flatten() of a non-contiguous host feature before its SHA-256 (a host copy)",
+        True,
+    ),
+    "cache_hit": (
+        "preprocess-cache hit: the stored CPU feature is reused (no decode, preprocessing, "
+        "hash or producer copy)",
+        False,
+    ),
+    "cache_store": ("preprocess-cache miss: the CPU feature is stored (no copy)", False),
     "arena_copy_in": (
         "zero-copy arm (proposed, not in the runtime): one copy of an image's decoded "
         "pixels straight into its slot of the shared-memory arena",
@@ -166,3 +179,29 @@ def sort_copies(rows: Iterable[R], order: Sequence[str]) -> list[R]:
     """Ledger rows in pipeline order (``order``: the stage names); stable within a stage."""
     rank = {s: i for i, s in enumerate(order)}
     return sorted(rows, key=lambda r: rank.get(r["stage"], len(rank)))
+
+
+HASH_OPS = ("sha256", "gpu_hash")  # passes over bytes to hash them (no copy)
+
+
+def hash_and_cache(rows: Iterable[Mapping[str, Any]], cache_on: bool) -> dict[str, Any]:
+    """From ledger rows: the producer's preprocess-cache hits and misses (``None`` when the
+    runtime has no cache on), the bytes its feature hash read and the bytes it copied to
+    do so (SPEC section 12), and the content digests' bytes."""
+    rows = list(rows)
+    count = lambda op, stage=None: sum(  # noqa: E731
+        r["count"] for r in rows if r["op"] == op and (stage is None or r["stage"] == stage)
+    )
+    total = lambda ops, stage: sum(  # noqa: E731
+        r["bytes"] for r in rows if r["op"] in ops and r["stage"] == stage
+    )
+    hits, digests = count("cache_hit"), count("sha256", "producer")
+    return {
+        "cache_hits": hits if cache_on else None,
+        "cache_misses": digests - hits if cache_on else None,
+        "cache_reused_bytes": total(("cache_hit",), "producer") if cache_on else None,
+        "feature_hash_bytes": total(HASH_OPS, "hash"),
+        "feature_hash_copy_bytes": total(("hash_concat", "hash_flatten"), "hash"),
+        "feature_hashes": count("sha256", "hash") + count("gpu_hash", "hash"),
+        "digest_bytes": total(("sha256",), "producer"),
+    }

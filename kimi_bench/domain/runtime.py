@@ -17,11 +17,13 @@ does there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 ReceiverCopy = Literal["clone", "map"]
 DecisionScope = Literal["request", "image"]
+FeatureHash = Literal["artifact", "pad_value", "none"]
+CACHE_OFF: Final = "+cache-off"  # a profile's spec with its preprocess cache off
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,51 @@ class RuntimeProfile:
     # formats and as the fallback): a name of ``kimi_bench.domain.decoders``
     decoder: str
     description: str
+    # the processor's content-addressed preprocess cache (SPEC section 12): whether this
+    # runtime has one, whether it is on, its service-wide budget (split across tokenizer
+    # workers, ``base_processor.py``) and its entry bound
+    has_preprocess_cache: bool = False
+    preprocess_cache: bool = False
+    preprocess_cache_mib: int = 0
+    preprocess_cache_entries: int = 0
+
+    @property
+    def feature_hash(self) -> FeatureHash:
+        """Where the producer hashes a feature: ``artifact`` (0.5.23, cache on: every
+        miss, ``_make_artifact`` -> ``resolve_multimodal_item_hash`` -> ``hash_feature``),
+        ``pad_value`` (the PR era: ``set_pad_value`` hashes every feature), ``none`` (0.5.23,
+        cache off: the identity is the encoded bytes' digest, no feature is hashed)."""
+        if self.preprocess_cache:
+            return "artifact"
+        return "none" if self.has_preprocess_cache else "pad_value"
+
+    @property
+    def spec(self) -> str:
+        """The name ``get_profile`` takes back (``+cache-off`` when the cache is off)."""
+        off = self.has_preprocess_cache and not self.preprocess_cache
+        return self.name + (CACHE_OFF if off else "")
+
+    def cache_bytes(self, tokenizer_workers: int = 1) -> int:
+        """One producer's cache budget: the service-wide MiB split across tokenizer workers
+        (``worker_cache_bytes = total_cache_mb * 1024 * 1024 // tokenizer_worker_num``)."""
+        if not self.preprocess_cache:
+            return 0
+        return self.preprocess_cache_mib * 1024 * 1024 // max(1, tokenizer_workers)
+
+    def with_preprocess_cache(self, on: bool) -> RuntimeProfile:
+        """This runtime with its preprocess cache on or off. Off (0.5.23's uncached path,
+        ``kimi_k3.py:750-762``): the decision is per request and the deferred feature is
+        the permuted view, as in the PR era; the PR era has no cache to turn on."""
+        if on == self.preprocess_cache:
+            return self
+        if not self.has_preprocess_cache:
+            raise UnknownRuntime(f"{self.name} has no preprocess cache to turn on")
+        return replace(
+            self,
+            preprocess_cache=on,
+            decision_scope="image" if on else "request",
+            deferred_contiguous_at_producer=on,
+        )
 
     def summary(self) -> dict[str, str]:
         return {
@@ -45,6 +92,14 @@ class RuntimeProfile:
             "decision_scope": self.decision_scope,
             "deferred_contiguous_at_producer": str(self.deferred_contiguous_at_producer),
             "decoder": self.decoder,
+            "preprocess_cache": (
+                f"on ({self.preprocess_cache_mib} MiB, split across tokenizer workers)"
+                if self.preprocess_cache
+                else "off"
+                if self.has_preprocess_cache
+                else "none"
+            ),
+            "feature_hash": self.feature_hash,
             "description": self.description,
         }
 
@@ -59,6 +114,10 @@ PROFILES: dict[str, RuntimeProfile] = {
         description="sglang 0.5.23 on PyPI: shm receivers map the segment copy-on-write; "
         "per-image deferral decision (preprocess cache on); JPEGs on CUDA decoded by "
         "nvImageCodec (fancy upsampling)",
+        has_preprocess_cache=True,
+        preprocess_cache=True,
+        preprocess_cache_mib=256,  # auto_mm_preprocess_cache_size_mb (kimi_k3.py:387)
+        preprocess_cache_entries=8192,  # MultimodalPreprocessCache(max_entries=8192)
     ),
     "pr-33921": RuntimeProfile(
         name="pr-33921",
@@ -78,13 +137,28 @@ class UnknownRuntime(ValueError):
 
 
 def get_profile(name: str | None) -> RuntimeProfile:
+    """A profile by name, or by its ``spec`` (``sglang-0.5.23+cache-off``)."""
     key = name or DEFAULT_RUNTIME
+    off = key.endswith(CACHE_OFF)
+    base = key.removesuffix(CACHE_OFF)
     try:
-        return PROFILES[key]
+        profile = PROFILES[base]
     except KeyError:
         raise UnknownRuntime(
             f"unknown runtime profile {key!r}; expected one of {', '.join(PROFILES)}"
         ) from None
+    return profile.with_preprocess_cache(False) if off else profile
+
+
+def runtime_spec(name: str, preprocess_cache: bool) -> str:
+    """The spec of ``name`` with its preprocess cache as asked (a runtime without one
+    ignores the flag: it has none to turn off)."""
+    profile = get_profile(name)
+    return (
+        profile.with_preprocess_cache(preprocess_cache).spec
+        if profile.has_preprocess_cache
+        else profile.spec
+    )
 
 
 # (step, upstream file and function, PR era, 0.5.23)

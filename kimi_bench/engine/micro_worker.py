@@ -40,8 +40,12 @@ def _step(
     arena: Arena | None,
     prof: StageProfiler | None = None,
 ) -> Step:
-    """One arm's step; under ``prof`` (a profiled round) its stages are profiler ranges."""
+    """One arm's step; under ``prof`` (a profiled round) its stages are profiler ranges.
+    Every round is the same request seen afresh: the arm's preprocess cache starts empty
+    (only the request's own repeats hit it)."""
     hook = ClockHook(dev) if prof is None else prof.hook(ClockHook(dev))
+    if (cache := chosen.caches.get(name)) is not None:
+        cache.clear()
     return chosen.step(
         name, job.cfg, dev, hook=hook, arena=arena, baseline_whitelisted=job.baseline_whitelisted
     )

@@ -111,6 +111,9 @@ class MicroOptions(_Common):
         ("eager", "deferred"), description="Arms to run."
     )
     content: Content = Field("random", description="random (seeded), blank or photo.")
+    repeat_share: float = Field(0.0, ge=0.0, le=1.0, description="Share of the request's "
+                                "images that repeat an earlier one (seeded; the first never "
+                                "does): sglang-0.5.23's preprocess cache hits them.")  # fmt: skip
     repeats: int | None = Field(None, ge=1, le=10_000, description="Measured repeats "
                                 "[GPU: 20, CPU: 5].")  # fmt: skip
     warmup: int | None = Field(None, ge=0, le=1_000, description="Unmeasured repeats first "

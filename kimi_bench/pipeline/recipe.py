@@ -18,7 +18,7 @@ name to ``Step.trail``, so a run can show the sequence it ran (the reports' ``re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from kimi_bench.pipeline.arms import arm
 from kimi_bench.pipeline.arms.zero_copy import held_slots, release_slots
 from kimi_bench.pipeline.carriers import carrier
 from kimi_bench.pipeline.gather import gather
+from kimi_bench.pipeline.preprocess_cache import PreprocessCache
 from kimi_bench.pipeline.step import ArmLike, CarrierLike, Hook, NoHook, RankOutput, Step
 from kimi_bench.pipeline.steps import deserialize, rank_step, record_ipc, serialize
 from kimi_bench.pipeline.transport import unlink
@@ -60,6 +61,8 @@ class Chosen:
     carrier: CarrierLike
     profile: RuntimeProfile
     decoder: DecoderChoice
+    # each runtime arm's producer cache (profile with the preprocess cache on), by arm name
+    caches: dict[str, PreprocessCache] = field(default_factory=dict)
 
     def step(
         self,
@@ -84,6 +87,7 @@ class Chosen:
             arena,
             self.decoder,
             baseline_whitelisted,
+            cache=self.caches.get(name),
         )
 
 
@@ -93,9 +97,26 @@ def choose_once(
     """The arms, carrier, runtime profile and decoder (``auto``: as the profile decodes on
     ``device``) a process makes its steps of, each chosen from its registry."""
     profile = get_profile(runtime)
+    made: dict[str, ArmLike] = {n: arm(n) for n in arms}
     return Chosen(
-        {n: arm(n) for n in arms}, carrier(carrier_), profile, choose(decoder, profile, device)
+        made,
+        carrier(carrier_),
+        profile,
+        choose(decoder, profile, device),
+        caches_for(made, profile),
     )
+
+
+def caches_for(arms: Mapping[str, ArmLike], profile: RuntimeProfile) -> dict[str, PreprocessCache]:
+    """A preprocess cache per runtime arm (one producer's share of the budget) when the
+    profile has the cache on; none for a proposed arm or otherwise."""
+    if not profile.preprocess_cache:
+        return {}
+    return {
+        n: PreprocessCache(profile.cache_bytes(), profile.preprocess_cache_entries)
+        for n, a in arms.items()
+        if not a.proposed
+    }
 
 
 def make_step(
@@ -122,6 +143,7 @@ def make_step(
         carrier(carrier_) if isinstance(carrier_, str) else carrier_,
         profile,
         decoder if isinstance(decoder, DecoderChoice) else choose(decoder, profile, device),
+        caches_for({the_arm.name: the_arm}, profile),
     )
     return chosen.step(
         the_arm.name, cfg, device, hook=hook, arena=arena, ledger=ledger,
