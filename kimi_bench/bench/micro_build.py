@@ -22,7 +22,7 @@ from kimi_bench.bench.micro_records import (
 from kimi_bench.bench.micro_setup import scan_images
 from kimi_bench.bench.variants import decode_counts, variant_config
 from kimi_bench.domain.config import PreprocessConfig
-from kimi_bench.domain.ledger import Ledger, hash_and_cache
+from kimi_bench.domain.ledger import Ledger, hash_and_cache, hash_and_cache_notes
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.launch import LaunchConfig
@@ -151,24 +151,6 @@ def runtime_hash_note(spec: str, repeat_share: float) -> str:
         f"feature hash and preprocess cache ({p.spec}): {where}; preprocess cache {cache}; "
         f"{repeat_share:.0%} of the request's images repeat an earlier one (--repeat-share)."
     )
-
-
-def hash_and_cache_notes(per_arm: dict[str, dict[str, Any]]) -> list[str]:
-    """Per arm, one repeat: the cache's hits and misses and the feature hash's bytes."""
-    out = []
-    for arm_, c in per_arm.items():
-        cache = (
-            f"preprocess cache {c['cache_hits']} hits, {c['cache_misses']} misses "
-            f"({c['cache_reused_bytes']:,} bytes reused); "
-            if c["cache_hits"] is not None
-            else ""
-        )
-        out.append(
-            f"{arm_}: {cache}feature hash {c['feature_hashes']} pass(es) over "
-            f"{c['feature_hash_bytes']:,} bytes, {c['feature_hash_copy_bytes']:,} bytes "
-            "copied for it (one repeat)."
-        )
-    return out
 
 
 def _skipped_notes(opts: MicroOptions) -> list[str]:

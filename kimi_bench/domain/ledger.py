@@ -205,3 +205,23 @@ def hash_and_cache(rows: Iterable[Mapping[str, Any]], cache_on: bool) -> dict[st
         "feature_hashes": count("sha256", "hash") + count("gpu_hash", "hash"),
         "digest_bytes": total(("sha256",), "producer"),
     }
+
+
+def hash_and_cache_notes(
+    per_arm: dict[str, dict[str, Any]], scope: str = "one repeat"
+) -> list[str]:
+    """Per arm, one repeat: the cache's hits and misses and the feature hash's bytes."""
+    out = []
+    for arm_, c in per_arm.items():
+        cache = (
+            f"preprocess cache {c['cache_hits']} hits, {c['cache_misses']} misses "
+            f"({c['cache_reused_bytes']:,} bytes reused); "
+            if c["cache_hits"] is not None
+            else ""
+        )
+        out.append(
+            f"{arm_}: {cache}feature hash {c['feature_hashes']} pass(es) over "
+            f"{c['feature_hash_bytes']:,} bytes, {c['feature_hash_copy_bytes']:,} bytes "
+            f"copied for it ({scope})."
+        )
+    return out

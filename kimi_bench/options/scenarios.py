@@ -203,6 +203,12 @@ class ServeOptions(_Common):
     image_format: Literal["jpeg", "png"] = Field("jpeg", description="jpeg (q85) or png.")
     image_content: Content = Field("random", description="random, blank or photo.")
     unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
+    # the same field as the workload options' (issue 43), which replace it when merged
+    repeat_share: float | None = Field(
+        None, ge=0, lt=1, description="Share of request images that repeat an earlier image of "
+        "the trace (seeded; fresh images are then all distinct; the in-process pipeline) "
+        "[default: --unique-images payloads in turn].",
+    )  # fmt: skip
     request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="One deadline "
                                      "per request, in seconds, covering connect, the response "
                                      "headers, the first token and the whole stream; past it "

@@ -23,14 +23,34 @@ from PIL import Image
 from kimi_bench.domain.contract import MMItem
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.ledger import tensor_bytes
+from kimi_bench.domain.policy import Decision
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """One image's cached preprocessing: its CPU feature and the item's other fields."""
+    """One image's cached preprocessing: its CPU feature and the item's other fields, its
+    deferral decision and the image's size."""
 
     item: MMItem
     nbytes: int
+    decision: Decision
+    size: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class CachedInput:
+    """A request image found in the cache before any decode (serve's producers look it
+    up as the request arrives): the producer step reuses its artifact."""
+
+    artifact: Artifact
+
+    @property
+    def width(self) -> int:
+        return self.artifact.size[0]
+
+    @property
+    def height(self) -> int:
+        return self.artifact.size[1]
 
 
 @dataclass
@@ -53,7 +73,7 @@ class PreprocessCache:
         self.hits += 1
         return got
 
-    def put(self, key: bytes, item: MMItem) -> bool:
+    def put(self, key: bytes, item: MMItem, decision: Decision, size: tuple[int, int]) -> bool:
         """Keep ``item`` (its feature must be a host tensor); False when it is too big."""
         nbytes = tensor_bytes(item.feature)
         if nbytes > self.max_bytes:
@@ -65,7 +85,7 @@ class PreprocessCache:
         ):
             _, evicted = self.entries.popitem(last=False)
             self.size -= evicted.nbytes
-        self.entries[key] = Artifact(item, nbytes)
+        self.entries[key] = Artifact(item, nbytes, decision, size)
         self.size += nbytes
         return True
 

@@ -35,6 +35,7 @@ from kimi_bench.domain.runtime import RuntimeProfile, get_profile
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arms import arm
 from kimi_bench.pipeline.arms.zero_copy import held_slots, release_slots
+from kimi_bench.pipeline.cache_steps import cached_decisions
 from kimi_bench.pipeline.carriers import carrier
 from kimi_bench.pipeline.gather import gather
 from kimi_bench.pipeline.preprocess_cache import PreprocessCache
@@ -92,7 +93,13 @@ class Chosen:
 
 
 def choose_once(
-    arms: Sequence[str], carrier_: str, runtime: str | None, decoder: str, device: torch.device
+    arms: Sequence[str],
+    carrier_: str,
+    runtime: str | None,
+    decoder: str,
+    device: torch.device,
+    *,
+    tokenizer_workers: int = 1,
 ) -> Chosen:
     """The arms, carrier, runtime profile and decoder (``auto``: as the profile decodes on
     ``device``) a process makes its steps of, each chosen from its registry."""
@@ -107,13 +114,16 @@ def choose_once(
     )
 
 
-def caches_for(arms: Mapping[str, ArmLike], profile: RuntimeProfile) -> dict[str, PreprocessCache]:
-    """A preprocess cache per runtime arm (one producer's share of the budget) when the
-    profile has the cache on; none for a proposed arm or otherwise."""
+def caches_for(
+    arms: Mapping[str, ArmLike], profile: RuntimeProfile, tokenizer_workers: int = 1
+) -> dict[str, PreprocessCache]:
+    """A preprocess cache per runtime arm (one producer's share of the budget, split
+    across ``tokenizer_workers``) when the profile has the cache on; none otherwise or
+    for a proposed arm."""
     if not profile.preprocess_cache:
         return {}
     return {
-        n: PreprocessCache(profile.cache_bytes(), profile.preprocess_cache_entries)
+        n: PreprocessCache(profile.cache_bytes(tokenizer_workers), profile.preprocess_cache_entries)
         for n, a in arms.items()
         if not a.proposed
     }
@@ -179,9 +189,14 @@ def decide(
 ) -> list[Decision]:
     """The deferral decision of one request's images, as the arm makes it."""
     step.trail.append("decide")
-    return step.arm.decide(
-        step, images, plans, scope=scope, owner_can_materialize=owner_can_materialize
-    )
+    known = cached_decisions(images)  # a preprocess-cache hit keeps its artifact's decision
+    rest = [i for i in range(len(images)) if i not in known]
+    made = step.arm.decide(
+        step, [images[i] for i in rest], [plans[i] for i in rest], scope=scope,
+        owner_can_materialize=owner_can_materialize,
+    ) if rest else []  # fmt: skip
+    known |= dict(zip(rest, made, strict=True))
+    return [known[i] for i in range(len(images))]
 
 
 def producer_step(

@@ -112,6 +112,7 @@ class Step:
     baseline_whitelisted: bool = False
     # the producer's preprocess cache (a runtime arm under a profile with it on; else None)
     cache: PreprocessCache | None = None
+    load_keys: dict[int, bytes] = field(default_factory=dict)  # id(loaded image) -> its key
     trail: list[str] = field(default_factory=list)  # recipe steps, in the order they ran
     decodes: list[tuple[str, str]] = field(default_factory=list)  # (decoder, why) per input
 

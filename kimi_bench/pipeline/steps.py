@@ -188,7 +188,7 @@ def produce(
             items.append(MMItem(encoded_feature(images[i]), msd))
         else:
             items.append(MMItem(feats[i], msd))
-            store(step, keys[i], items[-1])
+            store(step, keys[i], items[-1], d, images[i])
     return items
 
 

@@ -104,14 +104,17 @@ def test_no_hits_without_the_cache(runtime: str) -> None:
 
 def test_the_cache_is_bounded_least_recently_used_first_out() -> None:
     from kimi_bench.domain.contract import MMItem
+    from kimi_bench.domain.policy import Decision
 
     cache = PreprocessCache(max_bytes=250, max_entries=2)
-    item = lambda n: MMItem(torch.zeros(n, dtype=torch.uint8), {})  # noqa: E731
-    assert cache.put(b"a", item(100)) and cache.put(b"b", item(100))
+    put = lambda key, n: cache.put(  # noqa: E731
+        key, MMItem(torch.zeros(n, dtype=torch.uint8), {}), Decision(True, "", n, 0), (1, 1)
+    )
+    assert put(b"a", 100) and put(b"b", 100)
     assert cache.get(b"a") is not None  # a is now the most recent
-    assert cache.put(b"c", item(100))  # evicts b (bytes and entries bound)
+    assert put(b"c", 100)  # evicts b (bytes and entries bound)
     assert cache.get(b"b") is None and cache.get(b"a") is not None
-    assert not cache.put(b"d", item(300))  # larger than the budget: not kept
+    assert not put(b"d", 300)  # larger than the budget: not kept
     assert (cache.hits, cache.misses, cache.size) == (2, 1, 200)
 
 
