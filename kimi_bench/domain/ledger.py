@@ -47,6 +47,11 @@ OPS: dict[str, tuple[str, bool]] = {
     "h2d": ("host -> device copy", True),
     "d2h": ("device -> host copy (.cpu())", True),
     "shm_copy_in": ("copy of contiguous bytes into a POSIX shared-memory segment", True),
+    "shm_fallocate": (
+        "posix_fallocate of a new shared-memory segment: its pages reserved (zero-filled by "
+        "the kernel) before the copy in; no pixel byte copied",
+        False,
+    ),
     "pickle": ("pickle.dumps (tensor bytes inline, or shm metadata only)", True),
     "ipc": ("pipe / ZMQ send of a pickled blob to another process", True),
     "unpickle": ("pickle.loads (rebuilds tensors from inline bytes)", True),

@@ -1,24 +1,35 @@
 """Runtime profiles: which version of the runtime's behaviour the pipeline emulates.
 
 The two profiles differ where the runtime changed between the PR that introduced deferred
-preprocessing (SGLang PR #33921) and the ``sglang`` 0.5.23 release (SPEC section 10):
+preprocessing (SGLang PR #33921) and the ``sglang`` 0.5.23 release (SPEC sections 10-12):
 
 - how a scheduler rank takes a shared-memory feature: the PR clones it out of the segment
   after a barrier; 0.5.23 maps the segment copy-on-write (``mmap.ACCESS_COPY``), no copy;
 - the deferral decision: per request in the PR; per image in 0.5.23 (preprocess cache on,
-  the default).
+  the default);
+- the producer's feature hash and the preprocess cache: the PR hashes every feature at
+  ``set_pad_value`` and has no cache; 0.5.23 digests each image's encoded bytes, keeps a
+  content-addressed cache per tokenizer worker and hashes each miss's feature
+  (``with_preprocess_cache(False)``: no cache, no feature hash, per-request decisions);
+- the JPEG decoder on CUDA: ``pr-33921`` copies the PR's head as it was benchmarked
+  (2026-08-07, torchvision's nvJPEG); upstream #34163 (nvImageCodec, ``"nvjpeg_fancy"``)
+  landed two days later, and every stored main-line state with the deferral already has
+  it, so "as merged" would be nvImageCodec (see the report of issue 44).
 
 Everything else (staging, the eager producer's GPU preprocess and per-item ``.cpu()``, the
 shm wrap, ``broadcast_pyobj``, the pre-embed whitelist, owner-only materialization) is the
-same in both. ``EMULATED_STEPS`` is the table the README prints (``steps_table``; a test
-checks they agree): every step, the upstream function it follows, and what each profile
-does there.
+same in both. Each profile carries what it does at every emulated step (``steps``, from
+``runtime_steps``); ``steps_table`` renders the table from the profile objects
+(``docs/generated/runtime-table.md``; a test checks they agree).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
+
+from kimi_bench.domain.runtime_steps import NEW_STEPS, PR_STEPS, runtime_table
 
 ReceiverCopy = Literal["clone", "map"]
 DecisionScope = Literal["request", "image"]
@@ -42,6 +53,8 @@ class RuntimeProfile:
     # the processor's content-addressed preprocess cache (SPEC section 12): whether this
     # runtime has one, whether it is on, its service-wide budget (split across tokenizer
     # workers, ``base_processor.py``) and its entry bound
+    # what the profile does at each emulated step (``runtime_steps.STEP_SOURCES``)
+    steps: Mapping[str, str] = field(default_factory=dict, compare=False)
     has_preprocess_cache: bool = False
     preprocess_cache: bool = False
     preprocess_cache_mib: int = 0
@@ -118,6 +131,7 @@ PROFILES: dict[str, RuntimeProfile] = {
         preprocess_cache=True,
         preprocess_cache_mib=256,  # auto_mm_preprocess_cache_size_mb (kimi_k3.py:387)
         preprocess_cache_entries=8192,  # MultimodalPreprocessCache(max_entries=8192)
+        steps=NEW_STEPS,
     ),
     "pr-33921": RuntimeProfile(
         name="pr-33921",
@@ -125,8 +139,11 @@ PROFILES: dict[str, RuntimeProfile] = {
         decision_scope="request",
         deferred_contiguous_at_producer=False,
         decoder="nvjpeg",
-        description="SGLang PR #33921 as merged: shm receivers clone every item; "
-        "per-request deferral decision; JPEGs on CUDA decoded by torchvision's nvJPEG",
+        description="SGLang PR #33921 at its head, as benchmarked (2026-08-07, before "
+        "upstream #34163 moved K3's JPEG decode to nvImageCodec): shm receivers clone every "
+        "item; per-request deferral decision; every feature hashed at set_pad_value; no "
+        "preprocess cache; JPEGs on CUDA decoded by torchvision's nvJPEG",
+        steps=PR_STEPS,
     ),
 }
 DEFAULT_RUNTIME: Final = "sglang-0.5.23"  # the newest
@@ -161,101 +178,19 @@ def runtime_spec(name: str, preprocess_cache: bool) -> str:
     )
 
 
-# (step, upstream file and function, PR era, 0.5.23)
-EMULATED_STEPS: tuple[tuple[str, str, str, str], ...] = (
-    (
-        "decode a JPEG (CUDA)",
-        "`utils/common.py` `load_image`; 0.5.23: `utils/nvjpeg_decoder.py`",
-        'torchvision `decode_jpeg(device="cuda")` (nvJPEG, default flags: nearest chroma '
-        "upsampling); a CUDA uint8 CHW tensor; PIL for other bytes, without CUDA, on failure",
-        "nvImageCodec (fancy upsampling, planar RGB, two decoders per GPU); a CUDA uint8 CHW "
-        "tensor; PIL for other bytes, without CUDA, when not importable, on failure",
-    ),
-    (
-        "stage an image",
-        "`processors/kimi_k3.py` `to_chw_uint8`",
-        "PIL: `convert` + `np.array(copy=True)`, permuted CHW view; a GPU-decoded image stays "
-        "on the GPU (one channel repeated to three there)",
-        "same",
-    ),
-    (
-        "eager producer",
-        "`processors/kimi_k25.py` `_gpu_preprocess_images`",
-        "per-image `.to(device)` of the view (none for a GPU-decoded image), batch on the "
-        "GPU, split on the GPU, one `.cpu()` per item",
-        "same",
-    ),
-    (
-        "deferral decision",
-        "`processors/kimi_k3.py` `_should_defer_gpu_preprocessing`",
-        "per request",
-        "per image (preprocess cache on)",
-    ),
-    (
-        "deferred producer",
-        "`_build_deferred_output` / `prepare_artifact_batch`",
-        "the permuted view is the feature (a GPU-decoded image: `.cpu()`, the D2H of the raw "
-        "uint8, before the carrier)",
-        "cache path: `.cpu().contiguous()` (the HWC→CHW copy here; a GPU-decoded image: the "
-        "D2H of the raw uint8)",
-    ),
-    (
-        "shm wrap",
-        "`managers/mm_utils.py` `ShmPointerMMData`",
-        "`.contiguous()` (HWC→CHW), `posix_fallocate`, one copy into the segment",
-        "one copy into the segment",
-    ),
-    (
-        "inline pickle (`--transport pickle`, several nodes)",
-        "tensor transport mode `default`",
-        "the tensor pickled as it is (a view keeps its strides)",
-        "same",
-    ),
-    (
-        "to scheduler rank 0",
-        "tokenizer manager → scheduler (ZMQ)",
-        "pickled request",
-        "same",
-    ),
-    (
-        "broadcast",
-        "`utils/common.py` `broadcast_pyobj`",
-        "pickle, `np.frombuffer` (no copy), gloo size + bytes; receivers `bytes()` + `loads`",
-        "same",
-    ),
-    (
-        "shm receive",
-        "`managers/mm_utils.py` `unwrap_shm_features`",
-        "barrier, `.clone()` per rank per item",
-        "barrier, copy-on-write map (`mmap.ACCESS_COPY`), no copy",
-    ),
-    (
-        "pre-embed move",
-        "`managers/mm_schedule.py` `_can_skip_pre_embed_feature_move`",
-        "non-whitelisted models: every rank `.to(device)` every item; "
-        "K2.5/K3/Qwen3-VL/Qwen3.5: none",
-        "same",
-    ),
-    (
-        "owners",
-        "`multimodal/mm_utils.py` `get_dp_encoder_lb_assignment`",
-        "largest first to the least-loaded rank, lowest rank on ties",
-        "same",
-    ),
-    (
-        "owner",
-        "`models/kimi_k3.py`",
-        "owner-only H2D of raw uint8, materialize, cast into the BF16 tower buffer",
-        "same",
-    ),
-)
+# the table's columns, in the order the runtime changed (the PR era first)
+TABLE_ORDER: Final = ("pr-33921", "sglang-0.5.23")
+
+
+def table_profiles() -> list[RuntimeProfile]:
+    return [PROFILES[name] for name in TABLE_ORDER]
 
 
 def steps_table() -> str:
-    """The README's table of emulated steps (a test checks that the README shows this)."""
-    lines = [
-        "| step | upstream file / function | `pr-33921` | `sglang-0.5.23` |",
-        "|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in EMULATED_STEPS]
-    return "\n".join(lines)
+    """The table of emulated steps, rendered from the profile objects (``runtime_steps``;
+    ``docs/generated/runtime-table.md`` holds it, a test checks they agree)."""
+    return runtime_table(table_profiles())
+
+
+if __name__ == "__main__":  # python -m kimi_bench.domain.runtime > docs/generated/runtime-table.md
+    print(steps_table(), end="")

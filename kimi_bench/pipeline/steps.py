@@ -235,9 +235,11 @@ def wrap_shm(step: Step, items: list[MMItem], prefix: str) -> list[MMItem]:
                 "ShmPointerMMData: .contiguous()",
             )  # fmt: skip
             f = f.contiguous()
+        nbytes = tensor_bytes(f)
         step.ledger.add(
-            "serialize", "shm_copy_in", "host", "shm", tensor_bytes(f), "ShmPointerMMData"
+            "serialize", "shm_fallocate", "shm", "shm", nbytes, "ShmPointerMMData: posix_fallocate"
         )
+        step.ledger.add("serialize", "shm_copy_in", "host", "shm", nbytes, "ShmPointerMMData")
         out.append(MMItem(tensor_to_shm(f, prefix), it.model_specific_data))  # type: ignore[arg-type]
     return out
 

@@ -67,6 +67,7 @@ def test_half_repeated_images_hit_and_skip_their_work_under_0_5_23(arm: str) -> 
     assert c["feature_hashes"] == 2  # ... and are hashed
     assert ops(step, "sha256", "producer")[1] == 4  # every image's content digest
     assert ops(step, "shm_copy_in")[1] == 4  # every item still copied into its own segment
+    assert ops(step, "shm_fallocate") == ops(step, "shm_copy_in")  # each reserved first
     feats = [it.feature for it in produced.items]
     src = repeat_sources(4, 0.5, seed=7)
     assert all(feats[i] is feats[s] for i, s in enumerate(src))  # the shared CPU feature
