@@ -46,10 +46,12 @@ class FakeDeviceDecoder(Decoder):
 
 
 @contextmanager
-def fake_gpu_decoder(name: str = "nvimgcodec", **attrs: Any) -> Iterator[type[Decoder]]:
-    """Register the stand-in under ``name`` for the duration (``--decoder name`` then
-    resolves to it on any device)."""
-    cls = type("Fake", (FakeDeviceDecoder,), dict(attrs))
+def fake_gpu_decoder(
+    name: str = "nvimgcodec", base: type[FakeDeviceDecoder] = FakeDeviceDecoder, **attrs: Any
+) -> Iterator[type[Decoder]]:
+    """Register the stand-in (``base``, or a subclass of it) under ``name`` for the
+    duration (``--decoder name`` then resolves to it on any device)."""
+    cls = type("Fake", (base,), dict(attrs))
     saved = decoders.DECODERS.factory(name)
     decoders.register_decoder(name, cls)
     try:

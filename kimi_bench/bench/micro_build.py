@@ -23,7 +23,7 @@ from kimi_bench.bench.micro_records import (
 from kimi_bench.bench.micro_setup import scan_images
 from kimi_bench.bench.variants import decode_counts, variant_config
 from kimi_bench.domain.config import PreprocessConfig
-from kimi_bench.domain.ledger import Ledger
+from kimi_bench.domain.ledger import Ledger, hash_and_cache, hash_and_cache_notes
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.images import describe_spec
 from kimi_bench.engine.launch import LaunchConfig
@@ -43,6 +43,10 @@ class MicroFailed(RuntimeError):
         self.report = report
 
 
+# the stages the producer marks (its lane of the timeline); the ranks' marks follow
+PRODUCER_STAGES = STAGES[: STAGES.index("serialize") + 1]
+
+
 def stage_record(rec: RepeatMessage) -> Repeat:
     """One repeat's marks -> stage durations (ms) on the critical path (each stage ends
     when the slowest rank finished it), the merged copy ledger (producer + every rank) and
@@ -51,14 +55,8 @@ def stage_record(rec: RepeatMessage) -> Repeat:
     prod = ranks[0]["producer"]
     assert prod is not None, "rank 0 forwards the producer's marks"
     pm = prod["marks"]
-    bounds = [
-        pm["start"],
-        pm["producer"],
-        pm["d2h"],
-        pm["serialize"],
-        ranks[0]["marks"]["to_rank0"],
-    ]
-    bounds += [max(r["marks"][s] for r in ranks) for s in STAGES[4:]]
+    bounds = [pm["start"], *(pm[s] for s in PRODUCER_STAGES), ranks[0]["marks"]["to_rank0"]]
+    bounds += [max(r["marks"][s] for r in ranks) for s in STAGES[len(PRODUCER_STAGES) + 1 :]]
     timeline = _timeline(pm, ranks, bounds[0])
     ledger = Ledger().merge(prod["ledger"])
     for r in ranks:
@@ -86,7 +84,7 @@ def _timeline(pm: dict[str, float], ranks: list[RankMarks], t0: float) -> list[T
     ms = lambda t: (t - t0) * 1e3  # noqa: E731
     spans: list[TimelineSpan] = []
     prev = pm["start"]
-    for s in STAGES[:3]:
+    for s in PRODUCER_STAGES:
         spans.append(TimelineSpan(stage=s, start_ms=ms(prev), end_ms=ms(pm[s])))
         prev = pm[s]
     lanes = [TimelineLane(lane="producer", spans=spans)]
@@ -94,7 +92,7 @@ def _timeline(pm: dict[str, float], ranks: list[RankMarks], t0: float) -> list[T
         marks = sent["marks"]
         prev = ranks[0]["marks"]["to_rank0"] if r else pm["serialize"]
         spans = []
-        for s in STAGES[3:]:
+        for s in STAGES[len(PRODUCER_STAGES) :]:
             if s in marks:
                 spans.append(TimelineSpan(stage=s, start_ms=ms(prev), end_ms=ms(marks[s])))
                 prev = marks[s]
@@ -120,6 +118,7 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
         "stage times add up to the total. Speedups pair the arms per repeat.",
         f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}. The copy "
         "ledger (copies) lists every operation that moved pixel bytes, per arm and stage.",
+        runtime_hash_note(opts.runtime_spec, opts.repeat_share),
     ]
     for a in arms(opts.arms):
         if a.proposed:
@@ -140,6 +139,21 @@ def _notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) ->
             "their device copies contend for the same PCIe link."
         )
     return notes
+
+
+def runtime_hash_note(spec: str, repeat_share: float) -> str:
+    """What the profile does about the feature hash and the preprocess cache."""
+    p = get_profile(spec)
+    where = {
+        "artifact": "every cache miss's feature is hashed at the producer (_make_artifact)",
+        "pad_value": "every feature is hashed at the producer (set_pad_value)",
+        "none": "no feature is hashed (the identity is the content digest)",
+    }[p.feature_hash]
+    cache = p.summary()["preprocess_cache"]
+    return (
+        f"feature hash and preprocess cache ({p.spec}): {where}; preprocess cache {cache}; "
+        f"{repeat_share:.0%} of the request's images repeat an earlier one (--repeat-share)."
+    )
 
 
 def _skipped_notes(opts: MicroOptions) -> list[str]:
@@ -217,6 +231,7 @@ def build_report(
         notes.append(f"removed {len(leftovers)} leftover shared-memory segment(s) after the run")
     notes += decode_said
     summary = _summary(part, floor_ms, error, opts, samples) | ctl.summary
+    notes += hash_and_cache_notes(summary["hash_and_cache"])
     if summary.get("floor_with_control_ms") and summary.get("deferred_median_ms"):
         summary["deferred_over_floor_with_control"] = (
             summary["deferred_median_ms"] / summary["floor_with_control_ms"]
@@ -337,6 +352,7 @@ def _summary(
     d_med, dve = med(change), speed.get(f"{change}_vs_{base}") or {}
     e_b, d_b = moved(base), moved(change)
     dec = next((r["decisions"] for r in samples.get(change, []) if r.get("decisions")), None)
+    cache_on = get_profile(opts.runtime_spec).preprocess_cache
     return {
         "verdict": part.verdict,
         "repeats_completed": min((len(v) for v in samples.values()), default=0),
@@ -357,6 +373,8 @@ def _summary(
         "floor_ms": floor_ms,
         "deferred_over_floor": d_med / floor_ms if floor_ms and d_med else None,
         "runtime": opts.runtime,
+        # per arm, one repeat: preprocess-cache hits/misses, the feature hash's bytes
+        "hash_and_cache": {a: hash_and_cache(arms[a]["copies"], cache_on) for a in arms},
         "transport": opts.transport,
         "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
         "error": error,

@@ -22,6 +22,7 @@ from kimi_bench.bench.parity_pixels import (
     PIXEL_KEYS,
     decode_batch,
     feature_distance,
+    not_deterministic_line,
     on_device,
     pixels_summary,
 )
@@ -37,7 +38,7 @@ from kimi_bench.domain.corpus import (
     missing_photos_note,
 )
 from kimi_bench.domain.corpus_files import InputError
-from kimi_bench.domain.decoders import choose
+from kimi_bench.domain.decoders import choose, replayed
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import StagingError, input_size, stage_input
@@ -129,13 +130,14 @@ def _run_batch(
     """Every parity arm over one batch, on the pixels the runtime's decoder makes of each
     encoded input (``parity_pixels``), into the rows (``--dump``: both arms' FP32 per
     input); returns the change's recipe."""
-    choice = choose(opts.decoder, get_profile(opts.runtime), producer)
+    # the runtime decodes each request's image once: every arm is fed that one decode
+    choice = replayed(choose(opts.decoder, get_profile(opts.runtime), producer))
     objs, pixel_rows = decode_batch([a.obj for a in batch], [a.encoded for a in batch],
                                     choice, producer, cfg)  # fmt: skip
     plans = [a.plan for a in batch]
     same: dict[str, Any] = {
         "runtime": opts.runtime,
-        "decoder": opts.decoder,
+        "decoder": choice,
         "baseline_whitelisted": opts.eager_baseline == "deferral-off",
     }
     kw = same | {"policy": opts.policy, "images_per_request": opts.images_per_request}
@@ -278,6 +280,8 @@ def _build_report(
     verdict = _verdict(accepted, errors, differing, decode, n_entries)
     if pixels and accepted and not differing:
         verdict += f"; decode: {pixels['line']}"
+    elif pixels and pixels["not_deterministic"]:  # named apart from any exactness failure
+        verdict += f"; {not_deterministic_line(pixels['not_deterministic'])}"
     notes = _base_notes(device, n_entries)
     summary = {
         "verdict": verdict,

@@ -23,7 +23,7 @@ from PIL import Image
 from kimi_bench.bench.parity_arms import decode_arm
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus import CorpusEntry
-from kimi_bench.domain.decoders import choose
+from kimi_bench.domain.decoders import DecoderChoice, choose
 from kimi_bench.domain.encoded import EncodedImage, encode_for_request
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import stage_input
@@ -80,7 +80,9 @@ def run_decode_arm(
     ]
     pairs = list(zip(objs, encoded, strict=True))
     # decoded as the arm's owner decodes: the runtime's decoder on this device
-    choice = choose(str(kw.get("decoder", "auto")), get_profile(kw.get("runtime")), producer)
+    given = kw.get("decoder", "auto")  # parity's replayed choice: its one decode per input
+    choice = (given if isinstance(given, DecoderChoice)
+              else choose(str(given), get_profile(kw.get("runtime")), producer))  # fmt: skip
     decoded = [choice.decode(e.data, producer).image if e is not None else o for o, e in pairs]
     reference = eager
     if not all(_same_pixels(d, o, cfg) for d, o in zip(decoded, objs, strict=True)):

@@ -6,7 +6,13 @@ row also holds the runtime decoder's pixels against PIL's (the checkpoint proces
 reference decode): how many uint8 values differ, by how much at most, and how far that
 moves the BF16 features the deferred path makes. A decoder other than PIL changing
 pixels is the runtime's behaviour, not a parity failure: eager and deferred must still be
-``torch.equal`` on the runtime's pixels."""
+``torch.equal`` on the runtime's pixels.
+
+The runtime decodes a request's image once, before the deferral decision; parity decodes
+each input once too (a ``Replayed`` choice) and feeds that one decode to every arm. Each
+JPEG is then decoded a second time: a decoder that returns different pixels for the same
+bytes is named (``decoder_deterministic`` False, ``summary.decoding.not_deterministic``),
+apart from eager-vs-deferred exactness, which holds on the one decode."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ import torch
 from PIL import Image
 
 from kimi_bench.domain.config import PreprocessConfig
-from kimi_bench.domain.decoders import DecoderChoice, DeviceImage, is_jpeg
+from kimi_bench.domain.decoders import Decoded, DecoderChoice, DeviceImage, Replayed, is_jpeg
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.pixels import stage_input
 
@@ -29,6 +35,11 @@ PIXEL_KEYS = (
     "vs_pil_values_differ",  # uint8 values of the decoded image that differ from PIL's
     "vs_pil_max_abs",  # the largest difference, in 8-bit levels
     "vs_pil_bf16_max_abs",  # the deferred path's BF16 features: runtime pixels vs PIL's
+    "decoder_deterministic",  # a JPEG decoded twice: the same pixels both times (else False)
+)
+NOT_DETERMINISTIC = (
+    "the GPU decoder returned different pixels for the same bytes: the runtime would feed "
+    "them to the model"
 )
 _SAMPLING = {0: "4:4:4", 1: "4:2:2", 2: "4:2:0"}
 
@@ -74,6 +85,7 @@ def runtime_decode(
         return obj, {}
     done = choice.decode(encoded.data, device)
     fields: dict[str, Any] = {
+        "decoder_deterministic": _deterministic(done, choice, encoded.data, device, cfg),
         "decoder": done.decoder.name,
         "decoder_reason": done.reason,
         "jpeg": jpeg_kind(encoded.data),
@@ -92,6 +104,18 @@ def runtime_decode(
     fields["vs_pil_values_differ"] = int((diff > 0).sum())
     fields["vs_pil_max_abs"] = int(diff.max()) if diff.numel() else 0
     return done.image, fields
+
+
+def _deterministic(
+    done: Decoded, choice: DecoderChoice, data: bytes, device: torch.device, cfg: PreprocessConfig
+) -> bool | None:
+    """A JPEG decoded a second time (``Replayed.again``): the same decoder and pixels as
+    the one decode the arms get? None: not a JPEG, or no second decode to make."""
+    if not is_jpeg(data) or not isinstance(choice, Replayed):
+        return None
+    second = choice.again(data, device)
+    first_px, second_px = _rgb(done.image, cfg), _rgb(second.image, cfg)
+    return second.decoder is done.decoder and bool(torch.equal(first_px, second_px))
 
 
 def feature_distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> list[float]:
@@ -115,6 +139,7 @@ def pixels_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     for r in ran:
         used[r["decoder"]] = used.get(r["decoder"], 0) + 1
     worst = max((r["vs_pil_max_abs"] for r in ran), default=0)
+    unsteady = [r["name"] for r in ran if r.get("decoder_deterministic") is False]
     line = (
         "decoders " + ", ".join(f"{name} {n}" for name, n in used.items()) + ": "
         f"{len(differ)} of {len(jpegs)} JPEGs decode differently from PIL"
@@ -122,14 +147,22 @@ def pixels_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
            f"{max(r['vs_pil_bf16_max_abs'] for r in differ):.3g})" if differ else "")
         + (f"; {len(prog_diff)} of {len(progressive)} progressive" if progressive else "")
     )  # fmt: skip
+    if unsteady:
+        line += f"; {not_deterministic_line(unsteady)}"
     return {
         "decoders": used,
         "encoded_inputs": len(ran),
         "jpegs": len(jpegs),
         "differ_from_pil": [r["name"] for r in differ],
         "max_abs": worst,
+        "not_deterministic": unsteady,
         "line": line,
     }
+
+
+def not_deterministic_line(names: Sequence[str]) -> str:
+    """The nondeterminism verdict: which files decoded to different pixels twice."""
+    return f"DECODER NOT DETERMINISTIC on {', '.join(names)}: {NOT_DETERMINISTIC}"
 
 
 def decode_batch(

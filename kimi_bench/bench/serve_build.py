@@ -12,6 +12,8 @@ from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, o
 from kimi_bench.bench.serve_report import base_arm, serve_part
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.bench.variants import recipes, run_decodes, variant_config
+from kimi_bench.domain.ledger import hash_and_cache, hash_and_cache_notes
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.report import Report, verdicts
@@ -62,6 +64,11 @@ def build_serve_report(
     }
     if opts.endpoints:
         summary["failures"] = {arm: vars(f) for arm, f in part.failures.items()}
+    elif part.copies:  # the emulated producers' preprocess cache and feature hash, per run
+        summary["hash_and_cache"] = serve_hash_and_cache(opts, part.copies)
+        notes += hash_and_cache_notes(
+            summary["hash_and_cache"], "every request of the run; each producer has its own cache"
+        )
     if warnings:
         summary["client_warnings"] = warnings
     data: dict[str, Any] = {"ab": part.ab, "requests": part.requests, "copies": part.copies}
@@ -109,3 +116,14 @@ def _config(
     }
     config["arm_sources"] = {r.arm: r.source for r in runs if r.source}
     return config
+
+
+def serve_hash_and_cache(opts: ServeOptions, copies: Sequence[Any]) -> dict[str, Any]:
+    """Per ``rate/arm`` (every request of the run, summed): the preprocess cache's hits and
+    misses and the bytes the producers' feature hash read and copied."""
+    cache_on = get_profile(opts.runtime_spec).preprocess_cache
+    keys = dict.fromkeys(f"{c['rate']}/{c['arm']}" for c in copies)
+    return {
+        k: hash_and_cache([c for c in copies if f"{c['rate']}/{c['arm']}" == k], cache_on)
+        for k in keys
+    }

@@ -50,11 +50,12 @@ def _serve_jobs(
         request_timeout_s=opts.request_timeout_s, resolution=opts.width_height,
         images_per_request=opts.images_per_request, image_format=opts.image_format,
         image_content=opts.image_content, unique_images=opts.unique_images, seed=opts.seed,
+        repeat_share=opts.repeat_share,
     )  # fmt: skip
     job = PipelineJob(
         cfg=fixed.cfg, arm=arm, ranks=opts.ranks or 1,
         workers=opts.processor_workers, transport=opts.transport,
-        device=fixed.device, runtime=opts.runtime,
+        device=fixed.device, runtime=opts.runtime_spec,
         cost=StandinCost.from_options(opts.standins), hooks=fixed.hooks, prefix="",
         init_file="", ranks_per_node=world.ranks_per_node, decoder=opts.decoder,
         baseline_whitelisted=opts.eager_baseline == "deferral-off",

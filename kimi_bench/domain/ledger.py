@@ -47,6 +47,11 @@ OPS: dict[str, tuple[str, bool]] = {
     "h2d": ("host -> device copy", True),
     "d2h": ("device -> host copy (.cpu())", True),
     "shm_copy_in": ("copy of contiguous bytes into a POSIX shared-memory segment", True),
+    "shm_fallocate": (
+        "posix_fallocate of a new shared-memory segment: its pages reserved (zero-filled by "
+        "the kernel) before the copy in; no pixel byte copied",
+        False,
+    ),
     "pickle": ("pickle.dumps (tensor bytes inline, or shm metadata only)", True),
     "ipc": ("pipe / ZMQ send of a pickled blob to another process", True),
     "unpickle": ("pickle.loads (rebuilds tensors from inline bytes)", True),
@@ -54,6 +59,19 @@ OPS: dict[str, tuple[str, bool]] = {
     "bytes_copy": ("receiver's bytes() of the broadcast buffer", True),
     "clone": ("receiver clones a tensor out of a shared-memory segment", True),
     "map": ("copy-on-write mmap of a shared-memory segment (no copy)", False),
+    "sha256": ("SHA-256 pass over host bytes (reads them, no copy)", False),
+    "gpu_hash": ("the device hash kernel over a feature's bytes (reads them, no copy)", False),
+    "hash_concat": ("torch.concat of a device feature before its hash (a device copy)", True),
+    "hash_flatten": (
+        "x.flatten() of a non-contiguous host feature before its SHA-256 (a host copy)",
+        True,
+    ),
+    "cache_hit": (
+        "preprocess-cache hit: the stored CPU feature is reused (no decode, preprocessing, "
+        "hash or producer copy)",
+        False,
+    ),
+    "cache_store": ("preprocess-cache miss: the CPU feature is stored (no copy)", False),
     "arena_copy_in": (
         "zero-copy arm (proposed, not in the runtime): one copy of an image's decoded "
         "pixels straight into its slot of the shared-memory arena",
@@ -166,3 +184,49 @@ def sort_copies(rows: Iterable[R], order: Sequence[str]) -> list[R]:
     """Ledger rows in pipeline order (``order``: the stage names); stable within a stage."""
     rank = {s: i for i, s in enumerate(order)}
     return sorted(rows, key=lambda r: rank.get(r["stage"], len(rank)))
+
+
+HASH_OPS = ("sha256", "gpu_hash")  # passes over bytes to hash them (no copy)
+
+
+def hash_and_cache(rows: Iterable[Mapping[str, Any]], cache_on: bool) -> dict[str, Any]:
+    """From ledger rows: the producer's preprocess-cache hits and misses (``None`` when the
+    runtime has no cache on), the bytes its feature hash read and the bytes it copied to
+    do so (SPEC section 12), and the content digests' bytes."""
+    rows = list(rows)
+    count = lambda op, stage=None: sum(  # noqa: E731
+        r["count"] for r in rows if r["op"] == op and (stage is None or r["stage"] == stage)
+    )
+    total = lambda ops, stage: sum(  # noqa: E731
+        r["bytes"] for r in rows if r["op"] in ops and r["stage"] == stage
+    )
+    hits, digests = count("cache_hit"), count("sha256", "producer")
+    return {
+        "cache_hits": hits if cache_on else None,
+        "cache_misses": digests - hits if cache_on else None,
+        "cache_reused_bytes": total(("cache_hit",), "producer") if cache_on else None,
+        "feature_hash_bytes": total(HASH_OPS, "hash"),
+        "feature_hash_copy_bytes": total(("hash_concat", "hash_flatten"), "hash"),
+        "feature_hashes": count("sha256", "hash") + count("gpu_hash", "hash"),
+        "digest_bytes": total(("sha256",), "producer"),
+    }
+
+
+def hash_and_cache_notes(
+    per_arm: dict[str, dict[str, Any]], scope: str = "one repeat"
+) -> list[str]:
+    """Per arm, one repeat: the cache's hits and misses and the feature hash's bytes."""
+    out = []
+    for arm_, c in per_arm.items():
+        cache = (
+            f"preprocess cache {c['cache_hits']} hits, {c['cache_misses']} misses "
+            f"({c['cache_reused_bytes']:,} bytes reused); "
+            if c["cache_hits"] is not None
+            else ""
+        )
+        out.append(
+            f"{arm_}: {cache}feature hash {c['feature_hashes']} pass(es) over "
+            f"{c['feature_hash_bytes']:,} bytes, {c['feature_hash_copy_bytes']:,} bytes "
+            f"copied for it ({scope})."
+        )
+    return out

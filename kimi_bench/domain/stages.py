@@ -4,6 +4,7 @@ A core module: reports, the gate and the pipeline all name stages from here."""
 
 STAGES = (
     "producer",  # stage the images, the deferral decision, eager: preprocess on the device
+    "hash",  # the producer's feature hash (runtime profile; SPEC section 12)
     "d2h",  # eager: one .cpu() per item of the FP32 patches
     "serialize",  # the carrier at the producer: shm copy-in or the inline pickle
     "to_rank0",  # the pickled request to scheduler rank 0 (tokenizer manager -> scheduler)

@@ -11,6 +11,7 @@ from typing import Any
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.decoders import DecoderChoice
 from kimi_bench.domain.encoded import EncodedImage, encode_jpeg
+from kimi_bench.domain.repeats import with_repeats
 from kimi_bench.engine.images import make_images
 from kimi_bench.infra.fault_hooks import FaultHooks
 from kimi_bench.pipeline import arms
@@ -33,7 +34,8 @@ class MicroJob:
     prefix: str
     init_file: str
     arms: tuple[str, ...]
-    runtime: str
+    runtime: str  # the runtime profile's spec (``+cache-off``: its preprocess cache off)
+    repeat_share: float  # share of the request's images that repeat an earlier one (seeded)
     image_paths: tuple[str, ...]  # the user's images instead of generated ones (or none)
     hooks: FaultHooks  # tests: on_repeat / before_attach fail a process there (NO_FAULTS)
     ranks_per_node: int  # torchrun: LOCAL_WORLD_SIZE (rank -> local GPU); 0 = one host
@@ -114,18 +116,18 @@ def job_inputs(job: MicroJob, decoder: DecoderChoice | None = None) -> list[Any]
     requests carry them), so every other arm decodes at its producer, inside the timed
     producer stage, and deferred-decode only on the owner. Otherwise ``job_images``."""
     if not encoded_inputs(job, decoder):
-        return job_images(job)
+        return with_repeats(job_images(job), job.repeat_share, job.seed)
     if job.image_paths:
         datas = [Path(p).read_bytes() for p in job.image_paths]
     else:
         datas = [encode_jpeg(im) for im in make_images(job.groups, job.content, job.seed)]
-    return [EncodedImage(d) for d in datas]
+    return with_repeats([EncodedImage(d) for d in datas], job.repeat_share, job.seed)
 
 
 def control_inputs(job: MicroJob, decoder: DecoderChoice | None = None) -> list[Any]:
     """The control payload, encoded (JPEG q85) when the run has the deferred-decode arm,
     as its real payload is."""
-    images = control_images(job)
+    images = with_repeats(control_images(job), job.repeat_share, job.seed)
     if not encoded_inputs(job, decoder):
         return images
     return [EncodedImage(encode_jpeg(im)) for im in images]

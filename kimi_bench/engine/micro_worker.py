@@ -42,9 +42,13 @@ def _step(
     rank: int | None = None,
 ) -> Step:
     """One arm's step in the producer (``rank`` None) or a rank; under ``prof`` (a
-    profiled round) its stages are profiler ranges. The fault hooks may wrap its clock."""
+    profiled round) its stages are profiler ranges. The fault hooks may wrap its clock.
+    Every round is the same request seen afresh: the arm's preprocess cache starts empty
+    (only the request's own repeats hit it)."""
     clock = job.hooks.clock(name, rank, ClockHook(dev))
     hook = clock if prof is None else prof.hook(clock)
+    if (cache := chosen.caches.get(name)) is not None:
+        cache.clear()
     return chosen.step(
         name, job.cfg, dev, hook=hook, arena=arena, baseline_whitelisted=job.baseline_whitelisted
     )

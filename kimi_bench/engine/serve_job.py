@@ -6,10 +6,12 @@ load job. Neither holds a default or a placeholder."""
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 
 from kimi_bench.domain.config import PreprocessConfig
+from kimi_bench.domain.repeats import repeat_sources
 from kimi_bench.engine.images import make_images
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.fault_hooks import FaultHooks
@@ -61,10 +63,29 @@ class LoadJob:
     image_content: str
     unique_images: int
     seed: int
+    # share of the trace's images that repeat an earlier one (seeded); None: the payloads
+    # in turn (each payload's bytes are one image, so every cycle repeats them)
+    repeat_share: float | None
 
     @property
     def total(self) -> int:
         return self.warmup_requests + len(self.arrivals)
+
+    def slots(self, rid: int) -> list[tuple[int, int | None]]:
+        """Request ``rid``'s images: (payload index, image identity) each. With a repeat
+        share every image of the trace is distinct (the payloads cycle, the identities do
+        not) except the repeats, which carry the payload and identity of the image they
+        repeat; without one the payloads in turn, identified by their bytes (None)."""
+        n = self.images_per_request
+        if self.repeat_share is None:
+            return [((rid * n + k) % self.unique_images, None) for k in range(n)]
+        idents = _identities(self.total * n, self.repeat_share, self.seed)
+        return [(idents[j] % self.unique_images, idents[j]) for j in range(rid * n, rid * n + n)]
+
+
+@functools.cache
+def _identities(count: int, share: float, seed: int) -> tuple[int, ...]:
+    return tuple(repeat_sources(count, share, seed))
 
 
 def encode_images(

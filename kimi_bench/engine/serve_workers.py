@@ -37,6 +37,7 @@ from kimi_bench.pipeline import (
     recipe_record,
 )
 from kimi_bench.pipeline.arena import Arena, attach_run_arena
+from kimi_bench.pipeline.cache_steps import load_inputs
 from kimi_bench.pipeline.recipe import choose_once
 
 
@@ -63,7 +64,9 @@ def producer_main(
     dev = rank_device(job.device, 0)
     payloads = make_payloads(load) if load is not None else []
     # the arm, carrier, profile and decoder (the runtime's, per device), chosen once
-    chosen = choose_once((job.arm,), job.transport, job.runtime, job.decoder, dev)
+    chosen = choose_once(
+        (job.arm,), job.transport, job.runtime, job.decoder, dev, tokenizer_workers=job.workers
+    )
     decoder = chosen.decoder
     if not chosen.arms[job.arm].encoded_inputs:  # this producer decodes: warm it before traffic
         decoder.warm(dev)
@@ -95,8 +98,10 @@ def producer_main(
                            baseline_whitelisted=job.baseline_whitelisted)  # fmt: skip
         payload: Any = None
         try:
-            encoded = msg[3] if len(msg) > 3 else _request_payloads(load, payloads, rid)
-            images = [step.arm.load(step, data) for data in encoded]  # the decode (or header)
+            encoded, idents = (
+                (msg[3], None) if len(msg) > 3 else _request_payloads(load, payloads, rid)
+            )
+            images = load_inputs(step, encoded, idents)  # digests, hits, the decode (or header)
             rec["t_decoded"] = time.perf_counter()
             produced = recipe.producer_step(step, images, job.prefix)
             rec["feature_bytes"] = sum(feature_bytes(i) for i in produced.items)
@@ -116,11 +121,13 @@ def producer_main(
             prof.finish(hook)
 
 
-def _request_payloads(load: LoadJob | None, payloads: list[bytes], rid: int) -> list[bytes]:
+def _request_payloads(
+    load: LoadJob | None, payloads: list[bytes], rid: int
+) -> tuple[list[bytes], list[int | None]]:
+    """Request ``rid``'s encoded images and their identities (``LoadJob.slots``)."""
     assert load is not None, "a request without images needs a load job"
-    n = load.images_per_request
-    keys = [(rid * n + k) % len(payloads) for k in range(n)]
-    return [payloads[k] for k in keys]
+    slots = load.slots(rid)
+    return [payloads[k] for k, _ in slots], [ident for _, ident in slots]
 
 
 def rank_main(

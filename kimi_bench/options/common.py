@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from kimi_bench.domain.runtime import DEFAULT_RUNTIME
+from kimi_bench.domain.runtime import DEFAULT_RUNTIME, runtime_spec
 from kimi_bench.options.base import DecoderName, Device, EagerBaseline, Preset, Runtime, _Options
 from kimi_bench.options.parse import _metadata
 
@@ -40,6 +40,12 @@ class _Pipeline(_Options):
         "Other formats, and a JPEG a GPU decoder cannot take, decode with PIL, as the runtime "
         "falls back.",
     )
+    preprocess_cache: bool = Field(
+        True,
+        description="sglang-0.5.23's preprocess cache (its default: on): a repeated image "
+        "skips decode, preprocessing and the feature hash; off: the identity is the encoded "
+        "bytes' digest, no feature hash, per-request decisions. pr-33921 has none (ignored).",
+    )
     eager_baseline: EagerBaseline = Field(
         "pre-change",
         description="The eager arm's scheduler: pre-change (the runtime before the change: "
@@ -47,6 +53,11 @@ class _Pipeline(_Options):
         "to its device) or deferral-off (the same runtime with deferral off: K3 whitelisted, "
         "no pre-embed move).",
     )
+
+    @property
+    def runtime_spec(self) -> str:
+        """The runtime profile with its preprocess cache as asked (``get_profile`` takes it)."""
+        return runtime_spec(self.runtime, self.preprocess_cache)
 
 
 class _Common(_Pipeline):

@@ -111,6 +111,9 @@ class MicroOptions(_Common):
         ("eager", "deferred"), description="Arms to run."
     )
     content: Content = Field("random", description="random (seeded), blank or photo.")
+    repeat_share: float = Field(0.0, ge=0.0, le=1.0, description="Share of the request's "
+                                "images that repeat an earlier one (seeded; the first never "
+                                "does): sglang-0.5.23's preprocess cache hits them.")  # fmt: skip
     repeats: int | None = Field(None, ge=1, le=10_000, description="Measured repeats "
                                 "[GPU: 20, CPU: 5].")  # fmt: skip
     warmup: int | None = Field(None, ge=0, le=1_000, description="Unmeasured repeats first "
@@ -206,6 +209,12 @@ class ServeOptions(_Common):
     image_format: Literal["jpeg", "png"] = Field("jpeg", description="jpeg (q85) or png.")
     image_content: Content = Field("random", description="random, blank or photo.")
     unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
+    # the same field as the workload options' (issue 43), which replace it when merged
+    repeat_share: float | None = Field(
+        None, ge=0, lt=1, description="Share of request images that repeat an earlier image of "
+        "the trace (seeded; fresh images are then all distinct; the in-process pipeline) "
+        "[default: --unique-images payloads in turn].",
+    )  # fmt: skip
     request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="One deadline "
                                      "per request, in seconds, covering connect, the response "
                                      "headers, the first token and the whole stream; past it "

@@ -13,6 +13,7 @@ import torch
 import kimi_bench.pipeline.recipe as recipe
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.contract import MMItem
+from kimi_bench.domain.decoders import DecoderChoice
 from kimi_bench.domain.ledger import Ledger
 from kimi_bench.domain.navit import ResizePlan
 from kimi_bench.domain.policy import Decision, PolicyMode, processed_bytes
@@ -61,7 +62,7 @@ def run_in_process(
     for rank in range(n_ranks):
         rank_step_ = make_step(
             step.arm, step.cfg, rank_device, carrier_=step.carrier, ledger=step.ledger,
-            runtime=step.profile.name, decoder=step.decoder.requested,
+            runtime=step.profile.name, decoder=_rank_decoder(step, rank_device),
             baseline_whitelisted=step.baseline_whitelisted,
         )  # fmt: skip
         mine = recipe.receive(rank_step_, blob) if rank == 0 else None
@@ -85,6 +86,12 @@ def run_in_process(
         step.ledger,
         [step.trail, *trails],
     )
+
+
+def _rank_decoder(step: Step, rank_device: torch.device) -> DecoderChoice | str:
+    """The producer's decoder choice itself on the producer's device (a replayed choice
+    then hands a rank the producer's one decode); the name to choose again elsewhere."""
+    return step.decoder if rank_device == step.device else step.decoder.requested
 
 
 def _request_decisions(
@@ -117,10 +124,11 @@ def run_arm(
     policy: PolicyMode | None = None,
     images_per_request: int = 1,
     owner_can_materialize: bool = True,
-    decoder: str = "auto",
+    decoder: DecoderChoice | str = "auto",
     baseline_whitelisted: bool = False,
 ) -> OwnerOutput:
-    """One arm over a corpus in this process (``decoder``: the name each device chooses)."""
+    """One arm over a corpus in this process (``decoder``: the name each device chooses,
+    or the producer's choice, which ranks on the same device share)."""
     step = make_step(
         arm, cfg, producer_device, runtime=runtime, decoder=decoder,
         baseline_whitelisted=baseline_whitelisted,

@@ -18,7 +18,7 @@ name to ``Step.trail``, so a run can show the sequence it ran (the reports' ``re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +35,10 @@ from kimi_bench.domain.runtime import RuntimeProfile, get_profile
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arms import arm
 from kimi_bench.pipeline.arms.zero_copy import held_slots, release_slots
+from kimi_bench.pipeline.cache_steps import cached_decisions
 from kimi_bench.pipeline.carriers import carrier
 from kimi_bench.pipeline.gather import gather
+from kimi_bench.pipeline.preprocess_cache import PreprocessCache
 from kimi_bench.pipeline.step import ArmLike, CarrierLike, Hook, NoHook, RankOutput, Step
 from kimi_bench.pipeline.steps import deserialize, rank_step, record_ipc, serialize
 from kimi_bench.pipeline.transport import unlink
@@ -57,6 +59,8 @@ class Chosen:
     carrier: CarrierLike
     profile: RuntimeProfile
     decoder: DecoderChoice
+    # each runtime arm's producer cache (profile with the preprocess cache on), by arm name
+    caches: dict[str, PreprocessCache] = field(default_factory=dict)
 
     def step(
         self,
@@ -81,18 +85,45 @@ class Chosen:
             arena,
             self.decoder,
             baseline_whitelisted,
+            cache=self.caches.get(name),
         )
 
 
 def choose_once(
-    arms: Sequence[str], carrier_: str, runtime: str | None, decoder: str, device: torch.device
+    arms: Sequence[str],
+    carrier_: str,
+    runtime: str | None,
+    decoder: str,
+    device: torch.device,
+    *,
+    tokenizer_workers: int = 1,
 ) -> Chosen:
     """The arms, carrier, runtime profile and decoder (``auto``: as the profile decodes on
     ``device``) a process makes its steps of, each chosen from its registry."""
     profile = get_profile(runtime)
+    made: dict[str, ArmLike] = {n: arm(n) for n in arms}
     return Chosen(
-        {n: arm(n) for n in arms}, carrier(carrier_), profile, choose(decoder, profile, device)
+        made,
+        carrier(carrier_),
+        profile,
+        choose(decoder, profile, device),
+        caches_for(made, profile),
     )
+
+
+def caches_for(
+    arms: Mapping[str, ArmLike], profile: RuntimeProfile, tokenizer_workers: int = 1
+) -> dict[str, PreprocessCache]:
+    """A preprocess cache per runtime arm (one producer's share of the budget, split
+    across ``tokenizer_workers``) when the profile has the cache on; none otherwise or
+    for a proposed arm."""
+    if not profile.preprocess_cache:
+        return {}
+    return {
+        n: PreprocessCache(profile.cache_bytes(tokenizer_workers), profile.preprocess_cache_entries)
+        for n, a in arms.items()
+        if not a.proposed
+    }
 
 
 def make_step(
@@ -119,6 +150,7 @@ def make_step(
         carrier(carrier_) if isinstance(carrier_, str) else carrier_,
         profile,
         decoder if isinstance(decoder, DecoderChoice) else choose(decoder, profile, device),
+        caches_for({the_arm.name: the_arm}, profile),
     )
     return chosen.step(
         the_arm.name, cfg, device, hook=hook, arena=arena, ledger=ledger,
@@ -154,9 +186,14 @@ def decide(
 ) -> list[Decision]:
     """The deferral decision of one request's images, as the arm makes it."""
     step.trail.append("decide")
-    return step.arm.decide(
-        step, images, plans, scope=scope, owner_can_materialize=owner_can_materialize
-    )
+    known = cached_decisions(images)  # a preprocess-cache hit keeps its artifact's decision
+    rest = [i for i in range(len(images)) if i not in known]
+    made = step.arm.decide(
+        step, [images[i] for i in rest], [plans[i] for i in rest], scope=scope,
+        owner_can_materialize=owner_can_materialize,
+    ) if rest else []  # fmt: skip
+    known |= dict(zip(rest, made, strict=True))
+    return [known[i] for i in range(len(images))]
 
 
 def producer_step(

@@ -18,6 +18,7 @@ from kimi_bench.domain.materialize import MaterializedBatch
 from kimi_bench.domain.runtime import RuntimeProfile, get_profile
 from kimi_bench.domain.stages import STAGES
 from kimi_bench.pipeline.arena import Arena
+from kimi_bench.pipeline.preprocess_cache import PreprocessCache
 
 __all__ = ["STAGES", "ArmLike", "CarrierLike", "ClockHook", "Hook", "NoHook", "RankOutput", "Step"]
 
@@ -38,6 +39,8 @@ class ArmLike(Protocol):
     def role(self) -> Any: ...
     @property
     def in_process(self) -> bool: ...
+    @property
+    def proposed(self) -> bool: ...
     @property
     def encoded_inputs(self) -> bool: ...
     def load(self, step: Step, data: bytes) -> Any: ...
@@ -107,6 +110,9 @@ class Step:
     # the eager baseline's model class is on the pre-embed whitelist (the same runtime with
     # deferral off) rather than the runtime before the change (not whitelisted)
     baseline_whitelisted: bool = False
+    # the producer's preprocess cache (a runtime arm under a profile with it on; else None)
+    cache: PreprocessCache | None = None
+    load_keys: dict[int, bytes] = field(default_factory=dict)  # id(loaded image) -> its key
     trail: list[str] = field(default_factory=list)  # recipe steps, in the order they ran
     decodes: list[tuple[str, str]] = field(default_factory=list)  # (decoder, why) per input
 

@@ -49,7 +49,9 @@ from kimi_bench.domain.scheduler import (
 )
 from kimi_bench.pipeline.arena import Arena
 from kimi_bench.pipeline.arena_layout import ArenaError, ArenaRef
+from kimi_bench.pipeline.cache_steps import look_up, reuse, store
 from kimi_bench.pipeline.decode import decode_input, stand_in
+from kimi_bench.pipeline.feature_hash import hash_features
 from kimi_bench.pipeline.gather import gather as gather  # the encoder-output gather step
 from kimi_bench.pipeline.step import (
     CPU_STAND_IN,
@@ -133,61 +135,73 @@ def to_host(step: Step, t: torch.Tensor, stage_name: str, mirrors: str) -> torch
     return t.clone()
 
 
-def _eager_features(step: Step, staged: list[Any], plans: list[ResizePlan]) -> list[torch.Tensor]:
+def _eager_on_device(step: Step, staged: list[Any], plans: list[ResizePlan]) -> list[torch.Tensor]:
     """GPU preprocess at the producer: per-image ``.to(device)`` (strides kept; none for a
-    GPU-decoded image, already there), batch on the device, split on the device, one
-    ``.cpu()`` per item."""
+    GPU-decoded image, already there), batch on the device, split on the device."""
     on_dev = [
         stage_on_device(step, t, "producer")
         if isinstance(t, DeviceImage)
         else to_device(step, t, "producer", "to_chw_uint8(device=cuda)")
         for t in staged
     ]
-    batch = materialize(on_dev, plans, step.cfg, step.device)
-    step.hook.mark("producer")
-    out = [to_host(step, f, "d2h", "per-item .cpu()") for f in batch.split()]
-    step.hook.mark("d2h")
-    return out
+    return list(materialize(on_dev, plans, step.cfg, step.device).split())
 
 
 def produce(
     step: Step, images: Sequence[Any], plans: Sequence[ResizePlan], decisions: Sequence[Decision]
 ) -> list[MMItem]:
-    """The producer step: items in input order, deferred (uint8 view + record), encoded
+    """The producer step: items in input order, deferred (uint8 + record), encoded
     (deferred-decode: the bytes + record, nothing decoded) or eager (FP32 patches on the
-    host) per decision. Marks ``producer`` and ``d2h``."""
-    staged = [_staged(step, o, d) for o, d in zip(images, decisions, strict=True)]
-    eager_idx = [i for i, d in enumerate(decisions) if not d.defer]
-    feats: dict[int, torch.Tensor] = {}
-    if eager_idx:
-        done = _eager_features(step, [staged[i] for i in eager_idx], [plans[i] for i in eager_idx])
-        feats = dict(zip(eager_idx, done, strict=True))
-    else:
-        step.hook.mark("producer")
-        step.hook.mark("d2h")
-    items = []
+    host) per decision. With the runtime's preprocess cache a hit reuses its stored item
+    (``pipeline.preprocess_cache``). Marks ``producer``, ``hash`` (the runtime's feature
+    hash, ``pipeline.feature_hash``) and ``d2h`` (one ``.cpu()`` per device feature)."""
+    keys, hits, repeats = look_up(step, images, decisions)
+    todo = [i for i in range(len(images)) if i not in hits and i not in repeats]
+    staged = {i: _staged(step, images[i], decisions[i]) for i in todo}
+    eager = [i for i in todo if not decisions[i].defer]
+    on_dev: dict[int, torch.Tensor] = {}
+    if eager:
+        done = _eager_on_device(step, [staged[i] for i in eager], [plans[i] for i in eager])
+        on_dev = dict(zip(eager, done, strict=True))
+    raw = [i for i in todo if decisions[i].defer and not decisions[i].encoded]
+    raw_dev = {i: staged[i] for i in raw if isinstance(staged[i], DeviceImage)}
+    raw_dev = {i: stage_on_device(step, d, "producer") for i, d in raw_dev.items()}
+    on_host = {i: _deferred_feature(step, staged[i]) for i in raw if i not in raw_dev}
+    step.hook.mark("producer")
+    hash_features(step, on_dev | raw_dev, on_host)
+    step.hook.mark("hash")
+    feats = {i: to_host(step, f, "d2h", "per-item .cpu()") for i, f in on_dev.items()}
+    feats |= on_host
+    feats |= {i: to_host(step, f, "d2h", "_precompute_hashes_before_cpu_transfer: .cpu()")
+              for i, f in raw_dev.items()}  # fmt: skip
+    step.hook.mark("d2h")
+    items: list[MMItem] = []
     for i, (plan, d) in enumerate(zip(plans, decisions, strict=True)):
+        if i in hits or i in repeats:
+            items.append(reuse(step, hits[i] if i in hits else items[repeats[i]], i in repeats))
+            continue
         msd: dict[str, Any] = {GRID_KEY: grid_tensor(plan)}
         if d.defer:
             msd[DEFERRED_KEY] = make_deferred_record(plan, step.cfg)
         if d.encoded:
             msd[ENCODED_KEY] = FrozenRecord(encoded_record(images[i]))
             items.append(MMItem(encoded_feature(images[i]), msd))
-        elif d.defer:
-            items.append(MMItem(_deferred_feature(step, staged[i]), msd))
         else:
             items.append(MMItem(feats[i], msd))
+            store(step, keys[i], items[-1], d, images[i])
     return items
 
 
 def _staged(step: Step, obj: Any, d: Decision) -> Any:
     """What the producer holds of one input before its features: nothing (it travels
-    encoded), a GPU-decoded image kept on the device (eager), or the host CHW view."""
+    encoded), a GPU-decoded image kept on the device (eager; deferred when the runtime
+    hashes it there before its ``.cpu()``, the PR era), or the host CHW view."""
     if d.encoded:
         return None
-    if isinstance(obj, EncodedImage) and not d.defer:
+    keep = not d.defer or step.profile.feature_hash == "pad_value"
+    if isinstance(obj, EncodedImage) and keep:
         obj = decode_input(step, obj.data, obj.header.format, "producer")
-    if isinstance(obj, DeviceImage) and not d.defer:
+    if isinstance(obj, DeviceImage) and keep:
         return obj
     return stage(step, obj, require_uint8=d.defer)
 
@@ -221,9 +235,11 @@ def wrap_shm(step: Step, items: list[MMItem], prefix: str) -> list[MMItem]:
                 "ShmPointerMMData: .contiguous()",
             )  # fmt: skip
             f = f.contiguous()
+        nbytes = tensor_bytes(f)
         step.ledger.add(
-            "serialize", "shm_copy_in", "host", "shm", tensor_bytes(f), "ShmPointerMMData"
+            "serialize", "shm_fallocate", "shm", "shm", nbytes, "ShmPointerMMData: posix_fallocate"
         )
+        step.ledger.add("serialize", "shm_copy_in", "host", "shm", nbytes, "ShmPointerMMData")
         out.append(MMItem(tensor_to_shm(f, prefix), it.model_specific_data))  # type: ignore[arg-type]
     return out
 

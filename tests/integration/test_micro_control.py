@@ -32,7 +32,8 @@ def _job(repeats: int, warmup: int, control: int, profile: int = 0) -> MicroJob:
     return MicroJob(
         cfg=get_preset("kimi-k3"), groups=((3, 64, 48),), content="random", seed=0, ranks=2,
         transport="shm", device="cpu", repeats=repeats, warmup=warmup, prefix="", init_file="",
-        arms=ARMS, control_repeats=control, runtime=DEFAULT_RUNTIME, image_paths=(),
+        arms=ARMS, control_repeats=control, runtime=DEFAULT_RUNTIME, repeat_share=0.0,
+        image_paths=(),
         ranks_per_node=0, hooks=NO_FAULTS, decoder="auto", baseline_whitelisted=False,
         profile_dir="traces" if profile else None, profile_repeats=profile,
     )  # fmt: skip

@@ -106,6 +106,7 @@ def _job(opts: ServeOptions, arm: str, seed: int) -> LoadJob:
         image_content=opts.image_content,
         unique_images=opts.unique_images,
         seed=seed,
+        repeat_share=opts.repeat_share,
     )
 
 

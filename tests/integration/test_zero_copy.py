@@ -287,6 +287,7 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         init_file=harness.init_file,
         arms=tuple(arms),
         runtime=DEFAULT_RUNTIME,
+        repeat_share=0.0,
         image_paths=(),
         ranks_per_node=0,
         control_repeats=0,

@@ -10,10 +10,11 @@ module registers its own with ``register_decoder``."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypedDict
 
@@ -34,10 +35,12 @@ __all__ = [
     "Decoder",
     "DecoderChoice",
     "DeviceImage",
+    "Replayed",
     "choose",
     "decoder",
     "is_jpeg",
     "register_decoder",
+    "replayed",
 ]  # fmt: skip
 
 AUTO = "auto"
@@ -132,6 +135,32 @@ class DecoderChoice:
             "version": self.chosen.version(),
             "fallback": self.fallback.name,
         }
+
+
+@dataclass(frozen=True)
+class Replayed(DecoderChoice):
+    """A choice that decodes each distinct input once and hands every later request for
+    the same bytes that one decode (``DecoderChoice.replayed``): the runtime decodes a
+    request's image once, before the deferral decision, so every arm fed from one
+    request sees the same pixels. ``again`` decodes afresh (the nondeterminism check)."""
+
+    done: dict[bytes, Decoded] = field(default_factory=dict, compare=False, repr=False)
+
+    def decode(self, data: bytes, device: torch.device) -> Decoded:
+        key = hashlib.sha256(data).digest()
+        if key not in self.done:
+            self.done[key] = super().decode(data, device)
+        return self.done[key]
+
+    def again(self, data: bytes, device: torch.device) -> Decoded:
+        return super().decode(data, device)
+
+
+def replayed(choice: DecoderChoice) -> Replayed:
+    """``choice`` decoding each distinct input once (``Replayed``)."""
+    if isinstance(choice, Replayed):
+        return choice
+    return Replayed(choice.chosen, choice.reason, choice.fallback, choice.requested)
 
 
 @cache
