@@ -85,11 +85,19 @@ def _body(values: dict[str, Any]) -> None:
             warn(hint, label="size:")
         cfg = resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
+        from kimi_bench.bench.serve_workload import (
+            custom_workload,
+            prepare_workload,
+            requests_from_file,
+        )
         from kimi_bench.engine.start import for_world  # imports torch
         from kimi_bench.infra.environment import resolve_device
 
         dev = resolve_device(opts.device)
         opts = for_world(opts, world)
+        if world.launcher == "torchrun" and (custom := custom_workload(opts)):
+            raise ValueError(f"{', '.join(custom)}: served through HTTP only, not under torchrun")
+        opts = requests_from_file(opts)
         out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
     except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
@@ -101,6 +109,10 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.report.view import view_of
 
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
+    try:  # every image read, every URL fetched: a bad workload stops here (exit 2)
+        opts, work = prepare_workload(opts) if world.launcher != "torchrun" else (opts, None)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
             run_serve(world, opts, cfg, dev.type)
@@ -118,7 +130,7 @@ def _body(values: dict[str, Any]) -> None:
     def write(runs: list[ServeRun], err: str | None, final: bool) -> tuple[Any, View, Any]:
         """The report of ``runs`` and its view (what the files and the terminal show, made
         once); a partial one during the run (the page only), else the final folder."""
-        report = build_serve_report(opts, runs, dev, err, profile, load_start)
+        report = build_serve_report(opts, runs, dev, err, profile, load_start, work)
         view = view_of(report)
 
         def emit(d: Path) -> list[Path]:
@@ -135,7 +147,7 @@ def _body(values: dict[str, Any]) -> None:
             write(runs, None, final=False)  # partial results on disk after every pipeline
 
         try:
-            runs = run_serve(world, opts, cfg, dev.type, on_run, log_dir=folder / "servers")
+            runs = run_serve(world, opts, cfg, dev.type, on_run, folder / "servers", work)
         except ServeFailed as exc:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt as exc:
