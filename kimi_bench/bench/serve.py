@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimi_bench.bench.launch_runs import serve_pipelines
-from kimi_bench.bench.serve_http import HttpServeOptions, ServeFailed, run_serve_ab_http
+from kimi_bench.bench.serve_http import HttpServeOptions, Search, ServeFailed, run_serve_ab_http
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.engine.launch import World
@@ -27,6 +27,7 @@ def run_serve(
     on_run: Callable[[list[ServeRun]], None] | None = None,
     log_dir: Path | None = None,
     workload: Workload | None = None,
+    search: Search | None = None,
 ) -> list[ServeRun]:
     """This process's part of serve-ab: under torchrun the in-process pipelines
     (``launch_runs.serve_pipelines``; [] at ranks other than 0), else every arm through
@@ -34,7 +35,7 @@ def run_serve(
     resolved, ``cfg`` their preset, ``device`` their device type."""
     if world.launcher == "torchrun":
         return serve_pipelines(world, opts, cfg, device, on_run)
-    return run_serve_ab(opts, on_run, log_dir, workload)
+    return run_serve_ab(opts, on_run, log_dir, workload, search)
 
 
 def run_serve_ab(
@@ -42,6 +43,7 @@ def run_serve_ab(
     on_run: Callable[[list[ServeRun]], None] | None = None,
     log_dir: Path | None = None,
     workload: Workload | None = None,
+    search: Search | None = None,
 ) -> list[ServeRun]:
     """Every (rate, repeat, arm) on this host, through HTTP: the same seeded trace is sent
     by the OpenAI-compatible client to each ``--endpoint`` or, without endpoints, to one
@@ -51,4 +53,4 @@ def run_serve_ab(
     in process instead (``launch_runs.run_serve_on``). ``opts`` must have its machine
     defaults resolved (``options.resolve_defaults``)."""
     http = HttpServeOptions.from_options(opts, log_dir, None, workload)
-    return run_serve_ab_http(http, on_run)
+    return run_serve_ab_http(http, on_run, search)

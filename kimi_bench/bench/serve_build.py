@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from kimi_bench.bench.serve_capacity import capacity_notes, capacity_rows
 from kimi_bench.bench.serve_notes import run_notes
 from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
 from kimi_bench.bench.serve_report import base_arm, serve_part
@@ -27,6 +28,7 @@ def build_serve_report(
     profile: str = "cpu",
     load_start: HostLoad | None = None,
     workload: Workload | None = None,
+    capacity: dict[str, Any] | None = None,
 ) -> Report:
     names = opts.arm_names
     if opts.endpoints and tuple(opts.arms) != names:
@@ -65,6 +67,9 @@ def build_serve_report(
     annotate_rows(rows, opts, part.requests)
     data |= traffic_data(part.requests, workload)
     notes += traffic_notes(opts, rows, data)
+    if capacity is not None:
+        data |= {"capacity": capacity, "capacity_rows": capacity_rows(capacity)}
+        notes += capacity_notes(capacity)
     if overhead:
         data["client_overhead"] = [o.as_row() for o in overhead]
     if serving.profiles:

@@ -54,6 +54,8 @@ from kimi_bench.serving.workload.trace import workload_trace
 
 __all__ = ["HttpServeOptions", "ServeFailed", "emulator_command", "run_serve_ab_http"]
 
+# the capacity search: given the arms and probe(arm, rate, index) -> the run at that rate
+Search = Callable[[list[Arm], Callable[[Arm, float, int], ServeRun]], None]
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
 
 
@@ -142,32 +144,41 @@ def _emulator_template(opts: ServeOptions, work: Workload) -> ServeCommandOption
 
 
 def run_serve_ab_http(
-    opts: HttpServeOptions, on_run: Callable[[list[ServeRun]], None] | None = None
+    opts: HttpServeOptions,
+    on_run: Callable[[list[ServeRun]], None] | None = None,
+    search: Search | None = None,
 ) -> list[ServeRun]:
-    """Every (rate, repeat, arm) through HTTP; ``on_run`` sees the runs after each. A dead
-    endpoint ends its arm (the others go on); at the end, ServeFailed with the runs names
-    every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the runs so far.
-    Emulator servers are stopped in every case."""
+    """Every (rate, repeat, arm) through HTTP, or with ``search`` (the capacity search,
+    ``serve_capacity``) the rates it asks for, arm by arm; ``on_run`` sees the runs after
+    each. A dead endpoint ends its arm (the others go on); at the end, ServeFailed with the
+    runs names every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the
+    runs so far. Emulator servers and the image file server are stopped in every case."""
     runs: list[ServeRun] = []
+
+    def probe(arm: Arm, rate: float, rep: int, index: int, urls: tuple[str, ...]) -> ServeRun:
+        offsets = _offsets(opts, rate, rep)
+        trace = workload_trace(opts.workload, offsets, urls)
+        res = _run_arm(arm, trace, Placement(rate, rate_label(rate), rep, index, offsets), opts)
+        runs.append(res)
+        arm.runs.append(res)
+        if on_run:
+            on_run(runs)
+        if is_interrupt(res.error):
+            raise KeyboardInterrupt(res.error)
+        return res
+
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(_sigterm_as_interrupt())
             urls = _image_urls(opts, stack)
             arms = open_arms(opts, stack)
-            for i, rate in enumerate(opts.rates):
+            if search is not None:
+                search(arms, lambda arm, rate, index: probe(arm, rate, 0, index, urls))
+            for i, rate in enumerate(opts.rates if search is None else ()):
                 for rep in range(opts.repeats):
-                    offsets = _offsets(opts, rate, rep)
-                    trace = workload_trace(opts.workload, offsets, urls)
                     order = arms[::-1] if rep % 2 else arms  # A B, B A, A B, ...
-                    at = Placement(rate, rate_label(rate), rep, i, tuple(offsets))
                     for arm in (a for a in order if not a.dead):
-                        res = _run_arm(arm, trace, at, opts)
-                        runs.append(res)
-                        arm.runs.append(res)
-                        if on_run:
-                            on_run(runs)
-                        if is_interrupt(res.error):
-                            raise KeyboardInterrupt(res.error)
+                        probe(arm, rate, rep, i, urls)
         except KeyboardInterrupt as exc:
             raise ServeFailed(interrupt_reason(exc), runs) from None
     dead = [f"{a.name}: {a.dead}" for a in arms if a.dead]

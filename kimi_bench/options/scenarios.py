@@ -277,6 +277,15 @@ class ServeOptions(WorkloadOptions, RequestShapeOptions, CapacityOptions, _Commo
             )
         return self
 
+    @model_validator(mode="after")
+    def _capacity_needs_slos(self) -> ServeOptions:
+        if self.capacity and not self.goodput:
+            raise ValueError("--capacity finds the highest rate meeting --goodput SLOs: give "
+                             "--goodput, e.g. --goodput 'ttft:2000'")  # fmt: skip
+        if self.capacity and self.replay_timestamps:
+            raise ValueError("--capacity chooses the rates: leave --replay-timestamps out")
+        return self
+
     @field_validator("rates", mode="before")
     @classmethod
     def _rates(cls, v: Any) -> Any:

@@ -169,8 +169,20 @@ def serve_traffic(report: Dict) -> list[Table]:
     return out
 
 
+def serve_capacity(report: Dict) -> Table | None:
+    rows = report.get("capacity_rows")
+    if not rows:
+        return None
+    return rows_table("serve.capacity", "Capacity (highest rate meeting the --goodput SLOs; "
+                      "the next rate tried did not)", rows, "/capacity_rows",
+                      ["arm", "capacity_req_per_s", "achieved_req_per_s", "next_rate_failed",
+                       "status", "probes",
+                       "gain_pct"])  # fmt: skip
+
+
 def serve_tables(report: Dict) -> list[Table]:
     out = [
+        serve_capacity(report),
         serve_per_rate(report),
         serve_ab(report) if report.get("ab") else None,
         *serve_traffic(report),
