@@ -7,16 +7,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from kimi_bench.bench.serve_capacity import capacity_notes, capacity_rows
 from kimi_bench.bench.serve_notes import run_notes
 from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
 from kimi_bench.bench.serve_report import base_arm, serve_part
 from kimi_bench.bench.serve_runs import ServeRun
+from kimi_bench.bench.serve_traffic import annotate_rows, traffic_data, traffic_notes
 from kimi_bench.bench.variants import recipes, run_decodes, variant_config
 from kimi_bench.domain.ledger import hash_and_cache, hash_and_cache_notes
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.report import Report, verdicts
+from kimi_bench.serving.workload import Workload
 
 
 def build_serve_report(
@@ -26,6 +29,8 @@ def build_serve_report(
     error: str | None,
     profile: str = "cpu",
     load_start: HostLoad | None = None,
+    workload: Workload | None = None,
+    capacity: dict[str, Any] | None = None,
 ) -> Report:
     names = opts.arm_names
     if opts.endpoints and tuple(opts.arms) != names:
@@ -72,6 +77,12 @@ def build_serve_report(
     if warnings:
         summary["client_warnings"] = warnings
     data: dict[str, Any] = {"ab": part.ab, "requests": part.requests, "copies": part.copies}
+    annotate_rows(rows, opts, part.requests)
+    data |= traffic_data(part.requests, workload)
+    notes += traffic_notes(opts, rows, data)
+    if capacity is not None:
+        data |= {"capacity": capacity, "capacity_rows": capacity_rows(capacity)}
+        notes += capacity_notes(capacity)
     if overhead:
         data["client_overhead"] = [o.as_row() for o in overhead]
     if serving.profiles:

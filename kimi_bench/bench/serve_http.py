@@ -13,16 +13,13 @@ too) with ``source`` (what served the arm) and ``server_metrics``; each request 
 from __future__ import annotations
 
 import contextlib
-import io
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-
-from PIL import Image
 
 from kimi_bench.bench.serve_arms import Arm, emulator_command, open_arms
 from kimi_bench.bench.serve_profile import ServerProfiler
@@ -33,7 +30,6 @@ from kimi_bench.bench.serve_runs import (
     from_client,
     request_images,
 )
-from kimi_bench.engine.serve_job import encode_images
 from kimi_bench.infra.limits import interrupt_reason, is_interrupt
 from kimi_bench.options import (
     EMULATOR_MODEL,
@@ -49,12 +45,17 @@ from kimi_bench.serving.client import (
     auth_headers,
     drive,
 )
+from kimi_bench.serving.file_server import serve_images
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsScrapes, metrics_delta
-from kimi_bench.serving.trace import Trace, arrival_offsets, make_trace
+from kimi_bench.serving.trace import Trace, arrival_offsets
+from kimi_bench.serving.workload import Workload, build_workload
+from kimi_bench.serving.workload.trace import workload_trace
 
 __all__ = ["HttpServeOptions", "ServeFailed", "emulator_command", "run_serve_ab_http"]
 
+# the capacity search: given the arms and probe(arm, rate, index) -> the run at that rate
+Search = Callable[[list[Arm], Callable[[Arm, float, int], ServeRun]], None]
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
 
 
@@ -67,11 +68,9 @@ class HttpServeOptions:
     requests: int
     arms: tuple[str, ...]  # emulated arms, when no endpoints
     endpoints: tuple[tuple[str, str], ...]  # (name, base URL); replaces ``arms``
-    images_per_request: int
-    resolution: tuple[int, int]
-    image_format: str
-    image_content: str
-    unique_images: int
+    workload: Workload  # what the requests carry (built before any server starts)
+    replay_timestamps: bool  # the workload's own timestamps instead of the rate's arrivals
+    image_transport: str  # base64 or url (a loopback file server for the run)
     burstiness: float
     warmup_requests: int
     repeats: int
@@ -88,34 +87,45 @@ class HttpServeOptions:
     max_concurrency: int | None
     api_key_env: str
     retry_429: int
+    extra_body: dict[str, Any]  # --extra-body, with ignore_eos when --ignore-eos
+    headers: dict[str, str]  # --header K:V
     before_send: BeforeSend | None  # awaited before each send (tests force late sends)
 
     @classmethod
     def from_options(
-        cls, opts: ServeOptions, log_dir: Path | None, before_send: BeforeSend | None
+        cls,
+        opts: ServeOptions,
+        log_dir: Path | None,
+        before_send: BeforeSend | None,
+        workload: Workload | None = None,
     ) -> HttpServeOptions:
         """``opts`` (validated, machine defaults resolved: ``options.resolve_defaults``):
-        the fields of the same name, and the rest made from them."""
+        the fields of the same name, and the rest made from them; ``workload`` built from
+        ``opts`` when not given."""
+        work = workload or build_workload(opts, opts.requests or 1)
         made: dict[str, Any] = {
-            "requests": opts.requests or 1,
-            "resolution": opts.width_height,
+            "requests": len(work.requests),
             "endpoints": tuple(parse_endpoint(e) for e in opts.endpoints),
-            "emulator": None if opts.endpoints else _emulator_template(opts),
+            "emulator": None if opts.endpoints else _emulator_template(opts, work),
             "log_dir": log_dir,
             "before_send": before_send,
+            "workload": work,
+            "extra_body": {**opts.extra_body, **({"ignore_eos": True} if opts.ignore_eos else {})},
+            "headers": opts.header_map,
         }
         same = {f.name: getattr(opts, f.name) for f in fields(cls) if f.name not in made}
         return cls(**same, **made)  # a field ServeOptions lacks: AttributeError
 
     def client_options(self, model: str) -> ClientOptions:
-        return ClientOptions.from_options(self, model)
+        base = ClientOptions.from_options(self, model)
+        return replace(base, extra_body=self.extra_body, headers=self.headers)
 
 
-def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
+def _emulator_template(opts: ServeOptions, work: Workload) -> ServeCommandOptions:
     """The emulator servers' options from serve-ab's: the pipeline's settings under their
-    own names; the arena sized for serve-ab's requests (``--image-resolution`` images,
-    ``--image-count`` a request, a slot per request that can be in flight)."""
-    w, h = opts.width_height
+    own names; the arena sized for the workload's requests (its largest width and height,
+    its most images a request, a slot per request that can be in flight)."""
+    w, h = work.max_size
     requests = (opts.requests or 1) + opts.warmup_requests + 1
     return ServeCommandOptions.model_validate(
         {
@@ -124,7 +134,7 @@ def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
             "ranks": opts.ranks or 1, "processor_workers": opts.processor_workers,
             "transport": opts.transport, "runtime": opts.runtime, "device": opts.device,
             "standins": opts.standins, "start_timeout": SERVE_AB_START_TIMEOUT_S,
-            "arena_image": f"{w}x{h}", "image_count": opts.images_per_request,
+            "arena_image": f"{w}x{h}", "image_count": work.max_images,
             "arena_requests": max(2, min(requests, 512)), "fault_hooks": opts.fault_hooks,
             # profiled: measured requests (after start-up, the text-only probe, the warm-up)
             "profile": Path(opts.profile).resolve() if opts.profile else None,
@@ -134,43 +144,63 @@ def _emulator_template(opts: ServeOptions) -> ServeCommandOptions:
 
 
 def run_serve_ab_http(
-    opts: HttpServeOptions, on_run: Callable[[list[ServeRun]], None] | None = None
+    opts: HttpServeOptions,
+    on_run: Callable[[list[ServeRun]], None] | None = None,
+    search: Search | None = None,
 ) -> list[ServeRun]:
-    """Every (rate, repeat, arm) through HTTP; ``on_run`` sees the runs after each. A dead
-    endpoint ends its arm (the others go on); at the end, ServeFailed with the runs names
-    every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the runs so far.
-    Emulator servers are stopped in every case."""
-    mime = "image/png" if opts.image_format == "png" else "image/jpeg"
-    pool = encode_images(
-        opts.resolution, opts.unique_images, opts.image_content, opts.image_format, opts.seed
-    )
+    """Every (rate, repeat, arm) through HTTP, or with ``search`` (the capacity search,
+    ``serve_capacity``) the rates it asks for, arm by arm; ``on_run`` sees the runs after
+    each. A dead endpoint ends its arm (the others go on); at the end, ServeFailed with the
+    runs names every dead arm. Ctrl-C (or SIGTERM) ends at once with ServeFailed and the
+    runs so far. Emulator servers and the image file server are stopped in every case."""
     runs: list[ServeRun] = []
+
+    def probe(arm: Arm, rate: float, rep: int, index: int, urls: tuple[str, ...]) -> ServeRun:
+        offsets = _offsets(opts, rate, rep)
+        trace = workload_trace(opts.workload, offsets, urls)
+        res = _run_arm(arm, trace, Placement(rate, rate_label(rate), rep, index, offsets), opts)
+        runs.append(res)
+        arm.runs.append(res)
+        if on_run:
+            on_run(runs)
+        if is_interrupt(res.error):
+            raise KeyboardInterrupt(res.error)
+        return res
+
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(_sigterm_as_interrupt())
+            urls = _image_urls(opts, stack)
             arms = open_arms(opts, stack)
-            for i, rate in enumerate(opts.rates):
+            if search is not None:
+                search(arms, lambda arm, rate, index: probe(arm, rate, 0, index, urls))
+            for i, rate in enumerate(opts.rates if search is None else ()):
                 for rep in range(opts.repeats):
-                    offsets = arrival_offsets(
-                        rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep
-                    )
-                    trace = make_trace(offsets, pool, opts.images_per_request, mime=mime)
                     order = arms[::-1] if rep % 2 else arms  # A B, B A, A B, ...
-                    at = Placement(rate, rate_label(rate), rep, i, tuple(offsets))
                     for arm in (a for a in order if not a.dead):
-                        res = _run_arm(arm, trace, at, opts)
-                        runs.append(res)
-                        arm.runs.append(res)
-                        if on_run:
-                            on_run(runs)
-                        if is_interrupt(res.error):
-                            raise KeyboardInterrupt(res.error)
+                        probe(arm, rate, rep, i, urls)
         except KeyboardInterrupt as exc:
             raise ServeFailed(interrupt_reason(exc), runs) from None
     dead = [f"{a.name}: {a.dead}" for a in arms if a.dead]
     if dead:
         raise ServeFailed("; ".join(dead) + "; results are partial", runs)
     return runs
+
+
+def _offsets(opts: HttpServeOptions, rate: float, rep: int) -> tuple[float, ...]:
+    stamps = opts.workload.timestamps if opts.replay_timestamps else None
+    if stamps is not None:
+        return stamps
+    return arrival_offsets(rate, opts.requests, opts.burstiness, opts.seed + 7919 * rep)
+
+
+def _image_urls(opts: HttpServeOptions, stack: contextlib.ExitStack) -> tuple[str, ...]:
+    """``--image-transport url``: the pool's URLs on a loopback file server that lasts
+    the run; () for base64 data URLs."""
+    if opts.image_transport != "url":
+        return ()
+    pool = opts.workload.pool
+    return stack.enter_context(serve_images([p.data for p in pool], [p.mime for p in pool]))
 
 
 @contextlib.contextmanager
@@ -195,7 +225,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
     client = opts.client_options(arm.model)
-    sizes = _pool_sizes(trace)
+    sizes = [(p.width, p.height, len(p.data)) for p in opts.workload.pool]
     gone = arm.gone()
     scrapes = MetricsScrapes(arm.url, auth_headers(opts.api_key_env))
     profiler = ServerProfiler(arm.url, opts.api_key_env) if opts.profile_server else None
@@ -220,8 +250,11 @@ def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> S
                    server_metrics_error=scrapes.error)  # fmt: skip
     if result is not None and result.trace_start is not None:
         t0 = result.trace_start
+        limit = [trace.request_max_tokens(i) or opts.max_tokens for i in range(len(trace))]
         out.records = [
-            from_client(r, t0, request_images([sizes[k] for k in trace.image_keys[r.rid]]))
+            from_client(
+                r, t0, request_images([sizes[k] for k in trace.image_keys[r.rid]]), limit[r.rid]
+            )
             for r in result.records
         ]
         out.trace_start = t0
@@ -235,18 +268,4 @@ def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> S
         arm.dead = out.error or arm.gone()
         if arm.dead and not out.error:
             out.error = arm.dead
-    return out
-
-
-def _pool_sizes(trace: Trace) -> list[tuple[int, int, int]]:
-    """(width, height, encoded bytes) of each image of the trace's pool (read from its
-    header; an unreadable file counts no pixels)."""
-    out = []
-    for data in trace.images:
-        try:
-            with Image.open(io.BytesIO(data)) as img:
-                w, h = img.size
-        except Exception:
-            w = h = 0
-        out.append((w, h, len(data)))
     return out

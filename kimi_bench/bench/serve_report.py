@@ -32,8 +32,9 @@ from kimi_bench.pipeline import with_role
 from kimi_bench.report import serve_figures as figures
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
-_CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "producer_copied_bytes",
-          "scheduler_copied_bytes", "batch_requests", "batch_id")  # fmt: skip
+_CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",
+          "producer_copied_bytes", "scheduler_copied_bytes", "batch_requests",
+          "batch_id")  # fmt: skip
 
 
 def _row(run: ServeRun, r: ServedRequest) -> RequestRow:
@@ -45,7 +46,8 @@ def _row(run: ServeRun, r: ServedRequest) -> RequestRow:
         "worker": r.worker, "error": r.error, "ttft_ms": r.ttft_ms, "status": r.status,
         "output_tokens": r.output_tokens, "prompt_tokens": r.prompt_tokens,
         "images": r.images.count, "pixels": r.images.pixels,
-        "encoded_bytes": r.images.encoded_bytes,
+        "encoded_bytes": r.images.encoded_bytes, "max_tokens": r.max_tokens,
+        "image_sizes": [list(s) for s in r.images.sizes],
     }  # fmt: skip
     if r.ok:
         row.update(itl_ms=list(r.itl_ms), tpot_ms=r.tpot_ms, e2e_ms=r.e2e_ms)

@@ -27,11 +27,13 @@ BOUNDS = ("t_sent", "t_start", "t_produced", "t_recv", "t_step", "t_first")
 
 @dataclass(frozen=True)
 class RequestImages:
-    """What a request carried: its images, their pixels and their encoded bytes."""
+    """What a request carried: its images, their pixels and their encoded bytes; each
+    image's (width, height, encoded bytes) in request order."""
 
     count: int = 0
     pixels: int = 0
     encoded_bytes: int = 0
+    sizes: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class ServedRequest:
     output_tokens: int | None = None
     prompt_tokens: int | None = None
     images: RequestImages = RequestImages()
+    max_tokens: int | None = None  # what the request asked for (None: not known)
     worker: int | None = None
     client: ClientSide | None = None  # None: the in-process load generator
     facts: Mapping[str, Any] = field(default_factory=dict)
@@ -137,7 +140,9 @@ class ServeRun:
 # ------------------------------------------------------------------------ from records
 
 
-def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedRequest:
+def from_client(
+    rec: RequestRecord, t0: float, images: RequestImages, max_tokens: int | None = None
+) -> ServedRequest:
     """One client record: absolute times from the trace start ``t0``; when the server
     reported its stages (the emulator does), its pipeline bounds are placed back from
     the first token (``_placed``)."""
@@ -156,6 +161,7 @@ def from_client(rec: RequestRecord, t0: float, images: RequestImages) -> ServedR
         "t_sent": None if rec.sent_s is None else t0 + rec.sent_s,
         "output_tokens": rec.output_tokens, "prompt_tokens": rec.prompt_tokens,
         "images": images, "client": client, "itl_ms": tuple(rec.itl_ms),
+        "max_tokens": max_tokens,
     }  # fmt: skip
     if not rec.ok or rec.first_token_s is None:
         return ServedRequest(**base, error=rec.error or "failed", error_kind=rec.error_kind)
@@ -221,7 +227,9 @@ def from_pipeline(payload: Mapping[str, Any], images: RequestImages) -> ServedRe
 
 def request_images(sizes: Sequence[tuple[int, int, int]]) -> RequestImages:
     """(width, height, encoded bytes) of each image of a request."""
-    return RequestImages(len(sizes), sum(w * h for w, h, _ in sizes), sum(b for *_, b in sizes))
+    return RequestImages(
+        len(sizes), sum(w * h for w, h, _ in sizes), sum(b for *_, b in sizes), tuple(sizes)
+    )
 
 
 class ServeFailed(RuntimeError):

@@ -27,6 +27,8 @@ class RequestRow(TypedDict, total=False):
     images: int
     pixels: int
     encoded_bytes: int
+    max_tokens: int | None
+    image_sizes: list[list[int]]  # per image: width, height, encoded bytes
     # served
     itl_ms: list[float]
     tpot_ms: float | None
@@ -58,6 +60,7 @@ class RequestRow(TypedDict, total=False):
     patches: int | None
     feature_bytes: int | None
     deferred_images: int | None
+    image_decisions: list[list[int]] | None  # per image: deferred, raw, FP32 bytes, encoded
     producer_copied_bytes: int | None
     scheduler_copied_bytes: int | None
     batch_requests: int | None

@@ -24,7 +24,10 @@ from kimi_bench.cli.common import usage_error
 from kimi_bench.options import OptionsError, OutputOptions, describe_error
 
 # Repeatable options (a list on the command line).
-_REPEATABLE = {"notes", "metadata", "endpoints", "goodput"}
+_REPEATABLE = {"notes", "metadata", "endpoints", "goodput", "headers"}
+# Fields read as text on the command line although the model keeps a number (a range or
+# weights the model turns into one: ``--images-per-request 1-4``).
+_TEXT = {"images_per_request"}
 # Flags whose names differ from the field names (aliases of the same option included).
 FLAGS: dict[str, tuple[str, ...]] = {
     "notes": ("--note",),
@@ -37,6 +40,9 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "transport": ("--transport", "--carrier"),
     "request_timeout_s": ("--request-timeout",),
     "max_tokens": ("--max-tokens", "--random-output-len"),
+    "headers": ("--header",),
+    "input_len": ("--input-len", "--random-input-len"),
+    "requests_file": ("--requests-file", "--dataset-path"),
 }
 
 
@@ -65,6 +71,8 @@ def _cli_type(name: str, annotation: Any, repeatable: Sequence[str] = ()) -> Any
     base = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(base) == 1:
         annotation = base[0]
+    if name in _TEXT:
+        return str
     if name in _REPEATABLE or name in repeatable:
         inner = typing.get_args(annotation)
         return list[Path] if inner and inner[0] is Path else list[str]

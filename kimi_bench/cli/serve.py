@@ -85,22 +85,36 @@ def _body(values: dict[str, Any]) -> None:
             warn(hint, label="size:")
         cfg = resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
+        from kimi_bench.bench.serve_workload import (
+            custom_workload,
+            prepare_workload,
+            requests_from_file,
+        )
         from kimi_bench.engine.start import for_world  # imports torch
         from kimi_bench.infra.environment import resolve_device
 
         dev = resolve_device(opts.device)
         opts = for_world(opts, world)
+        custom = custom_workload(opts) + (["--capacity"] if opts.capacity else [])
+        if world.launcher == "torchrun" and custom:
+            raise ValueError(f"{', '.join(custom)}: served through HTTP only, not under torchrun")
+        opts = requests_from_file(opts)
         out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
     except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.serve import ServeFailed, run_serve
     from kimi_bench.bench.serve_build import build_serve_report
+    from kimi_bench.bench.serve_capacity import CapacitySearch, in_rate_order
     from kimi_bench.infra.environment import host_load
     from kimi_bench.infra.limits import interrupt_reason
     from kimi_bench.report.emit import emit_serve
     from kimi_bench.report.view import view_of
 
     opts, profile = resolve_defaults(opts, "serve_ab", dev.type)
+    try:  # every image read, every URL fetched: a bad workload stops here (exit 2)
+        opts, work = prepare_workload(opts) if world.launcher != "torchrun" else (opts, None)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
     if not world.writes_report:  # a torchrun rank other than 0: its part, then exit
         try:
             run_serve(world, opts, cfg, dev.type)
@@ -111,14 +125,19 @@ def _body(values: dict[str, Any]) -> None:
     assert out_dir is not None and fmt is not None
     folder: Path = out_dir
     load_start = host_load()
-    total = len(opts.rates) * opts.repeats * len(opts.arms)
+    search = CapacitySearch(opts) if opts.capacity else None
+    total = len(opts.rates) * opts.repeats * len(opts.arms) if search is None else None
     _say_plan(opts, profile, total)
     error = None
 
     def write(runs: list[ServeRun], err: str | None, final: bool) -> tuple[Any, View, Any]:
         """The report of ``runs`` and its view (what the files and the terminal show, made
         once); a partial one during the run (the page only), else the final folder."""
-        report = build_serve_report(opts, runs, dev, err, profile, load_start)
+        found, capacity = opts, None
+        if search is not None and search.rates:  # the rates the search tried, ascending
+            rates, runs = in_rate_order(search, runs)
+            found, capacity = opts.model_copy(update={"rates": rates}), search.doc()
+        report = build_serve_report(found, runs, dev, err, profile, load_start, work, capacity)
         view = view_of(report)
 
         def emit(d: Path) -> list[Path]:
@@ -135,7 +154,7 @@ def _body(values: dict[str, Any]) -> None:
             write(runs, None, final=False)  # partial results on disk after every pipeline
 
         try:
-            runs = run_serve(world, opts, cfg, dev.type, on_run, log_dir=folder / "servers")
+            runs = run_serve(world, opts, cfg, dev.type, on_run, folder / "servers", work, search)
         except ServeFailed as exc:
             runs, error = exc.runs, str(exc)
         except KeyboardInterrupt as exc:
@@ -145,15 +164,22 @@ def _body(values: dict[str, Any]) -> None:
     _show_results(view, fmt, written)
     verdict_lines(view.lines)
     jsonl = append_jsonl(values, report, out_dir)
-    say(f"rates: {', '.join(rate_label(r) for r in opts.rates)}; report: "
+    tried = sorted(search.rates) if search is not None and search.rates else opts.rates
+    say(f"rates: {', '.join(rate_label(r) for r in tried)}; report: "
         f"{Path(out_dir) / 'report.json'}", err=True)  # fmt: skip
     code = 1 if error or report.summary["failed_requests"] else 0
     raise typer.Exit(code=max(code, result.exit_code, jsonl))
 
 
-def _say_plan(opts: ServeOptions, profile: str, total: int) -> None:
+def _say_plan(opts: ServeOptions, profile: str, total: int | None) -> None:
     """The one dim line before the run: its shape, the defaults profile and the estimate."""
     w, h = opts.width_height
+    if total is None:  # --capacity: as many runs as the bisection takes
+        say(f"serve-ab --capacity: {len(opts.arms)} arms, {opts.requests} requests a rate, "
+            f"rates {opts.capacity_min_rate:g}..{opts.capacity_max_rate:g} req/s bisected to "
+            f"{opts.capacity_resolution:.0%}, {profile.upper()} defaults profile",
+            style="dim", err=True)  # fmt: skip
+        return
     say(
         f"serve-ab: {total} pipelines ({len(opts.rates)} rates x {len(opts.arms)} arms x "
         f"{opts.repeats} repeats), {opts.requests} requests each, {opts.ranks} ranks, {w}x{h} "
@@ -170,7 +196,8 @@ def _show_results(view: View, fmt: OutputFormat, written: Sequence[Path]) -> Non
 
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no plots:")
-    show_rendered([r for r in view.rendered if r.table.key in ("serve.per_rate", "serve.ab")], fmt)
+    shown = ("serve.capacity", "serve.per_rate", "serve.ab")
+    show_rendered([r for r in view.rendered if r.table.key in shown], fmt)
     for line in view.data.get("notes") or []:
         note(line)
     for line in (view.data.get("summary") or {}).get("client_warnings", []):  # said twice

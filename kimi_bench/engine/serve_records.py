@@ -13,7 +13,7 @@ from typing import Any, Required, TypedDict
 STAGES = ("queue_wait", "decode", "producer", "to_scheduler", "sched_wait", "step", "respond")
 STAMPS = ("t_sent", "t_start", "t_decoded", "t_produced", "t_recv", "t_step", "t_first")
 # the facts of a record the emulator reports with each request
-REPORTED = ("image_tokens", "patches", "feature_bytes", "deferred_images",
+REPORTED = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",
             "producer_copied_bytes", "scheduler_copied_bytes", "batch_requests", "batch_id",
             "worker", "recipe", "decodes")  # fmt: skip
 
@@ -35,6 +35,7 @@ class PipelineRequest(TypedDict, total=False):
     patches: int
     deferred_images: int
     decision_reasons: list[str]
+    image_decisions: list[list[int]]  # per image: [deferred, raw bytes, FP32 bytes, encoded]
     decodes: list[tuple[str, str]]  # (decoder, why) per image
     error: str
     t_produced: float

@@ -109,6 +109,10 @@ def producer_main(
             rec["patches"] = sum(p.num_patches for p in produced.plans)
             rec["deferred_images"] = sum(1 for d in produced.decisions if d.defer)
             rec["decision_reasons"] = sorted({d.reason for d in produced.decisions})
+            rec["image_decisions"] = [
+                [int(d.defer), d.raw_bytes, d.processed_bytes, int(d.encoded)]
+                for d in produced.decisions
+            ]
             rec["decodes"] = step.decodes  # (decoder, why) per image
             payload = produced.packed
         except Exception as exc:  # a bad request fails alone

@@ -40,6 +40,7 @@ from kimi_bench.options.parse import (
     parse_rates,
     parse_resolution,
 )
+from kimi_bench.options.workload import CapacityOptions, RequestShapeOptions, WorkloadOptions
 
 # ------------------------------------------------------------------------------ shared
 
@@ -174,7 +175,7 @@ class MicroOptions(_Common):
         return parse_image_spec(self.synthetic)
 
 
-class ServeOptions(_Common):
+class ServeOptions(WorkloadOptions, RequestShapeOptions, CapacityOptions, _Common):
     rates: Annotated[tuple[float, ...], _RATES_SCHEMA] = Field(
         (2.0, 8.0, math.inf),
         validation_alias=AliasChoices("rates", "request_rate"),
@@ -186,7 +187,7 @@ class ServeOptions(_Common):
     )  # fmt: skip
     images_per_request: int = Field(
         1, ge=1, le=64, validation_alias=AliasChoices("images_per_request", "image_count"),
-        description="Images per request.",
+        description="Images per request: a count, a range 1-4 or weights 1:5,2:3,4:1.",
     )  # fmt: skip
     image_resolution: str | None = Field(
         None, description="Request image size WIDTHxHEIGHT (e.g. 1536x1024), a preset "
@@ -206,15 +207,8 @@ class ServeOptions(_Common):
                               "(1 = Poisson).")  # fmt: skip
     warmup_requests: int = Field(4, ge=0, le=10_000, description="Unmeasured requests first.")
     repeats: int = Field(1, ge=1, le=100, description="Repeats per rate and arm.")
-    image_format: Literal["jpeg", "png"] = Field("jpeg", description="jpeg (q85) or png.")
     image_content: Content = Field("random", description="random, blank or photo.")
     unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
-    # the same field as the workload options' (issue 43), which replace it when merged
-    repeat_share: float | None = Field(
-        None, ge=0, lt=1, description="Share of request images that repeat an earlier image of "
-        "the trace (seeded; fresh images are then all distinct; the in-process pipeline) "
-        "[default: --unique-images payloads in turn].",
-    )  # fmt: skip
     request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="One deadline "
                                      "per request, in seconds, covering connect, the response "
                                      "headers, the first token and the whole stream; past it "
@@ -309,6 +303,15 @@ class ServeOptions(_Common):
                 "every arm is a server kimi-bench did not start: use --profile-server (the "
                 "servers' own /start_profile and /stop_profile) instead"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_needs_slos(self) -> ServeOptions:
+        if self.capacity and not self.goodput:
+            raise ValueError("--capacity finds the highest rate meeting --goodput SLOs: give "
+                             "--goodput, e.g. --goodput 'ttft:2000'")  # fmt: skip
+        if self.capacity and self.replay_timestamps:
+            raise ValueError("--capacity chooses the rates: leave --replay-timestamps out")
         return self
 
     @field_validator("rates", mode="before")

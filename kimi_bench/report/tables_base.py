@@ -42,6 +42,7 @@ SERVE_COLUMNS = (
     "tpot_p99_ms",
     "e2e_median_ms",
     "e2e_p99_ms",
+    "offered_req_per_s",
     "req_per_s",
     "tool_req_per_s",
     "output_tokens_per_s",
@@ -49,10 +50,16 @@ SERVE_COLUMNS = (
     "goodput_req_per_s",
     "completed",
     "failed",
+    "stopped_early",
     "forward_batches",
     "bytes_moved",
     "dominant_stage",
 )
+BY_SIZE_COLUMNS = ("rate", "arm", "size_bucket", "images", "deferred", "raw_bytes", "fp32_bytes",
+                   "encoded_bytes", "requests", "ttft_median_ms", "ttft_p90_ms")  # fmt: skip
+BY_COUNT_COLUMNS = ("rate", "arm", "images_per_request", "requests", "images", "deferred",
+                    "mixed_requests", "raw_bytes", "fp32_bytes", "encoded_bytes",
+                    "ttft_median_ms", "ttft_p90_ms")  # fmt: skip
 COPY_COLUMNS = ("stage", "op", "src", "dst", "bytes", "count", "mirrors")
 CONTROL_COLUMNS = (
     "arm",

@@ -7,6 +7,8 @@ from typing import Any
 from kimi_bench.report import access
 from kimi_bench.report.table import Column, Span, Table, pointer
 from kimi_bench.report.tables_base import (
+    BY_COUNT_COLUMNS,
+    BY_SIZE_COLUMNS,
     COPY_COLUMNS,
     OVERHEAD_COLUMNS,
     SERVE_COLUMNS,
@@ -153,10 +155,37 @@ def serve_overhead(report: Dict) -> Table | None:
     )
 
 
+def serve_traffic(report: Dict) -> list[Table]:
+    """The breakdowns by image-size bucket (longest side) and by images per request."""
+    out = []
+    if report.get("by_size"):
+        out.append(rows_table("serve.by_size", "By image size (longest side; TTFT of the "
+                              "requests whose largest image is in the bucket)",
+                              report["by_size"], "/by_size", list(BY_SIZE_COLUMNS)))  # fmt: skip
+    if report.get("by_images_per_request"):
+        out.append(rows_table("serve.by_count", "By images per request (mixed: some images "
+                              "deferred, others not)", report["by_images_per_request"],
+                              "/by_images_per_request", list(BY_COUNT_COLUMNS)))  # fmt: skip
+    return out
+
+
+def serve_capacity(report: Dict) -> Table | None:
+    rows = report.get("capacity_rows")
+    if not rows:
+        return None
+    return rows_table("serve.capacity", "Capacity (highest rate meeting the --goodput SLOs; "
+                      "the next rate tried did not)", rows, "/capacity_rows",
+                      ["arm", "capacity_req_per_s", "achieved_req_per_s", "next_rate_failed",
+                       "status", "probes",
+                       "gain_pct"])  # fmt: skip
+
+
 def serve_tables(report: Dict) -> list[Table]:
     out = [
+        serve_capacity(report),
         serve_per_rate(report),
         serve_ab(report) if report.get("ab") else None,
+        *serve_traffic(report),
         serve_copies(report) if report.get("copies") else None,
         serve_overhead(report),
     ]

@@ -68,15 +68,18 @@ class _EndpointDead(Exception):
 
 
 def request_bodies(trace: Trace, opts: ClientOptions) -> list[bytes]:
-    """The JSON body of every request, encoded once per distinct image list (requests with
-    the same images share one bytes object)."""
-    by_keys: dict[tuple[int, ...], bytes] = {}
+    """The JSON body of every request, encoded once per distinct request (images, prompt,
+    max tokens: requests with the same share one bytes object)."""
+    by_keys: dict[tuple[Any, ...], bytes] = {}
+    out = []
     for i, keys in enumerate(trace.image_keys):
-        if keys not in by_keys:
+        key = (keys, trace.request_prompt(i), trace.request_max_tokens(i))
+        if key not in by_keys:
             body = chat_body(trace, i, opts.model, opts.max_tokens,
                              include_usage=opts.include_usage, extra=opts.extra_body)  # fmt: skip
-            by_keys[keys] = json.dumps(body).encode()
-    return [by_keys[keys] for keys in trace.image_keys]
+            by_keys[key] = json.dumps(body).encode()
+        out.append(by_keys[key])
+    return out
 
 
 class _Run:

@@ -31,6 +31,7 @@ class ServerReport(TypedDict, total=False):
     patches: int
     feature_bytes: int
     deferred_images: int
+    image_decisions: list[list[int]]  # per image: [deferred, raw bytes, FP32 bytes, encoded]
     producer_copied_bytes: int
     scheduler_copied_bytes: int
     batch_requests: int

@@ -76,6 +76,7 @@ class ClientOptions:
     include_usage: bool  # ask for stream_options.include_usage
     retry_429: int  # resend a request answered 429 up to this many times
     extra_body: Mapping[str, Any]  # e.g. {"ignore_eos": True}
+    headers: Mapping[str, str] = field(default_factory=dict)  # --header K:V, on every request
 
     @classmethod
     def from_options(cls, opts: ClientSettings, model: str) -> ClientOptions:
@@ -233,7 +234,7 @@ class Target:
 
     def __init__(self, base_url: str, opts: ClientOptions, bodies: Sequence[bytes] = ()) -> None:
         self.base_url = base_url
-        self.headers = {**_HEADERS, **auth_headers(opts.api_key_env)}
+        self.headers = {**_HEADERS, **auth_headers(opts.api_key_env), **opts.headers}
         self.origin = Origin.from_url(base_url)
         self.pool = Pool(self.origin, opts.connect_timeout_s)
         built: dict[int, bytes] = {}

@@ -2,9 +2,10 @@
 
 Routes: ``POST /v1/chat/completions`` (streaming or not), ``GET /v1/models``,
 ``GET /health``, ``GET /version``, ``GET /metrics`` (Prometheus text). Images arrive as
-base64 data URLs; the server decodes the base64 only, checks every image's size from its
-header against the pixel limits (``intake``), and hands the encoded file bytes
-(JPEG/PNG) to the backend, which decodes them as a real server's processor does. The
+base64 data URLs or as http URLs on loopback (``image_urls``: fetched, as a real server
+fetches them, inside the request's TTFT); the server decodes the base64 only, checks every
+image's size from its header against the pixel limits (``intake``), and hands the encoded
+file bytes (JPEG/PNG) to the backend, which decodes them as a real server's processor does. The
 first token is sent when ``Backend.submit`` returns; later tokens (``max_tokens > 1``)
 follow every ``ServerOptions.decode_interval_s`` (``sse``). The model names it answers
 to are ``ServerOptions.served_names`` (``models``); ``usage`` is emulated (``usage``).
@@ -40,11 +41,11 @@ from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import REQUEST_PIXELS_PER_IMAGE_LIMIT
 from kimi_bench.options import MAX_TOKENS_LIMIT, REQUEST_MAX_TOKENS, ServeCommandOptions
 from kimi_bench.serving.backend import REQUEST_HEADER, Backend, BackendError, FirstToken
+from kimi_bench.serving.image_urls import image_payload
 from kimi_bench.serving.intake import PixelLimits, Refused, check_images, read_body
 from kimi_bench.serving.models import ServedModels
 from kimi_bench.serving.server_metrics import ServerMetrics
 from kimi_bench.serving.sse import STOPPING, ChatStream, ServerStopping, SSEResponse
-from kimi_bench.serving.trace import parse_data_url
 from kimi_bench.serving.usage import (
     USAGE_HEADER,
     USAGE_HEADER_VALUE,
@@ -128,7 +129,7 @@ def _parse_content(
             ref = part.get("image_url")
             url = ref.get("url") if isinstance(ref, dict) else ref
             try:
-                images.append(parse_data_url(str(url))[1])
+                images.append(image_payload(str(url)))
             except ValueError as exc:
                 raise ValueError(f"{where}.content[{j}]: {exc}") from None
             places.append(f"{where}.content[{j}]")

@@ -21,14 +21,21 @@ MIME_TYPES = ("image/jpeg", "image/png", "image/webp")
 class Trace:
     """One seeded trace, the same for every endpoint it is sent to.
 
-    ``images`` is a pool of encoded files (JPEG/PNG bytes); request ``i`` carries the
-    pool entries ``image_keys[i]``, so a long trace does not hold one copy per request."""
+    ``images`` is a pool of encoded files (JPEG/PNG/WebP bytes); request ``i`` carries the
+    pool entries ``image_keys[i]``, so a long trace does not hold one copy per request.
+    Optional, per pool entry: ``mimes`` (else ``mime`` for all) and ``urls`` (sent instead
+    of data URLs: ``--image-transport url``); per request: ``prompts`` (else ``prompt``)
+    and ``max_tokens`` (None: the client's)."""
 
     arrivals: tuple[float, ...]
     images: tuple[bytes, ...]
     image_keys: tuple[tuple[int, ...], ...]
     prompt: str = DEFAULT_PROMPT
     mime: str = "image/jpeg"
+    mimes: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
+    max_tokens: tuple[int | None, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.image_keys) != len(self.arrivals):
@@ -42,8 +49,14 @@ class Trace:
         bad = [k for keys in self.image_keys for k in keys if not 0 <= k < len(self.images)]
         if bad:
             raise ValueError(f"image key {bad[0]} is outside the pool of {len(self.images)}")
-        if self.mime not in MIME_TYPES:
-            raise ValueError(f"mime must be one of {', '.join(MIME_TYPES)}, got {self.mime!r}")
+        for mime in (self.mime, *self.mimes):
+            if mime not in MIME_TYPES:
+                raise ValueError(f"mime must be one of {', '.join(MIME_TYPES)}, got {mime!r}")
+        for name, n in (("mimes", len(self.images)), ("urls", len(self.images)),
+                        ("prompts", len(self)), ("max_tokens", len(self))):  # fmt: skip
+            got = len(getattr(self, name))
+            if got and got != n:
+                raise ValueError(f"{name} has {got} entries, expected {n} (or none)")
 
     def __len__(self) -> int:
         return len(self.arrivals)
@@ -51,10 +64,19 @@ class Trace:
     def request_images(self, i: int) -> list[bytes]:
         return [self.images[k] for k in self.image_keys[i]]
 
+    def request_prompt(self, i: int) -> str:
+        return self.prompts[i] if self.prompts else self.prompt
+
+    def request_max_tokens(self, i: int) -> int | None:
+        return self.max_tokens[i] if self.max_tokens else None
+
     @functools.cached_property
     def data_urls(self) -> tuple[str, ...]:
-        """The pool as data URLs, encoded once."""
-        return tuple(data_url(b, self.mime) for b in self.images)
+        """The pool as the URLs the bodies carry: ``urls``, or data URLs encoded once."""
+        if self.urls:
+            return self.urls
+        mimes = self.mimes or (self.mime,) * len(self.images)
+        return tuple(data_url(b, m) for b, m in zip(self.images, mimes, strict=True))
 
 
 def make_trace(
@@ -106,15 +128,16 @@ def chat_body(
 ) -> dict[str, Any]:
     """The streaming chat-completions request for trace request ``i``: one user message,
     the prompt as a text part, then one ``image_url`` part per image. ``extra`` is merged
-    last (server-specific fields such as ``ignore_eos``)."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": trace.prompt}]
+    last (server-specific fields such as ``ignore_eos``). The trace's own max tokens for
+    ``i``, when it has them, replace ``max_tokens``."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": trace.request_prompt(i)}]
     parts += [
         {"type": "image_url", "image_url": {"url": trace.data_urls[k]}} for k in trace.image_keys[i]
     ]
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": parts}],
-        "max_tokens": max_tokens,
+        "max_tokens": trace.request_max_tokens(i) or max_tokens,
         "stream": True,
         "temperature": 0,
     }

@@ -1,0 +1,81 @@
+"""What serve-ab's report says of its traffic (issue 43): the workload's summary and source,
+the breakdowns by image-size bucket and by images per request (``serve_breakdown``), and
+on every per-rate row the offered rate beside the achieved one and the requests that
+stopped early; notes say in words which rates saturated an arm, how many requests stopped
+before their max tokens, and where decisions were mixed within a request."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from kimi_bench.bench.serve_breakdown import by_count, by_size, stopped_early
+from kimi_bench.bench.serve_types import RequestRow
+from kimi_bench.options import ServeOptions
+from kimi_bench.serving.workload import Workload, summarize
+
+SATURATED = 0.9  # achieved below this share of the offered rate: saturated
+
+
+def traffic_data(requests: Sequence[RequestRow], workload: Workload | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if workload is not None:
+        out["workload"] = summarize(workload)
+    sizes, counts = by_size(requests), by_count(requests)
+    if sizes:
+        out["by_size"] = sizes
+    if counts:
+        out["by_images_per_request"] = counts
+    return out
+
+
+def annotate_rows(rows: list[dict[str, Any]], opts: ServeOptions,
+                  requests: Sequence[RequestRow]) -> None:  # fmt: skip
+    """Each per-rate row gets its offered rate (None: unlimited) and its early stops."""
+    offered = {f"{r:g}" if math.isfinite(r) else "inf": r for r in opts.rates}
+    early = stopped_early(requests)
+    for row in rows:
+        rate = offered.get(str(row["rate"]))
+        row["offered_req_per_s"] = rate if rate is not None and math.isfinite(rate) else None
+        row["stopped_early"] = early.get((str(row["rate"]), str(row["arm"])), 0)
+
+
+def saturation_line(row: dict[str, Any]) -> str | None:
+    offered, achieved = row.get("offered_req_per_s"), row.get("req_per_s")
+    if offered is None or achieved is None or not math.isfinite(achieved):
+        return None
+    if achieved >= SATURATED * offered:
+        return None
+    return (f"{row['arm']} at rate {row['rate']}: saturated: it achieved {achieved:.2f} of the "
+            f"{offered:g} req/s offered ({achieved / offered:.0%}); requests queued, so its TTFT "
+            "there measures the queue")  # fmt: skip
+
+
+def traffic_notes(
+    opts: ServeOptions, rows: list[dict[str, Any]], data: dict[str, Any]
+) -> list[str]:
+    notes = [line for row in rows if (line := saturation_line(row))]
+    for row in rows:
+        n = row.get("stopped_early") or 0
+        if n:
+            notes.append(
+                f"{row['arm']} at rate {row['rate']}: {n} of {row.get('completed')} completed "
+                "requests stopped early (usage reports fewer completion tokens than their max "
+                "tokens; --ignore-eos asks servers not to)"
+            )
+    mixed = [r for r in data.get("by_images_per_request", []) if r.get("mixed_requests")]
+    for r in mixed:
+        notes.append(f"{r['arm']} at rate {r['rate']}: {r['mixed_requests']} of {r['requests']} "
+                     f"requests of {r['images_per_request']} images had mixed deferral "
+                     f"decisions ({opts.runtime} decides per image)")  # fmt: skip
+    work = data.get("workload")
+    if work:
+        src = work["source"]
+        where = src.get("path") or src.get("sizes") or ""
+        notes.append(
+            f"workload: {work['requests']} requests, {work['images']} images "
+            f"({work['distinct_images']} distinct, {work['repeated_images']} repeats), "
+            f"from {src.get('kind')} {where}".rstrip()
+        )
+    return notes

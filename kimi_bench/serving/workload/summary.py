@@ -1,0 +1,57 @@
+"""A workload's summary for the report (``data.workload``): where it came from, requests,
+images and distinct images, repeats, images per request, formats, size buckets, encoded
+bytes and pixel sizes. ``size_bucket`` is the one bucketing every serve-ab table uses."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from kimi_bench.serving.workload.model import Workload
+
+# longest side (pixels) -> bucket label; the last bucket is open
+BUCKETS = ((256, "1-256"), (512, "257-512"), (1024, "513-1024"), (2048, "1025-2048"))
+TOP_BUCKET = "2049+"
+BUCKET_ORDER = (*(label for _, label in BUCKETS), TOP_BUCKET)
+
+
+def size_bucket(width: int, height: int) -> str:
+    side = max(width, height)
+    return next((label for edge, label in BUCKETS if side <= edge), TOP_BUCKET)
+
+
+def _spread(values: list[int]) -> dict[str, float]:
+    arr = np.asarray(values, dtype=float)
+    return {"min": float(arr.min()), "median": float(np.median(arr)), "max": float(arr.max())}
+
+
+def summarize(w: Workload) -> dict[str, Any]:
+    slots = [k for r in w.requests for k in r.keys]
+    seen: set[int] = set()
+    repeats = 0
+    for k in slots:
+        repeats += k in seen
+        seen.add(k)
+    imgs = [w.pool[k] for k in slots] or list(w.pool)
+    buckets = Counter(size_bucket(p.width, p.height) for p in imgs)
+    per_request = Counter(len(r.keys) for r in w.requests)
+    return {
+        "source": dict(w.source),
+        "requests": len(w.requests),
+        "images": len(slots),
+        "distinct_images": len(seen),
+        "repeated_images": repeats,
+        "repeat_share": repeats / len(slots) if slots else 0.0,
+        "images_per_request": {str(n): per_request[n] for n in sorted(per_request)},
+        "formats": dict(sorted(Counter(p.format for p in imgs).items())),
+        "size_buckets": {b: buckets[b] for b in BUCKET_ORDER if buckets[b]},
+        "encoded_bytes": sum(len(p.data) for p in imgs),
+        "distinct_encoded_bytes": sum(len(w.pool[k].data) for k in seen),
+        "width": _spread([p.width for p in imgs]),
+        "height": _spread([p.height for p in imgs]),
+        "pixels": _spread([p.width * p.height for p in imgs]),
+        "prompts": len({r.prompt for r in w.requests}),
+        "timestamps": w.timestamps is not None,
+    }
