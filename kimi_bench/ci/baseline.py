@@ -215,6 +215,20 @@ def _candidates(report: Report, where: Path, required: bool) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class Allow:
+    """What the caller accepts: no baseline found (``--allow-no-baseline``: the gate passes
+    saying no regression check was made) and a baseline made with the other eager arm
+    (``--allow-eager-baseline-mismatch``: used, and named)."""
+
+    no_baseline: bool = False
+    eager_baseline_mismatch: bool = False
+
+    @property
+    def differences(self) -> frozenset[str]:
+        return frozenset({EAGER_BASELINE}) if self.eager_baseline_mismatch else frozenset()
+
+
+@dataclass(frozen=True)
 class Found:
     """A baseline search's answer: the report (None: none found), why none was found (the
     reason of each skipped rule) and what the verdict must say about the one found."""
