@@ -60,8 +60,8 @@ from kimi_bench.report.model import Report, ReportError
 from kimi_bench.report.verdicts import Line
 
 __all__ = [
-    "Allow",
     "GATED_KINDS",
+    "Allow",
     "BaselineError",
     "EvidenceError",
     "RuleResult",
