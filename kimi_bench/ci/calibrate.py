@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 
 from kimi_bench.ci.calibrate_pairs import Pair, Run, cross_machine_pairs, in_sample_pairs
 from kimi_bench.ci.gate import evaluate
-from kimi_bench.ci.metrics import KIND_TABLE, higher_is_better, metric_samples
+from kimi_bench.ci.metrics import (
+    KIND_TABLE,
+    eager_time_metric,
+    higher_is_better,
+    metric_samples,
+    own_time_metric,
+)
 from kimi_bench.ci.rules import BaselineRules, GateRules
 from kimi_bench.ci.verdicts import FAIL, INCONCLUSIVE
 from kimi_bench.infra.stats import median
@@ -45,9 +51,16 @@ class PairOutcome:
     change: float  # relative median change, candidate vs reference (signed)
     worse: float  # the change in the "worse" direction of the metric
     p_value: float  # one-sided Mann-Whitney, candidate worse than reference
+    # a metric that moves with the eager arm too (``metrics.own_time_metric``): the one-sided
+    # p that the eager arm's own total got faster, and that the measured arm's own total got
+    # slower (1.0 when its median moved the other way); the gate does not fail such a metric
+    # when the eager arm got faster and the arm did not get slower (``ci.baseline``)
+    eager_faster_p: float = 1.0
+    own_slower_p: float = 1.0
 
     def fails(self, threshold: float, alpha: float) -> bool:
-        return self.worse > threshold and self.p_value < alpha
+        eager_moved = self.eager_faster_p < alpha and not self.own_slower_p < alpha
+        return self.worse > threshold and self.p_value < alpha and not eager_moved
 
 
 def effect_factor(metric: str, slowdown: float) -> float:
@@ -86,13 +99,50 @@ def inject(report: Report, slowdown: float) -> Report:
     return out
 
 
-def outcome_of(metric: str, xs: list[float], bs: list[float]) -> PairOutcome:
-    """The baseline rule's two numbers for candidate samples ``xs`` vs reference ``bs``."""
+Samples = tuple[list[float], list[float]]  # (candidate, reference)
+
+
+def _p_greater(xs: list[float], bs: list[float]) -> float:
+    """One-sided p that ``xs`` tends larger than ``bs`` (1.0 when its median is not)."""
+    if not xs or not bs or not median(xs) > median(bs):
+        return 1.0
+    return mann_whitney(xs, bs, "greater").p_value
+
+
+def outcome_of(
+    metric: str,
+    xs: list[float],
+    bs: list[float],
+    own: tuple[Samples, Samples] | None = None,
+) -> PairOutcome:
+    """The baseline rule's numbers for candidate samples ``xs`` vs reference ``bs``; ``own``:
+    the eager arm's and the measured arm's own totals when the metric moves with both."""
     m_new, m_base = median(xs), median(bs)
     change = (m_new - m_base) / m_base if m_base else math.nan
     up = higher_is_better(metric)
     test = mann_whitney(bs, xs, "greater") if up else mann_whitney(xs, bs, "greater")
-    return PairOutcome(change, -change if up else change, test.p_value)
+    worse = -change if up else change
+    if own is None:
+        return PairOutcome(change, worse, test.p_value)
+    (ex, eb), (ox, ob) = own
+    return PairOutcome(change, worse, test.p_value, _p_greater(eb, ex), _p_greater(ox, ob))
+
+
+def own_samples(
+    metric: str, candidate: Report, reference: Report
+) -> tuple[Samples, Samples] | None:
+    """The eager arm's and the measured arm's own totals of a pair, for a metric that moves
+    with both (``metrics.own_time_metric``), else None."""
+    own, eager = own_time_metric(candidate, metric), eager_time_metric(candidate)
+    if own is None or eager is None:
+        return None
+    try:
+        return (
+            (metric_samples(candidate, eager), metric_samples(reference, eager)),
+            (metric_samples(candidate, own), metric_samples(reference, own)),
+        )
+    except KeyError:
+        return None
 
 
 def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | None:
@@ -101,7 +151,9 @@ def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | 
         xs, bs = metric_samples(candidate, metric), metric_samples(reference, metric)
     except KeyError:
         return None
-    return outcome_of(metric, xs, bs) if xs and bs else None
+    return (
+        outcome_of(metric, xs, bs, own_samples(metric, candidate, reference)) if xs and bs else None
+    )
 
 
 @dataclass
@@ -115,11 +167,12 @@ class Scored:
     carriers: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
-    samples: list[tuple[list[float], list[float]]] = field(default_factory=list)
+    samples: list[Samples] = field(default_factory=list)
+    own: list[tuple[Samples, Samples] | None] = field(default_factory=list)  # own_samples
 
     def subset(self, carrier: str) -> Scored:
         keep = [i for i, c in enumerate(self.carriers) if c == carrier]
-        fields = ("aa", "injected", "carriers", "names", "pairs", "samples")
+        fields = ("aa", "injected", "carriers", "names", "pairs", "samples", "own")
         return Scored(self.metric, *([getattr(self, f)[i] for i in keep] for f in fields))
 
     def false_failures(self, threshold: float, alpha: float) -> int:
@@ -128,7 +181,14 @@ class Scored:
     def with_effect(self, slowdown: float) -> list[PairOutcome]:
         """Each pair's outcome with the candidate's deferred arm ``slowdown`` slower."""
         k = effect_factor(self.metric, slowdown)
-        return [outcome_of(self.metric, [x * k for x in xs], bs) for xs, bs in self.samples]
+        out = []
+        for (xs, bs), own, pair in zip(self.samples, self.own, self.pairs, strict=True):
+            name = own_time_metric(pair.candidate.report, self.metric)
+            if own is not None and name is not None:  # slowed as the injection slows it
+                ko = effect_factor(name, slowdown)
+                own = (own[0], ([x * ko for x in own[1][0]], own[1][1]))
+            out.append(outcome_of(self.metric, [x * k for x in xs], bs, own))
+        return out
 
 
 def score(metric: str, pairs: Sequence[Pair], slowdown: float) -> Scored:
@@ -144,8 +204,10 @@ def score(metric: str, pairs: Sequence[Pair], slowdown: float) -> Scored:
             continue
         if not xs or not bs:
             continue
+        own = own_samples(metric, cand, ref)
         out.samples.append((xs, bs))
-        out.aa.append(outcome_of(metric, xs, bs))
+        out.own.append(own)
+        out.aa.append(outcome_of(metric, xs, bs, own))
         out.carriers.append(p.carrier)
         out.names.append(f"{p.reference.label} -> {p.candidate.label}")
         out.pairs.append(p)

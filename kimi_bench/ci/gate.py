@@ -30,8 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.ci.baseline import BaselineError, is_self, relative_rules, search_baseline
-from kimi_bench.ci.comparable import EAGER_BASELINE
+from kimi_bench.ci.baseline import (
+    Allow,
+    BaselineError,
+    is_self,
+    relative_rules,
+    search_baseline,
+)
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.history import history_rules
@@ -57,6 +62,7 @@ from kimi_bench.report.verdicts import Line
 
 __all__ = [
     "GATED_KINDS",
+    "Allow",
     "BaselineError",
     "EvidenceError",
     "RuleResult",
@@ -260,20 +266,6 @@ def completeness_rule(rep: Report, ev: Evidence) -> RuleResult:
         return RuleResult(name, True, True, PASS, "every planned part is in the raw data")
     why = "; ".join(ev.incomplete_why[:4]) + ("; ..." if len(ev.incomplete_why) > 4 else "")
     return RuleResult(name, False, True, FAIL, f"the run did not complete: {why}")
-
-
-@dataclass(frozen=True)
-class Allow:
-    """What the caller accepts: no baseline found (``--allow-no-baseline``: the gate passes
-    saying no regression check was made) and a baseline made with the other eager arm
-    (``--allow-eager-baseline-mismatch``: used, and named)."""
-
-    no_baseline: bool = False
-    eager_baseline_mismatch: bool = False
-
-    @property
-    def differences(self) -> frozenset[str]:
-        return frozenset({EAGER_BASELINE}) if self.eager_baseline_mismatch else frozenset()
 
 
 def rules_for(

@@ -76,11 +76,19 @@ def higher_is_better(metric: str) -> bool:
     )
 
 
+def eager_time_metric(report: Report) -> str | None:
+    """The baseline (eager) arm's own total, ``micro.<eager>.total_ms``."""
+    arms = [str(a) for a in report.config.get("arms") or report.data.get("repeats") or {}]
+    base = baseline_arm(report.config, arms)
+    return f"micro.{base}.total_ms" if base else None
+
+
 def own_time_metric(report: Report, metric: str) -> str | None:
     """For a metric that also moves with the eager arm (``micro.speedup``: eager over the
     change arm; ``micro.<arm>.over_yardstick``: over an eager yardstick), the measured
-    arm's own total (``micro.<arm>.total_ms``): a regression of such a metric counts only
-    when the arm's own time got slower too. None for every other metric."""
+    arm's own total (``micro.<arm>.total_ms``): such a metric's regression is not one of
+    the arm when the eager arm got faster and the arm itself did not get slower
+    (``ci.baseline``). None for every other metric."""
     parts = metric.split(".")
     if report.kind != "micro" or parts[0] != "micro":
         return None

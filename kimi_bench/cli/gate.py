@@ -67,8 +67,9 @@ regression check was made). A --history too short for a change point passes, say
 many more runs it needs. A baseline made with the other eager arm (--eager-baseline) is not
 comparable (a --baseline of it: exit 2) unless --allow-eager-baseline-mismatch, which
 names it in each rule's reason. A baseline measured on a busy host is named in the verdict.
-Ratio metrics (micro.speedup, over_yardstick) fail only when the measured arm itself got
-slower: a faster eager arm is not a regression.
+A metric that moves with the eager arm too (micro.speedup, over_yardstick) does not fail
+when the eager arm got faster and the measured arm itself did not get slower: a faster
+eager arm is not a regression of the deferred one.
 
 Exit codes: 0 every rule passes (skips and inconclusive-warn allowed), 1 a rule fails
 or nothing was checked, 2 unusable input (missing file, not a report, unknown kind, a

@@ -137,5 +137,6 @@ def gate_line(results: list[Dict]) -> Line:
             + f"; {_pass_text(s)}"
         )
         return Line(text, "unresolved")
+    history_only = f"; regression checked by the history only ({why})" if s.no_baseline else ""
     tone: Tone = "unresolved" if s.counts["inconclusive"] or s.busy_baselines else "good"
-    return Line(f"gate PASS: {_pass_text(s)}{busy}", tone)
+    return Line(f"gate PASS: {_pass_text(s)}{busy}{history_only}", tone)

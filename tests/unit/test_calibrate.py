@@ -52,9 +52,15 @@ def test_in_sample_thresholds_are_the_smallest_without_aa_failures_with_their_po
     assert total["in_sample"]["aa_failures"] == speedup["in_sample"]["aa_failures"] == 0
     # the drift forces a loose threshold on the absolute time; the ratio stays tight
     assert speedup["threshold"] < total["threshold"]
-    # a 20% slower deferred arm moves the speedup by 1/1.2 - 1 = -16.7%: caught every time
-    assert speedup["in_sample"]["detected"] == 10
-    assert cal.gate()["in_sample"] == {"pairs": 10, "aa_failures": 0, "injected_detected": 10}
+    # a 20% slower deferred arm moves the speedup by 1/1.2 - 1 = -16.7%: caught in every
+    # pair but those the gate excuses as the eager arm's move (issue 42): the candidate's
+    # eager arm significantly faster (its run drifted faster) and its deferred arm, slowed,
+    # still not significantly slower than the reference's
+    injected = {m.metric: m for m in cal.metrics}["micro.speedup"].in_sample.injected
+    excused = [o for o in injected if o.eager_faster_p < 0.05 <= o.own_slower_p]
+    assert all(o.fails(speedup["threshold"], 0.05) for o in injected if o not in excused)
+    assert 0 < len(excused) < 10  # the +-25% drift: some pairs ran on a faster host
+    assert speedup["in_sample"]["detected"] == 10 - len(excused)
     # no other machine: nothing out of sample, and the report says every rate is in sample
     assert total["out_of_sample"].get("pairs", 0) == 0
     assert "every rate above is in sample" in calibration_markdown(cal)
@@ -76,10 +82,13 @@ def test_out_of_sample_rates_are_apart_and_catch_a_machine_the_thresholds_never_
     # the slower machine as candidate: every one of the 32 pairs fails at the in-sample limit
     assert oos["aa_failures"] >= 32 and not oos["holds"]
     assert speedup["out_of_sample"]["aa_failures"] <= 3  # at most 1 in 20 of the 64
-    assert speedup["out_of_sample"]["detected"] == 64 and speedup["out_of_sample"]["holds"]
+    # a 20% slower deferred arm: caught in the 32 pairs whose candidate ran on the slower
+    # machine; with the candidate on the 30% faster one its eager arm is 30% faster and its
+    # slowed deferred arm still faster than the reference's: to the gate, a faster eager arm,
+    # not a deferred regression (issue 42), so those 32 are not caught
+    assert speedup["out_of_sample"]["detected"] == 32 and not speedup["out_of_sample"]["holds"]
     assert speedup["out_of_sample"]["per_carrier"]["shm"]["pairs"] == 64
     text = calibration_markdown(cal)
-    assert "both targets hold for: micro.speedup" in text
     assert "| micro.deferred.total_ms | all |" in text and "| NO |" in text
 
 
