@@ -3,7 +3,10 @@ arm must meet (``min_goodput`` in req/s, ``max_p99_ttft_ms``, ``max_p99_itl_ms``
 ``max_p99_tpot_ms``, ``max_p99_e2e_ms``), recomputed from the request rows
 (``report.serve_figures``). A rule whose figure the report cannot give is refused
 (``EvidenceError``, exit 2) with the rule named and why: no SLOs were recorded for goodput,
-no request streamed two tokens for ITL/TPOT, no client times for goodput's duration."""
+no request streamed two tokens for ITL/TPOT, no client times for goodput's duration. An
+imported report whose file has no per-request figure for the rule (a summary export;
+sglang's E2E and TPOT) is held to the tool's own p99, checked on import, and the reason
+says so."""
 
 from __future__ import annotations
 

@@ -264,6 +264,7 @@ def _record_row(rec: AiperfRecord, rid: int, where: str) -> tuple[dict[str, Any]
         "error": err,
         "ttft_ms": None if err else ttft,
         "input_tokens": isl if isinstance(isl, int) else None,
+        "prompt_tokens": isl if isinstance(isl, int) else None,
         "output_tokens": n,
     }
     if err is None:

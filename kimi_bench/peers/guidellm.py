@@ -146,6 +146,7 @@ def _row(rid: int, r: _GlRequest, error: str | None) -> dict[str, Any]:
         "ttft_ms": r.time_to_first_token_ms if ok else None,
         "itl_mean_ms": r.inter_token_latency_ms if ok else None,
         "input_tokens": r.prompt_tokens,
+        "prompt_tokens": r.prompt_tokens,
         "output_tokens": n,
         "e2e_ms": e2e,
     }

@@ -81,6 +81,7 @@ def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
             "itl_mean_ms": sum(itl) / len(itl) * 1e3 if itl and not err else None,
             "itl_ms": [x * 1e3 for x in itl] if res.itls is not None and not err else None,
             "input_tokens": res.input_lens[i] if res.input_lens is not None else None,
+            "prompt_tokens": res.input_lens[i] if res.input_lens is not None else None,
             "output_tokens": out,
         }
         if res.latencies is not None and not err:

@@ -278,3 +278,30 @@ def test_two_runs_appended_to_one_file_are_two_repeats_each_checked(tmp_path: Pa
     lines[1]["p90_ttft_ms"] *= 1.2
     with pytest.raises(PeerFormatError, match=r"result 2\).*p90_ttft_ms"):
         read_peer(fx.dump(lines, tmp_path / "edited.jsonl"))
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "peers"
+
+
+@pytest.mark.parametrize("name", ["sglang-a.jsonl", "sglang-b.jsonl", "vllm-a.json",
+                                  "guidellm-a.json", "guidellm-b.json", "aiperf-a.json",
+                                  "records"])  # fmt: skip
+def test_the_real_files_figures_are_the_tools_own(tmp_path: Path, name: str) -> None:
+    """The committed files the tools wrote against ``kimi-bench serve`` (tests/data/peers):
+    every figure their rows can give is the tool's to float precision, and the per-arm
+    row's figures equal the tool's to its printed 2 decimals or name its method."""
+    path = DATA / name
+    if name == "records":  # AIPerf's two files under its own names, side by side
+        (tmp_path / "profile_export_aiperf.json").write_text((DATA / "aiperf-a.json").read_text())
+        path = tmp_path / "profile_export.jsonl"
+        path.write_text((DATA / "aiperf-a-records.jsonl").read_text())
+    peer = read_peer(path)
+    row = build_import_report({"a": peer}).results[0]
+    for f in peer.repeats[0].figures:
+        if f.rows is not None and f.stated is not None and f.bound == "equal":
+            assert math.isclose(f.stated, f.rows, rel_tol=1e-6, abs_tol=1e-6), f
+        mine = row.get(f"{f.metric}_{f.stat}_ms")
+        if f.stated is None or mine is None or f.unit != "ms":
+            continue
+        if round(mine, 2) != round(f.stated, 2):
+            assert f.method and f.method.split(";")[0] in row["tool_method"], f
