@@ -135,6 +135,19 @@ def _range(values: list[float]) -> str:
             f"{max(values):+.1%}")  # fmt: skip
 
 
+def _met(met: bool, kind: dict[str, Any], s: dict[str, Any]) -> str:
+    """met / NOT met; with runs missing, NOT met once no outcome of them could meet it."""
+    planned, acc = s["planned_pairs"], s["acceptance"]
+    missing = planned - kind["ran"]
+    if missing <= 0:
+        return "met" if met else "NOT met"
+    if "caught" in kind and kind["caught"] + missing < acc["slower_caught_at_least"]:
+        return f"NOT met (only {kind['ran']} of {planned} ran: the rest cannot make up for it)"
+    if "failed" in kind and kind["failed"] > acc["aa_fails_at_most"]:
+        return f"NOT met ({kind['ran']} of {planned} ran)"
+    return f"not decided: {kind['ran']} of {planned} ran (time budget)"
+
+
 def markdown(s: dict[str, Any]) -> str:
     acc, aa, slow = s["acceptance"], s["aa"], s["slower"]
     settings, load = s["settings"] or {}, s["host_load_1m_median_per_run"]
@@ -154,11 +167,11 @@ def markdown(s: dict[str, Any]) -> str:
             if load
             else "n/a"
         ),
-        f"- **A/A: {aa['failed']} failed of {aa['ran']} run** (acceptance: at most "
-        f"{acc['aa_fails_at_most']} of {s['planned_pairs']}): " + ("met" if met_aa else "NOT met"),
-        f"- **slower candidate: {slow['caught']} caught of {slow['ran']} run** (acceptance: "
+        f"- **A/A: {aa['failed']} failed of {aa['ran']} run(s)** (acceptance: at most "
+        f"{acc['aa_fails_at_most']} of {s['planned_pairs']}): " + _met(met_aa, aa, s),
+        f"- **slower candidate: {slow['caught']} caught of {slow['ran']} run(s)** (acceptance: "
         f"at least {acc['slower_caught_at_least']} of {s['planned_pairs']}): "
-        + ("met" if met_slow else "NOT met"),
+        + _met(met_slow, slow, s),
         "",
         "Estimates (candidate vs base, + is worse):",
         "",

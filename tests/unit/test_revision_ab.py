@@ -199,3 +199,12 @@ def test_help_documents_the_exit_codes():
     out = CliRunner().invoke(app, ["ab", "--help"]).output
     assert "0 no regression" in out and "1 a regression" in out and "2 refused" in out
     assert "scipy.stats.ttest_1samp" in out  # which interval
+
+
+def test_launches_make_no_figures(monkeypatch: pytest.MonkeyPatch):
+    from kimi_bench.ci.ab import LAUNCH_ENV
+    from kimi_bench.report.figbase import pyplot
+
+    for key, value in LAUNCH_ENV.items():
+        monkeypatch.setenv(key, value)
+    assert pyplot() is None  # figures skipped, as without matplotlib
