@@ -23,8 +23,11 @@ def _reports_in(folder: Path, option: str) -> list[Any]:
     blocks against raw data: ReportError naming the field)."""
     from kimi_bench.ci.evidence_rows import evidence
     from kimi_bench.ci.metrics import GATED_KINDS
+    from kimi_bench.report.files import report_file
     from kimi_bench.report.model import ReportError, find_report_files, load_report
 
+    if not folder.is_dir():
+        folder = report_file(folder)  # a packed report.json: its .gz
     if not folder.exists():
         raise ReportError(f"{option} {folder} does not exist")
     files = [folder] if folder.is_file() else find_report_files(folder)

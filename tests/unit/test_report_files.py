@@ -85,6 +85,17 @@ def test_the_gate_and_the_baseline_search_read_packed_folders(tmp_path: Path) ->
     assert done.exit_code == 0 and "baseline.micro.speedup" in done.output, done.output
 
 
+def test_calibrate_reads_packed_runs_by_folder_or_by_their_old_file_name(tmp_path: Path) -> None:
+    from kimi_bench.cli.calibrate import _reports_in
+
+    folder = packed_copy(EXAMPLE / "micro", tmp_path / "run")
+    for given in (folder, folder / "report.json", folder / "report.json.gz", tmp_path):
+        (rep,) = _reports_in(given, "--runs")
+        assert rep.source == folder / "report.json.gz"
+    with pytest.raises(ReportError, match="does not exist"):
+        _reports_in(tmp_path / "other" / "report.json", "--runs")
+
+
 def test_a_packed_report_is_a_finished_report_for_the_writers(tmp_path: Path) -> None:
     folder = packed_copy(EXAMPLE / "parity", tmp_path / "parity")
     with pytest.raises(OutputError, match=r"report\.json\.gz"):
