@@ -13,3 +13,6 @@ _.reducer_override  # pickle.Pickler's hook, called by pickle (engine/procs)
 _.model_config  # pydantic reads each model's configuration from it
 _.patch_embed  # read by SGLang's vision tower code from the stand-in (sglang_ref/calls)
 _.server_ttft_mean_ms  # a field of serve_overhead.Overhead, written to JSON by asdict
+_.do_GET  # http.server.BaseHTTPRequestHandler dispatches GET to it (serving/file_server)
+_.log_message  # BaseHTTPRequestHandler's logging hook, overridden to stay quiet
+_.daemon_threads  # socketserver.ThreadingMixIn reads it (serving/file_server)

@@ -101,25 +101,3 @@ class Load:
             f"label {self.label}: request rate {rate}, max concurrency {conc}, "
             f"burstiness {burst}, warm-up {warm if warm is not None else 'not recorded'}"
         )
-
-
-def load_from_dict(d: dict[str, Any]) -> Load:
-    """A report's ``config.load`` read back (older reports lack the newer keys)."""
-    rate = d.get("request_rate")
-    unlimited = bool(d.get("unlimited_rate"))
-    unrecorded = frozenset(str(x) for x in d.get("not_recorded") or [])
-    if d.get("label") == "unrecorded" and not unrecorded:
-        unrecorded = frozenset({"request_rate", "max_concurrency"})
-    value = math.inf if unlimited else (float(rate) if isinstance(rate, (int, float)) else None)
-    conc = d.get("max_concurrency")
-    burst = d.get("burstiness")
-    return Load(
-        value,
-        conc if isinstance(conc, int) and not isinstance(conc, bool) else None,
-        float(burst) if isinstance(burst, (int, float)) and not isinstance(burst, bool) else None,
-        d.get("warmup") if isinstance(d.get("warmup"), str) else None,
-        unrecorded,
-    )
-
-
-UNRECORDED = Load(None, unrecorded=frozenset(FIELDS))
