@@ -33,7 +33,6 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from kimi_bench.infra.stats import (
     RESAMPLES,
@@ -183,6 +182,8 @@ def rerun_interval(
         return Interval(ci.low, ci.high, ci.kind, ci.method, ci.n_units, ci.confidence, why), sp
     center = percentile(samples, 50.0)
     var = float(np.var(both, ddof=1)) * k / (k - 1)
+    from scipy import stats as scipy_stats  # here: a usage error never waits for scipy
+
     t = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1))
     half = t * math.sqrt(2 * var)
     low, high = (center * math.exp(-half), center * math.exp(half)) if log else (
