@@ -71,9 +71,12 @@ def build_serve_report(
         summary["failures"] = {arm: vars(f) for arm, f in part.failures.items()}
     elif part.copies:  # the emulated producers' preprocess cache and feature hash, per run
         summary["hash_and_cache"] = serve_hash_and_cache(opts, part.copies)
-        notes += hash_and_cache_notes(
-            summary["hash_and_cache"], "every request of the run; each producer has its own cache"
+        own = (
+            "; each producer has its own cache"
+            if get_profile(opts.runtime_spec).preprocess_cache
+            else ""
         )
+        notes += hash_and_cache_notes(summary["hash_and_cache"], "every request of the run" + own)
     if warnings:
         summary["client_warnings"] = warnings
     data: dict[str, Any] = {"ab": part.ab, "requests": part.requests, "copies": part.copies}

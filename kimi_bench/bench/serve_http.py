@@ -133,6 +133,7 @@ def _emulator_template(opts: ServeOptions, work: Workload) -> ServeCommandOption
             "preset": opts.preset, "config": Path(opts.config).resolve() if opts.config else None,
             "ranks": opts.ranks or 1, "processor_workers": opts.processor_workers,
             "transport": opts.transport, "runtime": opts.runtime, "device": opts.device,
+            "preprocess_cache": opts.preprocess_cache,
             "standins": opts.standins, "start_timeout": SERVE_AB_START_TIMEOUT_S,
             "arena_image": f"{w}x{h}", "image_count": work.max_images,
             "arena_requests": max(2, min(requests, 512)), "fault_hooks": opts.fault_hooks,

@@ -53,6 +53,7 @@ class RuntimeProfile:
     # the processor's content-addressed preprocess cache (SPEC section 12): whether this
     # runtime has one, whether it is on, its service-wide budget (split across tokenizer
     # workers, ``base_processor.py``) and its entry bound
+    era: int = 0  # the order the runtime's states came in (the table's columns follow it)
     # what the profile does at each emulated step (``runtime_steps.STEP_SOURCES``)
     steps: Mapping[str, str] = field(default_factory=dict, compare=False)
     has_preprocess_cache: bool = False
@@ -131,6 +132,7 @@ PROFILES: dict[str, RuntimeProfile] = {
         preprocess_cache=True,
         preprocess_cache_mib=256,  # auto_mm_preprocess_cache_size_mb (kimi_k3.py:387)
         preprocess_cache_entries=8192,  # MultimodalPreprocessCache(max_entries=8192)
+        era=1,
         steps=NEW_STEPS,
     ),
     "pr-33921": RuntimeProfile(
@@ -178,12 +180,9 @@ def runtime_spec(name: str, preprocess_cache: bool) -> str:
     )
 
 
-# the table's columns, in the order the runtime changed (the PR era first)
-TABLE_ORDER: Final = ("pr-33921", "sglang-0.5.23")
-
-
 def table_profiles() -> list[RuntimeProfile]:
-    return [PROFILES[name] for name in TABLE_ORDER]
+    """The profiles in the order the runtime changed (the PR era first)."""
+    return sorted(PROFILES.values(), key=lambda p: p.era)
 
 
 def steps_table() -> str:

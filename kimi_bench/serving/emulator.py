@@ -80,7 +80,7 @@ class EmulatorConfig:
         o = self.opts
         return PipelineJob(
             cfg=self.cfg, arm=o.arm, ranks=o.ranks, workers=o.processor_workers,
-            transport=o.transport, device=self.device, runtime=o.runtime,
+            transport=o.transport, device=self.device, runtime=o.runtime_spec,
             cost=StandinCost.from_options(o.standins), hooks=self.hooks, prefix=prefix,
             init_file=init_file, ranks_per_node=0,  # one host
             decoder=o.decoder, baseline_whitelisted=o.eager_baseline == "deferral-off",
