@@ -64,5 +64,5 @@ def test_the_file_server_serves_the_pool_and_the_emulator_fetches_loopback_only(
         assert httpx.get(missing, trust_env=False).status_code == 404
         with pytest.raises(ValueError, match="HTTP 404"):
             image_payload(missing)
-    with pytest.raises(ValueError, match="only loopback hosts"):
+    with pytest.raises(ValueError, match="fetches no other host"):
         image_payload("http://example.com/cat.jpg")
