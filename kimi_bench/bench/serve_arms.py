@@ -17,8 +17,9 @@ from typing import Any, Protocol
 from kimi_bench.bench.serve_runs import ServeFailed, ServeRun
 from kimi_bench.options import SERVE_FROM_OPTIONS, ServeCommandOptions
 from kimi_bench.pipeline.transport import cleanup_segments
-from kimi_bench.serving.client import probe_server
+from kimi_bench.serving.client import auth_headers, probe_server
 from kimi_bench.serving.endpoints import text_only_prompt_tokens
+from kimi_bench.serving.eos import eos_spelling
 from kimi_bench.serving.launch import ServerProcess, ServerStartError, free_port, port_was_taken
 from kimi_bench.serving.trace import DEFAULT_PROMPT
 
@@ -40,6 +41,8 @@ class ArmSettings(Protocol):
     def api_key_env(self) -> str: ...
     @property
     def request_timeout_s(self) -> float: ...
+    @property
+    def ignore_eos(self) -> bool: ...
 
 
 @dataclass
@@ -99,6 +102,8 @@ def open_arms(opts: ArmSettings, stack: contextlib.ExitStack) -> list[Arm]:
                 [],
             )
         arm.model = model
+        if opts.ignore_eos:  # how this server takes --ignore-eos
+            arm.source["ignore_eos_as"] = eos_spelling(arm.url, auth_headers(opts.api_key_env))
         arm.source["text_only_prompt_tokens"] = text_only_prompt_tokens(  # one request:
             arm.url, model, DEFAULT_PROMPT, api_key_env=opts.api_key_env,  # its deadline
             timeout_s=min(opts.request_timeout_s, 60.0),

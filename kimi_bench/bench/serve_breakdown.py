@@ -107,3 +107,29 @@ def stopped_early(rows: Sequence[Row]) -> dict[tuple[str, str], int]:
         n, limit = row.get("output_tokens"), row.get("max_tokens")
         out[key] = out.get(key, 0) + int(n is not None and limit is not None and n < limit)
     return out
+
+
+def keep_up(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """How well an arm kept up with its arrivals: the span of the arrivals over the span of
+    the first tokens, (scheduled, first token) seconds of each served request. About 1 when
+    first tokens come out as fast as requests come in (whatever the latency: both spans
+    shift by it); well below 1 when requests queue (saturation). None with fewer than three
+    requests or all arriving at once (rate inf)."""
+    if len(pairs) < 3:
+        return None
+    arrivals = sorted(a for a, _ in pairs)
+    firsts = sorted(f for _, f in pairs)
+    span_in, span_out = arrivals[-1] - arrivals[0], firsts[-1] - firsts[0]
+    if span_in <= 0 or span_out <= 0:
+        return None
+    return span_in / span_out
+
+
+def keep_up_of_rows(rows: Sequence[Row]) -> dict[tuple[str, str], float | None]:
+    """(rate, arm) -> ``keep_up`` of its first repeat's served requests (HTTP rows)."""
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in rows:
+        s, f = r.get("scheduled_s"), r.get("first_token_s")
+        if _served(r) and r.get("repeat", 0) == 0 and s is not None and f is not None:
+            groups.setdefault((str(r["rate"]), str(r["arm"])), []).append((float(s), float(f)))
+    return {key: keep_up(pairs) for key, pairs in groups.items()}

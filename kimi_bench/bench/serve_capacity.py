@@ -2,9 +2,9 @@
 whose goodput meets the ``--goodput`` SLOs, found by bisection.
 
 A rate *meets* the SLOs when at least ``--capacity-goodput-share`` of its requests completed
-and met every SLO, and the achieved rate (completed requests / the span to the last first
-token) is at least ``ACHIEVED_SHARE`` of the offered rate (an arm that falls behind its
-arrivals is saturated there, whatever its latencies). The search probes
+and met every SLO, and the arm kept up with its arrivals (``serve_breakdown.keep_up``: its
+first tokens came out at no less than ``ACHIEVED_SHARE`` of the pace the requests came in;
+an arm that falls behind is saturated there, whatever its latencies). The search probes
 ``--capacity-min-rate`` and ``--capacity-max-rate``, then the geometric midpoint of the
 bracket (rounded to 3 significant digits) until the bracket's width is at most
 ``--capacity-resolution`` of its upper end. Every arm sees the same seeded trace at a
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kimi_bench.bench.serve_arms import Arm
+from kimi_bench.bench.serve_breakdown import keep_up
 from kimi_bench.bench.serve_report import request_rows, run_throughput
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.options import ServeOptions
@@ -33,6 +34,7 @@ MAX_PROBES = 24  # per arm, a bound on the bisection whatever the options
 class Probe:
     offered: float
     achieved: float
+    keep_up: float | None
     completed: int
     good: int
     requests: int
@@ -40,6 +42,7 @@ class Probe:
 
     def as_dict(self) -> dict[str, Any]:
         return {"offered_req_per_s": self.offered, "achieved_req_per_s": self.achieved,
+                "keep_up": self.keep_up,
                 "completed": self.completed, "good_requests": self.good,
                 "requests": self.requests, "met": self.met}  # fmt: skip
 
@@ -59,6 +62,17 @@ class ArmCapacity:
         if self.high is None:
             return "at or above the highest rate tried"
         return "found"
+
+
+def _pairs(run: ServeRun) -> list[tuple[float, float]]:
+    """(scheduled, first token) seconds of the run's served requests."""
+    out = []
+    for r in run.records:
+        times = r.client.times_s if r.ok and r.client is not None else {}
+        s, f = times.get("scheduled"), times.get("first_token")
+        if s is not None and f is not None:
+            out.append((s, f))
+    return out
 
 
 def round3(x: float) -> float:
@@ -85,9 +99,10 @@ class CapacitySearch:
         done = sum(1 for r in run.records if r.ok)
         achieved = run_throughput(run)
         n = max(1, len(run.records) + run.unsent)
-        met = (good >= self.opts.capacity_goodput_share * n and math.isfinite(achieved)
-               and achieved >= ACHIEVED_SHARE * rate and run.error is None)  # fmt: skip
-        return Probe(rate, achieved, done, good, n, met)
+        keep = keep_up(_pairs(run))
+        met = (good >= self.opts.capacity_goodput_share * n and run.error is None
+               and (keep is None or keep >= ACHIEVED_SHARE))  # fmt: skip
+        return Probe(rate, achieved, keep, done, good, n, met)
 
     def __call__(self, arms: list[Arm], probe: Callable[[Arm, float, int], ServeRun]) -> None:
         for arm in arms:

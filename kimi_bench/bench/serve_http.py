@@ -45,6 +45,7 @@ from kimi_bench.serving.client import (
     auth_headers,
     drive,
 )
+from kimi_bench.serving.eos import COMMON, ignore_eos_fields
 from kimi_bench.serving.file_server import serve_images
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsScrapes, metrics_delta
@@ -87,7 +88,8 @@ class HttpServeOptions:
     max_concurrency: int | None
     api_key_env: str
     retry_429: int
-    extra_body: dict[str, Any]  # --extra-body, with ignore_eos when --ignore-eos
+    extra_body: dict[str, Any]  # --extra-body
+    ignore_eos: bool  # as each arm's server spells it (serving.eos)
     headers: dict[str, str]  # --header K:V
     before_send: BeforeSend | None  # awaited before each send (tests force late sends)
 
@@ -110,15 +112,18 @@ class HttpServeOptions:
             "log_dir": log_dir,
             "before_send": before_send,
             "workload": work,
-            "extra_body": {**opts.extra_body, **({"ignore_eos": True} if opts.ignore_eos else {})},
+            "extra_body": dict(opts.extra_body),
             "headers": opts.header_map,
         }
         same = {f.name: getattr(opts, f.name) for f in fields(cls) if f.name not in made}
         return cls(**same, **made)  # a field ServeOptions lacks: AttributeError
 
-    def client_options(self, model: str) -> ClientOptions:
+    def client_options(self, model: str, eos_as: str | None = None) -> ClientOptions:
+        """The client's options for one arm: ``eos_as`` is how its server takes
+        ``--ignore-eos`` (``serving.eos``; None: the common field)."""
         base = ClientOptions.from_options(self, model)
-        return replace(base, extra_body=self.extra_body, headers=self.headers)
+        eos = ignore_eos_fields(eos_as or COMMON, self.max_tokens) if self.ignore_eos else {}
+        return replace(base, extra_body={**self.extra_body, **eos}, headers=self.headers)
 
 
 def _emulator_template(opts: ServeOptions, work: Workload) -> ServeCommandOptions:
@@ -225,7 +230,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> ServeRun:
-    client = opts.client_options(arm.model)
+    client = opts.client_options(arm.model, arm.source.get("ignore_eos_as"))
     sizes = [(p.width, p.height, len(p.data)) for p in opts.workload.pool]
     gone = arm.gone()
     scrapes = MetricsScrapes(arm.url, auth_headers(opts.api_key_env))

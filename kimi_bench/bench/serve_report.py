@@ -194,7 +194,8 @@ def arm_row(
         "ttft_mean_ms": ttft.mean if ttft.n else math.nan,
         **figures.rate_figures(rows, opts.metric_percentiles, opts.slos),
         "req_per_s": span_rate,
-        "images_per_s": span_rate * opts.images_per_request,
+        # images a completed request carried, on average (a workload mixes counts)
+        "images_per_s": span_rate * _mean_images(ok, opts.images_per_request),
         "completed": len(ok),
         # planned but not completed, less what an interrupt kept from running
         "failed": (opts.requests or 0) * len(runs) - len(ok) - sum(not_run(r) for r in runs),
@@ -205,6 +206,11 @@ def arm_row(
         "dominant_stage": max(known, key=lambda s: known[s]) if known else None,
         **{f"{s}_ms": v for s, v in stages.items()},
     }
+
+
+def _mean_images(rows: Sequence[Mapping[str, Any]], default: int) -> float:
+    counts = [int(r["images"]) for r in rows if isinstance(r.get("images"), int)]
+    return sum(counts) / len(counts) if counts else float(default)
 
 
 def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:

@@ -10,12 +10,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kimi_bench.bench.serve_breakdown import by_count, by_size, stopped_early
+from kimi_bench.bench.serve_breakdown import by_count, by_size, keep_up_of_rows, stopped_early
 from kimi_bench.bench.serve_types import RequestRow
 from kimi_bench.options import ServeOptions
 from kimi_bench.serving.workload import Workload, summarize
 
-SATURATED = 0.9  # achieved below this share of the offered rate: saturated
+SATURATED = 0.9  # first tokens slower than this share of the arrivals' pace: saturated
 
 
 def traffic_data(requests: Sequence[RequestRow], workload: Workload | None) -> dict[str, Any]:
@@ -35,21 +35,24 @@ def annotate_rows(rows: list[dict[str, Any]], opts: ServeOptions,
     """Each per-rate row gets its offered rate (None: unlimited) and its early stops."""
     offered = {f"{r:g}" if math.isfinite(r) else "inf": r for r in opts.rates}
     early = stopped_early(requests)
+    kept = keep_up_of_rows(requests)
     for row in rows:
+        row["keep_up"] = kept.get((str(row["rate"]), str(row["arm"])))
         rate = offered.get(str(row["rate"]))
         row["offered_req_per_s"] = rate if rate is not None and math.isfinite(rate) else None
         row["stopped_early"] = early.get((str(row["rate"]), str(row["arm"])), 0)
 
 
 def saturation_line(row: dict[str, Any]) -> str | None:
-    offered, achieved = row.get("offered_req_per_s"), row.get("req_per_s")
-    if offered is None or achieved is None or not math.isfinite(achieved):
+    """Saturation in words: first tokens came out slower than the requests came in."""
+    keep, achieved = row.get("keep_up"), row.get("req_per_s")
+    if keep is None or keep >= SATURATED:
         return None
-    if achieved >= SATURATED * offered:
-        return None
-    return (f"{row['arm']} at rate {row['rate']}: saturated: it achieved {achieved:.2f} of the "
-            f"{offered:g} req/s offered ({achieved / offered:.0%}); requests queued, so its TTFT "
-            "there measures the queue")  # fmt: skip
+    offered = row.get("offered_req_per_s")
+    rates = f" (achieved {achieved:.2f} req/s, {offered:g} offered)" if offered else ""
+    return (f"{row['arm']} at rate {row['rate']}: saturated: its first tokens came out at "
+            f"{keep:.0%} of the pace its requests arrived{rates}; requests queued, so its "
+            "TTFT there measures the queue")  # fmt: skip
 
 
 def traffic_notes(

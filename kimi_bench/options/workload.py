@@ -172,7 +172,7 @@ class CapacityOptions(_Options):
     )  # fmt: skip
     capacity_goodput_share: float = Field(
         0.9, gt=0, le=1, description="A rate meets the SLOs when this share of its requests "
-        "meets every --goodput SLO and the achieved rate is within 10% of the offered rate.",
+        "meets every --goodput SLO and first tokens keep 90% of the arrivals' pace.",
     )  # fmt: skip
 
     @model_validator(mode="after")

@@ -44,6 +44,7 @@ SERVE_COLUMNS = (
     "e2e_p99_ms",
     "offered_req_per_s",
     "req_per_s",
+    "keep_up",
     "tool_req_per_s",
     "output_tokens_per_s",
     "megapixels_per_s",

@@ -31,7 +31,10 @@ def fetch_loopback(url: str) -> bytes:
     except httpx.InvalidURL as exc:
         raise ValueError(f"bad image URL {url!r}: {exc}") from None
     if not _loopback(parsed.host):
-        raise ValueError(f"image URL {url!r}: only loopback hosts are fetched by this server")
+        raise ValueError(
+            f"image URL {url!r}: only base64 data URLs and http(s) URLs on "
+            "loopback are accepted (this server fetches no other host)"
+        )
     try:
         with httpx.Client(timeout=FETCH_TIMEOUT_S, trust_env=False) as client:
             response = client.get(url)

@@ -76,7 +76,7 @@ class ClientOptions:
     include_usage: bool  # ask for stream_options.include_usage
     retry_429: int  # resend a request answered 429 up to this many times
     extra_body: Mapping[str, Any]  # e.g. {"ignore_eos": True}
-    headers: Mapping[str, str] = field(default_factory=dict)  # --header K:V, on every request
+    headers: Mapping[str, str]  # --header K:V, on every request
 
     @classmethod
     def from_options(cls, opts: ClientSettings, model: str) -> ClientOptions:
@@ -92,6 +92,7 @@ class ClientOptions:
             include_usage=True,
             retry_429=opts.retry_429,
             extra_body={},
+            headers={},
         )
 
     def __post_init__(self) -> None:

@@ -56,6 +56,7 @@ def endpoint_serve(full: dict[str, Any]) -> dict[str, Any]:
     name = {"eager": "base", "deferred": "deferred"}
     urls = {"base": "http://127.0.0.1:30000", "deferred": "http://127.0.0.1:30001"}
     drop = {*STAGE_FIELDS, "image_tokens", "patches", "feature_bytes", "deferred_images",
+            "image_decisions",
             "producer_copied_bytes", "scheduler_copied_bytes", "batch_requests",
             "batch_id"}  # fmt: skip
     r["requests"] = [

@@ -40,7 +40,10 @@ def _tokenizer_json(words: list[str]) -> dict:
     }  # fmt: skip
 
 
-def main(out: Path) -> None:
+def main(out: Path, stops: bool = False) -> None:
+    """``stops``: every word but ``t0`` ends a sequence (its ``eos_token_id``), so a greedy
+    answer stops after its first token unless that is ``t0``, and a server told to ignore
+    the end of sequence (``min_new_tokens``) answers ``t0`` up to max tokens (issue 43)."""
     import torch
     from transformers import (
         CLIPImageProcessor,
@@ -75,10 +78,12 @@ def main(out: Path) -> None:
                       vision_feature_select_strategy="default")  # fmt: skip
     model = LlavaForConditionalGeneration(cfg)
     model.generation_config.eos_token_id = None  # never stops early: max_tokens ends it
+    if stops:
+        model.generation_config.eos_token_id = list(range(len(SPECIAL) + 1, len(words)))
     model.generation_config.suppress_tokens = list(range(len(SPECIAL)))
     model.save_pretrained(out)
     print(json.dumps({"model": str(out), "image_tokens": IMAGE_TOKENS}))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), stops="--stops" in sys.argv[2:])

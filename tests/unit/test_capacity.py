@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kimi_bench.bench.serve_breakdown import keep_up
 from kimi_bench.bench.serve_capacity import ArmCapacity, CapacitySearch, capacity_notes
 from kimi_bench.options import ServeOptions
 
@@ -57,3 +58,12 @@ def test_the_gain_is_each_arm_over_eager() -> None:
 def test_capacity_needs_slos() -> None:
     with pytest.raises(ValueError, match="--goodput"):
         ServeOptions(capacity=True)
+
+
+def test_keep_up_is_one_when_first_tokens_keep_pace_whatever_the_latency() -> None:
+    arrivals = [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert keep_up([(a, a + 3.0) for a in arrivals]) == pytest.approx(1.0)  # slow but steady
+    queued = [(a, 0.2 + 1.0 * i) for i, a in enumerate(arrivals)]  # one a second, 2 arrive
+    assert keep_up(queued) == pytest.approx(0.5)
+    assert keep_up([(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)]) is None  # all at once: rate inf
+    assert keep_up([(0.0, 1.0), (1.0, 2.0)]) is None  # too few to say

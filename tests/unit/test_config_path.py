@@ -248,7 +248,7 @@ def test_from_options_keeps_every_value():
     opts = O.ServeOptions(rates="4,inf", requests=3, ranks=2, resolution=(64, 48), seed=5,
                           endpoints=["a=http://x:1/v1"], model="m")  # fmt: skip
     http = HttpServeOptions.from_options(opts, log_dir=None, before_send=None)
-    assert (http.rates, http.requests, http.resolution, http.seed) == (
+    assert (http.rates, http.requests, http.workload.max_size, http.seed) == (
         (4.0, math.inf), 3, (64, 48), 5
     )  # fmt: skip
     assert http.endpoints == (("a", "http://x:1"),) and http.model == "m"
