@@ -11,12 +11,12 @@ from kimi_bench.serving.workload import Workload, WorkloadError, build_workload
 
 def custom_workload(opts: ServeOptions) -> list[str]:
     """The workload options that only the HTTP path serves (not torchrun's in-process load
-    generator), as flags."""
+    generator), as flags. ``--repeat-share`` is served by both (the in-process generator
+    repeats its payloads at the same seeded share)."""
     given = {
         "--images": opts.images is not None,
         "--image-sizes": opts.image_sizes is not None,
         "--images-per-request RANGE": opts.image_count_mix is not None,
-        "--repeat-share": opts.repeat_share is not None,
         "--requests-file": opts.requests_file is not None,
         "--image-format MIX": opts.image_format not in ("jpeg", "png"),
         "--image-transport url": opts.image_transport != "base64",
