@@ -153,3 +153,19 @@ def test_run_output_dir_help_names_what_run_writes():
     for name in ("parity/", "micro/", "serve-ab/", "gate.md", "gate.xml", "index.html"):
         assert name in out, name
     assert "report.json" not in out and "CSV" not in out  # those are the parts', not run's
+
+
+def test_import_names_its_input_tool_with_tool_and_keeps_format(tmp_path):
+    """``--format`` is how tables print everywhere but ``import``, where it named the input
+    tool: ``--tool`` says that, and ``--format`` still works there (scripts use it)."""
+    from pathlib import Path
+
+    (param,) = [p for p in _command("import").params if "--tool" in getattr(p, "opts", ())]
+    assert "--format" in param.opts
+    peers = Path(__file__).resolve().parents[2] / "tests" / "data" / "peers"
+    for flag in ("--tool", "--format"):
+        out = tmp_path / flag.strip("-")
+        args = [str(peers / "sglang-a.jsonl"), flag, "sglang", "--tool-version", "0.5.23"]
+        res = CliRunner().invoke(app, ["import", *args, "--output-dir", str(out)])
+        assert res.exit_code == 0, res.output
+        assert (out / "report.json").is_file()
