@@ -39,12 +39,17 @@ CUDA = CPU | {"parity_mpix_s": 0.1, "micro_mpix_s": 0.01, "floor_mpix_s": 0.01,
               "serve_mpix_s": 0.02, "parity_builtin_s": 6.0}  # fmt: skip
 
 
+CONTENTION_EXPONENT = 0.4
+
+
 def contention(procs: int) -> float:
     """How much slower than on a quiet host, from the 1-minute load average at the start:
-    ``(load / cpus) ** 0.75`` once the load exceeds the CPUs, 1.0 below. Fitted on runs of
-    micro, serve-ab and run at loads 15-23 on 2 CPUs (slowdowns 3.7-5.8x; the waits of
-    serve-ab's arrival trace do not slow down, the CPU work does). A rough guide: the load
-    of other jobs changes while a run goes on. ``procs``: our busy processes (unused by
+    ``(load / cpus) ** CONTENTION_EXPONENT`` once the load exceeds the CPUs, 1.0 below.
+    0.75 (fitted on loads 15-23 on 2 CPUs) printed estimates 2.0-2.2x the measured time of
+    ``kimi-bench run`` at loads 7.6 and 17 (issue 46); 0.4 puts both within +26% and +3%
+    (``reports/timings/estimates-*.txt``). A rough guide: the load of other jobs changes
+    while a run goes on, which is why the time left printed during a run is recalibrated
+    from the parts it measured (``cli.progress``). ``procs``: our busy processes (unused by
     the fit, kept for the note)."""
     import os
 
@@ -53,7 +58,7 @@ def contention(procs: int) -> float:
     except (AttributeError, OSError):
         return 1.0
     del procs
-    return max(1.0, load / cpus) ** 0.75
+    return max(1.0, load / cpus) ** CONTENTION_EXPONENT
 
 
 def busy_note(procs: int) -> str:
