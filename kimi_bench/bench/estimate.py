@@ -29,9 +29,10 @@ CPU = {
     "parity_builtin_s": 47.0,  # both arms over the 27-input built-in corpus, 2 ranks
     "parity_input_s": 0.35,  # per input of a folder (decode, both arms, PIL reference)
     "parity_mpix_s": 0.9,  # per megapixel of a folder's inputs
-    "micro_step_s": 0.02,  # one arm of one repeat: barriers, gathers, queue
-    "micro_mpix_s": 0.015,  # per megapixel per arm and repeat (producer + owner work)
-    "floor_mpix_s": 0.15,  # the floor's 12 rounds, per megapixel
+    "micro_step_s": 0.013,  # one arm of one repeat: barriers, gathers, queue
+    "micro_mpix_s": 0.075,  # per (megapixels ** 1.5) per arm and repeat: large images cost
+    # more per pixel (cache); fitted on 2x640x480 (run) and 4x1536x1024 (micro's default)
+    "floor_mpix_s": 1.1,  # the floor's rounds, per megapixel
     "report_s": 4.0,  # report.json/md/html + figures (matplotlib) per report
     "serve_arm_s": 0.5,  # one emulator server: start, warm-up, stop
     "serve_request_s": 0.05,  # per request, fixed part (HTTP, batching, stand-ins)
@@ -39,7 +40,7 @@ CPU = {
     "gate_s": 4.0,  # run: gate, JUnit, index.md and the self-contained index.html
 }
 # On a GPU the per-pixel work is far smaller; start-up and reports are not.
-CUDA = CPU | {"parity_mpix_s": 0.1, "micro_mpix_s": 0.01, "floor_mpix_s": 0.01,
+CUDA = CPU | {"parity_mpix_s": 0.1, "micro_mpix_s": 0.004, "floor_mpix_s": 0.01,
               "serve_mpix_s": 0.02, "parity_builtin_s": 6.0}  # fmt: skip
 
 
@@ -105,7 +106,7 @@ def micro_s(opts: Any, device_type: str = "cpu") -> float:
         k["import_s"]
         + (opts.ranks + 1) * k["proc_s"]
         + mpix * k["floor_mpix_s"]
-        + steps * (k["micro_step_s"] + mpix * k["micro_mpix_s"])
+        + steps * (k["micro_step_s"] + mpix**1.5 * k["micro_mpix_s"])
         + control * len(opts.arms) * k["micro_step_s"]  # control rounds: no pixels to speak of
         + k["report_s"]
     )
