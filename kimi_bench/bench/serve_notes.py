@@ -256,14 +256,18 @@ SATURATED = 0.8  # achieved below this share of the offered rate: the pipeline s
 
 def saturated_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     """A note per rate and arm that achieved well below the rate it was offered: the
-    pipeline could not keep up, so requests queued and TTFT grew with the queue."""
+    pipeline could not keep up, so requests queued and TTFT grew with the queue. "Well
+    below" allows for what a short trace cannot reach even when nothing queues: its
+    requests over their arrival span plus the median TTFT."""
     out = []
     for row in rows:
         offered = access.offered_rate(str(row.get("rate")))
-        got = row.get("req_per_s")
+        got, n = row.get("req_per_s"), row.get("completed")
         if offered is None or not isinstance(got, (int, float)) or math.isnan(got):
             continue
-        if got < SATURATED * offered:
+        ttft_s = (access.number(row.get("ttft_median_ms")) or 0.0) / 1e3
+        reachable = n / (n / offered + ttft_s) if isinstance(n, int) and n > 0 else offered
+        if got < SATURATED * reachable:
             out.append(
                 f"SATURATED: rate {row['rate']}, {row['arm']}: achieved {got:.3g} req/s of "
                 f"{offered:g} offered ({got / offered:.0%}): the pipeline could not keep up, "

@@ -10,7 +10,6 @@ from kimi_bench.cli.build import build, command, given, option_params, output_pa
 from kimi_bench.cli.common import (
     fail_line,
     note,
-    progress_bar,
     say,
     show_tables,
     usage_error,
@@ -93,11 +92,15 @@ def _body(values: dict[str, Any]) -> None:
         except SglangUnavailable as exc:
             raise usage_error(str(exc)) from None
     try:
-        with progress_bar(None, "parity") as bar:
-            task = bar.add_task("parity", total=None, item="")
+        from kimi_bench.bench.estimate import parity_s
+        from kimi_bench.cli.progress import JobProgress
+
+        dev = resolve_device(opts.device).type
+        with JobProgress("parity", [("parity", parity_s(opts, dev))]) as progress:
+            progress.part("parity", 0, "inputs")
 
             def tick(name: str, done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total, item=name)
+                progress.step(done, total, item=name)
 
             report = run_parity(
                 opts,

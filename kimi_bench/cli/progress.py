@@ -4,9 +4,12 @@
 On a terminal a Rich progress bar per part. Off a terminal (a pipe, a file, a CI log) a
 plain line when a part starts or ends and, while one runs, every ``every_s`` seconds
 (``KIMI_BENCH_PROGRESS_S``, default 5): ``run: micro 3/12 repeats, 0:42 elapsed, about
-1:10 left``. The time left is the estimate of the parts still to come plus the current
-part's remainder: its estimate until a fifth of its steps are done, then the pace measured
-so far.
+1:10 left``; on a terminal the bar's time left is refreshed as often. The time left is the
+estimate of the parts still to come plus the current part's remainder: its estimate until a
+fifth of its steps are done, then the pace measured so far. Every estimate still to use is
+scaled by what the parts done so far measured against their estimates (this machine at its
+load now), so a run on a busier or quieter host than the estimate assumed corrects itself
+after its first part.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class JobProgress:
         self._stop = threading.Event()
         self._part: str | None = None
         self._part_t0 = self.t0
+        self._spent = self._planned = 0.0  # measured and estimated seconds of finished parts
         self._done, self._total, self._unit, self._item = 0, 0, "", ""
         self._bar: Progress | None = None
         self._task: Any = None
@@ -67,6 +71,7 @@ class JobProgress:
     # ------------------------------------------------------------------------- lifecycle
 
     def __enter__(self) -> JobProgress:
+        self._thread = threading.Thread(target=self._beat, daemon=True)
         if self.console.is_terminal:
             self._bar = Progress(
                 TextColumn("[bold]{task.description}"),
@@ -79,9 +84,7 @@ class JobProgress:
                 transient=False,
             )
             self._bar.__enter__()
-        else:
-            self._thread = threading.Thread(target=self._beat, daemon=True)
-            self._thread.start()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -99,7 +102,11 @@ class JobProgress:
     def part(self, name: str, total: int = 0, unit: str = "steps") -> None:
         """A part starts (``name`` is one of ``parts``; ``total`` steps of ``unit``)."""
         with self._lock:
-            self._part, self._part_t0 = name, time.monotonic()
+            now = time.monotonic()
+            if self._part is not None and self.estimates.get(self._part, 0.0) > 0:
+                self._spent += now - self._part_t0
+                self._planned += self.estimates[self._part]
+            self._part, self._part_t0 = name, now
             self._done, self._total, self._unit, self._item = 0, total, unit, ""
         if self._bar is not None:
             self._task = self._bar.add_task(
@@ -124,19 +131,26 @@ class JobProgress:
 
     # ------------------------------------------------------------------------- reporting
 
+    def calibration(self) -> float:
+        """Measured over estimated seconds of the parts finished so far (1.0 before any)."""
+        with self._lock:
+            return self._spent / self._planned if self._planned > 0 else 1.0
+
     def left_s(self) -> float:
-        """Seconds left: the current part's remainder plus the parts still to come."""
+        """Seconds left: the current part's remainder plus the parts still to come, each
+        estimate scaled by :meth:`calibration`."""
+        scale = self.calibration()
         with self._lock:
             part, done, total = self._part, self._done, self._total
             in_part = time.monotonic() - self._part_t0
         if part is None:
             return sum(self.estimates.values())
-        est = self.estimates.get(part, 0.0)
+        est = self.estimates.get(part, 0.0) * scale
         frac = done / total if total else 0.0
         # once a fifth of the part is done, its own pace; before that, its estimate
         rest = in_part / frac - in_part if frac >= 0.2 else max(est - in_part, 0.0)
         later = self.order[self.order.index(part) + 1 :] if part in self.order else []
-        return rest + sum(self.estimates[p] for p in later)
+        return rest + sum(self.estimates[p] for p in later) * scale
 
     def _left_text(self) -> str:
         return f"about {fmt_duration(self.left_s())} left"
@@ -156,5 +170,10 @@ class JobProgress:
         say(text, style="dim", err=True, to=self.console)
 
     def _beat(self) -> None:
+        """Every ``every_s``: a plain line off a terminal, the bar's time left on one (so
+        the display moves between steps that take longer than that)."""
         while not self._stop.wait(self.every_s):
-            self._line(self.status())
+            if self._bar is None:
+                self._line(self.status())
+            elif self._task is not None:
+                self._bar.update(self._task, left=self._left_text())

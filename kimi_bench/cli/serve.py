@@ -13,7 +13,6 @@ from kimi_bench.cli.common import (
     OutputFormat,
     fail_line,
     note,
-    progress_bar,
     say,
     show_rendered,
     usage_error,
@@ -145,12 +144,14 @@ def _body(values: dict[str, Any]) -> None:
 
         return report, view, write_report(emit, folder) if final else emit(folder)
 
-    with progress_bar(total, "serve-ab") as bar:
-        task = bar.add_task("serve-ab", total=total, item="")
+    from kimi_bench.cli.progress import JobProgress
+
+    with JobProgress("serve-ab", [("serve-ab", _estimate_s(opts))]) as progress:
+        progress.part("serve-ab", total, "pipelines")
 
         def on_run(runs: list[ServeRun]) -> None:
             last = runs[-1]
-            bar.update(task, completed=len(runs), item=f"{last.arm} @ {last.rate_label}")
+            progress.step(len(runs), item=f"{last.arm} @ {last.rate_label}")
             write(runs, None, final=False)  # partial results on disk after every pipeline
 
         try:

@@ -289,7 +289,12 @@ class CalibrateOptions(_Command):
 
 class ImportOptions(_Command):
     cli_arguments: ClassVar[tuple[str, ...]] = ("files",)
-    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {"out": ("--output-dir", "--out")}
+    # --tool says what --format means here (the tool that wrote the files, not how tables
+    # print, as --format does elsewhere); --format stays for scripts that use it
+    cli_flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "out": ("--output-dir", "--out"),
+        "format": ("--tool", "--format"),
+    }
     cli_repeatable: ClassVar[tuple[str, ...]] = ("arm",)
     files: tuple[Path, ...] = Field(min_length=1, description="Result files, one per arm.")
     format: PeerFormat = Field("auto", description="The tool that wrote the files.")

@@ -67,9 +67,7 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
     ax.grid(axis="y", alpha=0.3)
 
 
-def _per_stage(
-    ax: Any, stats: list[access.StageStat], value: str, floor: float | None = None
-) -> None:
+def _per_stage(ax: Any, stats: list[access.StageStat], value: str) -> None:
     """Horizontal grouped bars per stage on a log axis: ``value`` "ms" (median with p10-p90
     whiskers) or "bytes". Stages that do not apply to an arm are marked n/a."""
     stages = _stage_order(stats)
@@ -112,8 +110,6 @@ def _per_stage(
             )
             top = v if err is None else v + err[1][0]
             ax.text(top * 1.08, y, label, va="center", fontsize=6.5)
-    if floor is not None:
-        ax.axvline(floor, color="crimson", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_xlim(left=base, right=top_limit)
     if value == "bytes":
@@ -138,7 +134,7 @@ def stages_figure(report: Dict) -> Any:
     colors = stage_colors(_stage_order(stats))
     fig, axes = plt.subplots(1, 3, figsize=(16, 7.4), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
     _stacked_totals(axes[0], report, stats, colors)
-    _per_stage(axes[1], stats, "ms", access.floor_ms(report))
+    _per_stage(axes[1], stats, "ms")  # the floor bounds a total, not a stage: left panel only
     axes[1].set_xlabel("ms (log scale), median with p10-p90 whiskers")
     axes[1].set_title("each stage (log scale: sub-millisecond stages visible)", fontsize=9)
     _per_stage(axes[2], stats, "bytes")
@@ -282,6 +278,8 @@ def _payload_bar(ax: Any, y: int, arm: str, p: Dict, only: list[str]) -> float:
         ax.errorbar(start + pay, y, xerr=err, color="black", capsize=4, lw=1)
         end = max(end, start + iv["high"])
     text = f"payload {fmt_ms(pay, significant=True)} (control {fmt_ms(ctl_ms, significant=True)})"
+    if iv.get("low") is None or iv["low"] <= 0:  # the bar cannot tell a cost from none
+        text += "; not resolved above zero (the interval reaches 0)"
     box = {"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85}
     ax.text(0, y - 0.34, " " + text, fontsize=7.5, va="bottom", bbox=box)
     return end

@@ -32,6 +32,25 @@ def _state(pid: int) -> str | None:
     return None if s in ("Z", "X") else s
 
 
+def _sigkill_pending(pid: int) -> bool:
+    """Whether SIGKILL is pending for ``pid`` (/proc status SigPnd or ShdPnd): the kernel
+    has condemned it and it runs no more user code, however long a loaded host takes to
+    tear it down."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return False
+    bit = 1 << (signal.SIGKILL - 1)
+    masks = [int(ln.split()[1], 16) for ln in lines if ln.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(m & bit for m in masks)
+
+
+def _load_scaled(seconds: float) -> float:
+    """``seconds`` on a quiet host, stretched by how oversubscribed the host is now (load
+    average over CPUs): a bound a loaded CI machine still meets."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
@@ -277,7 +296,10 @@ def _start_cli(*args: str) -> subprocess.Popen:
     ],
     ids=["micro", "serve-ab"],
 )
-def test_sigkill_of_a_real_run_leaves_no_process_within_5_s(tmp_path, args, workers):
+def test_sigkill_of_a_real_run_leaves_no_process_running(tmp_path, args, workers):
+    """SIGKILL of the command (nothing of it can clean up) condemns every process it
+    started: each is gone or has SIGKILL pending within 5 s scaled by the host's load
+    (issue 46: the fixed 5 s failed once on a loaded host), and is gone after that."""
     main = _start_cli(*args, "--device", "cpu", "--out", str(tmp_path / "out"))
     try:
         deadline = time.monotonic() + 120
@@ -292,7 +314,13 @@ def test_sigkill_of_a_real_run_leaves_no_process_within_5_s(tmp_path, args, work
         run = _descendants(main.pid)
         os.kill(main.pid, signal.SIGKILL)
         main.wait()
-        assert _wait_gone(run, limit_s=5.0) == []
+        deadline = time.monotonic() + _load_scaled(5.0)
+        running = [p for p in run if _state(p) and not _sigkill_pending(p)]
+        while running and time.monotonic() < deadline:
+            time.sleep(0.1)
+            running = [p for p in running if _state(p) and not _sigkill_pending(p)]
+        assert running == [], [(p, _state(p)) for p in running]
+        assert _wait_gone(run, limit_s=_load_scaled(30.0)) == []
     finally:
         if main.poll() is None:
             main.kill()

@@ -41,8 +41,9 @@ def test_a_busy_host_scales_the_estimate_and_says_so(monkeypatch: pytest.MonkeyP
     m, _ = resolve_defaults(MicroOptions(), "micro", "cpu")
     quiet = estimate.micro_s(m)
     monkeypatch.setattr("os.getloadavg", lambda: (9.0, 9.0, 9.0))
-    assert estimate.contention(3) == pytest.approx(4.5**0.75)
-    assert estimate.micro_s(m) == pytest.approx(quiet * 4.5**0.75)
-    assert "host busy: load 9.0 on 2 CPUs, x3.1" in estimate.busy_note(3)
+    slower = 4.5**estimate.CONTENTION_EXPONENT
+    assert estimate.contention(3) == pytest.approx(slower)
+    assert estimate.micro_s(m) == pytest.approx(quiet * slower)
+    assert f"host busy: load 9.0 on 2 CPUs, x{slower:.1f}" in estimate.busy_note(3)
     monkeypatch.setattr("os.getloadavg", lambda: (1.5, 1.5, 1.5))  # below the CPUs: quiet
     assert estimate.micro_s(m) == pytest.approx(quiet)

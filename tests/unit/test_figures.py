@@ -149,7 +149,8 @@ def test_micro_stages_figure_log_axis_floor_and_bytes() -> None:
     totals, per_stage, per_bytes = fig.axes[:3]
     floor = rep["floor"]["floor_ms"]
     assert any(list(ln.get_ydata()) == [floor, floor] for ln in totals.lines)
-    assert any(list(ln.get_xdata()) == [floor, floor] for ln in per_stage.lines)
+    # the floor bounds a total: not drawn across the per-stage panel, whose bars are stages
+    assert not any(list(ln.get_xdata()) == [floor, floor] for ln in per_stage.lines)
     assert per_stage.get_xscale() == "log" and per_bytes.get_xscale() == "log"
     # the sub-millisecond stage (eager owner_materialize) is inside the axis and labelled
     small = rep["arms"]["eager"]["stages"]["owner_materialize"]["summary_ms"]["median"]
@@ -281,3 +282,15 @@ def test_every_committed_report_renders(tmp_path: Path, report: str) -> None:
     rep = load(REPO / report)
     out = figures.render_figures(rep, tmp_path)
     assert len(out) == len(figures.FIGURES.get(rep["kind"], ()))
+
+
+def test_payload_figure_says_when_a_payload_is_not_resolved_above_zero() -> None:
+    from kimi_bench.report.figures_micro import payload_figure
+
+    rep = load(H200 / "micro" / "sglang-0.5.23" / "r8-shm")
+    arm = next(iter(rep["control"]["payload"]))
+    total = rep["control"]["payload"][arm]["total"]
+    total["interval"] = {"low": 1.0, "high": 2.0 * max(total["payload_ms"], 1.0)}
+    assert "not resolved above zero" not in all_text(payload_figure(rep))
+    total["interval"]["low"] = -1.0  # the interval reaches zero: the bar may be noise
+    assert "not resolved above zero" in all_text(payload_figure(rep))

@@ -92,8 +92,10 @@ def test_every_option_the_readme_names_is_in_some_help():
     name)."""
     readme = _readme_and_docs()
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", readme)) - FOREIGN
+    group: Any = typer.main.get_command(app)
+    every = [name for name, c in group.commands.items() if not c.hidden]  # new ones too
     helps = [CliRunner().invoke(app, [c, "--help"], env={"COLUMNS": "200"}).output
-             for c in [*COMMANDS, "calibrate", "import"]]  # fmt: skip
+             for c in every]  # fmt: skip
     shown = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", " ".join(helps)))
     shown |= {"--help", "--version"}
     assert sorted(named - shown) == []
@@ -153,3 +155,19 @@ def test_run_output_dir_help_names_what_run_writes():
     for name in ("parity/", "micro/", "serve-ab/", "gate.md", "gate.xml", "index.html"):
         assert name in out, name
     assert "report.json" not in out and "CSV" not in out  # those are the parts', not run's
+
+
+def test_import_names_its_input_tool_with_tool_and_keeps_format(tmp_path):
+    """``--format`` is how tables print everywhere but ``import``, where it named the input
+    tool: ``--tool`` says that, and ``--format`` still works there (scripts use it)."""
+    from pathlib import Path
+
+    (param,) = [p for p in _command("import").params if "--tool" in getattr(p, "opts", ())]
+    assert "--format" in param.opts
+    peers = Path(__file__).resolve().parents[2] / "tests" / "data" / "peers"
+    for flag in ("--tool", "--format"):
+        out = tmp_path / flag.strip("-")
+        args = [str(peers / "sglang-a.jsonl"), flag, "sglang", "--tool-version", "0.5.23"]
+        res = CliRunner().invoke(app, ["import", *args, "--output-dir", str(out)])
+        assert res.exit_code == 0, res.output
+        assert (out / "report.json").is_file()
