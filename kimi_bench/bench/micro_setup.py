@@ -69,6 +69,7 @@ def micro_job(
         baseline_whitelisted=opts.eager_baseline == "deferral-off",
         profile_dir=str(opts.profile) if opts.profile else None,
         profile_repeats=opts.profile_repeats,
+        launch=0,
     )
 
 

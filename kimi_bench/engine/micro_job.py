@@ -44,7 +44,7 @@ class MicroJob:
     baseline_whitelisted: bool  # --eager-baseline deferral-off
     profile_dir: str | None  # --profile: traces of each process (None: off)
     profile_repeats: int  # rounds of every arm after the measured ones, under the profiler
-    launch: int = 0  # which of the run's process launches this job's processes are
+    launch: int  # which of the run's process launches this job's processes are
 
     @property
     def iterations(self) -> int:

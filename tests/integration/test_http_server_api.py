@@ -222,5 +222,10 @@ def test_serve_help_names_the_model_options_and_the_default() -> None:
     res = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
     text = " ".join(res.output.split())
     assert res.exit_code == 0
-    for words in ("--served-model-name", "--accept-any-model", EMULATOR_MODEL, "TPOT/ITL"):
+    for words in (
+        "--served-model-name",
+        "--accept-any-model",
+        EMULATOR_MODEL,
+        "decode_gflop_per_token",
+    ):
         assert words in text, words

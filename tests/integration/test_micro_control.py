@@ -35,7 +35,7 @@ def _job(repeats: int, warmup: int, control: int, profile: int = 0) -> MicroJob:
         arms=ARMS, control_repeats=control, runtime=DEFAULT_RUNTIME, repeat_share=0.0,
         image_paths=(),
         ranks_per_node=0, hooks=NO_FAULTS, decoder="auto", baseline_whitelisted=False,
-        profile_dir="traces" if profile else None, profile_repeats=profile,
+        profile_dir="traces" if profile else None, profile_repeats=profile, launch=0,
     )  # fmt: skip
 
 

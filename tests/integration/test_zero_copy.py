@@ -296,6 +296,7 @@ def _job(harness: Harness, groups: Any, arms: Any, **kw: Any) -> MicroJob:
         baseline_whitelisted=False,
         profile_dir=None,
         profile_repeats=0,
+        launch=0,
     )
     return MicroJob(**(base | kw))
 

@@ -25,6 +25,7 @@ from kimi_bench.cli.main import app
 from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
+from kimi_bench.options.ab import AbOptions
 from kimi_bench.serving.emulator import EmulatorConfig
 from kimi_bench.serving.server import ServerOptions
 
@@ -44,6 +45,7 @@ MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "project": (O.ProjectOptions,),
     "calibrate": (O.CalibrateOptions,),
     "import": (O.ImportOptions,),
+    "ab": (AbOptions,),
 }
 SKIPPED = {("serve-ab", "standins")}  # serve-ab's stand-ins are scenario-file keys only
 
