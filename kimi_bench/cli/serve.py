@@ -147,7 +147,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.cli.progress import JobProgress
 
     with JobProgress("serve-ab", [("serve-ab", _estimate_s(opts))]) as progress:
-        progress.part("serve-ab", total, "pipelines")
+        progress.part("serve-ab", total or 0, "pipelines")  # 0: --capacity, open-ended
 
         def on_run(runs: list[ServeRun]) -> None:
             last = runs[-1]
