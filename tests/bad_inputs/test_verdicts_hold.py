@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests import ci_reports
+from tests.committed import raw_report
 
 pytestmark = pytest.mark.slow  # each case runs the installed command (seconds each)
 
@@ -95,12 +96,11 @@ def _gpu_decoded(raw: dict[str, Any], decoder: str) -> dict[str, Any]:
 def test_a_gpu_decoded_run_names_the_pil_baseline_it_cannot_use(tmp_path):
     """The default search (reports/baselines/h200 under the current folder) finds only the
     PIL-decoded committed baseline: no regression check, saying which and why."""
-    shipped = ROOT / "reports/baselines/h200/micro/sglang-0.5.23/r8-shm/report.json"
+    shipped = raw_report(ROOT / "reports/baselines/h200/micro-pil/sglang-0.5.23/r8-shm")
     base = tmp_path / "reports/baselines/h200/micro/r8-shm/report.json"
     base.parent.mkdir(parents=True)
-    shutil.copy(shipped, base)
-    run = ci_reports.put(_gpu_decoded(json.loads(shipped.read_text()), "nvimgcodec"),
-                         tmp_path / "run")  # fmt: skip
+    base.write_text(json.dumps(shipped))
+    run = ci_reports.put(_gpu_decoded(shipped, "nvimgcodec"), tmp_path / "run")
     code, out = kb("gate", run, "--rules", "gate-h200", cwd=tmp_path)
     assert code == 5, out
     assert flat("holds no micro report of this setup") in out
@@ -110,29 +110,24 @@ def test_a_gpu_decoded_run_names_the_pil_baseline_it_cannot_use(tmp_path):
 def _shipped_rules_setups() -> list[tuple[str, Path]]:
     """(rules name, each committed 8-rank micro baseline it is meant for)."""
     folder = ROOT / "reports/baselines/h200/micro"
-    return [("gate-h200", p) for p in sorted(folder.glob("*/r8-*/report.json"))]
+    return [("gate-h200", p) for p in sorted(folder.glob("*/r8-*")) if p.is_dir()]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the committed H200 micro baselines (reports/baselines/h200/micro/) were made with "
-    "PIL decoding, while on CUDA --decoder auto decodes the synthetic JPEGs with the runtime "
-    "profile's GPU decoder (nvimgcodec, nvjpeg): the baselines must be re-made on the H200 "
-    "with the default decoder (issue 42)",
-)
 def test_shipped_h200_rules_have_a_baseline_for_a_default_cuda_run(tmp_path):
     """gate-h200 is for 8-rank micro runs on one H200 (its baselines' shape); a default run
     of each such setup (decoder auto: the runtime's GPU decoder on CUDA) must find a
     comparable shipped baseline under reports/baselines/h200, else its regression rule
-    never runs."""
+    never runs. The committed r8 baselines were re-made on an H200 with the runtime's GPU
+    decoders (the PIL-decoded ones are under reports/baselines/h200/micro-pil/)."""
     from kimi_bench.domain.runtime import get_profile
 
     runs, setups = [], _shipped_rules_setups()
     for i, (_, path) in enumerate(setups):
-        raw = json.loads(path.read_text())
+        raw = raw_report(path)
         decoder = get_profile(raw["config"]["runtime"]).decoder
+        assert raw["config"]["decoding"]["decoder"] == decoder, path
         runs.append(ci_reports.put(_gpu_decoded(raw, decoder), tmp_path / f"run{i}"))
-    assert runs
+    assert len(runs) == 4
     code, out = kb("gate", *runs, "--rules", setups[0][0], cwd=ROOT)
     assert code == 0 and "NOREGRESSIONCHECK" not in out and "skip" not in out, out
 
