@@ -19,7 +19,17 @@ from kimi_bench.report.model import Report, ReportError
 
 # config keys that define the setup of each kind: a difference in any is "hard"
 SETUP_KEYS: dict[str, tuple[str, ...]] = {
-    "micro": ("groups", "images", "ranks", "transport", "runtime", "preset", "content"),
+    "micro": (
+        "groups",
+        "images",
+        "ranks",
+        "transport",
+        "runtime",
+        "preset",
+        "content",
+        "repeat_share",
+        "preprocess_cache",
+    ),
     "serve-ab": (
         "rates",
         "ranks",
@@ -29,6 +39,12 @@ SETUP_KEYS: dict[str, tuple[str, ...]] = {
         "runtime",
         "preset",
         "image_format",
+        "image_sizes",
+        "image_count_mix",
+        "requests_file",
+        "repeat_share",
+        "preprocess_cache",
+        "capacity",
     ),
     "parity": ("preset", "images", "ranks", "batch_size", "images_per_request"),
 }
@@ -55,6 +71,18 @@ def _labels(cfg: dict[str, Any]) -> list[str]:
     if isinstance(labels, list) and labels:
         return [str(x) for x in labels]
     return [rate_label(r) for r in cfg.get("rates") or []]
+
+
+# a setup key a report from before it existed lacks, read as the value it then had
+_BEFORE: dict[tuple[str, str], Any] = {
+    ("micro", "repeat_share"): 0.0,
+    ("serve-ab", "capacity"): False,
+}
+
+
+def _setup_value(report: Report, key: str) -> Any:
+    value = report.config.get(key)
+    return _BEFORE.get((report.kind, key), value) if value is None else value
 
 
 def decoder_used(report: Report) -> str:
@@ -118,7 +146,7 @@ def differences(a: Report, b: Report, allow: frozenset[str] = frozenset()) -> li
     elif ea.device_name != eb.device_name:
         out.append(Difference("device name", ea.device_name, eb.device_name, True))
     for key in SETUP_KEYS.get(a.kind, ()):
-        va, vb = a.config.get(key), b.config.get(key)
+        va, vb = _setup_value(a, key), _setup_value(b, key)
         if va != vb:
             out.append(Difference(key, va, vb, True))
     da, db = decoder_used(a), decoder_used(b)

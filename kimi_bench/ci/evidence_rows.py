@@ -77,9 +77,17 @@ def serve_evidence(report: Report) -> Evidence:
         raise EvidenceError(f"{w}: config.requests must be a positive integer, got {planned!r}")
     seen = Counter((r["rate"], r["arm"], r.get("repeat", 0)) for r in rows)
     ok = Counter((r["rate"], r["arm"], r.get("repeat", 0)) for r in rows if request_ok(r))
+    # --capacity: each arm's bisection probes its own rates; only those were planned
+    probed = (
+        {(str(r.get("rate")), str(r.get("arm"))) for r in report.results}
+        if cfg.get("capacity")
+        else None
+    )
     failed = 0
     for rate in labels:
         for arm in arms:
+            if probed is not None and (rate, arm) not in probed:
+                continue
             for rep in range(repeats):
                 got = seen.get((rate, arm, rep), 0)
                 if got < planned:

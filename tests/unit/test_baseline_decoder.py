@@ -30,3 +30,26 @@ def test_another_decoder_is_a_hard_difference_and_no_baseline() -> None:
     assert (diff.what, diff.a, diff.b) == ("decoder", "pil", "nvjpeg")
     with pytest.raises(BaselineError, match="decoder 'pil' vs 'nvjpeg'"):
         find_baseline(pil, GPU_RUN.parent, required=True)
+
+
+MICRO = H200 / "micro" / "sglang-0.5.23" / "r8-shm"
+REPEATS = H200 / "hash-rerun" / "micro-repeats" / "sglang-0.5.23" / "r8-shm"
+
+
+def test_a_run_with_repeated_images_is_no_baseline_for_one_without() -> None:
+    """Half of the images repeating makes 0.5.23's preprocess cache hit: another workload,
+    never a baseline (the gate once paired them and failed over_yardstick +21%)."""
+    run, repeats = load_report(MICRO), load_report(REPEATS)
+    hard = [d for d in differences(run, repeats) if d.hard]
+    assert [(d.what, d.a, d.b) for d in hard] == [("repeat_share", 0.0, 0.5)]
+    with pytest.raises(BaselineError, match="repeat_share 0.0 vs 0.5"):
+        find_baseline(run, REPEATS, required=True)
+
+
+def test_a_capacity_search_is_complete_with_only_the_rates_each_arm_probed() -> None:
+    from kimi_bench.ci.evidence_rows import serve_evidence
+
+    capacity = load_report(H200 / "mixed-workload" / "capacity" / "pr-33921")
+    ev = serve_evidence(capacity)
+    assert ev.complete, ev.incomplete_why
+    assert ev.figures["failed"] == 0
