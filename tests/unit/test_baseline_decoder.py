@@ -42,7 +42,7 @@ def test_a_run_with_repeated_images_is_no_baseline_for_one_without() -> None:
     run, repeats = load_report(MICRO), load_report(REPEATS)
     hard = [d for d in differences(run, repeats) if d.hard]
     assert [(d.what, d.a, d.b) for d in hard] == [("repeat_share", 0.0, 0.5)]
-    with pytest.raises(BaselineError, match="repeat_share 0.0 vs 0.5"):
+    with pytest.raises(BaselineError, match=r"repeat_share 0\.0 vs 0\.5"):
         find_baseline(run, REPEATS, required=True)
 
 
