@@ -103,8 +103,11 @@ def content_digest(obj: Any) -> tuple[bytes, int] | None:
     if isinstance(obj, (bytes, bytearray)):
         return hashlib.sha256(obj).digest(), len(obj)
     if isinstance(obj, Image.Image):
+        # everything that decides the staged pixels: mode, size, palette, transparency (two
+        # palette images with the same indices once shared a key and an RGBA staging)
         pixels = obj.tobytes()
-        return hashlib.sha256(obj.mode.encode() + pixels).digest(), len(pixels)
+        head = repr((obj.mode, obj.size, obj.getpalette(), obj.info.get("transparency")))
+        return hashlib.sha256(head.encode() + pixels).digest(), len(pixels)
     if isinstance(obj, torch.Tensor):
         return None
     return None

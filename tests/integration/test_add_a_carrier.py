@@ -110,7 +110,7 @@ def test_a_new_arm_and_a_new_carrier_run_through_every_scenario(tmp_path: Path) 
     assert all(r["arms"]["toy"]["bit_exact_bf16"] for r in parity["results"])
 
     micro = _run(tmp_path, "micro", "--arms", "eager,toy", "--carrier", "dummy", "--synthetic",
-                 "1x64x48", "--ranks", "2", "--repeats", "2", "--warmup", "0",
+                 "1x64x48", "--ranks", "2", "--repeats", "2", "--launches", "1", "--warmup", "0",
                  "--control-repeats", "0")  # fmt: skip
     assert micro["config"]["transport"] == "dummy"
     assert micro["summary"]["bit_exact_all_repeats"] is True

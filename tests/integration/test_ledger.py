@@ -81,7 +81,23 @@ def _expected(arm: str, runtime: str, carrier: str) -> list[tuple[Any, ...]]:
         contiguous_stage = "producer" if runtime == "sglang-0.5.23" else "serialize"
         if runtime == "sglang-0.5.23" or carrier == "shm":
             rows.append((contiguous_stage, "hwc_to_chw", "host", "host", 2, 2 * RAW))
+    # the producer's feature hash (SPEC section 12): an eager item's FP32 feature is
+    # concatenated on the device and hashed there, before the .cpu(); a deferred item's raw
+    # uint8 gets a CPU SHA-256 pass, after a contiguous host copy of the permuted view in the
+    # PR era (tensor_hash's flatten)
+    if arm == "eager":
+        rows += [("hash", "hash_concat", "device", "device", 2, payload),
+                 ("hash", "gpu_hash", "device", "device", 2, payload)]  # fmt: skip
+    else:
+        rows.append(("hash", "sha256", "host", "host", 2, payload))
+        if runtime == "pr-33921":
+            rows.append(("hash", "hash_flatten", "host", "host", 2, payload))
+    if runtime == "sglang-0.5.23":  # the preprocess cache (on by default): the content
+        # digest of each (generated, so decoded) image's pixels, and the artifact stored
+        rows += [("producer", "sha256", "host", "host", 2, 2 * RAW),
+                 ("producer", "cache_store", "host", "host", 2, payload)]  # fmt: skip
     if carrier == "shm":
+        rows.append(("serialize", "shm_fallocate", "shm", "shm", 2, payload))
         rows.append(("serialize", "shm_copy_in", "host", "shm", 2, payload))
         receive = "map" if runtime == "sglang-0.5.23" else "clone"
         rows.append(("take_copy", receive, "shm", "host", 4, 2 * payload))  # 2 ranks x 2 items
@@ -99,6 +115,7 @@ def test_full_ledger_two_images_two_ranks(runtime: str, carrier: str):
             synthetic="2x64x48",
             ranks=2,
             repeats=1,
+            launches=1,
             warmup=0,
             device="cpu",
             transport=carrier,

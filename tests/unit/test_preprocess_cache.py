@@ -124,3 +124,26 @@ def test_the_budget_is_split_across_tokenizer_workers() -> None:
     assert p.cache_bytes(1) == 256 * 1024 * 1024 and p.cache_bytes(4) == 64 * 1024 * 1024
     assert get_profile("pr-33921").cache_bytes() == 0
     assert get_profile("sglang-0.5.23+cache-off").decision_scope == "request"
+
+
+def test_palette_images_with_the_same_indices_do_not_share_a_key() -> None:
+    """Two palette PNGs with the same index bytes, one with a transparency entry, stage
+    differently (RGBA vs RGB under K3): their keys differ (parity once reported the opaque
+    one as differing in the deferred-decode arm after it hit the other's entry)."""
+    import numpy as np
+    from PIL import Image
+
+    from kimi_bench.pipeline.preprocess_cache import content_digest
+
+    idx = np.arange(64, dtype=np.uint8).reshape(8, 8) % 16
+    a = Image.fromarray(idx, "P")
+    a.putpalette([i % 256 for i in range(48)])
+    b = a.copy()
+    b.info["transparency"] = 5
+    c = a.copy()
+    c.putpalette([255 - i % 256 for i in range(48)])
+    keys = {content_digest(im)[0] for im in (a, b, c)}  # type: ignore[index]
+    assert len(keys) == 3
+    tall = Image.fromarray(idx.reshape(4, 16), "P")
+    tall.putpalette([i % 256 for i in range(48)])
+    assert content_digest(tall)[0] != content_digest(a)[0]  # type: ignore[index]

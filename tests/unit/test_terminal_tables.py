@@ -121,7 +121,13 @@ def test_parity_console_table_fits(width: int) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["gate", str(ROOT / "reports" / "examples" / "cpu-run"), "--rules", "gate"],
+        [
+            "gate",
+            str(ROOT / "reports" / "examples" / "cpu-run"),
+            "--rules",
+            "gate",
+            "--allow-no-baseline",
+        ],
         [
             "compare",
             str(H200 / "micro/sglang-0.5.23/r2-shm"),
