@@ -256,6 +256,10 @@ def wrap(step: Step, items: list[MMItem], carrier: str, prefix: str = "") -> Any
                 "serialize", "hwc_to_chw", "host", "host", nbytes,
                 TAG + "ShmPointerMMData: .contiguous()",
             )  # fmt: skip
+        step.ledger.add(  # the segment is sized with posix_fallocate before the copy
+            "serialize", "shm_fallocate", "shm", "shm", nbytes,
+            TAG + "ShmPointerMMData: posix_fallocate",
+        )  # fmt: skip
         step.ledger.add("serialize", "shm_copy_in", "host", "shm", nbytes, TAG + "ShmPointerMMData")
     return req
 
