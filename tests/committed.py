@@ -4,12 +4,10 @@ large ones, ``report.json.gz`` (``kimi_bench/report/files.py``, scripts/pack-rep
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.report.files import REPORT_NAMES, is_gzipped, one_per_folder, report_file
+from kimi_bench.report.files import REPORT_NAMES, one_per_folder, read_raw
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"
@@ -26,6 +24,4 @@ def committed_reports() -> list[Path]:
 def raw_report(path: Path) -> Any:
     """The JSON a report file (or a report folder's file) holds, as written: not
     migrated, not validated."""
-    p = report_file(path)
-    data = p.read_bytes()
-    return json.loads(gzip.decompress(data) if is_gzipped(p) else data)
+    return read_raw(path)

@@ -8,8 +8,11 @@ holding both is read from ``report.json``.
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 REPORT_JSON = "report.json"
 REPORT_GZ = REPORT_JSON + ".gz"
@@ -48,3 +51,12 @@ def one_per_folder(files: Iterable[Path]) -> list[Path]:
         (p for p in found if not (p.name == REPORT_GZ and p.with_name(REPORT_JSON) in found)),
         key=lambda p: p.with_name(REPORT_JSON),
     )
+
+
+def read_raw(path: Path) -> Any:
+    """The JSON a report file (or a report folder's file) holds, as written: not migrated,
+    not validated, no size limits (the checkout's own reports, for tests and scripts;
+    commands read reports through ``report.model.load_report``)."""
+    p = report_file(path)
+    data = p.read_bytes()
+    return json.loads(gzip.decompress(data) if is_gzipped(p) else data)

@@ -177,6 +177,7 @@ def _fold_problems(fold: dict[str, Any], verdicts: list[str]) -> list[str]:
 def page_reports(page_path: Path) -> dict[str, dict[str, Any]]:
     """kind -> the report a page shows (report.json beside a report.html; the subfolders'
     beside an index.html), in the current layout."""
+    from kimi_bench.report.files import read_raw as raw_report
     from kimi_bench.report.model import Report
 
     out = {}
@@ -210,27 +211,15 @@ def _empty_cells(cells: list[list[str]], reports: dict[str, dict[str, Any]]) -> 
     return problems[:10]
 
 
-def raw_report(path: Path) -> Any:
-    """The JSON a report file (or a report folder's file) holds: ``report.json`` or its
-    gzipped ``report.json.gz`` (this file also runs as a script, outside the tests
-    package, so it reads them with the package's own file helpers)."""
-    import gzip
-    import json
-
-    from kimi_bench.report.files import is_gzipped, report_file
-
-    p = report_file(path)
-    data = p.read_bytes()
-    return json.loads(gzip.decompress(data) if is_gzipped(p) else data)
-
-
 def page_verdicts(page_path: Path) -> list[str]:
     """The verdict of every report a page shows: report.json beside a report.html, or the
     report.json of each subfolder beside an index.html."""
+    from kimi_bench.report.files import read_raw
+
     out = []
     for f in _page_report_files(page_path):
         if f.is_file():
-            out += verdict_texts(raw_report(f))
+            out += verdict_texts(read_raw(f))
     return out
 
 
