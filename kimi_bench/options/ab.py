@@ -29,8 +29,9 @@ class AbOptions(_Command):
     candidate: str = Field(description="The revision under test, as --base (the same value "
                            "twice is an A/A run).")  # fmt: skip
     launches: int = Field(6, ge=2, le=500, description="Process launches of micro per "
-                          "revision, interleaved A B, B A, ...; the interval is over these "
-                          "launch pairs.")  # fmt: skip
+                          "revision (each `micro --launches 1`, unless --micro-args sets it), "
+                          "interleaved A B, B A, ...; the interval is over these launch "
+                          "pairs.")  # fmt: skip
     max_regression: float = Field(0.10, gt=0, le=5.0, allow_inf_nan=False,
                                   description="Allowed regression (0.10: 10%) of the deferred "
                                   "arm's time and of its speedup over eager.")  # fmt: skip
@@ -92,4 +93,7 @@ class AbOptions(_Command):
         for flag, value in given.items():
             if value is not None:
                 args += [flag, str(value)]
-        return args + shlex.split(self.micro_args)
+        extra = shlex.split(self.micro_args)
+        if not any(w.split("=")[0] == "--launches" for w in extra):
+            args += ["--launches", "1"]  # each of the A/B's launches is one process launch
+        return args + extra
