@@ -27,7 +27,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.ci.ab_stats import METHOD, PairedChange, launch_order, paired_change
+from kimi_bench.ci.ab_stats import (
+    METHOD,
+    PairedChange,
+    deferred_bound,
+    launch_order,
+    paired_change,
+)
 from kimi_bench.ci.revisions import Revision, ask_version, resolve
 from kimi_bench.options.ab import AbOptions
 
@@ -154,16 +160,15 @@ def _commit(rev: Revision, launches: list[Launch]) -> dict[str, Any]:
 def _metrics(launches: list[Launch], opts: AbOptions) -> list[PairedChange]:
     pairs = sorted({la.pair for la in launches})
     by = {(la.pair, la.side): la for la in launches}
-    out = []
+    out = {}
     for name, better in METRICS:
         base = [getattr(by[(p, "base")], name) for p in pairs]
         cand = [getattr(by[(p, "candidate")], name) for p in pairs]
-        change = paired_change(
+        out[name] = paired_change(
             name, base, cand, better=better,  # type: ignore[arg-type]
             threshold=opts.max_regression, confidence=opts.confidence,
         )  # fmt: skip
-        out.append(change)
-    return out
+    return [out["deferred_ms"], deferred_bound(out["speedup"], out["deferred_ms"])]
 
 
 def _undecided(launches: list[Launch], opts: AbOptions) -> bool:
