@@ -309,7 +309,7 @@ def _config(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str) -
         "groups": [list(g) for g in opts.groups],
         "defaults_profile": profile,
         "preprocess": cfg.summary(),
-        **variant_config(opts.arms, opts.runtime, opts.transport, opts.decoder, dev),
+        **variant_config(opts.arms, opts.runtime_spec, opts.transport, opts.decoder, dev),
     }
 
 

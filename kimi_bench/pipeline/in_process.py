@@ -62,7 +62,7 @@ def run_in_process(
     for rank in range(n_ranks):
         rank_step_ = make_step(
             step.arm, step.cfg, rank_device, carrier_=step.carrier, ledger=step.ledger,
-            runtime=step.profile.name, decoder=_rank_decoder(step, rank_device),
+            runtime=step.profile.spec, decoder=_rank_decoder(step, rank_device),
             baseline_whitelisted=step.baseline_whitelisted,
         )  # fmt: skip
         mine = recipe.receive(rank_step_, blob) if rank == 0 else None
