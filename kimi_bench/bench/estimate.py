@@ -54,10 +54,10 @@ def contention(procs: int) -> float:
     0.75 (fitted on loads 15-23 on 2 CPUs) printed estimates 2.0-2.2x the measured time of
     ``kimi-bench run`` at loads 7.6 and 17 (issue 46); 0.4 put both within +26% and +3%
     with that time's constants; 0.5 with today's (the CPU-bound parts slowed by 1.2-1.8x
-    from a load of 3.2 to one of 7.9: ``reports/timings/estimates-*.txt``). A rough guide: the load of other jobs changes
-    while a run goes on, which is why the time left printed during a run is recalibrated
-    from the parts it measured (``cli.progress``). ``procs``: our busy processes (unused by
-    the fit, kept for the note)."""
+    from a load of 3.2 to one of 7.9: ``reports/timings/estimates-*.txt``). A rough guide:
+    the load of other jobs changes while a run goes on, which is why the time left printed
+    during a run is recalibrated from the parts it measured (``cli.progress``). ``procs``:
+    our busy processes (unused by the fit, kept for the note)."""
     import os
 
     try:
