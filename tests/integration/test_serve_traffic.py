@@ -87,6 +87,9 @@ def folder_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
             for rt in ("sglang-0.5.23", "pr-33921")}  # fmt: skip
 
 
+# the two tests below share one module fixture (two serve-ab runs of minutes each): one
+# xdist group, so that one worker makes it once (two workers each made it: 430 s twice)
+@pytest.mark.xdist_group("serve_traffic_folder")
 def test_a_mixed_folder_reports_decisions_bytes_and_ttft_per_size_bucket(
     folder_runs: dict[str, dict],
 ) -> None:
@@ -110,6 +113,7 @@ def test_a_mixed_folder_reports_decisions_bytes_and_ttft_per_size_bucket(
         assert all("offered_req_per_s" in r and r["req_per_s"] > 0 for r in report["results"])
 
 
+@pytest.mark.xdist_group("serve_traffic_folder")
 def test_per_image_and_per_request_decisions_differ_on_mixed_requests_in_the_ledger(
     folder_runs: dict[str, dict],
 ) -> None:
@@ -195,9 +199,9 @@ def test_capacity_mode_reports_each_arms_capacity_and_the_gain(tmp_path: Path) -
                     "--capacity-min-rate", "0.5", "--capacity-max-rate", "8",
                     "--capacity-resolution", "0.5", "--num-prompts", "6",
                     "--warmup-requests", "1", "--image-sizes", "random:64x64-256x256",
-                    "--images-per-request", "1-2", "--arms", ",".join(ARMS))  # fmt: skip
+                    "--images-per-request", "1-2", "--arms", "eager,deferred")  # fmt: skip
     cap = report["capacity"]
-    assert set(cap["arms"]) == set(ARMS) and cap["baseline"] == "eager"
+    assert set(cap["arms"]) == {"eager", "deferred"} and cap["baseline"] == "eager"
     for arm, a in cap["arms"].items():
         low, high = a["bracket"]
         met = [p["offered_req_per_s"] for p in a["probes"] if p["met"]]
@@ -210,11 +214,11 @@ def test_capacity_mode_reports_each_arms_capacity_and_the_gain(tmp_path: Path) -
             assert p["achieved_req_per_s"] > 0 and p["offered_req_per_s"] > 0
         assert any(n.startswith(f"capacity {arm}:") for n in report["notes"])
     gains = cap["gain_pct_vs_baseline"]
-    assert set(gains) == {"deferred", "deferred-decode"}
+    assert set(gains) == {"deferred"}
     for arm, gain in gains.items():
         base, mine = cap["arms"]["eager"]["bracket"][0], cap["arms"][arm]["bracket"][0]
         if base is not None and mine is not None:
             assert gain == pytest.approx((mine / base - 1) * 100)
-    assert {r["arm"] for r in report["capacity_rows"]} == set(ARMS)
+    assert {r["arm"] for r in report["capacity_rows"]} == {"eager", "deferred"}
     rates = {r["rate"] for r in report["results"]}
     assert len(rates) >= 2 and all(r["offered_req_per_s"] for r in report["results"])
