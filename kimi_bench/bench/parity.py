@@ -42,7 +42,7 @@ from kimi_bench.domain.decoders import choose, replayed
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import StagingError, input_size, stage_input
-from kimi_bench.domain.runtime import get_profile
+from kimi_bench.domain.runtime import VLLM, get_profile
 from kimi_bench.infra.environment import HostLoad, environment, host_load, resolve_device
 from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
@@ -185,8 +185,13 @@ def run_parity(
     overwrite: bool = False,
 ) -> Report:
     """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input.
-    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front)."""
+    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front). Under
+    vllm-0.33 (no eager/deferred arms) the vLLM path's parity (``parity_vllm``)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
+    if get_profile(opts.runtime).runtime == VLLM:
+        from kimi_bench.bench.parity_vllm import run_vllm_parity
+
+        return run_vllm_parity(opts, progress, cfg, reference_runtime)
     load_start = host_load()
     rank_dev = resolve_device(opts.device)
     producer = rank_dev
@@ -340,7 +345,8 @@ def exit_code(report: Report) -> int:
         return 1
     if any(not a["all_bit_exact"] for a in (s.get("arms") or {}).values()):
         return 1
-    return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1
+    fp32 = s["all_bit_exact_fp32"]  # None: a runtime without FP32 features (vLLM)
+    return 0 if (fp32 is None or fp32) and s["all_bit_exact_bf16"] else 1
 
 
 def _verdict(

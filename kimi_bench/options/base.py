@@ -15,17 +15,20 @@ __all__ = ["DEFAULT_RUNTIME"]
 
 Preset = Literal["kimi-k3", "kimi-k2.5"]
 Device = Literal["auto", "cpu", "cuda"]
-Runtime = Literal["sglang-0.5.23", "pr-33921"]
+Runtime = Literal["sglang-0.5.23", "pr-33921", "vllm-0.33"]
+EncoderTpMode = Literal["weights", "data"]
 Carrier = Literal["shm", "pickle"]
 # micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
-MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
+# and vLLM 0.33's carriers (vllm-mq: msgpack/ZMQ, then the MessageQueue ring or ZMQ)
+MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle", "vllm-mq"]
 # carriers that live in a module of their own, which registers them with the pipeline's
 # carrier registry (``pipeline.carriers``) when the registry imports it on first use
 CARRIER_MODULES: dict[str, str] = {
     "sglang-shm": "kimi_bench.sglang_ref.carriers",
     "sglang-pickle": "kimi_bench.sglang_ref.carriers",
+    "vllm-mq": "kimi_bench.pipeline.carriers.vllm_mq",
 }
-Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode"]
+Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode", "vllm-uint8"]
 # arms that live in a module of their own, which registers them with the pipeline's arm
 # registry (``pipeline.arms``) when the registry imports it on first use (the built-in arms
 # are registered by the registry itself)

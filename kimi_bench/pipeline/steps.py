@@ -262,8 +262,9 @@ def deserialize(step: Step, blob: bytes, stage_name: str, mirrors: str, count: i
     return obj
 
 
-def record_ipc(step: Step, nbytes: int) -> None:
-    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, "send_pyobj to scheduler rank 0")
+def record_ipc(step: Step, nbytes: int, frames: int = 1) -> None:
+    mirrors = step.carrier.ipc_mirrors
+    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, mirrors, frames)
 
 
 def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
