@@ -117,7 +117,7 @@ def _config(
     ext = bool(opts.endpoints)  # the endpoints: the first is the baseline, the second the change
     roles = {"baseline": names[0], "change": names[1] if len(names) > 1 else None}
     variants = variant_config(
-        names, opts.runtime, carrier_name=None if ext else opts.transport,
+        names, opts.runtime_spec, carrier_name=None if ext else opts.transport,
         decoder=None if ext else opts.decoder, device=device, roles=roles if ext else None,
     )  # fmt: skip
     config = opts.model_dump(mode="json", exclude={"fault_hooks"}) | {  # a test seam, not a setting

@@ -137,9 +137,8 @@ class StandinOptions(_Options):
 class _RunsArms(_Common):
     """What every scenario that runs arms over a carrier (``arms``, ``transport``: micro,
     serve-ab) checks of them against the runtime: under vllm-0.33 the arms and carrier not
-    given are vLLM's where the scenario can run its carrier (else it says it cannot); an
-    arm or carrier the runtime does not have is refused, naming both (``endpoints``, real
-    servers' arms, are not checked)."""
+    given are vLLM's; an arm or carrier the runtime does not have is refused, naming both
+    (``endpoints``, real servers' arms, are not checked)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -151,25 +150,15 @@ class _RunsArms(_Common):
     def _runtime_has_arms(self) -> Self:
         if getattr(self, "endpoints", ()):
             return self
-        carriers = typing.get_args(type(self).model_fields["transport"].annotation)
-        own = get_profile(self.runtime).default_carrier
-        if own not in carriers:
-            raise ValueError(
-                f"{self.command} does not emulate runtime {self.runtime} yet (its carrier {own} "
-                "runs in micro only); measure a real server with --endpoint NAME=URL"
-            )
         values = cast("Any", self)
         get_profile(self.runtime).check_arms(values.arms, values.transport)
         return self
 
-    @property
-    def command(self) -> str:
-        return "micro" if "synthetic" in type(self).model_fields else "serve-ab"
 
-
-def runtime_defaults(data: Any, carriers: tuple[str, ...]) -> Any:
+def runtime_defaults(data: Any, carriers: tuple[str, ...], arm_key: str = "arms") -> Any:
     """Under a runtime whose arms or carriers are not SGLang's (vllm-0.33), the arms and
-    carrier not given are the runtime's own, where ``carriers`` (the scenario's) hold it."""
+    carrier not given are the runtime's own, where ``carriers`` (the scenario's) hold it
+    (else its check names the carrier). ``arm_key`` "arm": one arm (``kimi-bench serve``)."""
     if not isinstance(data, dict):
         return data
     try:
@@ -182,7 +171,8 @@ def runtime_defaults(data: Any, carriers: tuple[str, ...]) -> Any:
     if profile.default_carrier not in carriers:
         return data  # the scenario cannot run it: its check says so
     out = dict(data)
-    out.setdefault("arms", list(profile.default_arms))
+    arms = list(profile.default_arms)
+    out.setdefault(arm_key, arms if arm_key == "arms" else arms[0])
     out.setdefault("transport", profile.default_carrier)
     return out
 

@@ -14,7 +14,7 @@ from kimi_bench.domain.runtime import (
     get_profile,
     runtime_spec,
 )
-from kimi_bench.options import MicroOptions, ServeOptions
+from kimi_bench.options import MicroOptions, ServeCommandOptions, ServeOptions
 
 
 def test_the_vllm_profile_describes_vllm_0_33():
@@ -81,11 +81,19 @@ def test_micro_options_refuse_what_vllm_does_not_have(given, named):
         MicroOptions(runtime="vllm-0.33", **given)
 
 
-def test_serve_ab_refuses_the_vllm_profile_it_does_not_emulate_yet():
-    with pytest.raises(ValueError, match=r"serve-ab does not emulate runtime vllm-0\.33"):
-        ServeOptions(runtime="vllm-0.33")
+def test_serve_options_under_vllm_take_its_arm_and_carrier_and_refuse_others():
+    s = ServeOptions(runtime="vllm-0.33")
+    assert (s.arms, s.transport) == (("vllm-uint8",), "vllm-mq")
+    with pytest.raises(ValueError, match=r"arm 'eager' does not exist in runtime vllm-0\.33"):
+        ServeOptions(runtime="vllm-0.33", arms="eager,deferred")
     with pytest.raises(ValueError, match="no tensor arena"):
         ServeOptions(vllm_arena=True)
+    server = ServeCommandOptions(runtime="vllm-0.33", encoder_tp_mode="data")
+    assert (server.arm, server.transport, server.runtime_spec) == (
+        "vllm-uint8", "vllm-mq", "vllm-0.33+tp-data",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="carrier 'vllm-mq' does not exist in runtime"):
+        ServeCommandOptions(arm="eager", transport="vllm-mq")
 
 
 @pytest.mark.parametrize(
