@@ -27,6 +27,7 @@ from kimi_bench.bench.parity_pixels import (
     pixels_summary,
 )
 from kimi_bench.bench.parity_reference import apply_reference
+from kimi_bench.bench.parity_vllm import run_vllm_parity
 from kimi_bench.bench.reference import max_abs_diff, pil_reference
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.contract import audit_contract
@@ -189,9 +190,7 @@ def run_parity(
     vllm-0.33 (no eager/deferred arms) the vLLM path's parity (``parity_vllm``)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
     if get_profile(opts.runtime).runtime == VLLM:
-        from kimi_bench.bench.parity_vllm import run_vllm_parity
-
-        return run_vllm_parity(opts, progress, cfg, reference_runtime)
+        return run_vllm_parity(opts, progress, cfg, reference_runtime, RESULT_KEYS)
     load_start = host_load()
     rank_dev = resolve_device(opts.device)
     producer = rank_dev

@@ -27,7 +27,6 @@ from typing import Any
 import torch
 
 from kimi_bench.bench.cross_runtime import compare_runtimes, vllm_bf16
-from kimi_bench.bench.parity import RESULT_KEYS
 from kimi_bench.bench.parity_decode import encoded_input
 from kimi_bench.domain import vllm_k3
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
@@ -46,16 +45,18 @@ ARM = get_profile("vllm-0.33").default_arms[0]  # vLLM's one arm: vllm-uint8
 NO_TENSORS = "vLLM's API server takes images (encoded bytes), not tensors: no vLLM path"
 
 
-def _row(entry: CorpusEntry) -> dict[str, Any]:
-    """Every key a parity row has (``RESULT_KEYS``), filled as the input goes on."""
-    row: dict[str, Any] = dict.fromkeys(RESULT_KEYS)
+def _row(entry: CorpusEntry, keys: Sequence[str]) -> dict[str, Any]:
+    """Every key a parity row has (``keys``: parity's), filled as the input goes on."""
+    row: dict[str, Any] = dict.fromkeys(keys)
     return row | {"name": entry.name, "source": entry.source, "deferred": False}
 
 
-def _prepare(entry: CorpusEntry, cfg: PreprocessConfig) -> tuple[dict[str, Any], bytes | None]:
+def _prepare(
+    entry: CorpusEntry, cfg: PreprocessConfig, keys: Sequence[str]
+) -> tuple[dict[str, Any], bytes | None]:
     """The row with the cross-runtime view filled, and the input's encoded bytes (None: a
     row with its error)."""
-    row = _row(entry)
+    row = _row(entry, keys)
     try:
         obj = entry.load()
         enc = encoded_input(entry, obj)
@@ -129,9 +130,10 @@ def run_vllm_parity(
     progress: Callable[[str, int, int], None] | None = None,
     cfg: PreprocessConfig | None = None,
     reference: Any = None,
+    keys: Sequence[str] = (),
 ) -> Report:
     """Every input through the ``vllm-uint8`` arm; ``reference``: ``vllm_ref.load()``'s (None:
-    no vLLM reference)."""
+    no vLLM reference); ``keys``: the keys of a parity row (``parity.RESULT_KEYS``)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
     load_start = host_load()
     dev = resolve_device(opts.device)
@@ -144,7 +146,7 @@ def run_vllm_parity(
     pending: list[tuple[dict[str, Any], bytes]] = []
     recipe: dict[str, list[str]] = {}
     for n, entry in enumerate(entries, 1):
-        row, data = _prepare(entry, cfg)
+        row, data = _prepare(entry, cfg, keys)
         rows.append(row)
         if data is not None:
             pending.append((row, data))
