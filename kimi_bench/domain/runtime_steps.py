@@ -81,8 +81,9 @@ NEW_STEPS: dict[str, str] = PR_STEPS | {
 # vLLM 0.33 (SPEC section 13; paths under ``vllm/``) at the same steps: what it does there
 VLLM_STEPS: dict[str, str] = {
     "decode a JPEG (CUDA)": "PIL only, in the API server (`multimodal/media/image.py` "
-    "`ImageMediaIO.load_bytes`): EXIF orientation applied, transparency composited over "
-    "white before the resize (`multimodal/image.py` `rgba_to_rgb`); no GPU decoder",
+    "`ImageMediaIO.load_bytes`): EXIF orientation applied (`ImageOps.exif_transpose`: a "
+    "copy, also without an orientation), transparency composited over white before the "
+    "resize (`multimodal/image.py` `rgba_to_rgb`); no GPU decoder",
     "stage an image": "PIL `resize(BICUBIC)` in uint8, then `np.asarray` (two host copies); "
     "zero padding and one write into `(P, 3, 14, 14)` uint8 patches "
     "(`kimi_k25_vision_fused.py` `_write_fused_patches`)",
