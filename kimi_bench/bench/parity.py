@@ -186,10 +186,9 @@ def run_parity(
     overwrite: bool = False,
 ) -> Report:
     """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input.
-    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front). Under
-    vllm-0.33 (no eager/deferred arms) the vLLM path's parity (``parity_vllm``)."""
+    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
-    if get_profile(opts.runtime).runtime == VLLM:
+    if get_profile(opts.runtime).runtime == VLLM:  # no eager/deferred: vLLM's own parity
         return run_vllm_parity(opts, progress, cfg, reference_runtime, RESULT_KEYS)
     load_start = host_load()
     rank_dev = resolve_device(opts.device)
@@ -344,8 +343,7 @@ def exit_code(report: Report) -> int:
         return 1
     if any(not a["all_bit_exact"] for a in (s.get("arms") or {}).values()):
         return 1
-    fp32 = s["all_bit_exact_fp32"]  # None: a runtime without FP32 features (vLLM)
-    return 0 if (fp32 is None or fp32) and s["all_bit_exact_bf16"] else 1
+    return 0 if s["all_bit_exact_fp32"] is not False and s["all_bit_exact_bf16"] else 1
 
 
 def _verdict(

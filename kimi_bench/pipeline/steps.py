@@ -263,8 +263,7 @@ def deserialize(step: Step, blob: bytes, stage_name: str, mirrors: str, count: i
 
 
 def record_ipc(step: Step, nbytes: int, frames: int = 1) -> None:
-    mirrors = step.carrier.ipc_mirrors
-    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, mirrors, frames)
+    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, step.carrier.ipc_mirrors, frames)
 
 
 def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
