@@ -185,8 +185,7 @@ def run_parity(
     *,
     overwrite: bool = False,
 ) -> Report:
-    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input.
-    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front)."""
+    """Every arm over the corpus (``progress`` per input; ``overwrite``: --dump may replace)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
     if get_profile(opts.runtime).runtime == VLLM:  # no eager/deferred: vLLM's own parity
         return run_vllm_parity(opts, progress, cfg, reference_runtime, RESULT_KEYS)
