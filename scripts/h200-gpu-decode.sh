@@ -25,18 +25,8 @@ kb=(python3 -m kimi_bench.cli.main)
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
 mkdir -p "$out"
 status=0
-step() {  # step EXPECTED_S LOG CMD...: run CMD unless fewer than EXPECTED_S seconds are left
-  local need=$1 log=$2
-  shift 2
-  if (( SECONDS + need > budget )); then
-    echo "SKIPPED (time budget): $*" | tee -a "$out/skipped.txt"
-    return 0
-  fi
-  local t0=$SECONDS rc=0
-  "$@" > "$log" 2>&1 || rc=$?
-  (( rc == 0 )) || status=1
-  echo "[$((SECONDS - t0)) s, exit $rc] $(basename "$log"): $(tail -1 "$log")"
-}
+# shellcheck source=lib/budget-step.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/budget-step.sh"
 micro() {  # micro RUNTIME CARRIER
   "${kb[@]}" micro --synthetic 4x1536x1024 --content photo --ranks 8 --transport "$2" \
     --runtime "$1" --arms eager,deferred,zero-copy,deferred-decode --repeats 20 --warmup 3 \

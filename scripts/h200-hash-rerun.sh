@@ -27,17 +27,9 @@ else
 fi
 mkdir -p "$out"
 status=0
-step() {  # step EXPECTED_S LOG CMD...: run CMD unless fewer than EXPECTED_S seconds are left
-  local expect=$(( $1 * need )) log=$2
-  shift 2
-  if (( SECONDS + expect > budget )); then
-    echo "SKIPPED (time budget): $*" | tee -a "$out/skipped.txt"
-    return 0
-  fi
-  local t0=$SECONDS
-  "$@" > "$log" 2>&1 || status=1
-  echo "[$((SECONDS - t0)) s] $(tail -1 "$log")"
-}
+step_scale=$need
+# shellcheck source=lib/budget-step.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/budget-step.sh"
 micro() {  # micro RUNTIME DIR [extra...]
   local rt=$1 dir=$2
   shift 2

@@ -20,17 +20,8 @@ kb=(python3 -m kimi_bench.cli.main)
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
 mkdir -p "$out"
 status=0
-step() {  # step EXPECTED_S LOG CMD...: run CMD unless fewer than EXPECTED_S seconds are left
-  local need=$1 log=$2
-  shift 2
-  if (( SECONDS + need > budget )); then
-    echo "SKIPPED (time budget): $*" | tee -a "$out/skipped.txt"
-    return 0
-  fi
-  local t0=$SECONDS
-  "$@" > "$log" 2>&1 || status=1
-  echo "[$((SECONDS - t0)) s] $(tail -1 "$log")"
-}
+# shellcheck source=lib/budget-step.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/budget-step.sh"
 micro() {  # micro RUNTIME CARRIER RANKS ARMS DIR [extra...]
   local rt=$1 t=$2 r=$3 arms=$4 dir=$5
   shift 5

@@ -8,7 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kimi_bench.options import EMULATOR_MODEL, ServeCommandOptions
-from kimi_bench.serving.server import ServerOptions
+from kimi_bench.serving.admission import ServerOptions
 
 if TYPE_CHECKING:  # the emulator imports torch: not for the many servers that need none
     from kimi_bench.serving.emulator import EmulatorConfig

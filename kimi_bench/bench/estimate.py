@@ -15,47 +15,49 @@ from typing import Any
 
 from kimi_bench.options import resolve_defaults
 
-# CALIBRATION (seconds) -- 2-core CPU, `kimi-bench run` (the default scenario) three times
-# on 2026-12-04 at 1-minute loads 7.6, 13.1 and 17.2 (other sessions sharing the two
-# cores), each part's measured time divided by the load factor (``contention``): parity
-# 51-59 s, micro 18-24 s, serve-ab 21-25 s, gate and index 3-6 s on a quiet host's scale.
-# The earlier constants (fitted 2026-12-01, before workers were forked from a forkserver)
-# put micro at 3x and serve-ab at 1.7x their measured share and parity at a quarter of
-# it, so the time left went wrong at every part boundary. In-sample on those three runs;
-# the out-of-sample check is reports/timings/estimates-*.txt.
+# CALIBRATION (seconds) -- 2-core CPU, `kimi-bench run` (the default scenario) at commit
+# 060aed8 and later, its parts' measured times: in the fresh-clone CI at a 1-minute load of
+# 3.2 (parity 12 s, micro 15 s, serve-ab 16 s, gate and index 1 s) and on this machine at a
+# load of 7.9 falling to 5.8 (22, 18, 18 and 1 s); divided by ``contention`` at the CI's
+# load, they give the quiet host's scale below. The constants before (fitted at loads
+# 7.6-17 before micro ran in launches, and before parity shared its workers) printed 2:09
+# for a 0:45 CI run and 3:06 for a 0:58 one. The micro constants keep their proportions
+# (fitted on 2x640x480 and 4x1536x1024) at a third of their old scale. In-sample on those
+# two runs; the out-of-sample check is reports/timings/estimates-*.txt.
 CPU = {
     "import_s": 3.0,  # python + torch import, option checks (every command)
-    "proc_s": 0.8,  # one extra process (forked from the forkserver, joins gloo)
-    "parity_builtin_s": 47.0,  # both arms over the 27-input built-in corpus, 2 ranks
+    "proc_s": 0.28,  # one extra process (forked from the forkserver, joins gloo)
+    "parity_builtin_s": 7.5,  # both arms over the 27-input built-in corpus, 2 ranks
     "parity_input_s": 0.35,  # per input of a folder (decode, both arms, PIL reference)
     "parity_mpix_s": 0.9,  # per megapixel of a folder's inputs
-    "micro_step_s": 0.013,  # one arm of one repeat: barriers, gathers, queue
-    "micro_mpix_s": 0.075,  # per (megapixels ** 1.5) per arm and repeat: large images cost
+    "micro_step_s": 0.0045,  # one arm of one repeat: barriers, gathers, queue
+    "micro_mpix_s": 0.026,  # per (megapixels ** 1.5) per arm and repeat: large images cost
     # more per pixel (cache); fitted on 2x640x480 (run) and 4x1536x1024 (micro's default)
-    "floor_mpix_s": 1.1,  # the floor's rounds, per megapixel
-    "report_s": 4.0,  # report.json/md/html + figures (matplotlib) per report
+    "floor_mpix_s": 0.38,  # the floor's rounds, per megapixel
+    "report_s": 2.0,  # report.json/md/html + figures (matplotlib) per report
     "serve_arm_s": 0.5,  # one emulator server: start, warm-up, stop
     "serve_request_s": 0.05,  # per request, fixed part (HTTP, batching, stand-ins)
     "serve_mpix_s": 0.25,  # per request and megapixel (decode, arm work)
-    "gate_s": 4.0,  # run: gate, JUnit, index.md and the self-contained index.html
+    "gate_s": 1.0,  # run: gate, JUnit, index.md and the self-contained index.html
 }
 # On a GPU the per-pixel work is far smaller; start-up and reports are not.
 CUDA = CPU | {"parity_mpix_s": 0.1, "micro_mpix_s": 0.004, "floor_mpix_s": 0.01,
               "serve_mpix_s": 0.02, "parity_builtin_s": 6.0}  # fmt: skip
 
 
-CONTENTION_EXPONENT = 0.4
+CONTENTION_EXPONENT = 0.5
 
 
 def contention(procs: int) -> float:
     """How much slower than on a quiet host, from the 1-minute load average at the start:
     ``(load / cpus) ** CONTENTION_EXPONENT`` once the load exceeds the CPUs, 1.0 below.
     0.75 (fitted on loads 15-23 on 2 CPUs) printed estimates 2.0-2.2x the measured time of
-    ``kimi-bench run`` at loads 7.6 and 17 (issue 46); 0.4 puts both within +26% and +3%
-    (``reports/timings/estimates-*.txt``). A rough guide: the load of other jobs changes
-    while a run goes on, which is why the time left printed during a run is recalibrated
-    from the parts it measured (``cli.progress``). ``procs``: our busy processes (unused by
-    the fit, kept for the note)."""
+    ``kimi-bench run`` at loads 7.6 and 17 (issue 46); 0.4 put both within +26% and +3%
+    with that time's constants; 0.5 with today's (the CPU-bound parts slowed by 1.2-1.8x
+    from a load of 3.2 to one of 7.9: ``reports/timings/estimates-*.txt``). A rough guide:
+    the load of other jobs changes while a run goes on, which is why the time left printed
+    during a run is recalibrated from the parts it measured (``cli.progress``). ``procs``:
+    our busy processes (unused by the fit, kept for the note)."""
     import os
 
     try:

@@ -132,12 +132,12 @@ def _run_batch(
     encoded input (``parity_pixels``), into the rows (``--dump``: both arms' FP32 per
     input); returns the change's recipe."""
     # the runtime decodes each request's image once: every arm is fed that one decode
-    choice = replayed(choose(opts.decoder, get_profile(opts.runtime), producer))
+    choice = replayed(choose(opts.decoder, get_profile(opts.runtime_spec), producer))
     objs, pixel_rows = decode_batch([a.obj for a in batch], [a.encoded for a in batch],
                                     choice, producer, cfg)  # fmt: skip
     plans = [a.plan for a in batch]
-    same: dict[str, Any] = {
-        "runtime": opts.runtime,
+    same: dict[str, Any] = {  # the profile as asked: --no-preprocess-cache reaches every arm
+        "runtime": opts.runtime_spec,
         "decoder": choice,
         "baseline_whitelisted": opts.eager_baseline == "deferral-off",
     }
@@ -305,8 +305,8 @@ def _build_report(
     config = {
         **opts.model_dump(mode="json"),
         "preprocess": cfg.summary(),
-        "runtime_profile": get_profile(opts.runtime).summary(),
-        "decision_scope": opts.policy or get_profile(opts.runtime).decision_scope,
+        "runtime_profile": get_profile(opts.runtime_spec).summary(),
+        "decision_scope": opts.policy or get_profile(opts.runtime_spec).decision_scope,
     }
     env = environment(
         device,

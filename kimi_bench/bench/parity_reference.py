@@ -44,7 +44,7 @@ def merge_reference(
         entries,
         cfg,
         device,
-        policy=opts.policy or get_profile(opts.runtime).decision_scope,
+        policy=opts.policy or get_profile(opts.runtime_spec).decision_scope,
         images_per_request=opts.images_per_request,
         batch_size=opts.batch_size,
         runtime=runtime,

@@ -9,8 +9,13 @@ from typing import Any
 
 from kimi_bench.bench.serve_capacity import capacity_notes, capacity_rows
 from kimi_bench.bench.serve_notes import run_notes
-from kimi_bench.bench.serve_overhead import lateness_warnings, overhead_notes, overhead_rows
-from kimi_bench.bench.serve_report import base_arm, serve_part
+from kimi_bench.bench.serve_overhead import (
+    Overhead,
+    lateness_warnings,
+    overhead_notes,
+    overhead_rows,
+)
+from kimi_bench.bench.serve_report import ServePart, base_arm, serve_part
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.bench.serve_traffic import annotate_rows, traffic_data, traffic_notes
 from kimi_bench.bench.variants import recipes, run_decodes, variant_config
@@ -79,22 +84,8 @@ def build_serve_report(
         notes += hash_and_cache_notes(summary["hash_and_cache"], "every request of the run" + own)
     if warnings:
         summary["client_warnings"] = warnings
-    data: dict[str, Any] = {"ab": part.ab, "requests": part.requests, "copies": part.copies}
-    annotate_rows(rows, opts, part.requests)
-    data |= traffic_data(part.requests, workload)
-    notes += traffic_notes(opts, rows, data)
-    if capacity is not None:
-        data |= {"capacity": capacity, "capacity_rows": capacity_rows(capacity)}
-        notes += capacity_notes(capacity)
-    if overhead:
-        data["client_overhead"] = [o.as_row() for o in overhead]
-    if serving.profiles:
-        data["profiles"] = serving.profiles
-    recipe, decodes = recipes(runs), run_decodes(runs)
-    if recipe:
-        data = {"recipe": recipe, **data}
-    if any(decodes.values()):
-        data["decodes"] = decodes
+    data, data_said = _data(opts, runs, part, workload, capacity, overhead, serving.profiles)
+    notes += data_said
     report = Report(
         kind="serve-ab",
         environment=env,
@@ -107,6 +98,38 @@ def build_serve_report(
     # the verdict in the words every format prints it (report.verdicts), from the data
     summary["verdict"] = verdicts.text(verdicts.lines(report.to_dict()))
     return report
+
+
+def _data(
+    opts: ServeOptions,
+    runs: Sequence[ServeRun],
+    part: ServePart,
+    workload: Workload | None,
+    capacity: dict[str, Any] | None,
+    overhead: list[Overhead],
+    profiles: dict[str, list[str]],
+) -> tuple[dict[str, Any], list[str]]:
+    """``data`` (the A/B blocks, the requests and copies, the traffic, the capacity search,
+    the client overhead, the profiles, the recipes and decodes) and the notes on the
+    traffic and the capacity search; ``part.rows`` gain their traffic columns."""
+    rows = part.rows
+    data: dict[str, Any] = {"ab": part.ab, "requests": part.requests, "copies": part.copies}
+    annotate_rows(rows, opts, part.requests)
+    data |= traffic_data(part.requests, workload)
+    notes = traffic_notes(opts, rows, data)
+    if capacity is not None:
+        data |= {"capacity": capacity, "capacity_rows": capacity_rows(capacity)}
+        notes += capacity_notes(capacity)
+    if overhead:
+        data["client_overhead"] = [o.as_row() for o in overhead]
+    if profiles:
+        data["profiles"] = profiles
+    recipe, decodes = recipes(runs), run_decodes(runs)
+    if recipe:
+        data = {"recipe": recipe, **data}
+    if any(decodes.values()):
+        data["decodes"] = decodes
+    return data, notes
 
 
 def _config(

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from kimi_bench.bench.serve_runs import Placement, RequestImages, ServeRun, from_pipeline
 from kimi_bench.domain.config import PreprocessConfig
-from kimi_bench.engine import serve_workers
+from kimi_bench.engine import serve_producer, serve_workers
 from kimi_bench.engine.launch import World
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
@@ -94,9 +94,9 @@ def serve_pipeline(
             harness.start(f"rank{r}", serve_workers.rank_main, job, load, r, conns, req_q, warm_evt)
         for w, (send_end, _) in enumerate(pipes):
             harness.start(
-                f"producer{w}", serve_workers.producer_main, job, load, w, req_q, send_end
+                f"producer{w}", serve_producer.producer_main, job, load, w, req_q, send_end
             )
-        harness.start("loadgen", serve_workers.loadgen_main, load, req_q, warm_evt)
+        harness.start("loadgen", serve_producer.loadgen_main, load, req_q, warm_evt)
         quiet_s = opts.request_timeout_s + 120.0  # a stalled request times out first
         for kind, payload in harness.messages(quiet_s, stop=sigterm_received):
             if kind == "request" and not payload["warm"]:

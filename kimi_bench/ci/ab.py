@@ -6,6 +6,8 @@ the host (another job starting, a frequency change) hits both. Every launch writ
 own micro report under ``<out>/launches/``; the A/B reads each launch's medians from it
 and gates the candidate against the base with the paired interval of ``ab_stats``: the
 deferred arm's time and its speedup over eager (eager measured in the same launch).
+While a metric is inconclusive after ``--launches`` pairs, one more pair runs at a time, up to
+``--max-launches`` (the report says how many ran and why).
 
 Exit codes: 0 no regression, 1 a regression (or a candidate launch that failed), 2 refused
 (a revision that cannot be resolved or built, a base launch that failed)."""
@@ -25,7 +27,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kimi_bench.ci.ab_stats import METHOD, PairedChange, launch_order, paired_change
+from kimi_bench.ci.ab_stats import (
+    METHOD,
+    PairedChange,
+    deferred_bound,
+    launch_order,
+    paired_change,
+)
 from kimi_bench.ci.revisions import Revision, ask_version, resolve
 from kimi_bench.options.ab import AbOptions
 
@@ -152,16 +160,19 @@ def _commit(rev: Revision, launches: list[Launch]) -> dict[str, Any]:
 def _metrics(launches: list[Launch], opts: AbOptions) -> list[PairedChange]:
     pairs = sorted({la.pair for la in launches})
     by = {(la.pair, la.side): la for la in launches}
-    out = []
+    out = {}
     for name, better in METRICS:
         base = [getattr(by[(p, "base")], name) for p in pairs]
         cand = [getattr(by[(p, "candidate")], name) for p in pairs]
-        change = paired_change(
+        out[name] = paired_change(
             name, base, cand, better=better,  # type: ignore[arg-type]
             threshold=opts.max_regression, confidence=opts.confidence,
         )  # fmt: skip
-        out.append(change)
-    return out
+    return [out["deferred_ms"], deferred_bound(out["speedup"], out["deferred_ms"])]
+
+
+def _undecided(launches: list[Launch], opts: AbOptions) -> bool:
+    return any(m.verdict == "inconclusive" for m in _metrics(launches, opts))
 
 
 def run_ab(
@@ -175,12 +186,17 @@ def run_ab(
     start = load_snapshot()
     t0 = time.monotonic()
     launches: list[Launch] = []
-    order = launch_order(opts.launches)
-    for position, (pair, side) in enumerate(order):
+    planned = opts.launches
+    for position, (pair, side) in enumerate(launch_order(opts.launch_cap)):
+        if pair >= planned:
+            break
         rev = base if side == "base" else cand
         launches.append(run_launch(opts, rev, pair, position, out))
         if progress is not None:
-            progress(launches[-1], len(order))
+            progress(launches[-1], 2 * planned)
+        whole = len(launches) == 2 * planned
+        if whole and planned < opts.launch_cap and _undecided(launches, opts):
+            planned += 1  # one more pair while a metric is undecided
     metrics = _metrics(launches, opts)
     failed = [m for m in metrics if m.verdict == "regression"]
     first = json.loads(Path(launches[0].folder, "report.json").read_text(encoding="utf-8"))
@@ -203,7 +219,9 @@ def run_ab(
         },
         "host_load": {"start": start, "end": load_snapshot()},
         "settings": {
-            "launches_per_revision": opts.launches,
+            "launches_per_revision": planned,
+            "launches_asked": opts.launches,
+            "max_launches": opts.launch_cap,
             "order": "A B, B A, A B, ...",
             "micro": opts.micro_command(),
             "max_regression": opts.max_regression,

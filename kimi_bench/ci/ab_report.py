@@ -35,7 +35,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{m['cpu_count']} CPUs, torch {m['torch']}, Python {m['python']}",
         f"- host load (1 min): {_load(load['start']['load_1m'])} at the start, "
         f"{_load(load['end']['load_1m'])} at the end, on {load['end']['cpus']} usable CPUs",
-        f"- {s['launches_per_revision']} launches per revision, order {s['order']}; "
+        f"- {s['launches_per_revision']} launches per revision{_extended(s)}, order "
+        f"{s['order']}; "
         f"micro: `{' '.join(s['micro'])}`; {doc['wall_s']:.0f} s in all",
         f"- gate: a metric fails when the candidate is worse by more than "
         f"{s['max_regression']:.0%} and the {s['confidence']:.0%} interval excludes no "
@@ -71,3 +72,13 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
     tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     tmp.replace(js)
     return [js, md]
+
+
+def _extended(s: dict[str, Any]) -> str:
+    """`` (asked 6; pairs added while a metric was inconclusive, up to 12)`` or ""."""
+    asked, cap = s.get("launches_asked"), s.get("max_launches")
+    if asked is None or cap is None or cap == asked:
+        return ""
+    if s["launches_per_revision"] == asked:
+        return f" (up to {cap} had a metric stayed inconclusive)"
+    return f" (asked {asked}; pairs added while a metric was inconclusive, up to {cap})"

@@ -1,6 +1,6 @@
 """CI gating: typed rules (``ci.rules``) applied to the evidence of each report
-(``ci.evidence``: every figure recomputed from the report's raw data), and relative rules
-against a baseline (``ci.baseline``).
+(``ci.evidence``: every figure recomputed from the report's raw data; each kind's absolute
+rules are in ``ci.kind_rules``), and relative rules against a baseline (``ci.baseline``).
 
 Absolute rules (per kind):
     [parity]    all_bit_exact = true
@@ -25,7 +25,6 @@ negative or not finite, is refused (EvidenceError, exit 2): it is never gated.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,21 +39,10 @@ from kimi_bench.ci.baseline import (
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.history import history_rules
+from kimi_bench.ci.kind_rules import micro_rules, parity_rules, serve_rules
 from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE
-from kimi_bench.ci.rules import GateRules, MicroRules, RulesError, ServeRules, load_rules
-from kimi_bench.ci.serving_rules import ABSOLUTE, serving_rules
-from kimi_bench.ci.verdicts import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    SKIP,
-    RuleResult,
-    decide,
-    interval_text,
-    with_policy,
-)
-from kimi_bench.infra.stats.compare import Comparison
-from kimi_bench.infra.stats.format import fmt_speedup
+from kimi_bench.ci.rules import GateRules, RulesError, load_rules
+from kimi_bench.ci.verdicts import FAIL, INCONCLUSIVE, PASS, SKIP, RuleResult
 from kimi_bench.report.files import report_file
 from kimi_bench.report.gate_verdict import ACCEPTED, gate_line, summarize
 from kimi_bench.report.model import Report, ReportError
@@ -70,175 +58,6 @@ __all__ = [
     "evaluate",
     "load_rules",
 ]
-
-
-def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResult:
-    return RuleResult(name, measured, limit, PASS if ok else FAIL, why)
-
-
-def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
-    """``all_bit_exact``: every input identical in FP32 and BF16. An input that was rejected
-    (unreadable, refused by a limit) was never compared: it counts against the rule unless
-    ``max_rejected`` allows that many."""
-    if rules is None or not rules.all_bit_exact:
-        return []
-    f = ev.figures
-    bad, accepted, rejected = f["differing"], f["accepted"], f["rejected"]
-    allowed = rules.max_rejected or 0
-    why = (
-        f"{accepted} accepted inputs identical in FP32 and BF16"
-        if not bad
-        else f"not bit-identical: {', '.join(bad)}"
-    )
-    if not accepted:
-        why = "no accepted input: nothing was compared"
-    ok = f["all_bit_exact"] and len(rejected) <= allowed
-    if rejected:
-        shown = ", ".join(rejected[:5]) + (", ..." if len(rejected) > 5 else "")
-        why += (
-            f"; {len(rejected)} of {accepted + len(rejected)} inputs rejected, never compared "
-            f"({shown}); [parity] max_rejected allows {allowed}"
-        )
-    return [_rule("parity.all_bit_exact", ok, accepted - len(bad), accepted + len(rejected), why)]
-
-
-def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    m = ev.measurements.get("speedup")
-    if m is None or not m.n:
-        return _rule("micro.min_speedup", False, None, lim, "no paired speedup")
-    iv = ev.figures.get("speedup_interval") or m.interval()  # the re-run interval
-    verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
-    spread = interval_text(iv.low, iv.high)
-    why = f"deferred {fmt_speedup(m.median, 'eager')} (median){spread}, needs >= {lim}x"
-    return with_policy(RuleResult("micro.min_speedup", m.median, lim, verdict, why), policy)
-
-
-def _max_floor_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    v = ev.figures.get("floor_ratio")
-    ok = v is not None and 1.0 <= v <= lim  # below the floor: a measurement problem
-    return _rule("micro.max_floor_ratio", ok, v, lim, floor_reason(v, lim))
-
-
-def _min_bytes_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    v = ev.figures.get("bytes_ratio")
-    why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
-    return _rule("micro.min_bytes_ratio", v is not None and v >= lim, v, lim, why)
-
-
-def _bit_exact(ev: Evidence, lim: bool, policy: str) -> RuleResult:
-    f = ev.figures
-    exact = f.get("bit_exact") is True
-    why = f"owner BF16 identical in all {f.get('repeats')} repeats" if exact else "outputs differ"
-    return _rule("micro.bit_exact", exact, exact, True, why)
-
-
-# The micro rules in the order they are reported: the MicroRules field each one reads and
-# its check; a field left unset (None, or bit_exact = false) is not checked.
-_MICRO_CHECKS: tuple[tuple[str, Callable[[Evidence, Any, str], RuleResult]], ...] = (
-    ("min_speedup", _min_speedup),
-    ("max_floor_ratio", _max_floor_ratio),
-    ("min_bytes_ratio", _min_bytes_ratio),
-    ("bit_exact", _bit_exact),
-)
-
-
-def micro_rules(ev: Evidence, rules: MicroRules | None, policy: str) -> list[RuleResult]:
-    if rules is None:
-        return []
-    limits = [(getattr(rules, field), check) for field, check in _MICRO_CHECKS]
-    return [check(ev, lim, policy) for lim, check in limits if lim is not None and lim is not False]
-
-
-def floor_reason(v: float | None, lim: float) -> str:
-    """How far the deferred median is above the floor; a median below the floor is a
-    measurement problem (the floor is the least work any arm does), said so."""
-    if not v:
-        return "no floor measured"
-    if v < 1:
-        return (
-            f"deferred measured BELOW the floor ({v:.2f}x): a measurement problem, not a "
-            "result (see the report's floor notes)"
-        )
-    return f"deferred takes {v:.1f}x the floor, allowed <= {lim}x"
-
-
-_SERVE_METRIC = {
-    "max_median_ttft_delta": "median_ttft",
-    "max_p90_ttft_delta": "p90_ttft",
-    "min_throughput_delta": "throughput",
-    "min_goodput_delta": "goodput",
-}
-
-
-def _delta_rule(name: str, c: Comparison | None, key: str, lim: float, policy: str) -> RuleResult:
-    metric = _SERVE_METRIC[key]
-    if c is None or c.delta_pct is None:
-        return RuleResult(name, None, lim, FAIL, f"no {metric} delta (no served requests)")
-    v = c.delta_pct / 100.0
-    low = None if c.interval.low is None else c.interval.low / 100.0
-    high = None if c.interval.high is None else c.interval.high / 100.0
-    at_least = key.startswith("min")
-    verdict = decide(v, low, high, lim, at_least=at_least)
-    iv = interval_text(low, high, "{:+.1%}")
-    why = f"{metric} delta {v:+.1%}{iv} vs {'>=' if at_least else '<='} {lim:+.0%}"
-    return with_policy(RuleResult(name, v, lim, verdict, why), policy)
-
-
-def serve_rules(
-    ev: Evidence, rules: ServeRules | None, policy: str, report: Report | None = None
-) -> list[RuleResult]:
-    if rules is None:
-        return []
-    out = []
-    if rules.max_failed is not None:
-        out.append(_max_failed(ev, rules.max_failed))
-    ab = ev.figures.get("ab") or {}
-    planned = ev.figures.get("rates") or []
-    for rate, body in rules.rates.items():
-        if planned and rate not in planned:  # a rule for a rate this run did not plan
-            for key, lim in body.model_dump(exclude_none=True).items():
-                why = f"rate {rate} was not run (this run's rates: {', '.join(planned)})"
-                out.append(RuleResult(f"serve_ab.{rate}.{key}", None, lim, SKIP, why))
-            continue
-        per_arm = ab.get(rate)
-        change = ev.figures.get("change_arm")
-        arm = change if per_arm and change in per_arm else next(iter(per_arm or {}), None)
-        arms = ev.figures.get("arms") or []
-        limits = body.model_dump(exclude_none=True)
-        if report is not None:
-            out += serving_rules(report, rate, list(arms), limits)
-        for key, lim in limits.items():
-            if key in ABSOLUTE:
-                continue
-            name = f"serve_ab.{rate}.{key}"
-            if not per_arm or arm is None:
-                why = (
-                    f"rate {rate} has one arm ({', '.join(arms)}): no A/B delta to check "
-                    "(import or run a second arm)"
-                    if len(arms) == 1
-                    else f"rate {rate} not in the report"
-                )
-                out.append(RuleResult(name, None, lim, FAIL, why))
-                continue
-            out.append(_delta_rule(name, per_arm[arm].get(_SERVE_METRIC[key]), key, lim, policy))
-    return out
-
-
-def _max_failed(ev: Evidence, lim: int) -> RuleResult:
-    """Failed requests counted from the request rows. A summary-only report (a peer's file
-    without per-request data) has no rows to count them from, and a file that does not say
-    how many failed cannot be counted at all: both fail by name rather than pass."""
-    v = ev.figures["failed"]
-    if ev.figures.get("summary_only"):
-        why = (
-            "summary only: no request rows to count failures from (the tool's own count "
-            f"says {v}); import a file with per-request data"
-        )
-        return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
-    if ev.figures.get("failed_unknown"):
-        why = "the file does not count failed requests: they cannot be shown to be <= " + str(lim)
-        return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
-    return _rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests")
 
 
 def report_label(rep: Report) -> str:

@@ -13,7 +13,8 @@ from kimi_bench.options.ab import AbOptions
 DOC = """Did the candidate revision regress against the base, measured on THIS machine?
 
 Runs each revision's micro (arms eager and deferred) as separate process launches,
-interleaved A B, B A, A B, ... (--launches per revision), so host drift hits both; gates
+interleaved A B, B A, A B, ... (--launches per revision; while a metric is inconclusive,
+one more pair at a time up to --max-launches), so host drift hits both; gates
 the candidate's change over the launch pairs: the deferred arm's time and its speedup over
 eager (eager measured in the same launch), a launch's figure for an arm being its fastest
 measured repeat (--figure min: other work on the host only ever adds time) or its median.
@@ -71,7 +72,8 @@ def _ab(opts: AbOptions, values: dict[str, Any]) -> None:
     except (RevisionError, OutputError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     say(f"base: {base.version} ({base.source} {base.given}); candidate: {cand.version} "
-        f"({cand.source} {cand.given}); {2 * opts.launches} launches", err=True)  # fmt: skip
+        f"({cand.source} {cand.given}); {2 * opts.launches} launches (up to "
+        f"{2 * opts.launch_cap} while a metric is inconclusive)", err=True)  # fmt: skip
     try:
         doc = run_ab(opts, base, cand, out, _Progress())
     except LaunchFailed as exc:
@@ -85,7 +87,8 @@ def _ab(opts: AbOptions, values: dict[str, Any]) -> None:
     open_ = ", ".join(m["metric"] for m in doc["metrics"] if m["verdict"] == "inconclusive")
     tail = f": regression in {failed}" if failed else ""
     if open_ and not failed:
-        tail = f" (inconclusive: {open_}; more --launches would decide)"
+        tail = f" (inconclusive: {open_} after {len(doc['launches']) // 2} launch pairs; more "
+        "--max-launches would decide)"
     verdict_line(f"ab {doc['verdict']}{tail}", not doc["exit_code"])
     raise typer.Exit(code=doc["exit_code"])
 

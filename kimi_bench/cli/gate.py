@@ -9,14 +9,8 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import (
-    err_console,
-    note,
-    show_tables,
-    stdout_is_document,
-    usage_error,
-    verdict_lines,
-)
+from kimi_bench.cli.common import err_console, note, stdout_is_document, usage_error, verdict_lines
+from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import CompareOptions, GateCommandOptions
 
 

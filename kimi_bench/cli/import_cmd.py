@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import console, rich_table, say, usage_error, verdict_lines
+from kimi_bench.cli.common import console, say, usage_error, verdict_lines
 from kimi_bench.cli.output import write_report
+from kimi_bench.cli.tables import rich_table
 from kimi_bench.options import ImportOptions
 
 IMPORT_DOC = """Turn peers' result files into one serve-ab report (one arm per file) that

@@ -14,12 +14,12 @@ from kimi_bench.cli.common import (
     fail_line,
     note,
     say,
-    show_tables,
     usage_error,
     verdict_lines,
     warn,
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
+from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import MicroOptions
 
 if TYPE_CHECKING:

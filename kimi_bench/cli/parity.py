@@ -7,15 +7,9 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import build, command, given, option_params, output_params
-from kimi_bench.cli.common import (
-    fail_line,
-    note,
-    say,
-    show_tables,
-    usage_error,
-    verdict_lines,
-)
+from kimi_bench.cli.common import fail_line, note, say, usage_error, verdict_lines
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
+from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import ParityOptions
 from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE
 

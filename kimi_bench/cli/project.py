@@ -7,8 +7,9 @@ from typing import Any
 from rich.markup import escape
 
 from kimi_bench.cli.build import model_command
-from kimi_bench.cli.common import console, err_console, note, show_tables, usage_error
+from kimi_bench.cli.common import console, err_console, note, usage_error
 from kimi_bench.cli.output import claim_output, default_out
+from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import ProjectOptions
 
 PROJECT_DOC = """Project micro's stage costs to more ranks and nodes, calibrated on a micro report.

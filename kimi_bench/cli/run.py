@@ -7,8 +7,9 @@ from typing import Any
 import typer
 
 from kimi_bench.cli.build import model_command, output_params
-from kimi_bench.cli.common import say, show_tables, usage_error, verdict_lines, warn
+from kimi_bench.cli.common import say, usage_error, verdict_lines, warn
 from kimi_bench.cli.output import append_jsonl, resolve_output
+from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import RunCommandOptions, RunOutputOptions
 
 DOC = """The main job: parity on the built-in corpus, a small micro (all arms) and a small

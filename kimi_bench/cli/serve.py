@@ -14,16 +14,18 @@ from kimi_bench.cli.common import (
     fail_line,
     note,
     say,
-    show_rendered,
     usage_error,
     verdict_lines,
     warn,
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
+from kimi_bench.cli.tables import show_rendered
 from kimi_bench.options import ScenarioFileOptions, ServeOptions
 
 if TYPE_CHECKING:
     from kimi_bench.bench.serve_runs import ServeRun
+    from kimi_bench.domain.config import PreprocessConfig
+    from kimi_bench.engine.launch import World
     from kimi_bench.report.view import View
 
 DOC = """What happens to TTFT and throughput at my request rates? The same seeded arrival
@@ -71,12 +73,17 @@ def _estimate_s(opts: ServeOptions) -> float:
     return serve_s(opts, resolve_device(opts.device).type)
 
 
-def _body(values: dict[str, Any]) -> None:
+def _parse(
+    values: dict[str, Any],
+) -> tuple[ServeOptions, PreprocessConfig, World, Any, Path | None, OutputFormat | None]:
+    """The options, the preprocessing config, the launcher's world, the device and the
+    output folder and format (None on a torchrun rank that writes no report); a bad one is a
+    usage error (exit 2)."""
     # options first, with no torch import: a usage error comes back at once
     from kimi_bench.bench.scenario import ScenarioError
     from kimi_bench.domain.config import ConfigError, resolve_config
     from kimi_bench.engine.launch import LaunchError, detect_world
-    from kimi_bench.options import OptionsError, portrait_hint, rate_label, resolve_defaults
+    from kimi_bench.options import OptionsError, portrait_hint
 
     try:
         opts = _options(values)
@@ -84,11 +91,7 @@ def _body(values: dict[str, Any]) -> None:
             warn(hint, label="size:")
         cfg = resolve_config(opts.preset, opts.config)
         world = detect_world(opts.launcher)
-        from kimi_bench.bench.serve_workload import (
-            custom_workload,
-            prepare_workload,
-            requests_from_file,
-        )
+        from kimi_bench.bench.serve_workload import custom_workload, requests_from_file
         from kimi_bench.engine.start import for_world  # imports torch
         from kimi_bench.infra.environment import resolve_device
 
@@ -101,11 +104,18 @@ def _body(values: dict[str, Any]) -> None:
         out_dir, fmt = resolve_output(values, "serve-ab") if world.writes_report else (None, None)
     except (OptionsError, ScenarioError, ConfigError, LaunchError, ValueError) as exc:
         raise usage_error(str(exc)) from None
+    return opts, cfg, world, dev, out_dir, fmt
+
+
+def _body(values: dict[str, Any]) -> None:
+    opts, cfg, world, dev, out_dir, fmt = _parse(values)
     from kimi_bench.bench.serve import ServeFailed, run_serve
     from kimi_bench.bench.serve_build import build_serve_report
     from kimi_bench.bench.serve_capacity import CapacitySearch, in_rate_order
+    from kimi_bench.bench.serve_workload import prepare_workload
     from kimi_bench.infra.environment import host_load
     from kimi_bench.infra.limits import interrupt_reason
+    from kimi_bench.options import rate_label, resolve_defaults
     from kimi_bench.report.emit import emit_serve
     from kimi_bench.report.view import view_of
 

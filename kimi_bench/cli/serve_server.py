@@ -52,8 +52,9 @@ def _serve(opts: ServeCommandOptions, _: dict[str, Any]) -> None:
         bind_socket(host, port).close()
     except ServerStartError as exc:
         raise usage_error(str(exc)) from None
-    from kimi_bench.serving.emulator import EmulatorConfig, serve_emulator
-    from kimi_bench.serving.server import ServerOptions
+    from kimi_bench.serving.admission import ServerOptions
+    from kimi_bench.serving.emulator import EmulatorConfig
+    from kimi_bench.serving.emulator_serve import serve_emulator
 
     try:
         conf = EmulatorConfig.from_options(opts)

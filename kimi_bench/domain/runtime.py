@@ -22,9 +22,10 @@ preprocessing (SGLang PR #33921) and the ``sglang`` 0.5.23 release (SPEC section
   content-addressed cache per tokenizer worker and hashes each miss's feature
   (``with_preprocess_cache(False)``: no cache, no feature hash, per-request decisions);
 - the JPEG decoder on CUDA: ``pr-33921`` copies the PR's head as it was benchmarked
-  (2026-08-07, torchvision's nvJPEG); upstream #34163 (nvImageCodec, ``"nvjpeg_fancy"``)
-  landed two days later, and every stored main-line state with the deferral already has
-  it, so "as merged" would be nvImageCodec (see the report of issue 44).
+  (2026-08-07, torchvision's nvJPEG). The PR merged as ``22e003580bc0032918f1ebd1111de4850e33ec0f``
+  (2026-08-09T08:13Z), before upstream #34163 (nvImageCodec, ``"nvjpeg_fancy"``) merged as
+  ``c20e99bd22`` (2026-08-10), so "as merged" decoded as the head did (docs/pipeline.md
+  says where both hashes come from; the head's hash is not known).
 
 Everything else (staging, the eager producer's GPU preprocess and per-item ``.cpu()``, the
 shm wrap, ``broadcast_pyobj``, the pre-embed whitelist, owner-only materialization) is the

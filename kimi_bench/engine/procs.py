@@ -38,7 +38,12 @@ _RUN_NAME = re.compile(r"^kimibench_(\d+)_")
 
 # imported once by the forkserver, before it forks a worker: each spawned worker used to
 # import torch and the worker modules itself (about 1.3 s of CPU per worker)
-_PRELOAD = ["torch", "kimi_bench.engine.micro_worker", "kimi_bench.engine.serve_workers"]
+_PRELOAD = [
+    "torch",
+    "kimi_bench.engine.micro_worker",
+    "kimi_bench.engine.serve_workers",
+    "kimi_bench.engine.serve_producer",
+]
 
 
 def worker_context() -> Any:

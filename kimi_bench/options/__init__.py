@@ -1,5 +1,5 @@
 """Every option of every command, typed, in one place (``base``: names, bounds, machine
-defaults; ``parse``: values given as text; ``scenarios``: parity, micro, serve-ab;
+defaults; ``parse``: values given as text; ``scenarios``: parity, micro; ``serve_ab``: serve-ab;
 ``server``: ``kimi-bench serve``; ``commands``: run, gate, compare, render, project,
 calibrate, import and the report output). The CLI is generated from these models, scenario
 files are validated by them and a report's ``config`` is their dump."""
@@ -51,7 +51,8 @@ from kimi_bench.options.parse import (
     portrait_hint,
     rate_label,
 )
-from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions
+from kimi_bench.options.scenarios import MicroOptions, ParityOptions
+from kimi_bench.options.serve_ab import ServeOptions
 from kimi_bench.options.server import (
     CLIENT_CONNECT_TIMEOUT_S,
     CLIENT_DEAD_AFTER,

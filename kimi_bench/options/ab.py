@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kimi_bench.options.base import Device, MicroCarrier, Runtime
 from kimi_bench.options.commands import _Command
@@ -32,6 +32,14 @@ class AbOptions(_Command):
                           "revision (each `micro --launches 1`, unless --micro-args sets it), "
                           "interleaved A B, B A, ...; the interval is over these launch "
                           "pairs.")  # fmt: skip
+    max_launches: int | None = Field(
+        None,
+        ge=2,
+        le=500,
+        description="While a metric is inconclusive (over --max-regression, but its "
+        "interval reaches no change), add one launch pair at a time, up to this many launches "
+        "per revision [default: twice --launches; equal to --launches: never add].",
+    )
     max_regression: float = Field(0.10, gt=0, le=5.0, allow_inf_nan=False,
                                   description="Allowed regression (0.10: 10%) of the deferred "
                                   "arm's time and of its speedup over eager.")  # fmt: skip
@@ -72,6 +80,18 @@ class AbOptions(_Command):
     )
     overwrite: bool = Field(False, description="Write into an output folder that holds a "
                             "finished A/B report.")  # fmt: skip
+
+    @model_validator(mode="after")
+    def _enough(self) -> AbOptions:
+        if self.max_launches is not None and self.max_launches < self.launches:
+            raise ValueError(f"--max-launches {self.max_launches} is below --launches "
+                             f"{self.launches}")  # fmt: skip
+        return self
+
+    @property
+    def launch_cap(self) -> int:
+        """Launches per revision the A/B may reach while a metric is inconclusive."""
+        return self.max_launches if self.max_launches is not None else 2 * self.launches
 
     @field_validator("micro_args")
     @classmethod

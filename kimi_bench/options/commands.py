@@ -22,7 +22,8 @@ from kimi_bench.infra.limits import (
     MAX_THREAD_EXPONENT,
 )
 from kimi_bench.options.base import Device, _Options
-from kimi_bench.options.scenarios import MicroOptions, ParityOptions, ServeOptions
+from kimi_bench.options.scenarios import MicroOptions, ParityOptions
+from kimi_bench.options.serve_ab import ServeOptions
 
 PeerFormat = Literal["auto", "sglang", "vllm", "guidellm", "aiperf"]
 ConsoleFormat = Literal["table", "md", "json"]

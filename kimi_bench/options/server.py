@@ -2,7 +2,7 @@
 OpenAI-compatible HTTP API (``kimi_bench.serving``). Written once, here: the command is
 generated from this model, and the emulator's and the HTTP server's settings are built from
 it (``serving.emulator.EmulatorConfig.from_options``,
-``serving.server.ServerOptions.from_options``), which hold no defaults of their own."""
+``serving.admission.ServerOptions.from_options``), which hold no defaults of their own."""
 
 from __future__ import annotations
 

@@ -17,8 +17,6 @@ import contextlib
 import io
 import itertools
 import math
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,17 +29,16 @@ from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.ledger import CopyRow
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_job import PipelineJob
+from kimi_bench.engine.serve_producer import producer_main
 from kimi_bench.engine.serve_records import REPORTED, STAGES, STAMPS, PipelineRequest, TokensMessage
-from kimi_bench.engine.serve_workers import producer_main, serve_rank_main
+from kimi_bench.engine.serve_workers import serve_rank_main
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.environment import resolve_device
 from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.options import ServeCommandOptions
 from kimi_bench.pipeline.transport import new_prefix
 from kimi_bench.serving.backend import BackendError, FirstToken
-from kimi_bench.serving.launch import bind_socket, reap_children_at_exit, serve
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
-from kimi_bench.serving.server import ServerOptions, create_app
 from kimi_bench.serving.server_metrics import ServerMetrics
 
 _DECODE_ERRORS = ("UnidentifiedImageError", "OSError", "DecompressionBombError", "SyntaxError")
@@ -339,57 +336,3 @@ def first_token(rec: PipelineRequest, t_done: float, conf: EmulatorConfig) -> Fi
         report=report,
         hooks=conf.hooks,
     )
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-@dataclass(frozen=True)
-class Served:
-    """How ``kimi-bench serve`` ended: the backend (``dead``: why the pipeline failed,
-    ``start_error``: why it never started, ``leftover_segments``), the signal that
-    stopped the server (None if none did) and the requests by outcome."""
-
-    backend: EmulatorBackend
-    signal: int | None
-    requests: dict[str, int]
-
-
-def serve_emulator(
-    conf: EmulatorConfig,
-    server_opts: ServerOptions,
-    host: str,
-    port: int,
-    graceful_timeout_s: float = 5.0,
-) -> Served:
-    """``kimi-bench serve``: the emulator behind the OpenAI-compatible server until SIGTERM
-    or SIGINT, or until its pipeline fails (the server then stops itself, as a real
-    server whose scheduler died does). Every pipeline process is stopped and reaped
-    before this returns, and this process reaps every other child (multiprocessing's
-    resource tracker) before it exits (``launch.reap_children_at_exit``).
-    ServerStartError when the port cannot be bound."""
-    sock = bind_socket(host, port)  # a port in use fails before the pipeline starts
-    reap_children_at_exit()
-    metrics = ServerMetrics()
-    backend = EmulatorBackend(
-        conf, metrics, on_dead=lambda _msg: os.kill(os.getpid(), signal.SIGTERM)
-    )
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM acts as Ctrl-C during start-up
-    try:
-        backend.launch()
-    except KeyboardInterrupt:
-        backend.start_error = "interrupted during start-up"
-    except RuntimeError:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    stopped_by = None
-    try:
-        if backend.start_error is None:
-            app = create_app(backend, server_opts, metrics)
-            stopped_by = serve(app, host, port, graceful_timeout_s=graceful_timeout_s, sock=sock)
-    finally:
-        sock.close()
-        backend.shutdown()  # already done by the app's shutdown, unless serving failed
-    return Served(backend, stopped_by, metrics.outcome_counts())

@@ -27,17 +27,14 @@ before anything is timed).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import mmap
 import os
-import pickle
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from kimi_bench.domain.contract import MMItem
@@ -45,9 +42,8 @@ from kimi_bench.domain.ledger import tensor_bytes
 from kimi_bench.pipeline.carriers import Carrier, register_carrier
 from kimi_bench.pipeline.step import Step
 from kimi_bench.pipeline.transport import cleanup_segments
-from kimi_bench.sglang_ref.calls import IMAGE_TOKEN_ID, _patched
+from kimi_bench.sglang_ref.calls import IMAGE_TOKEN_ID
 from kimi_bench.sglang_ref.runtime import (
-    COMMON,
     INSTALL_HINT,
     MANAGER_MM,
     Runtime,
@@ -55,6 +51,7 @@ from kimi_bench.sglang_ref.runtime import (
     _installed_version,
     load_runtime,
 )
+from kimi_bench.sglang_ref.spies import address, spied
 
 TRANSPORTS = ("sglang-shm", "sglang-pickle")
 RELEASE_PROFILE = "sglang-0.5.23"  # the runtime profile of the installed release
@@ -272,57 +269,6 @@ def _shm_bytes(ptr: Any) -> int:
 # ------------------------------------------------------------------------------- ranks
 
 
-class _PickleSpy:
-    """Stands in for ``pickle`` inside ``broadcast_pyobj``: forwards, keeps each blob."""
-
-    def __init__(self) -> None:
-        self.dumped: list[bytes] = []
-        self.loaded: list[Any] = []
-
-    def dumps(self, obj: Any, *args: Any, **kwargs: Any) -> bytes:
-        blob = pickle.dumps(obj, *args, **kwargs)
-        self.dumped.append(blob)
-        return blob
-
-    def loads(self, data: Any, *args: Any, **kwargs: Any) -> Any:
-        self.loaded.append(data)
-        return pickle.loads(data, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(pickle, name)
-
-
-class _DistSpy:
-    """Stands in for ``torch.distributed`` inside ``broadcast_pyobj``: forwards, keeps
-    every broadcast tensor."""
-
-    def __init__(self) -> None:
-        import torch.distributed as dist
-
-        self.dist = dist
-        self.sent: list[torch.Tensor] = []
-
-    def broadcast(self, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        out = self.dist.broadcast(tensor, *args, **kwargs)
-        self.sent.append(tensor)
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.dist, name)
-
-
-def _address(data: Any) -> int:
-    return int(np.frombuffer(data, dtype=np.uint8).ctypes.data) if len(data) else 0
-
-
-@contextlib.contextmanager
-def _spied(rt: Runtime) -> Iterator[tuple[_PickleSpy, _DistSpy]]:
-    common = rt.modules[COMMON]
-    spies = (_PickleSpy(), _DistSpy())
-    with _patched(common, "pickle", spies[0]), _patched(common, "dist", spies[1]):
-        yield spies
-
-
 def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
     """``broadcast_pyobj([obj], rank, group, src=0)`` (the scheduler broadcasts only when
     there is more than one rank). Ledger: rank 0's pickle and its gloo broadcast of the
@@ -332,7 +278,7 @@ def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) ->
     if world == 1:
         return obj
     rt = load_runtime()
-    with _spied(rt) as (p, d):
+    with spied(rt) as (p, d):
         out = rt.sym("broadcast_pyobj")([obj] if rank == 0 else None, rank, group, src=0)
     data = [t for t in d.sent if t.dtype == torch.uint8]
     fn = TAG + "broadcast_pyobj"
@@ -340,7 +286,7 @@ def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) ->
         for blob in p.dumped:
             step.ledger.add("broadcast", "pickle", "host", "host", len(blob), fn + ": pickle.dumps")
         for t, blob in zip(data, p.dumped, strict=False):
-            if t.data_ptr() != _address(blob):  # the send buffer is a copy of the pickle
+            if t.data_ptr() != address(blob):  # the send buffer is a copy of the pickle
                 step.ledger.add(
                     "broadcast", "bytes_copy", "host", "host", len(blob), fn + ": ByteTensor"
                 )
@@ -351,7 +297,7 @@ def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) ->
             )  # fmt: skip
         return obj
     for t, blob in zip(data, p.loaded, strict=False):
-        if _address(blob) != t.data_ptr():
+        if address(blob) != t.data_ptr():
             step.ledger.add("broadcast", "bytes_copy", "host", "host", len(blob), fn + ": bytes()")
     for blob in p.loaded:
         step.ledger.add("broadcast", "unpickle", "host", "host", len(blob), fn + ": pickle.loads")

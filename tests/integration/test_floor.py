@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.bench.micro_report import floor_notes
-from kimi_bench.cli.common import PIPE_TABLE_WIDTH
 from kimi_bench.cli.main import app
+from kimi_bench.cli.tables import PIPE_TABLE_WIDTH
 
 
 def _arms(**medians: float) -> dict:

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from kimi_bench.cli.main import app
 from kimi_bench.options import EMULATOR_MODEL, ServeCommandOptions
+from kimi_bench.serving.admission import ServerOptions
 from kimi_bench.serving.backend import FirstToken
-from kimi_bench.serving.server import LOG, ServerOptions
+from kimi_bench.serving.server import LOG
 from kimi_bench.serving.sse import FIRST_TOKEN_TEXT, NEXT_TOKEN_TEXT
 from kimi_bench.serving.usage import USAGE_HEADER, count_text_tokens
 from tests.integration.test_http_server import (
@@ -197,7 +198,7 @@ def test_each_streamed_chunk_is_one_token() -> None:
 
 
 def test_serve_passes_names_and_accept_any_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kimi_bench.serving.emulator as emulator
+    import kimi_bench.serving.emulator_serve as emulator
 
     seen: list[ServerOptions] = []
 

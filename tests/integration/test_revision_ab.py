@@ -3,8 +3,8 @@ micro launches on tiny sizes. The same build twice passes; a test build whose de
 does several times more real work (scripts/slower-build.sh, the SlowerArm fault seam)
 fails with exit 1 and names the metric. The slowdown is far above the threshold, and there
 are 3 launch pairs (with 2, a t interval has one degree of freedom: a 6x slower build was
-"inconclusive" on a loaded CI machine), so that the verdict does not hang on the host's load (the measured detection limits are in
-reports/calibration/cpu-revision-ab/)."""
+"inconclusive" on a loaded CI machine), so that the verdict does not hang on the host's
+load (the measured detection limits are in reports/calibration/cpu-revision-ab/)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kimi_bench.cli.common import PIPE_TABLE_WIDTH
 from kimi_bench.cli.main import app
+from kimi_bench.cli.tables import PIPE_TABLE_WIDTH
 from kimi_bench.options import ServeOptions
 
 pytestmark = pytest.mark.slow

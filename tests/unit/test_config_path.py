@@ -26,8 +26,8 @@ from kimi_bench.engine.micro_job import MicroJob
 from kimi_bench.engine.serve_job import LoadJob, PipelineJob
 from kimi_bench.engine.standins import StandinCost
 from kimi_bench.options.ab import AbOptions
+from kimi_bench.serving.admission import ServerOptions
 from kimi_bench.serving.emulator import EmulatorConfig
-from kimi_bench.serving.server import ServerOptions
 
 ROOT = Path(__file__).resolve().parents[2] / "kimi_bench"
 

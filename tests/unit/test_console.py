@@ -14,9 +14,10 @@ from rich.progress import Task, TaskID
 from typer.testing import CliRunner
 
 import kimi_bench
-from kimi_bench.cli import common
-from kimi_bench.cli.common import make_console, say, show_tables, verdict_line
+from kimi_bench.cli import common, tables
+from kimi_bench.cli.common import make_console, say, verdict_line
 from kimi_bench.cli.main import app
+from kimi_bench.cli.tables import show_tables
 
 MARKUPISH = [
     "[/tmp/x]",
@@ -124,7 +125,7 @@ def test_piped_console_is_wide_even_for_a_plain_print(monkeypatch: pytest.Monkey
     buf = io.StringIO()
     con = make_console(file=buf)  # not a terminal, no width given
     assert con.width == common.PIPE_WIDTH
-    con.print(common.rich_table("gate", GATE_ROWS, list(GATE_ROWS[0])))
+    con.print(tables.rich_table("gate", GATE_ROWS, list(GATE_ROWS[0])))
     lines = buf.getvalue().splitlines()
     assert len(lines) == len(GATE_ROWS) + 5
     for token in GATE_TOKENS:
@@ -150,10 +151,10 @@ def test_narrow_terminal_table_never_cuts_a_number() -> None:
 def test_numberish_detection() -> None:
     numeric: list[object] = [1, 2.5, True, [1, 10, 20], "640x480", "+5.3%", "12.1 ms", "-0.46"]
     for v in numeric:
-        assert common._is_numeric(v), v
+        assert tables._is_numeric(v), v
     text: list[object] = ["rgb_640x480", "micro.deferred_over_floor <= 80", "[1]", "n/a", ["a"]]
     for v in text:
-        assert not common._is_numeric(v), v
+        assert not tables._is_numeric(v), v
 
 
 def test_markdown_and_json_formats() -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kimi_bench.cli import common
-from kimi_bench.cli.common import PIPE_TABLE_WIDTH, make_console, show_tables
+from kimi_bench.cli import tables
+from kimi_bench.cli.common import make_console
+from kimi_bench.cli.tables import PIPE_TABLE_WIDTH, show_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "reports" / "baselines" / "h200"
@@ -66,7 +67,7 @@ def test_too_many_numbers_drop_trailing_columns_named_in_a_caption():
     buf = io.StringIO()
     show_tables([("wide", rows, cols)], "json", to=make_console(file=buf))
     assert list(json.loads(buf.getvalue())["wide"][0]) == cols
-    assert common.min_width(common.rich_table("wide", rows, cols)) > PIPE_TABLE_WIDTH
+    assert tables.min_width(tables.rich_table("wide", rows, cols)) > PIPE_TABLE_WIDTH
 
 
 def test_intervals_are_never_squeezed_and_the_leading_columns_keep_their_width():
@@ -81,8 +82,8 @@ def test_intervals_are_never_squeezed_and_the_leading_columns_keep_their_width()
              **{c: Span(-90.1, 461.7, "range", "pct") for c in cols[2:]}}
             for r in ("4", "inf")]  # fmt: skip
     buf = io.StringIO()
-    table = common.fitting_table("ab", rows, cols, PIPE_TABLE_WIDTH, fmts)
-    common.print_table(table, to=make_console(file=buf, width=4096))
+    table = tables.fitting_table("ab", rows, cols, PIPE_TABLE_WIDTH, fmts)
+    tables.print_table(table, to=make_console(file=buf, width=4096))
     out = buf.getvalue()
     assert max(len(line) for line in out.splitlines()) <= PIPE_TABLE_WIDTH
     assert "deferred vs eager" in out and "…" not in out

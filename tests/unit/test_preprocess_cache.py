@@ -147,3 +147,77 @@ def test_palette_images_with_the_same_indices_do_not_share_a_key() -> None:
     tall = Image.fromarray(idx.reshape(4, 16), "P")
     tall.putpalette([i % 256 for i in range(48)])
     assert content_digest(tall)[0] != content_digest(a)[0]  # type: ignore[index]
+
+
+def palette_png(palette: list[int]) -> bytes:
+    """A 32x24 palette PNG whose index bytes are the same whatever ``palette`` is."""
+    idx = (torch.arange(32 * 24, dtype=torch.uint8).reshape(24, 32) % 16).numpy()
+    im = Image.fromarray(idx, "P")
+    im.putpalette(palette)
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("cache_on", [False, True])
+def test_parity_palette_pngs_with_the_cache_off_and_on(tmp_path, monkeypatch, cache_on) -> None:
+    """Two palette PNGs with the same indices and different palettes through every parity
+    arm: with ``--no-preprocess-cache`` no producer has a cache and nothing is looked up
+    (parity once ran its arms with the cache on whatever the flag said); with the cache on
+    each producer looks both up under different keys, and neither hits. Either way each
+    arm's output is that image's own, from a fresh eager run of it alone."""
+    from kimi_bench.bench.parity import run_parity
+    from kimi_bench.domain.navit import plan_resize
+    from kimi_bench.options import ParityOptions
+    from kimi_bench.pipeline import run_arm
+
+    pngs = {"a.png": palette_png([i % 256 for i in range(48)]),
+            "b.png": palette_png([255 - 5 * i % 256 for i in range(48)])}  # fmt: skip
+    images = tmp_path / "in"
+    images.mkdir()
+    for name, data in pngs.items():
+        (images / name).write_bytes(data)
+    made: list[PreprocessCache] = []
+    looked: list[tuple[int, bytes]] = []
+    init, get = PreprocessCache.__init__, PreprocessCache.get
+
+    def spy_init(self, *a, **k):  # type: ignore[no-untyped-def]
+        init(self, *a, **k)
+        made.append(self)
+
+    def spy_get(self, key):  # type: ignore[no-untyped-def]
+        looked.append((id(self), key))
+        return get(self, key)
+
+    monkeypatch.setattr(PreprocessCache, "__init__", spy_init)
+    monkeypatch.setattr(PreprocessCache, "get", spy_get)
+    opts = ParityOptions(images=images, device="cpu", runtime="sglang-0.5.23",
+                         preprocess_cache=cache_on, dump=tmp_path / "dump")  # fmt: skip
+    report = run_parity(opts)
+    if cache_on:
+        assert made and looked
+        for cache in made:  # both images looked up, under two keys, no hit
+            keys = [k for c, k in looked if c == id(cache)]
+            assert len(keys) in (0, 2) and len(set(keys)) == len(keys)
+            assert cache.hits == 0
+        assert any(len([k for c, k in looked if c == id(x)]) == 2 for x in made)
+    else:
+        assert made == [] and looked == []  # no cache, no lookup, in any arm or rank
+        assert report.config["runtime_profile"]["preprocess_cache"] == "off"
+        assert report.config["decision_scope"] == "request"
+    rows = {r["name"]: r for r in report.results}
+    assert set(rows) == set(pngs) and all(r.get("error") is None for r in rows.values())
+    for r in rows.values():
+        assert r["bit_exact_fp32"] and r["bit_exact_bf16"]
+        assert r["decode_bit_exact_fp32"] and r["decode_bit_exact_bf16"]
+    monkeypatch.undo()  # the reference below runs without spies
+    own = {}
+    for name, data in pngs.items():
+        im = Image.open(io.BytesIO(data))
+        im.load()
+        plan = plan_resize(im.width, im.height, K3)
+        own[name] = run_arm("eager", [im], [plan], K3, 1, CPU, CPU, runtime="pr-33921").fp32[0]
+        dumped = torch.load(tmp_path / "dump" / f"{name}.pt")
+        assert torch.equal(dumped["eager"], own[name])
+        assert torch.equal(dumped["deferred"], own[name])
+    assert not torch.equal(own["a.png"], own["b.png"])  # the palettes do tell them apart

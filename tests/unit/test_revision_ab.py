@@ -114,15 +114,16 @@ if [ "$1" = "--version" ]; then echo "kimi-bench {version}"; exit 0; fi
 [ "$1" = micro ] || exit 9
 while [ $# -gt 0 ]; do [ "$1" = --output-dir ] && out=$2; shift; done
 n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.count"
-deferred=$(awk -v n="$n" 'BEGIN {{ printf "%.6f", {deferred} * (1 + 0.01 * (n % 3)) }}')
-speedup=$(awk -v d="$deferred" 'BEGIN {{ printf "%.6f", 20 / d }}')
+deferred=$(awk -v n="$n" 'BEGIN {{ printf "%.6f", {deferred} * {factor} }}')
+eager=$(awk 'BEGIN {{ printf "%.6f", 20 * {eager} }}')
+speedup=$(awk -v d="$deferred" -v e="$eager" 'BEGIN {{ printf "%.6f", e / d }}')
 slow=$(awk -v d="$deferred" 'BEGIN {{ printf "%.6f", 1.5 * d }}')
 mkdir -p "$out"
 cat > "$out/report.json" <<JSON
 {{"summary": {{"deferred_median_ms": $slow, "eager_median_ms": 30.0,
   "speedup_median": $speedup, "repeats_completed": 5, "bit_exact_all_repeats": true}},
  "arms": {{"deferred": {{"total_ms": {{"samples": [$slow, $deferred, $slow]}}}},
-  "eager": {{"total_ms": {{"samples": [30.0, 20.0, 25.0]}}}}}},
+  "eager": {{"total_ms": {{"samples": [30.0, $eager, 25.0]}}}}}},
  "environment": {{"git": {{"commit": "{commit}"}}, "package_version": "{version}",
   "device": "cpu", "device_name": "x86_64", "cpu_count": 2, "torch": "t", "python": "p",
   "host_load": {{"start": {{"load_1m": 1.5}}}}}}}}
@@ -131,8 +132,17 @@ exit {code}
 """
 
 
-def _fake(path: Path, deferred: float, commit: str, code: int = 0, version: str = "9.9") -> str:
-    path.write_text(FAKE.format(deferred=deferred, commit=commit, code=code, version=version))
+def _fake(
+    path: Path,
+    deferred: float,
+    commit: str,
+    code: int = 0,
+    version: str = "9.9",
+    factor: str = "(1 + 0.01 * (n % 3))",  # awk, of the launch's number n from 0
+    eager: float = 1.0,  # the eager arm's fastest repeat: 20 ms times this
+) -> str:
+    path.write_text(FAKE.format(deferred=deferred, commit=commit, code=code, version=version,
+                                factor=factor, eager=eager))  # fmt: skip
     path.chmod(0o755)
     return str(path)
 
@@ -170,6 +180,54 @@ def test_a_slower_candidate_fails_with_exit_1_naming_the_metric(tmp_path: Path):
     doc = json.loads((tmp_path / "out" / "report.json").read_text())
     assert (doc["base"]["commit"], doc["candidate"]["commit"]) == ("a" * 40, "b" * 40)
     assert doc["exit_code"] == 1 and doc["verdict"] == "FAIL"
+
+
+def test_an_inconclusive_metric_adds_launch_pairs_up_to_max_launches(tmp_path: Path):
+    """A candidate 20% slower whose second launch was disturbed (3x): after 3 pairs the
+    interval reaches no change; pairs are added one at a time while it does, up to twice
+    --launches by default (then it stays inconclusive, exit 0, named), and with a higher
+    --max-launches until the interval excludes no change (exit 1)."""
+    base = _fake(tmp_path / "base", 10.0, "a" * 40)
+    disturbed = "(n == 1 ? 3.6 : 1.2)"
+    cand = _fake(tmp_path / "cand", 10.0, "b" * 40, factor=disturbed)
+    code, out = _ab(tmp_path, base, cand)
+    assert code == 0, out
+    assert "[12/12] " in out and "up to 12 while a metric is inconclusive" in out
+    assert "ab PASS (inconclusive: deferred_ms, speedup after 6 launch pairs" in out
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert len(doc["launches"]) == 12 and doc["settings"]["launches_asked"] == 3
+    assert (
+        "asked 3; pairs added while a metric was inconclusive, up to 6"
+        in (tmp_path / "out" / "report.md").read_text()
+    )
+    for f in tmp_path.glob("*.count"):
+        f.unlink()
+    code, out = _ab(tmp_path, base, cand, "--max-launches", "20", "--overwrite")
+    assert code == 1, out
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    pairs = doc["settings"]["launches_per_revision"]
+    assert 6 < pairs < 20 and len(doc["launches"]) == 2 * pairs
+    assert "ab FAIL: regression in" in out
+    code, out = _ab(tmp_path, base, cand, "--max-launches", "2", "--overwrite")
+    assert code == 2 and "--max-launches 2 is below --launches 3" in out
+
+
+def test_a_slower_eager_in_the_base_is_not_a_deferred_regression(tmp_path: Path):
+    """The base's eager arm 25% slower (its fastest repeat 25 ms, not 20), the deferred arms alike:
+    the candidate's speedup is smaller beyond the threshold and significantly so, but its
+    deferred arm did not get slower, so the A/B passes and says the eager arm moved."""
+    base = _fake(tmp_path / "base", 10.0, "a" * 40, eager=1.3)
+    cand = _fake(tmp_path / "cand", 10.0, "b" * 40)
+    code, out = _ab(tmp_path, base, cand)
+    assert code == 0, out
+    assert "speedup: +25.0%" in out and "the eager arm moved, not a deferred regression" in out
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [m["verdict"] for m in doc["metrics"]] == ["ok", "eager moved"]
+    assert len(doc["launches"]) == 6  # nothing inconclusive: no pair added
+    # the same eager change with a deferred arm 20% slower: both fail
+    slow = _fake(tmp_path / "slow", 12.0, "c" * 40)
+    code, out = _ab(tmp_path, base, slow, "--overwrite")
+    assert code == 1 and "ab FAIL: regression in deferred_ms, speedup" in out, out
 
 
 @pytest.mark.parametrize(("side", "code"), [("base", 2), ("candidate", 1)])

@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kimi_bench.cli import common
-from kimi_bench.cli.common import make_console, show_rendered, show_tables
+from kimi_bench.cli.common import make_console
+from kimi_bench.cli.tables import show_rendered, show_tables
 from kimi_bench.report.model import load_report
 from kimi_bench.report.table import Rendered
 from kimi_bench.report.view import View, view_of

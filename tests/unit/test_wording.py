@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from kimi_bench import SCHEMA_VERSION
 from kimi_bench.bench.micro_report import verdict
-from kimi_bench.ci.gate import floor_reason, report_label
+from kimi_bench.ci.gate import report_label
+from kimi_bench.ci.kind_rules import floor_reason
 from kimi_bench.cli.main import app
 from kimi_bench.infra.stats.format import fmt_speedup, fmt_speedup_range
 from kimi_bench.report.model import Report

@@ -111,7 +111,7 @@ def test_a_synthetic_workload_is_the_same_every_time_and_mixed() -> None:
 @pytest.mark.parametrize("share", [0.0, 0.25, 0.6])
 def test_repeat_share_is_the_share_of_images_that_repeat(share: float) -> None:
     counts = [1, 2, 3, 4] * 10  # 100 slots
-    slots, fresh = slot_plan(counts, share, 16, np.random.default_rng(3))
+    slots, fresh = slot_plan(counts, share, 16, seed=3)
     seen: set[int] = set()
     repeats = 0
     for s in slots:
@@ -122,7 +122,7 @@ def test_repeat_share_is_the_share_of_images_that_repeat(share: float) -> None:
 
 
 def test_without_repeat_share_the_pool_is_taken_in_turn() -> None:
-    slots, fresh = slot_plan([2, 2, 2], None, 4, np.random.default_rng(0))
+    slots, fresh = slot_plan([2, 2, 2], None, 4, seed=0)
     assert slots == [0, 1, 2, 3, 0, 1] and fresh == 4
 
 

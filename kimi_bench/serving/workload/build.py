@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kimi_bench.domain.repeats import repeat_sources
 from kimi_bench.engine.images import make_image
 from kimi_bench.options.workload_specs import (
     Choice,
@@ -79,26 +80,19 @@ def encode(img: Any, fmt: str) -> bytes:
 
 
 def slot_plan(
-    counts: Sequence[int], share: float | None, fresh_cycle: int, rng: np.random.Generator
+    counts: Sequence[int], share: float | None, fresh_cycle: int, seed: int
 ) -> tuple[list[int], int]:
     """Which fresh image (0, 1, ...) each image slot takes, in slot order, and how many fresh
     images are needed. With ``share``: that share of slots (never the first) repeat the
-    image of an earlier slot; fresh images are then never reused. Without: fresh images
-    are taken in turn, modulo ``fresh_cycle``."""
+    image of an earlier slot, chosen as every scenario chooses repeats
+    (``domain.repeats.repeat_sources``, seeded); fresh images are then never reused.
+    Without: fresh images are taken in turn, modulo ``fresh_cycle``."""
     total = sum(counts)
     if share is None:
         return [s % fresh_cycle for s in range(total)], min(total, fresh_cycle)
-    k = min(round(share * total), max(0, total - 1))
-    repeats = set(rng.choice(np.arange(1, total), size=k, replace=False).tolist()) if k else set()
-    out: list[int] = []
-    fresh = 0
-    for s in range(total):
-        if s in repeats:
-            out.append(out[int(rng.integers(0, s))])
-        else:
-            out.append(fresh)
-            fresh += 1
-    return out, fresh
+    fresh_of: dict[int, int] = {}
+    out = [fresh_of.setdefault(src, len(fresh_of)) for src in repeat_sources(total, share, seed)]
+    return out, len(fresh_of)
 
 
 def _split(slots: list[int], counts: Sequence[int]) -> list[tuple[int, ...]]:
@@ -150,7 +144,7 @@ def build_workload(opts: WorkloadSettings, requests: int) -> Workload:
     counts = _counts(opts, requests, rng)
     folder = scan_folder(opts.images) if opts.images is not None else None
     cycle = len(folder.images) if folder is not None else opts.unique_images
-    slots, fresh = slot_plan(counts, opts.repeat_share, cycle, rng)
+    slots, fresh = slot_plan(counts, opts.repeat_share, cycle, opts.seed)
     if folder is not None:
         pool = _from_folder(folder, fresh, rng)
         source = {"kind": "folder", "path": str(folder.root), "files": len(folder.images),
