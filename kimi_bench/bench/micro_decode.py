@@ -43,7 +43,7 @@ def _carried(rec: Repeat) -> int:
 def decode_block(samples: Samples, totals: dict[str, Measurement]) -> DecodeBlock | None:
     """Savings of the arm against each base present, and its owner decode time
     (``totals``: each arm's total per repeat, ``micro_report.total_measurement``)."""
-    name = next((n for n in samples if arm_of(n).encoded_inputs), None)
+    name = next((n for n in samples if arm_of(n).encoded_inputs and arm_of(n).proposed), None)
     arm = samples.get(name or "") or []
     if name is None or not arm:
         return None

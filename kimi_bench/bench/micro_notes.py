@@ -65,7 +65,7 @@ def run_notes(opts: MicroOptions, cfg: PreprocessConfig, dev: Any, profile: str)
         "warm-up).",
         "stages follow the critical path: each stage ends when the slowest rank finished it; "
         "stage times add up to the total. Speedups pair the arms per repeat.",
-        f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}. The copy "
+        f"runtime profile {opts.runtime_spec}: {get_profile(opts.runtime).description}. The copy "
         "ledger (copies) lists every operation that moved pixel bytes, per arm and stage.",
         runtime_hash_note(opts.runtime_spec, opts.repeat_share),
     ]

@@ -184,8 +184,10 @@ def floor_notes(floor: Floor, arms: dict[str, ArmBlock]) -> list[str]:
 def verdict(error: str | None, exact: list[bool], speed: dict[str, Ratio], arms: list[str]) -> str:
     if error:
         return f"INCOMPLETE after {len(exact) // max(1, len(arms) - 1)} repeats: {error}"
-    if not exact or not all(exact):
+    if not all(exact):
         return "MISMATCH: the owner's BF16 outputs differ between arms (torch.equal)"
+    if not exact:  # one arm (vllm-0.33 has one): no other arm's output to hold it against
+        return f"{arms[0]} alone: no other arm's owner outputs to compare"
     parts = []
     for key, m in speed.items():
         iv, arm_base = m["interval"], key.split("_vs_")

@@ -27,6 +27,7 @@ from kimi_bench.bench.parity_pixels import (
     pixels_summary,
 )
 from kimi_bench.bench.parity_reference import apply_reference
+from kimi_bench.bench.parity_vllm import run_vllm_parity
 from kimi_bench.bench.reference import max_abs_diff, pil_reference
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.contract import audit_contract
@@ -42,7 +43,7 @@ from kimi_bench.domain.decoders import choose, replayed
 from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import StagingError, input_size, stage_input
-from kimi_bench.domain.runtime import get_profile
+from kimi_bench.domain.runtime import VLLM, get_profile
 from kimi_bench.infra.environment import HostLoad, environment, host_load, resolve_device
 from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
@@ -184,9 +185,10 @@ def run_parity(
     *,
     overwrite: bool = False,
 ) -> Report:
-    """Run both arms over the corpus; ``progress(name, n_done, n_total)`` per input.
-    ``overwrite``: files of ``--dump`` may be replaced (else OutputError up front)."""
+    """Every arm over the corpus (``progress`` per input; ``overwrite``: --dump may replace)."""
     cfg = cfg or resolve_config(opts.preset, opts.config)
+    if get_profile(opts.runtime).runtime == VLLM:  # no eager/deferred: vLLM's own parity
+        return run_vllm_parity(opts, progress, cfg, reference_runtime, RESULT_KEYS)
     load_start = host_load()
     rank_dev = resolve_device(opts.device)
     producer = rank_dev
@@ -340,7 +342,7 @@ def exit_code(report: Report) -> int:
         return 1
     if any(not a["all_bit_exact"] for a in (s.get("arms") or {}).values()):
         return 1
-    return 0 if s["all_bit_exact_fp32"] and s["all_bit_exact_bf16"] else 1
+    return 0 if s["all_bit_exact_fp32"] is not False and s["all_bit_exact_bf16"] else 1
 
 
 def _verdict(

@@ -15,13 +15,16 @@ import torch
 
 from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.navit import ResizePlan
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import Arm as ArmName
 from kimi_bench.pipeline import Arm, OwnerOutput, arms, run_arm
 
 
 def parity_arms() -> list[Arm]:
-    """Every arm of the options that parity can run (in one process)."""
-    return [a for a in arms(typing.get_args(ArmName)) if a.in_process]
+    """Every arm of the options that parity can run (in one process) and SGLang's profiles
+    have (vllm-0.33's parity is ``parity_vllm``'s)."""
+    sglang = get_profile(None).arms
+    return [a for a in arms(typing.get_args(ArmName)) if a.in_process and a.name in sglang]
 
 
 def by_role(role: str) -> Arm:

@@ -77,11 +77,11 @@ def emulator_notes(opts: ServeOptions, device: Any, profile: str) -> list[str]:
         f"defaults: the {profile.upper()} profile ({opts.ranks} ranks, {opts.requests} "
         f"requests per rate and arm, {opts.width_height[0]}x{opts.width_height[1]} "
         "width x height).",
-        f"runtime profile {opts.runtime}: {get_profile(opts.runtime).description}; the "
+        f"runtime profile {opts.runtime_spec}: {get_profile(opts.runtime).description}; the "
         "copies table is the ledger of every pixel-byte move of the measured requests.",
     ]
     for a in arm_objects(opts.arms):
-        if a.encoded_inputs:
+        if a.encoded_inputs and a.proposed:
             notes.append(
                 f"{a.name} is a PROPOSED arm, {a.label}: its producers read only each image's "
                 "header (the decode stage) and ship the encoded bytes; each owner decodes its "

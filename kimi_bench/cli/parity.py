@@ -48,6 +48,54 @@ def _rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+VLLM_COLUMNS = ["input", "WxH", "vLLM WxH", "grid", "tokens", "SGLang tokens", "bf16",
+                "vs SGLang", "vs PIL", "vllm", "error"]  # fmt: skip
+
+
+def _vllm_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vllm-0.33's rows: its size, grid and tokens beside SGLang's, and the verdicts."""
+    return [
+        {
+            "input": r["name"],
+            "WxH": f"{r['width']}x{r['height']}" if r["width"] else None,
+            "vLLM WxH": "x".join(map(str, r["vllm_size"])) if r.get("vllm_size") else None,
+            "grid": r["grid_thw"],
+            "tokens": r["num_tokens"],
+            "SGLang tokens": r.get("sglang_tokens"),
+            "bf16": r["bit_exact_bf16"],
+            "vs SGLang": r.get("vs_sglang_max_abs"),
+            "vs PIL": r["max_abs_diff_vs_pil"],
+            "vllm": _vllm_ref_cell(r.get("reference_identical")),
+            "error": r["error"],
+        }
+        for r in results
+    ]
+
+
+def _vllm_ref_cell(identical: bool | None) -> str | None:
+    return None if identical is None else "identical" if identical else "DIFFERS"
+
+
+def _reference(opts: ParityOptions) -> Any:
+    """The runtime ``--reference`` names, loaded (a usage error with the install hint when
+    it cannot be); None for pil and none."""
+    if opts.reference == "sglang":  # imported only when asked for
+        from kimi_bench.sglang_ref import SglangUnavailable, load_runtime
+
+        try:
+            return load_runtime()
+        except SglangUnavailable as exc:
+            raise usage_error(str(exc)) from None
+    if opts.reference == "vllm":
+        from kimi_bench.vllm_ref import VllmMissingError, VllmVersionError, load
+
+        try:
+            return load()
+        except (VllmMissingError, VllmVersionError) as exc:
+            raise usage_error(str(exc)) from None
+    return None
+
+
 def _ref_cell(r: dict[str, Any]) -> str:
     if r.get("reference_identical"):
         return "identical"
@@ -77,14 +125,7 @@ def _body(values: dict[str, Any]) -> None:
     from kimi_bench.domain.corpus_files import InputError
     from kimi_bench.report.emit import emit_parity
 
-    runtime = None
-    if opts.reference == "sglang":  # imported only when asked for
-        from kimi_bench.sglang_ref import SglangUnavailable, load_runtime
-
-        try:
-            runtime = load_runtime()
-        except SglangUnavailable as exc:
-            raise usage_error(str(exc)) from None
+    runtime = _reference(opts)
     try:
         from kimi_bench.bench.estimate import parity_s
         from kimi_bench.cli.progress import JobProgress
@@ -107,9 +148,13 @@ def _body(values: dict[str, Any]) -> None:
         raise usage_error(str(exc)) from None
     written = write_report(lambda d: emit_parity(report, d), out_dir)
     out_dir = written.folder
-    cols = COLUMNS + (REFERENCE_COLUMNS if opts.reference == "sglang" else [])
-    title = "parity (eager vs deferred, torch.equal)"
-    show_tables([(title, _rows(report.results), cols)], fmt, formats={"defer": "choice"})
+    if report.summary.get("tokens_differ_from_sglang") is not None:  # vllm-0.33's parity
+        title = f"parity ({opts.runtime} through the pipeline vs vLLM's path, torch.equal)"
+        show_tables([(title, _vllm_rows(report.results), VLLM_COLUMNS)], fmt)
+    else:
+        cols = COLUMNS + (REFERENCE_COLUMNS if opts.reference == "sglang" else [])
+        title = "parity (eager vs deferred, torch.equal)"
+        show_tables([(title, _rows(report.results), cols)], fmt, formats={"defer": "choice"})
     for line in report.notes:
         note(line)
     code = exit_code(report)

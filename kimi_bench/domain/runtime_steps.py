@@ -1,4 +1,4 @@
-"""What each runtime profile does at each step the pipeline emulates (SPEC sections 10-12),
+"""What each runtime profile does at each step the pipeline emulates (SPEC sections 10-13),
 as data the profiles carry (``RuntimeProfile.steps``), and the table rendered from the
 profile objects (``runtime_table``; ``docs/generated/runtime-table.md`` is its output, a
 test holds them equal: ``python -m kimi_bench.domain.runtime > FILE`` rewrites it)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-# (step, upstream file and function), in pipeline order
+# (step, SGLang's file and function), in pipeline order; vLLM's cells name their own
 STEP_SOURCES: tuple[tuple[str, str], ...] = (
     ("decode a JPEG (CUDA)", "`utils/common.py` `load_image`; 0.5.23: `utils/nvjpeg_decoder.py`"),
     ("stage an image", "`processors/kimi_k3.py` `to_chw_uint8`"),
@@ -78,6 +78,42 @@ NEW_STEPS: dict[str, str] = PR_STEPS | {
 }
 
 
+# vLLM 0.33 (SPEC section 13; paths under ``vllm/``) at the same steps: what it does there
+VLLM_STEPS: dict[str, str] = {
+    "decode a JPEG (CUDA)": "PIL only, in the API server (`multimodal/media/image.py` "
+    "`ImageMediaIO.load_bytes`): EXIF orientation applied (`ImageOps.exif_transpose`: a "
+    "copy, also without an orientation), transparency composited over white before the "
+    "resize (`multimodal/image.py` `rgba_to_rgb`); no GPU decoder",
+    "stage an image": "PIL `resize(BICUBIC)` in uint8, then `np.asarray` (two host copies); "
+    "zero padding and one write into `(P, 3, 14, 14)` uint8 patches "
+    "(`kimi_k25_vision_fused.py` `_write_fused_patches`)",
+    "content digest": "blake3 of the encoded bytes (`multimodal/hasher.py`), no pixel read",
+    "preprocess cache": "none emulated (the opt-in shm processor cache is not)",
+    "eager producer": "the only path: the API server makes uint8 patches of every image "
+    "(device normalisation on, vLLM #50411, the K3 default)",
+    "deferral decision": "none: vLLM has no deferral (the deferred arms are refused)",
+    "deferred producer": "none (refused)",
+    "feature hash": "none (the identity is the encoded bytes' digest)",
+    "shm wrap": "none; the opt-in tensor arena (#51207, `shm_tensor_arena.py`): each tensor of "
+    "8 MiB or more copied once into a slot at EngineCore",
+    "inline pickle (`--transport pickle`, several nodes)": "msgpack, tensors of 256 B or more "
+    "as out-of-band frames (`v1/serial_utils.py`)",
+    "to scheduler rank 0": "API server → EngineCore: ZMQ `send_multipart(copy=False)`, "
+    "`torch.frombuffer` on receipt (`v1/engine/core.py`): kernel copies only",
+    "broadcast": "EngineCore → every worker, `MessageQueue.enqueue` (`shm_broadcast.py`): "
+    "below 16 MiB one copy into the shared-memory ring, each reader copies out; at or "
+    "above, one ZMQ delivery per reader, zero-copy rebuild",
+    "shm receive": "arena tensors: each reader maps a view (no copy); nothing else",
+    "pre-embed move": "every rank, every item: pinned staging (one new pinned buffer, the "
+    "items concatenated when several) and `.to(device, non_blocking=True)` "
+    "(`v1/worker/gpu/mm/encoder_runner.py`)",
+    "owners": "`--mm-encoder-tp-mode weights` (default): every rank runs every image; "
+    "`data`: largest first to the least-loaded rank (`vision.py`), then an all-gather",
+    "owner": "uint8 → BF16 normalise in one fused kernel on the GPU "
+    "(`layers/fusion/mm_input_norm.py`), the rank's own images in `data` mode",
+}
+
+
 class HasSteps(Protocol):
     @property
     def name(self) -> str: ...
@@ -89,7 +125,7 @@ def runtime_table(profiles: Sequence[HasSteps]) -> str:
     """The Markdown table of emulated steps: a row per step, a column per profile (in the
     order given), a cell that repeats the column before it reads "same"."""
     lines = [
-        "| step | upstream file / function | " + " | ".join(f"`{p.name}`" for p in profiles) + " |",
+        "| step | SGLang file / function | " + " | ".join(f"`{p.name}`" for p in profiles) + " |",
         "|---|---|" + "---|" * len(profiles),
     ]
     for step, source in STEP_SOURCES:

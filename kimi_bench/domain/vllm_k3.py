@@ -58,6 +58,8 @@ class Decoded:
     stored_size: tuple[int, int]  # width, height as the file stores them
     exif_rotated: bool  # the EXIF orientation changed the pixels (and maybe the size)
     composited: bool  # transparency was filled with white before the resize
+    converted: bool = False  # another mode without transparency converted to RGB (a copy)
+    source_mode: str = "RGB"  # the decoded image's mode, before the conversion to RGB
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ def decode(data: bytes) -> Decoded:
     except (OSError, Image.UnidentifiedImageError, SyntaxError) as exc:
         raise ValueError(f"vLLM would refuse this image: {exc}") from None
     rotated = oriented.size != stored or _orientation(image) not in (None, 1)
-    return Decoded(rgb, stored, rotated, composited)
+    converted = not composited and rgb is not oriented
+    return Decoded(rgb, stored, rotated, composited, converted, oriented.mode)
 
 
 def _orientation(image: Image.Image) -> int | None:
@@ -124,14 +127,18 @@ def patchify(pixels: np.ndarray, plan: ResizePlan) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(blocks).reshape(-1, 3, p, p))
 
 
+def resize(image: Image.Image, plan: ResizePlan) -> np.ndarray:
+    """PIL's uint8 bicubic to the plan's size (a new image), then ``np.asarray`` (a copy):
+    ``(new_h, new_w, 3)`` uint8."""
+    resized = image.resize((plan.new_width, plan.new_height), resample=Image.Resampling.BICUBIC)
+    return np.asarray(resized)
+
+
 def preprocess(decoded: Decoded, cfg: PreprocessConfig) -> Patches:
     """The fused processor's uint8 patches for one decoded image."""
     width, height = decoded.image.size
     plan = plan_resize(width, height, cfg)
-    resized = decoded.image.resize(
-        (plan.new_width, plan.new_height), resample=Image.Resampling.BICUBIC
-    )
-    return Patches(patchify(np.asarray(resized), plan), plan, decoded)
+    return Patches(patchify(resize(decoded.image, plan), plan), plan, decoded)
 
 
 def normalize_bf16(patches: torch.Tensor, cfg: PreprocessConfig) -> torch.Tensor:
@@ -139,7 +146,7 @@ def normalize_bf16(patches: torch.Tensor, cfg: PreprocessConfig) -> torch.Tensor
     rescale = 1 / 255
     mean = torch.tensor(cfg.image_mean, dtype=torch.float32)
     std = torch.tensor(cfg.image_std, dtype=torch.float32)
-    weight, bias = rescale / std, -mean / std
+    weight, bias = (rescale / std).to(patches.device), (-mean / std).to(patches.device)
     n = patches.shape[0]
     x = patches.reshape(n, 3, -1)
     x = x * weight.view(1, 3, 1) + bias.view(1, 3, 1)

@@ -83,7 +83,7 @@ def producer_main(job: MicroJob, conn: Any, q: Any) -> None:
             step = _step(job, chosen, name, dev, arena, under)
             step.hook.mark("start")
             produced = recipe.producer_step(step, images, job.prefix)
-            conn.send_bytes(recipe.send(step, produced.packed))
+            recipe.send(step, produced.packed, conn.send_bytes)
             conn.send(
                 ProducerMarks(
                     marks=step.hook.marks,  # type: ignore[attr-defined]
@@ -126,7 +126,7 @@ def _receive(job: MicroJob, step: Step, ranks: Gloo, rank: int, conn: Any) -> tu
     packed, producer = None, None
     if rank == 0:
         conn.send("go")
-        packed = recipe.receive(step, conn.recv_bytes())
+        packed = recipe.receive(step, conn.recv_bytes)
         producer = conn.recv()
     return recipe.broadcast(step, ranks, packed, rank), producer
 

@@ -99,7 +99,7 @@ def producer_main(
             rec["error"] = f"{type(exc).__name__}: {exc}"
         rec["t_produced"] = time.perf_counter()
         rec["items"] = payload
-        conn.send_bytes(recipe.send(step, rec))  # the request's own pickle and the hop to rank 0
+        recipe.send(step, rec, conn.send_bytes)  # the request's own pickle and the hop to rank 0
         conn.send((step.ledger.rows(), step.trail))
         if prof is not None:
             prof.finish(hook)

@@ -130,7 +130,7 @@ class _Rank:
         while ready:
             for c in ready:
                 conn: Any = c  # a producer's pipe end
-                rec: PipelineRequest = recipe.receive(step, conn.recv_bytes())
+                rec: PipelineRequest = recipe.receive(step, conn.recv_bytes)
                 rec["t_recv"] = time.perf_counter()
                 rows, self.producer_trails[rec["rid"]] = conn.recv()
                 own = Ledger().merge(rows)

@@ -15,17 +15,20 @@ __all__ = ["DEFAULT_RUNTIME"]
 
 Preset = Literal["kimi-k3", "kimi-k2.5"]
 Device = Literal["auto", "cpu", "cuda"]
-Runtime = Literal["sglang-0.5.23", "pr-33921"]
-Carrier = Literal["shm", "pickle"]
+Runtime = Literal["sglang-0.5.23", "pr-33921", "vllm-0.33"]
+EncoderTpMode = Literal["weights", "data"]
+Carrier = Literal["shm", "pickle", "vllm-mq"]
 # micro also runs the installed SGLang runtime's own carrier functions (kimi_bench.sglang_ref)
-MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle"]
+# and vLLM 0.33's carriers (vllm-mq: msgpack/ZMQ, then the MessageQueue ring or ZMQ)
+MicroCarrier = Literal["shm", "pickle", "sglang-shm", "sglang-pickle", "vllm-mq"]
 # carriers that live in a module of their own, which registers them with the pipeline's
 # carrier registry (``pipeline.carriers``) when the registry imports it on first use
 CARRIER_MODULES: dict[str, str] = {
     "sglang-shm": "kimi_bench.sglang_ref.carriers",
     "sglang-pickle": "kimi_bench.sglang_ref.carriers",
+    "vllm-mq": "kimi_bench.pipeline.carriers.vllm_mq",
 }
-Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode"]
+Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode", "vllm-uint8"]
 # arms that live in a module of their own, which registers them with the pipeline's arm
 # registry (``pipeline.arms``) when the registry imports it on first use (the built-in arms
 # are registered by the registry itself)
@@ -62,7 +65,13 @@ MACHINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 # the carrier between processes for serve-ab and kimi-bench serve
-CarrierField = Annotated[Carrier, Field(description="shm (one node) or pickle (inline bytes).")]
+CarrierField = Annotated[
+    Carrier,
+    Field(
+        description="shm (one node) or pickle (inline bytes); vllm-mq: vLLM 0.33's "
+        "(--runtime vllm-0.33, its default)."
+    ),
+]
 # The fault hooks a test injects (kimi_bench.infra.fault_hooks), named as module:Class[:key=value,
 # ...] and loaded once when the run starts (fault_hooks.load_hooks); real runs leave it None.
 # A hidden option ("Tests only" hides it from --help) rather than an environment variable:

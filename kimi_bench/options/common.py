@@ -5,13 +5,22 @@ The scenarios' models are in :mod:`kimi_bench.options.scenarios`."""
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, cast
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from kimi_bench.domain.runtime import DEFAULT_RUNTIME, runtime_spec
-from kimi_bench.options.base import DecoderName, Device, EagerBaseline, Preset, Runtime, _Options
+from kimi_bench.domain.runtime import DEFAULT_RUNTIME, VLLM, get_profile, runtime_spec
+from kimi_bench.options.base import (
+    DecoderName,
+    Device,
+    EagerBaseline,
+    EncoderTpMode,
+    Preset,
+    Runtime,
+    _Options,
+)
 from kimi_bench.options.parse import _metadata
 
 
@@ -30,7 +39,9 @@ class _Pipeline(_Options):
     runtime: Runtime = Field(
         DEFAULT_RUNTIME,
         description="Runtime behaviour to emulate: sglang-0.5.23 (shm receivers map "
-        "copy-on-write, per-image decisions) or pr-33921 (receivers clone, per-request).",
+        "copy-on-write, per-image decisions), pr-33921 (receivers clone, per-request) or "
+        "vllm-0.33 (vLLM's K3 path: uint8 patches at the API server, every item to every "
+        "rank; its arm is vllm, its carrier vllm-mq).",
     )
     decoder: DecoderName = Field(
         "auto",
@@ -54,10 +65,36 @@ class _Pipeline(_Options):
         "no pre-embed move).",
     )
 
+    vllm_arena: bool = Field(
+        False,
+        description="vllm-0.33: the opt-in shared-memory tensor arena (vLLM #51207; tensors "
+        "of 8 MiB or more copied once into a slot, readers map it).",
+    )
+    encoder_tp_mode: EncoderTpMode = Field(
+        "weights",
+        description="vllm-0.33's --mm-encoder-tp-mode: weights (every rank runs every image) "
+        "or data (the greedy owners run theirs, then an all-gather).",
+    )
+
+    @model_validator(mode="after")
+    def _runtime_options(self) -> _Pipeline:
+        """vLLM's options only with a runtime that has them; vLLM decodes with PIL only."""
+        profile = get_profile(self.runtime)
+        profile.with_options(arena=self.vllm_arena, tp_mode=self.encoder_tp_mode)
+        if profile.runtime == VLLM and self.decoder not in ("auto", profile.decoder):
+            raise ValueError(
+                f"--decoder {self.decoder}: {self.runtime}'s API server decodes with "
+                f"{profile.decoder} only (no GPU decoder)"
+            )
+        return self
+
     @property
     def runtime_spec(self) -> str:
-        """The runtime profile with its preprocess cache as asked (``get_profile`` takes it)."""
-        return runtime_spec(self.runtime, self.preprocess_cache)
+        """The runtime profile with its preprocess cache, and vLLM's arena and encoder TP
+        mode, as asked (``get_profile`` takes it)."""
+        return runtime_spec(
+            self.runtime, self.preprocess_cache, arena=self.vllm_arena, tp_mode=self.encoder_tp_mode
+        )
 
 
 class _Common(_Pipeline):
@@ -95,3 +132,58 @@ class StandinOptions(_Options):
     text_tokens_per_request: int = Field(128, ge=0, le=1_000_000, description="Text tokens.")
     cpu_flops_scale: float = Field(0.002, gt=0, le=1, description="Fraction of stand-in "
                                    "FLOPs run on CPU-only machines.")  # fmt: skip
+
+
+class _RunsArms(_Common):
+    """What every scenario that runs arms over a carrier (``arms``, ``transport``: micro,
+    serve-ab) checks of them against the runtime: under vllm-0.33 the arms and carrier not
+    given are vLLM's; an arm or carrier the runtime does not have is refused, naming both
+    (``endpoints``, real servers' arms, are not checked)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runtime_defaults(cls, data: Any) -> Any:
+        carriers = typing.get_args(cls.model_fields["transport"].annotation)
+        return runtime_defaults(data, carriers)
+
+    @model_validator(mode="after")
+    def _runtime_has_arms(self) -> Self:
+        if getattr(self, "endpoints", ()):
+            return self
+        values = cast("Any", self)
+        get_profile(self.runtime).check_arms(values.arms, values.transport)
+        return self
+
+
+def runtime_defaults(data: Any, carriers: tuple[str, ...], arm_key: str = "arms") -> Any:
+    """Under a runtime whose arms or carriers are not SGLang's (vllm-0.33), the arms and
+    carrier not given are the runtime's own, where ``carriers`` (the scenario's) hold it
+    (else its check names the carrier). ``arm_key`` "arm": one arm (``kimi-bench serve``)."""
+    if not isinstance(data, dict):
+        return data
+    try:
+        profile = get_profile(data.get("runtime") or DEFAULT_RUNTIME)
+    except ValueError:
+        return data  # the field's own validation names the mistake
+    base = get_profile(DEFAULT_RUNTIME)
+    if (profile.arms, profile.carriers) == (base.arms, base.carriers):
+        return data  # the options' own defaults are this runtime's
+    if profile.default_carrier not in carriers:
+        return data  # the scenario cannot run it: its check says so
+    out = dict(data)
+    arms = list(profile.default_arms)
+    out.setdefault(arm_key, arms if arm_key == "arms" else arms[0])
+    out.setdefault("transport", profile.default_carrier)
+    return out
+
+
+def check_reference(opts: Any) -> Any:
+    """A runtime's own code (``--reference sglang`` / ``vllm``) is the reference of that
+    runtime's profiles only."""
+    own = get_profile(opts.runtime).runtime
+    if opts.reference in ("sglang", VLLM) and opts.reference != own:
+        raise ValueError(
+            f"--reference {opts.reference} holds the pipeline against {opts.reference}'s "
+            f"own code: use it with a {opts.reference} --runtime, not {opts.runtime}"
+        )
+    return opts

@@ -25,7 +25,7 @@ from kimi_bench.options.base import (
     Launcher,
     MicroCarrier,
 )
-from kimi_bench.options.common import _Common, _folder
+from kimi_bench.options.common import _Common, _folder, _RunsArms, check_reference
 from kimi_bench.options.parse import (
     IMAGE_SPEC_RE,
     _split_list,
@@ -61,15 +61,20 @@ class ParityOptions(_Common):
         100_000_000, ge=1, le=2**31, description="Refuse inputs with more pixels (bomb guard)."
     )
     dump: Path | None = Field(None, description="Write DIR/<name>.pt with both arms' FP32.")
-    reference: Literal["pil", "sglang", "none"] = Field(
+    reference: Literal["pil", "sglang", "vllm", "none"] = Field(
         "pil",
         description="pil: distance to a PIL reference; sglang: compare with the installed "
-        "SGLang runtime's own functions; none.",
+        "SGLang runtime's own functions; vllm (with --runtime vllm-0.33): with the installed "
+        "vLLM's own K3 processor (scripts/vllm-env.sh); none.",
     )
     follow_links: bool = Field(False, description="Follow symlinks that leave the folder.")
 
+    @model_validator(mode="after")
+    def _reference_of_the_runtime(self) -> ParityOptions:
+        return check_reference(self)
 
-class MicroOptions(_Common):
+
+class MicroOptions(_RunsArms):
     synthetic: str = Field(
         "4x1536x1024",
         description="Generated images COUNTxWIDTHxHEIGHT (width first, like PIL), "
@@ -87,10 +92,10 @@ class MicroOptions(_Common):
         "shm",
         description="shm (one node) or pickle (inline bytes); sglang-shm / sglang-pickle "
         "run the installed SGLang runtime's own carrier functions instead "
-        "(scripts/sglang-env.sh).",
+        "(scripts/sglang-env.sh); vllm-mq: vLLM 0.33's (--runtime vllm-0.33, its default).",
     )
     arms: Annotated[tuple[Arm, ...], _LIST_SCHEMA] = Field(
-        ("eager", "deferred"), description="Arms to run."
+        ("eager", "deferred"), description="Arms to run (--runtime vllm-0.33: vllm-uint8)."
     )
     content: Content = Field("random", description="random (seeded), blank or photo.")
     repeat_share: float = Field(0.0, ge=0.0, le=1.0, description="Share of the request's "

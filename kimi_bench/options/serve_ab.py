@@ -19,7 +19,7 @@ from kimi_bench.options.base import (
     FaultHooksSpec,
     Launcher,
 )
-from kimi_bench.options.common import StandinOptions, _Common
+from kimi_bench.options.common import StandinOptions, _RunsArms
 from kimi_bench.options.parse import (
     _split_list,
     distinct_arms,
@@ -45,7 +45,7 @@ _RES_SCHEMA = WithJsonSchema({"oneOf": [
 ]})  # fmt: skip
 
 
-class ServeOptions(WorkloadOptions, RequestShapeOptions, CapacityOptions, _Common):
+class ServeOptions(WorkloadOptions, RequestShapeOptions, CapacityOptions, _RunsArms):
     rates: Annotated[tuple[float, ...], _RATES_SCHEMA] = Field(
         (2.0, 8.0, math.inf),
         validation_alias=AliasChoices("rates", "request_rate"),

@@ -6,18 +6,27 @@ it (``serving.emulator.EmulatorConfig.from_options``,
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_PIXELS,
     REQUEST_PIXELS_PER_IMAGE_LIMIT,
 )
-from kimi_bench.options.base import MAX_RANKS, MAX_TIMEOUT_S, Arm, CarrierField, FaultHooksSpec
-from kimi_bench.options.common import StandinOptions, _Pipeline
+from kimi_bench.options.base import (
+    MAX_RANKS,
+    MAX_TIMEOUT_S,
+    Arm,
+    Carrier,
+    CarrierField,
+    FaultHooksSpec,
+)
+from kimi_bench.options.common import StandinOptions, _Pipeline, runtime_defaults
 from kimi_bench.options.parse import parse_resolution
 
 EMULATOR_MODEL = "kimi-bench-emulator"  # the model name the emulator serves by default
@@ -61,7 +70,8 @@ class ServeCommandOptions(_Pipeline):
     arm: Arm = Field(
         "deferred",
         description="Pipeline to serve, as serve-ab's arms: deferred (the change, the "
-        "default), eager (before it), zero-copy or deferred-decode (proposed).",
+        "default), eager (before it), zero-copy or deferred-decode (proposed); "
+        "vllm-uint8 under --runtime vllm-0.33 (its default there).",
     )
     port: int = Field(8000, ge=0, le=65535, description="TCP port.")
     host: str = Field("127.0.0.1", description="Address to listen on.")
@@ -69,6 +79,20 @@ class ServeCommandOptions(_Pipeline):
     processor_workers: int = Field(2, ge=1, le=64, description="Producer (tokenizer worker) "
                                    "processes.")  # fmt: skip
     transport: CarrierField = "shm"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runtime_defaults(cls, data: Any) -> Any:
+        """Under vllm-0.33 the arm and carrier not given are vLLM's."""
+        return runtime_defaults(data, typing.get_args(Carrier), "arm")
+
+    @model_validator(mode="after")
+    def _runtime_has_arm(self) -> ServeCommandOptions:
+        """The arm and carrier must be the runtime's (``--runtime vllm-0.33 --arm
+        vllm-uint8 --transport vllm-mq``); any other is refused, naming both."""
+        get_profile(self.runtime).check_arms([self.arm], self.transport)
+        return self
+
     api_key_env: str | None = Field(
         None,
         description="Name of an environment variable holding an API key; when set, /v1/* "

@@ -40,7 +40,12 @@ def gather(
 ) -> torch.Tensor | None:
     """Every image's encoder output in input order on every rank (over ``group``), checked
     against this rank's own rows; ``None`` when there is no device group (metadata only).
-    Marks ``gather``."""
+    Marks ``gather``. Every rank holding every image (``out.replicated``, vLLM's encoder
+    TP mode ``weights``) gathers nothing: its tower buffer is the result (None without a
+    device group, as a metadata-only gather)."""
+    if out.replicated:
+        step.hook.mark("gather")
+        return out.tower if group is not None else None
     if group is None:
         _metadata_only(step, out, rank, world)
         step.hook.mark("gather")

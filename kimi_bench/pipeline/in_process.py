@@ -53,30 +53,32 @@ def run_in_process(
     if not step.arm.in_process:
         raise ArenaError(f"the {step.arm.name} arm runs in real processes (micro, serve-ab) only")
     produced = recipe.producer_step(step, list(inputs), "", plans=plans, decisions=decisions)
-    blob = recipe.send(step, produced.packed, ipc=False)
+    frames: list[Any] = []
+    recipe.send(step, produced.packed, frames.append, ipc=False)
     n_items = len(produced.items)
     fp32: list[torch.Tensor | None] = [None] * n_items
     bf16: list[torch.Tensor | None] = [None] * n_items
     owners: list[int] = []
-    ranks = InTurn(n_ranks, blob)
+    ranks = InTurn(n_ranks, frames)
     for rank in range(n_ranks):
         rank_step_ = make_step(
             step.arm, step.cfg, rank_device, carrier_=step.carrier, ledger=step.ledger,
-            runtime=step.profile.spec, decoder=_rank_decoder(step, rank_device),
+            runtime=step.profile, decoder=_rank_decoder(step, rank_device),
             baseline_whitelisted=step.baseline_whitelisted,
         )  # fmt: skip
-        mine = recipe.receive(rank_step_, blob) if rank == 0 else None
+        mine = recipe.receive(rank_step_, iter(frames).__next__) if rank == 0 else None
         received = recipe.broadcast(rank_step_, ranks, mine, rank)
         out = recipe.scheduler_step(rank_step_, ranks, [received], rank).out
         trails.append(rank_step_.trail)
         owners = out.owners
-        if out.batch is None or out.tower is None:
+        if out.tower is None:
             continue
-        counts = out.batch.patch_counts()
-        for j, (pv, bf) in enumerate(
-            zip(out.batch.split(), torch.split(out.tower, counts), strict=True)
-        ):
-            fp32[out.mine[j]] = pv.cpu()
+        counts = [out.sizes[i] for i in out.mine]
+        # a runtime that normalises on the device only (vLLM) has no FP32 pixel_values
+        pvs = out.batch.split() if out.batch is not None else [None] * len(counts)
+        for j, (pv, bf) in enumerate(zip(pvs, torch.split(out.tower, counts), strict=True)):
+            if pv is not None:
+                fp32[out.mine[j]] = pv.cpu()
             bf16[out.mine[j]] = bf.cpu()
     return OwnerOutput(
         [t for t in fp32 if t is not None],

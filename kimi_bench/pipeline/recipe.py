@@ -40,7 +40,7 @@ from kimi_bench.pipeline.carriers import carrier
 from kimi_bench.pipeline.gather import gather
 from kimi_bench.pipeline.preprocess_cache import PreprocessCache
 from kimi_bench.pipeline.step import ArmLike, CarrierLike, Hook, NoHook, RankOutput, Step
-from kimi_bench.pipeline.steps import deserialize, rank_step, record_ipc, serialize
+from kimi_bench.pipeline.steps import record_ipc
 from kimi_bench.pipeline.transport import unlink
 
 
@@ -131,8 +131,8 @@ def make_step(
     cfg: PreprocessConfig,
     device: torch.device,
     *,
-    carrier_: CarrierLike | str = "pickle",
-    runtime: str | None = None,
+    carrier_: CarrierLike | str | None = None,
+    runtime: str | RuntimeProfile | None = None,
     hook: Hook | None = None,
     arena: Arena | None = None,
     ledger: Ledger | None = None,
@@ -142,9 +142,12 @@ def make_step(
     """A step of one arm in this process, its arm and carrier chosen by name (once);
     ``decoder``: this process's choice, or the name to choose on ``device`` (``auto``: as
     the runtime profile decodes there). A process that makes many steps chooses once
-    (``choose_once``) and makes them with ``Chosen.step``."""
-    profile = get_profile(runtime)
+    (``choose_once``) and makes them with ``Chosen.step``. ``carrier_`` None: the one
+    the profile runs in one process (``in_process_carrier``); ``runtime``: a profile's
+    spec, or the profile itself."""
+    profile = runtime if isinstance(runtime, RuntimeProfile) else get_profile(runtime)
     the_arm = arm(arm_) if isinstance(arm_, str) else arm_
+    carrier_ = profile.in_process_carrier if carrier_ is None else carrier_
     chosen = Chosen(
         {the_arm.name: the_arm},
         carrier(carrier_) if isinstance(carrier_, str) else carrier_,
@@ -215,15 +218,18 @@ def producer_step(
     return Produced(plans_, made, items, packed)
 
 
-def send(step: Step, payload: Any, *, ipc: bool = True) -> bytes:
-    """The request pickled for the hop to scheduler rank 0 (``send_pyobj``); ``ipc``:
-    the hop crosses processes (its bytes in the ledger). Marks ``serialize``."""
+def send(step: Step, payload: Any, put: Callable[[Any], Any], *, ipc: bool = True) -> None:
+    """The request encoded for the hop to scheduler rank 0 by the carrier (one pickle,
+    ``send_pyobj``; vLLM: msgpack metadata and the tensors as out-of-band frames), each
+    frame handed to ``put``; ``ipc``: the hop crosses processes (its bytes in the
+    ledger). Marks ``serialize``."""
     step.trail.append("send")
-    blob = serialize(step, payload, "serialize", "send_pyobj")
+    frames = step.carrier.encode(step, payload)
     step.hook.mark("serialize")
+    for f in frames:
+        put(f)
     if ipc:
-        record_ipc(step, len(blob))
-    return blob
+        record_ipc(step, sum(memoryview(f).nbytes for f in frames), len(frames))
 
 
 # ----------------------------------------------------------------------- scheduler ranks
@@ -250,17 +256,23 @@ class Gloo:
 @dataclass(frozen=True)
 class InTurn:
     """Every rank in this process, one after the other (``parity``): rank 0 receives the
-    request, every other rank unpickles its own copy of it (as after the broadcast); no
-    barrier, no gather."""
+    request, every other rank decodes its own copy of the producer's frames (as after the
+    broadcast); a carrier that broadcasts in turn (vLLM's ``MessageQueue``) runs its own
+    broadcast through ``mailbox`` (rank 0 first). No barrier, no gather."""
 
     size: int
-    blob: bytes = field(repr=False, default=b"")
+    frames: list[Any] = field(repr=False, default_factory=list)
+    mailbox: list[Any] = field(repr=False, default_factory=list)
 
     def barrier(self) -> None:
         return None
 
     def broadcast(self, step: Step, obj: Any, rank: int) -> Any:
-        return obj if rank == 0 else deserialize(step, self.blob, "broadcast", "loads")
+        if step.carrier.broadcasts_in_turn:
+            return step.carrier.broadcast(step, obj, rank, self.size, self.mailbox)
+        if rank == 0:
+            return obj
+        return step.carrier.decode(step, iter(self.frames).__next__, "broadcast", "loads")
 
     def gather(self, step: Step, out: RankOutput, rank: int) -> torch.Tensor | None:
         return None
@@ -269,10 +281,11 @@ class InTurn:
 Ranks = Gloo | InTurn
 
 
-def receive(step: Step, blob: bytes) -> Any:
-    """Rank 0 takes the producer's request (``recv_pyobj``). Marks ``to_rank0``."""
+def receive(step: Step, get: Callable[[], Any]) -> Any:
+    """Rank 0 takes the producer's request (``recv_pyobj``; the carrier takes as many
+    frames from ``get`` as it sent). Marks ``to_rank0``."""
     step.trail.append("receive")
-    obj = deserialize(step, blob, "to_rank0", "recv_pyobj")
+    obj = step.carrier.decode(step, get, "to_rank0", "recv_pyobj")
     step.hook.mark("to_rank0")
     return obj
 
@@ -330,7 +343,7 @@ def scheduler_step(
     items = take(step, ranks, packed)
     held = held_slots(items)
     step.trail.append("rank_step")
-    out = rank_step(step, items, rank, ranks.size, decode_errors)
+    out = step.arm.rank_step(step, items, rank, ranks.size, decode_errors)
     step.trail.append("release")
     release_slots(step, held)
     if encoder is not None:

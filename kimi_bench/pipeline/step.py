@@ -5,7 +5,7 @@ types every step function and the gather share."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +56,14 @@ class ArmLike(Protocol):
     ) -> Any: ...
     def produce(self, step: Step, images: Sequence[Any], plans: Any, decisions: Any) -> Any: ...
     def pack(self, step: Step, items: Any, prefix: str) -> Any: ...
+    def rank_step(
+        self,
+        step: Step,
+        items: Any,
+        rank: int,
+        world: int,
+        decode_errors: list[tuple[int, str]] | None = None,
+    ) -> RankOutput: ...
 
 
 class CarrierLike(Protocol):
@@ -63,8 +71,15 @@ class CarrierLike(Protocol):
 
     name: str
 
+    @property
+    def broadcasts_in_turn(self) -> bool: ...
+    @property
+    def ipc_mirrors(self) -> str: ...
+
     def prepare(self) -> None: ...
     def wrap(self, step: Step, items: Any, prefix: str) -> Any: ...
+    def encode(self, step: Step, payload: Any) -> list[Any]: ...
+    def decode(self, step: Step, get: Callable[[], Any], stage: str, mirrors: str) -> Any: ...
     def broadcast(self, step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any: ...
     def take(self, step: Step, packed: Any) -> tuple[Any, list[str]]: ...
     def holds_segments(self, packed: Any) -> bool: ...
@@ -138,6 +153,8 @@ class RankOutput:
     decode_ms: float = 0.0  # deferred-decode: the owner's decode + staging (in owner_h2d)
     # deferred-decode: (batch item index, (decoder, why)) of each of the owner's decodes
     decoded: list[tuple[int, tuple[str, str]]] = field(default_factory=list)
+    # every rank ran every image (vLLM's encoder TP mode ``weights``): nothing to gather
+    replicated: bool = False
 
     @property
     def patches(self) -> int:

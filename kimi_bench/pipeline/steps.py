@@ -262,8 +262,8 @@ def deserialize(step: Step, blob: bytes, stage_name: str, mirrors: str, count: i
     return obj
 
 
-def record_ipc(step: Step, nbytes: int) -> None:
-    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, "send_pyobj to scheduler rank 0")
+def record_ipc(step: Step, nbytes: int, frames: int = 1) -> None:
+    step.ledger.add("to_rank0", "ipc", "host", "host", nbytes, step.carrier.ipc_mirrors, frames)
 
 
 def broadcast(step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:

@@ -244,7 +244,8 @@ def test_kimi_bench_serve_stops_by_itself_when_its_pipeline_dies(tmp_path: Path)
     [
         (
             ["--arm", "lazy"],
-            "--arm: Input should be 'eager', 'deferred', 'zero-copy' or 'deferred-decode'",
+            "--arm: Input should be 'eager', 'deferred', 'zero-copy', 'deferred-decode' or "
+            "'vllm-uint8'",
         ),
         (["--arm", "eager", "--transport", "tcp"], "--transport/--carrier: Input should be"),
         (["--arm", "eager", "--standin", "gflops=3"], "--standin: takes KEY=VALUE"),

@@ -29,11 +29,12 @@ def test_a_column_per_profile_and_a_row_per_step_each_profile_describes():
 
 
 def test_a_cell_is_the_profiles_own_text_or_same_as_the_column_before():
-    pr, new = table_profiles()
+    pr, new, vllm = table_profiles()
     rows = {line.split(" | ")[0].lstrip("| "): line for line in steps_table().splitlines()[2:]}
     shm = rows["shm receive"]
     assert pr.steps["shm receive"] in shm and new.steps["shm receive"] in shm
-    assert rows["owners"].endswith("| same |")
+    assert rows["owners"].endswith(f"| same | {vllm.steps['owners']} |")
+    assert "MessageQueue.enqueue" in rows["broadcast"] and "16 MiB" in rows["broadcast"]
     assert (
         "posix_fallocate" in rows["shm wrap"]
         and "max_num_cpu_threads=1" in rows["decode a JPEG (CUDA)"]

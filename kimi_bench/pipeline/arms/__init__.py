@@ -1,7 +1,8 @@
 """The arm registry: each arm is an object (:class:`Arm`) chosen once by name, whose
 methods are the pipeline steps it chooses and whose class attributes declare what it
 needs. Built in: ``eager`` (the baseline), ``deferred`` (the change), ``zero-copy`` and
-``deferred-decode`` (both proposed, not in the runtime). Adding an arm: a module that
+``deferred-decode`` (both proposed, not in the runtime), and ``vllm-uint8`` (vLLM 0.33's path,
+under the ``vllm-0.33`` runtime profile only). Adding an arm: a module that
 calls ``register_arm``, and its name in the options (``options.Arm`` and
 ``options.ARM_MODULES``); the registry imports the module the first time the arm is
 asked for."""
@@ -16,6 +17,7 @@ from kimi_bench.pipeline.arms.base import PROPOSED, Arm, Role, UnknownArm
 from kimi_bench.pipeline.arms.deferred import Deferred
 from kimi_bench.pipeline.arms.deferred_decode import DeferredDecode
 from kimi_bench.pipeline.arms.eager import Eager
+from kimi_bench.pipeline.arms.vllm import Vllm
 from kimi_bench.pipeline.arms.zero_copy import ZeroCopy
 
 __all__ = ["PROPOSED", "Arm", "Role", "UnknownArm", "arm", "arms", "register_arm", "with_role"]
@@ -34,6 +36,7 @@ register_arm("eager", Eager)
 register_arm("deferred", Deferred)
 register_arm("zero-copy", ZeroCopy)
 register_arm("deferred-decode", DeferredDecode)
+register_arm("vllm-uint8", Vllm)
 
 
 def arm(name: str) -> Arm:

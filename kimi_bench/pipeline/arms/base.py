@@ -12,8 +12,8 @@ from kimi_bench.domain.navit import ResizePlan
 from kimi_bench.domain.policy import Decision, PolicyMode, decide_images
 from kimi_bench.domain.scheduler import PRESET_MODEL_CLASS
 from kimi_bench.pipeline.decode import decode_input
-from kimi_bench.pipeline.step import Step
-from kimi_bench.pipeline.steps import produce
+from kimi_bench.pipeline.step import RankOutput, Step
+from kimi_bench.pipeline.steps import produce, rank_step
 
 # the role an arm plays in a comparison: every other arm is compared with the baseline;
 # the gate's headline figures (micro.speedup, the serve-ab deltas) follow the change
@@ -103,3 +103,15 @@ class Arm:
     def pack(self, step: Step, items: list[MMItem], prefix: str) -> Any:
         """What travels to the scheduler: the carrier's wrap of the items."""
         return step.carrier.wrap(step, items, prefix)
+
+    # ----------------------------------------------------------------- ranks
+    def rank_step(
+        self,
+        step: Step,
+        items: list[MMItem],
+        rank: int,
+        world: int,
+        decode_errors: list[tuple[int, str]] | None = None,
+    ) -> RankOutput:
+        """A scheduler rank's step on the items it took (``steps.rank_step``)."""
+        return rank_step(step, items, rank, world, decode_errors)

@@ -4,11 +4,12 @@ so that nothing outside its module asks for its name."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from kimi_bench.domain.contract import MMItem
 from kimi_bench.pipeline.step import Step
+from kimi_bench.pipeline.steps import deserialize, serialize
 
 
 class UnknownCarrier(ValueError):
@@ -22,12 +23,16 @@ class Carrier:
     them after a barrier and unlink after another), ``spans_nodes`` (works when the ranks
     are on several hosts), ``serialize_op`` (the ledger op that moves a feature's bytes at
     the producer: ``shm_copy_in`` or ``pickle``), ``runtime`` (the installed SGLang's own
-    functions do the work)."""
+    functions do the work), ``broadcasts_in_turn`` (its broadcast also runs with every
+    rank in one process, ``recipe.InTurn``: it then gets a list as ``group``),
+    ``ipc_mirrors`` (what the hop to rank 0 mirrors, in the ledger)."""
 
     uses_segments: ClassVar[bool] = False
     spans_nodes: ClassVar[bool] = True
     serialize_op: ClassVar[str] = "pickle"
     runtime: ClassVar[bool] = False
+    broadcasts_in_turn: ClassVar[bool] = False
+    ipc_mirrors: ClassVar[str] = "send_pyobj to scheduler rank 0"
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -65,6 +70,15 @@ class Carrier:
         """Producer side: what travels in place of ``items`` (CPU tensor features only;
         other features, e.g. zero-copy's arena slots, pass as they are)."""
         raise NotImplementedError
+
+    def encode(self, step: Step, payload: Any) -> list[Any]:
+        """The frames of the hop to scheduler rank 0 (bytes-like): one pickle
+        (``send_pyobj``)."""
+        return [serialize(step, payload, "serialize", "send_pyobj")]
+
+    def decode(self, step: Step, get: Callable[[], Any], stage: str, mirrors: str) -> Any:
+        """The object back from the frames ``get`` hands out, one per call."""
+        return deserialize(step, get(), stage, mirrors)
 
     def broadcast(self, step: Step, obj: Any, rank: int, world: int, group: Any = None) -> Any:
         """The scheduler's ``broadcast_pyobj`` of ``obj`` from rank 0; every rank returns it."""
