@@ -22,6 +22,7 @@ WHERE_LINE = "kimi-bench serve: arm"  # the line that says where it serves
 SMALL = ["--num-prompts", "2", "--request-rate", "inf", "--warmup-requests", "0"]
 
 
+@pytest.mark.slow  # a kimi-bench serve process
 def test_serve_on_a_port_in_use_exits_2_before_saying_where() -> None:
     with contextlib.closing(bind_socket("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
@@ -31,6 +32,7 @@ def test_serve_on_a_port_in_use_exits_2_before_saying_where() -> None:
     assert WHERE_LINE not in flat(res) and "Traceback" not in flat(res)
 
 
+@pytest.mark.slow  # a kimi-bench serve process per host
 @pytest.mark.parametrize("host", ["999.1.1.1", "no-such-host.invalid"])
 def test_serve_on_a_host_it_cannot_bind_exits_2_before_saying_where(host: str) -> None:
     res = kimi("serve", "--arm", "deferred", "--host", host, "--port", "0", timeout=120)

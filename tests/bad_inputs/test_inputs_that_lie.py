@@ -61,6 +61,7 @@ def test_a_duplicated_good_row_cannot_hide_a_failed_request(tmp_path: Path) -> N
     assert code == 2 and "holds 5 rows but the run planned 4 requests" in out
 
 
+@pytest.mark.slow  # a kimi-bench process
 def test_a_duplicated_micro_repeat_is_refused(tmp_path: Path) -> None:
     raw = reports.micro()
     raw["repeats"]["deferred"].append(dict(raw["repeats"]["deferred"][0]))
@@ -193,6 +194,7 @@ def test_a_rejected_parity_input_fails_all_bit_exact_unless_allowed(tmp_path: Pa
 # ---------------------------------------------------------------------------- history
 
 
+@pytest.mark.slow  # a kimi-bench process per value
 @pytest.mark.parametrize(
     ("value", "says"),
     [

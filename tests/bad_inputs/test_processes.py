@@ -19,6 +19,8 @@ import pytest
 from kimi_bench.engine.procs import Harness, WorkerFailed, reap_stale_runs
 from tests.bad_inputs import workers
 
+pytestmark = pytest.mark.slow  # every test starts and signals real kimi-bench processes
+
 REPO = Path(__file__).resolve().parents[2]
 SHM = Path("/dev/shm")
 

@@ -23,6 +23,8 @@ from PIL import Image
 from tests.bad_inputs.cli import flat, kimi, png_folder
 from tests.serve_helpers import chat_body, jpeg, serve_process
 
+pytestmark = pytest.mark.slow  # each case starts a kimi-bench process (~1 s)
+
 DEEP = 100_000  # arrays inside arrays: far beyond Python's recursion limit
 
 

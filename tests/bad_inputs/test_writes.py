@@ -42,12 +42,14 @@ def test_gate_outputs_to_a_full_disk_exit_3_naming_each(tmp_path: Path) -> None:
     assert FULL.is_char_device()  # written into, never replaced by a regular file
 
 
+@pytest.mark.slow  # a kimi-bench process
 def test_gate_output_to_a_folder_is_refused_before_gating(tmp_path: Path) -> None:
     res = kimi("gate", str(_gated(tmp_path)), "--summary", str(tmp_path))
     assert res.returncode == 2, flat(res)
     assert f"--summary {tmp_path} is a folder, not a file" in flat(res)
 
 
+@pytest.mark.slow  # a kimi-bench process
 def test_gate_outputs_to_a_special_file_are_written_into_it(tmp_path: Path) -> None:
     res = kimi("gate", str(_gated(tmp_path)), "--summary", "/dev/stdout")
     assert res.returncode == 0, flat(res)
@@ -65,6 +67,7 @@ def test_compare_markdown_to_a_full_disk_exits_3(tmp_path: Path) -> None:
     assert "owner_materialize" in res.stdout  # the comparison itself was shown
 
 
+@pytest.mark.slow  # a kimi-bench process
 def test_render_html_to_a_folder_is_refused_before_drawing(tmp_path: Path) -> None:
     res = kimi("render", str(EXAMPLE_PARITY), "--html", str(tmp_path))
     assert res.returncode == 2, flat(res)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 import vulture
+
+pytestmark = pytest.mark.slow  # vulture over the package: ~5 s; the full suite runs it
 
 REPO = Path(__file__).resolve().parents[2]
 MIN_CONFIDENCE = 60

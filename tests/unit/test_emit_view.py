@@ -11,6 +11,8 @@ from kimi_bench.report.emit import emit_micro, emit_parity, emit_serve
 from kimi_bench.report.view import view_of
 from tests import ci_reports
 
+pytestmark = pytest.mark.slow  # real micro and serve-ab processes
+
 SERVED = {"eager": [10.0, 11.0, 12.0], "deferred": [9.0, 9.5, 10.0]}  # TTFTs (ms) per arm
 
 

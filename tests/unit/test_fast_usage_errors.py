@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each case starts a kimi-bench process (~1 s)
+
 CASES = [
     (["micro", "--ranks", "0"], "--ranks"),
     (["micro", "--synthetic", "4x640"], "COUNTxWIDTHxHEIGHT"),
