@@ -1,7 +1,8 @@
 """Adding an arm or a carrier is its module plus its registration (issue 29): the test
 copies the package, writes a toy arm and a toy carrier (each a module that registers
 itself) and edits only the options (their names in the ``Literal`` lists and their modules
-in ``ARM_MODULES`` / ``CARRIER_MODULES``), checks that nothing else differs, and runs both
+in ``ARM_MODULES`` / ``CARRIER_MODULES``) and the runtime profiles that have them (SGLang's
+``SGLANG_ARMS`` / ``SGLANG_CARRIERS``), checks that nothing else differs, and runs both
 through parity, micro and serve-ab in real processes with nothing else changed. The three
 scenarios report the same recipe (the pipeline's step names) for the toy arm."""
 
@@ -64,9 +65,10 @@ def _register(base: Path) -> None:
     """The registration: names in the options' Literal lists, modules in their maps."""
     text = base.read_text()
     for old, new in (
-        ('"deferred-decode"]', '"deferred-decode", "toy"]'),
-        ('Carrier = Literal["shm", "pickle"]', 'Carrier = Literal["shm", "pickle", "dummy"]'),
-        ('"sglang-pickle"]', '"sglang-pickle", "dummy"]'),
+        ('"deferred-decode", "vllm-uint8"]', '"deferred-decode", "vllm-uint8", "toy"]'),
+        ('Carrier = Literal["shm", "pickle", "vllm-mq"]',
+         'Carrier = Literal["shm", "pickle", "vllm-mq", "dummy"]'),
+        ('"sglang-pickle", "vllm-mq"]', '"sglang-pickle", "vllm-mq", "dummy"]'),
         ("ARM_MODULES: dict[str, str] = {}",
          'ARM_MODULES: dict[str, str] = {"toy": "kimi_bench.toy_arm"}'),
         ("CARRIER_MODULES: dict[str, str] = {",
@@ -75,6 +77,19 @@ def _register(base: Path) -> None:
         assert old in text, old
         text = text.replace(old, new, 1)
     base.write_text(text)
+
+
+def _runtimes_have_them(runtime: Path) -> None:
+    """Which runtimes have the new arm and carrier: SGLang's profiles (since vLLM became a
+    second runtime, each profile names the arms and carriers it has; others are refused)."""
+    text = runtime.read_text()
+    for old, new in (
+        ('"zero-copy", "deferred-decode")', '"zero-copy", "deferred-decode", "toy")'),
+        ('"sglang-shm", "sglang-pickle")', '"sglang-shm", "sglang-pickle", "dummy")'),
+    ):
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    runtime.write_text(text)
 
 
 def _run(tmp: Path, *argv: str) -> dict[str, Any]:
@@ -96,8 +111,9 @@ def test_a_new_arm_and_a_new_carrier_run_through_every_scenario(tmp_path: Path) 
     (pkg / "toy_arm.py").write_text(ARM)
     (pkg / "dummy_carrier.py").write_text(CARRIER)
     _register(pkg / "options" / "base.py")
+    _runtimes_have_them(pkg / "domain" / "runtime.py")
     assert _changed(ROOT / "kimi_bench", pkg) == [
-        "dummy_carrier.py", "options/base.py", "toy_arm.py"
+        "domain/runtime.py", "dummy_carrier.py", "options/base.py", "toy_arm.py"
     ]  # fmt: skip
     images = tmp_path / "images"
     images.mkdir()
