@@ -113,11 +113,8 @@ def deferred_bound(speedup: PairedChange, deferred: PairedChange) -> PairedChang
     (a regression needs the deferred interval above no change; an inconclusive one, a
     slower deferred estimate); otherwise the eager arm moved (in the base or the
     candidate), which is not a deferred regression ("eager moved")."""
-    if speedup.verdict == "regression" and deferred.low > 0:
-        return speedup
-    if speedup.verdict == "inconclusive" and deferred.estimate > 0:
-        return speedup
-    if speedup.verdict not in ("regression", "inconclusive"):
+    stands = {"regression": deferred.low > 0, "inconclusive": deferred.estimate > 0}
+    if stands.get(speedup.verdict, True):
         return speedup
     return replace(speedup, verdict="eager moved")
 

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--device", "cpu", "--ranks", "1", "--synthetic", "1x64x64", "--repeats", "3",
-        "--warmup", "0", "--launches", "3", "--max-regression", "0.5"]  # fmt: skip
+        "--warmup", "0", "--max-regression", "0.5"]  # fmt: skip
 
 
 def _kimi_bench() -> str:
@@ -49,7 +49,7 @@ def test_ab_passes_an_aa_run_and_fails_a_slower_test_build(tmp_path: Path):
     slower = tmp_path / "kimi-bench-slower"
     subprocess.run(["bash", str(REPO / "scripts" / "slower-build.sh"), str(slower), "5", kb],
                    check=True)  # fmt: skip
-    slow = _ab(kb, str(slower), tmp_path / "slow")
+    slow = _ab(kb, str(slower), tmp_path / "slow", "--launches", "3")
     text = slow.stdout + slow.stderr
     assert slow.returncode == 1, text[-2000:]
     assert "ab FAIL: regression in" in text
