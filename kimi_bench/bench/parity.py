@@ -17,7 +17,7 @@ from kimi_bench.bench.parity_decode import (
     encoded_input,
     run_decode_arm,
 )
-from kimi_bench.bench.parity_outputs import DumpWriter, check_dump
+from kimi_bench.bench.parity_outputs import DumpWriter, check_dump, parity_report
 from kimi_bench.bench.parity_pixels import (
     PIXEL_KEYS,
     decode_batch,
@@ -44,7 +44,7 @@ from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import ResizePlan, plan_resize
 from kimi_bench.domain.pixels import StagingError, input_size, stage_input
 from kimi_bench.domain.runtime import VLLM, get_profile
-from kimi_bench.infra.environment import HostLoad, environment, host_load, resolve_device
+from kimi_bench.infra.environment import HostLoad, host_load, resolve_device
 from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
@@ -302,31 +302,8 @@ def _build_report(
         summary["arms"] = others
     if pixels:
         summary["decoding"] = pixels
-    config = {
-        **opts.model_dump(mode="json"),
-        "preprocess": cfg.summary(),
-        "runtime_profile": get_profile(opts.runtime_spec).summary(),
-        "decision_scope": opts.policy or get_profile(opts.runtime_spec).decision_scope,
-    }
-    env = environment(
-        device,
-        cfg.name,
-        opts.seed,
-        load_start=load_start,
-        owner_device_emulated=device.type == "cpu",
-        metadata=dict(opts.metadata),
-    )
-    notes += list(opts.notes)
-    if warning := env["host_load"].get("warning"):
-        notes.append(warning)
-    return Report(
-        kind="parity",
-        environment=env,
-        config=config,
-        results=rows,
-        summary=summary,
-        notes=notes,
-    )
+    scope = opts.policy or get_profile(opts.runtime_spec).decision_scope
+    return parity_report(opts, cfg, device, load_start, rows, summary, notes, decision_scope=scope)
 
 
 def exit_code(report: Report) -> int:

@@ -6,6 +6,9 @@
   (``parity_grid.png``) and the dumps (``.pt``) would become inputs of the next run.
 - A dump that cannot be written (a full disk) stops the dumping, not the run; the report
   says so and the command exits 3 naming the file.
+- ``parity_report``: the report around a runtime's rows and summary (the options, the
+  preprocessing and runtime profile, the environment with its host-load warning), one
+  envelope for the SGLang and the vLLM parity.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from typing import Any
 
 import torch
 
+from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus import dump_filename
+from kimi_bench.domain.runtime import get_profile
+from kimi_bench.infra.environment import HostLoad, environment
+from kimi_bench.options import ParityOptions
+from kimi_bench.report import Report
 from kimi_bench.report.output import OutputError, WriteFailed, check_output_dir, write_file
 
 
@@ -72,3 +80,43 @@ class DumpWriter:
             write_file(self.folder / dump_filename(name), buf.getvalue(), "--dump")
         except WriteFailed as exc:
             self.error = str(exc)
+
+
+def parity_report(
+    opts: ParityOptions,
+    cfg: PreprocessConfig,
+    device: torch.device,
+    load_start: HostLoad,
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    notes: list[str],
+    **config: Any,
+) -> Report:
+    """A parity report: ``summary`` and ``rows`` with the options, the preprocessing, the
+    runtime profile (and ``config``'s extra keys), the environment, ``notes`` then the
+    user's notes and the host-load warning when there is one."""
+    env = environment(
+        device,
+        cfg.name,
+        opts.seed,
+        load_start=load_start,
+        owner_device_emulated=device.type == "cpu",
+        metadata=dict(opts.metadata),
+    )
+    notes = notes + list(opts.notes)
+    if warning := env["host_load"].get("warning"):
+        notes.append(warning)
+    cfg_doc = {
+        **opts.model_dump(mode="json"),
+        "preprocess": cfg.summary(),
+        "runtime_profile": get_profile(opts.runtime_spec).summary(),
+        **config,
+    }
+    return Report(
+        kind="parity",
+        environment=env,
+        config=cfg_doc,
+        results=rows,
+        summary=summary,
+        notes=notes,
+    )

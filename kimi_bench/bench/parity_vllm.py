@@ -28,6 +28,7 @@ import torch
 
 from kimi_bench.bench.cross_runtime import compare_runtimes, vllm_bf16
 from kimi_bench.bench.parity_decode import encoded_input
+from kimi_bench.bench.parity_outputs import parity_report
 from kimi_bench.domain import vllm_k3
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.corpus import CorpusEntry, builtin_corpus, folder_corpus
@@ -36,7 +37,7 @@ from kimi_bench.domain.encoded import EncodedImage
 from kimi_bench.domain.navit import plan_resize
 from kimi_bench.domain.runtime import VLLM, get_profile
 from kimi_bench.domain.vllm_corpus import by_design_entries
-from kimi_bench.infra.environment import environment, host_load, resolve_device
+from kimi_bench.infra.environment import HostLoad, host_load, resolve_device
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
 from kimi_bench.report import Report
@@ -169,7 +170,7 @@ def _report(
     cfg: PreprocessConfig,
     rows: list[dict[str, Any]],
     dev: torch.device,
-    load_start: Any,
+    load_start: HostLoad,
     reference: Any,
 ) -> Report:
     ok = [r for r in rows if r["error"] is None]
@@ -215,14 +216,4 @@ def _report(
             summary["verdict"] = f"DIFFERS FROM VLLM: {', '.join(ref_differ)}"
         else:
             summary["verdict"] += f"; identical to vllm {reference.version} on every input"
-    config = {
-        **opts.model_dump(mode="json"),
-        "preprocess": cfg.summary(),
-        "runtime_profile": get_profile(opts.runtime_spec).summary(),
-    }
-    env = environment(
-        dev, cfg.name, opts.seed, load_start=load_start,
-        owner_device_emulated=dev.type == "cpu", metadata=dict(opts.metadata),
-    )  # fmt: skip
-    return Report(kind="parity", environment=env, config=config, results=rows,
-                  summary=summary, notes=notes + list(opts.notes))  # fmt: skip
+    return parity_report(opts, cfg, dev, load_start, rows, summary, notes)
