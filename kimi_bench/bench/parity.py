@@ -49,6 +49,7 @@ from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
 from kimi_bench.report import Report
+from kimi_bench.results import derive_parity, parity_rows
 
 RESULT_KEYS = (
     "name",
@@ -269,15 +270,11 @@ def _build_report(
 ) -> Report:
     accepted = [r for r in rows if r["error"] is None]
     errors = [r for r in rows if r["error"] is not None]
-    diffs = [r["max_abs_diff_vs_pil"] for r in accepted if r["max_abs_diff_vs_pil"] is not None]
-    all_fp32 = bool(accepted) and all(r["bit_exact_fp32"] for r in accepted)
-    all_bf16 = bool(accepted) and all(r["bit_exact_bf16"] for r in accepted)
+    derived = derive_parity(parity_rows(rows))
+    differing = list(derived.differing)
     audit = audit_contract(cfg)
-    differing = [r["name"] for r in accepted if not (r["bit_exact_fp32"] and r["bit_exact_bf16"])]
     decode = decode_summary(accepted)
-    differing += [n for n in decode["differing"] if n not in differing]
     others = other_arms_summary(accepted)
-    differing += [n for o in others.values() for n in o["differing"] if n not in differing]
     pixels = pixels_summary(accepted)
     verdict = _verdict(accepted, errors, differing, decode, n_entries)
     if pixels and accepted and not differing:
@@ -287,14 +284,8 @@ def _build_report(
     notes = _base_notes(device, n_entries)
     summary = {
         "verdict": verdict,
-        "inputs": len(rows),
-        "accepted": len(accepted),
-        "errors": len(errors),
-        "deferred": sum(1 for r in accepted if r["deferred"]),
-        "all_bit_exact_fp32": all_fp32,
-        "all_bit_exact_bf16": all_bf16,
-        "differing": differing,
-        "max_abs_diff_vs_pil": max(diffs) if diffs else None,
+        **derived.summary_fields(),
+        "max_abs_diff_vs_pil": derived.max_abs_diff_vs_pil,
         "contract_audit": audit.summary(),
         "deferred_decode": decode,
     }

@@ -41,6 +41,7 @@ from kimi_bench.infra.environment import HostLoad, host_load, resolve_device
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
 from kimi_bench.report import Report
+from kimi_bench.results import derive_parity, parity_rows
 
 ARM = get_profile("vllm-0.33").default_arms[0]  # vLLM's one arm: vllm-uint8
 NO_TENSORS = "vLLM's API server takes images (encoded bytes), not tensors: no vLLM path"
@@ -174,7 +175,8 @@ def _report(
     reference: Any,
 ) -> Report:
     ok = [r for r in rows if r["error"] is None]
-    differing = [r["name"] for r in ok if not r["bit_exact_bf16"]]
+    derived = derive_parity(parity_rows(rows))
+    differing = list(derived.differing)
     tokens = [r["name"] for r in ok if r["tokens_differ"]]
     ref_differ = [r["name"] for r in ok if r.get("reference_identical") is False]
     verdict = (
@@ -187,13 +189,7 @@ def _report(
     )
     summary: dict[str, Any] = {
         "verdict": verdict,
-        "inputs": len(rows),
-        "accepted": len(ok),
-        "errors": len(rows) - len(ok),
-        "deferred": 0,
-        "all_bit_exact_fp32": None,  # vLLM normalises on the device: no FP32 features
-        "all_bit_exact_bf16": bool(ok) and not differing,
-        "differing": differing,
+        **derived.summary_fields(),  # all_bit_exact_fp32 None: vLLM has no FP32 features
         "tokens_differ_from_sglang": tokens,
         "exif_rotated": [r["name"] for r in ok if r["exif_rotated"]],
         "composited_white": [r["name"] for r in ok if r["composited_white"]],

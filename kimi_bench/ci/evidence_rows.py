@@ -24,6 +24,7 @@ from kimi_bench.report import serve_figures
 from kimi_bench.report.agree_rows import served as request_ok
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import baseline_arm, change_arm
+from kimi_bench.results import derive_parity, parity_rows
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
 
@@ -152,12 +153,9 @@ def parity_evidence(report: Report) -> Evidence:
     checked(report)
     ev = Evidence("parity")
     rows = report.results
-    accepted = [r for r in rows if r.get("error") is None]
-    rejected = [str(r["name"]) for r in rows if r.get("error") is not None]
-    bad = sorted({str(r["name"]) for r in accepted
-                  if not (r.get("bit_exact_fp32") and r.get("bit_exact_bf16"))})  # fmt: skip
-    ev.figures.update(accepted=len(accepted), differing=bad, rejected=rejected,
-                      all_bit_exact=bool(accepted) and not bad)  # fmt: skip
+    d = derive_parity(parity_rows(rows))
+    ev.figures.update(accepted=d.accepted, differing=sorted(d.exactness_differing),
+                      rejected=list(d.rejected), all_bit_exact=d.all_bit_exact)  # fmt: skip
     if not rows:
         ev.missing("no inputs were compared")
     stopped(report, ev)

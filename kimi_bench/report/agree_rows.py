@@ -16,13 +16,14 @@ from kimi_bench.report.agree import (
     EDITED,
     Disagreement,
     agree,
-    agree_flag,
     as_list,
     block,
     micro_disagreement,
     number,
 )
 from kimi_bench.report.roles import baseline_arm
+from kimi_bench.results import ResultError, derive_parity, parity_rows
+from kimi_bench.results.parity import parity_disagreement as stated_disagreement
 
 Dict = dict[str, Any]
 # A peer tool's own summary against its rows: beyond this the file was edited (the tools
@@ -227,34 +228,12 @@ def serve_disagreement(raw: Dict) -> None:
 
 
 def parity_disagreement(raw: Dict) -> None:
-    rows = as_list(raw.get("results"), "results")
-    s = block(raw, "summary")
-    accepted = 0
-    bad: dict[str, list[str]] = {"bit_exact_fp32": [], "bit_exact_bf16": []}
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
-            raise Disagreement(f"results[{i}] has no name")
-        if row.get("error") is not None:
-            continue
-        accepted += 1
-        for key, into in bad.items():
-            v = row.get(key)
-            if not isinstance(v, bool):
-                raise Disagreement(f"results[{i}].{key} must be true or false, got {v!r}")
-            if not v:
-                into.append(row["name"])
-    agree(s.get("inputs"), float(len(rows)), "summary.inputs")
-    agree(s.get("accepted"), float(accepted), "summary.accepted")
-    agree(s.get("errors"), float(len(rows) - accepted), "summary.errors")
-    for key, which in (("all_bit_exact_fp32", bad["bit_exact_fp32"]),
-                       ("all_bit_exact_bf16", bad["bit_exact_bf16"])):  # fmt: skip
-        agree_flag(s.get(key), accepted > 0 and not which, f"summary.{key}")
-    differing = sorted(set(bad["bit_exact_fp32"]) | set(bad["bit_exact_bf16"]))
-    stated = s.get("differing")
-    if isinstance(stated, list) and sorted(map(str, stated)) != differing:
-        raise Disagreement(
-            f"summary.differing lists {stated!r} but the rows differ in {differing!r}: {EDITED}"
-        )
+    try:
+        derived = derive_parity(parity_rows(raw.get("results")))
+    except ResultError as exc:
+        raise Disagreement(str(exc)) from None
+    if problem := stated_disagreement(block(raw, "summary"), derived):
+        raise Disagreement(f"{problem}: {EDITED}")
 
 
 _BY_KIND = {"micro": micro_disagreement, "serve-ab": serve_disagreement,

@@ -187,7 +187,7 @@ class ControlRepeat(Open):
 class MicroReport(Envelope):
     summary: MicroSummary = Field(default_factory=MicroSummary)
     arms: dict[str, MicroArm]
-    speedup: SampleBlock = Field(default_factory=SampleBlock)
+    speedup: SampleBlock | None = Field(default_factory=SampleBlock)  # None: one arm ran
     control: Control | None = None
     control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
 

@@ -1,5 +1,8 @@
 import io
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +233,35 @@ def test_cuda_without_a_gpu_is_a_usage_error(cmd, tmp_path: Path):
     assert res.exit_code == 2
     assert "sees no CUDA device" in res.output
     assert not (tmp_path / "o").exists()  # refused before any work
+
+
+@pytest.mark.slow
+def test_a_vllm_parity_report_reads_back_through_render_and_gate(tmp_path: Path):
+    """vLLM's rows have no FP32 verdict (None): the one parity derivation reads them as
+    such, so render and gate take the report (they refused it, naming results[0])."""
+    d = tmp_path / "imgs"
+    d.mkdir()
+    rng = np.random.default_rng(1)
+    Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(d / "a.jpg")
+    Image.fromarray(rng.integers(0, 256, (50, 40, 4), dtype=np.uint8)).save(d / "b.png")
+    exe = shutil.which("kimi-bench") or str(Path(sys.executable).parent / "kimi-bench")
+    out = tmp_path / "out"
+
+    def kb(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300)
+
+    made = kb("parity", "--runtime", "vllm-0.33", "--images", str(d), "--device", "cpu",
+              "--output-dir", str(out))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["summary"]["all_bit_exact_fp32"] is None and rep["summary"]["accepted"] == 2
+    shown = kb("render", str(out), "--html", str(tmp_path / "p.html"))
+    assert shown.returncode == 0, shown.stderr
+    gated = kb("gate", str(out), "--allow-no-baseline")
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+    assert "gate PASS: 2 passed of 2 rules" in gated.stdout, gated.stdout
+    rep["summary"]["accepted"] = 3  # an edited figure: the same derivation refuses it
+    (out / "report.json").write_text(json.dumps(rep))
+    edited = kb("render", str(out), "--html", str(tmp_path / "q.html"))
+    assert edited.returncode != 0
+    assert "summary.accepted says 3 but the rows give 2" in edited.stderr

@@ -1,0 +1,141 @@
+"""parity's results: one row per input (``ParityRow``, the fields its verdicts rest on) and
+what the summary states from them (``ParityDerived``), derived once by ``derive_parity``.
+
+A row with an ``error`` was rejected; an accepted row carries the main arms' verdicts:
+``bit_exact_bf16`` always, ``bit_exact_fp32`` where the runtime has FP32 features (SGLang;
+vLLM normalises on the device, so its rows carry None). Rows may carry the deferred-decode
+arm's verdicts (``decode_*``) and other arms' (``arms``); an input that differs in any of
+them is in ``differing``; ``exactness_differing`` counts the main arms only (the gate's
+``all_bit_exact``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from kimi_bench.results.base import ResultError, typed_records
+
+
+class ArmVerdict(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    bit_exact_fp32: bool
+    bit_exact_bf16: bool
+
+
+class ParityRow(BaseModel):
+    """The fields of a parity row its figures are derived from (the rest is kept as is)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    name: str
+    error: str | None = None
+    bit_exact_fp32: bool | None = None
+    bit_exact_bf16: bool | None = None
+    deferred: bool | None = None
+    max_abs_diff_vs_pil: float | None = None
+    decode_path: str | None = None
+    decode_bit_exact_fp32: bool | None = None
+    decode_bit_exact_bf16: bool | None = None
+    arms: dict[str, ArmVerdict] | None = None
+
+    @model_validator(mode="after")
+    def _accepted_has_a_verdict(self) -> ParityRow:
+        if self.error is None and self.bit_exact_bf16 is None:
+            raise ValueError("an accepted input needs bit_exact_bf16 (true or false)")
+        return self
+
+    @property
+    def accepted(self) -> bool:
+        return self.error is None
+
+    @property
+    def exact(self) -> bool:
+        """The main arms' features equal (an FP32 verdict of None: the runtime has none)."""
+        return bool(self.bit_exact_bf16) and self.bit_exact_fp32 is not False
+
+    @property
+    def decode_exact(self) -> bool:
+        return self.decode_path is None or bool(
+            self.decode_bit_exact_fp32 and self.decode_bit_exact_bf16
+        )
+
+    @property
+    def arms_exact(self) -> bool:
+        return all(v.bit_exact_fp32 and v.bit_exact_bf16 for v in (self.arms or {}).values())
+
+
+@dataclass(frozen=True)
+class ParityDerived:
+    inputs: int
+    accepted: int
+    errors: int
+    deferred: int
+    rejected: tuple[str, ...]
+    # every accepted input's FP32 features equal; None: no accepted row has an FP32 verdict
+    all_bit_exact_fp32: bool | None
+    all_bit_exact_bf16: bool
+    exactness_differing: tuple[str, ...]  # the main arms' FP32 or BF16 differ, row order
+    differing: tuple[str, ...]  # ... or the deferred-decode arm's, or another arm's
+    max_abs_diff_vs_pil: float | None
+
+    @property
+    def all_bit_exact(self) -> bool:
+        return self.accepted > 0 and not self.exactness_differing
+
+    def summary_fields(self) -> dict[str, Any]:
+        """The summary's keys these figures fill, as the report writes them."""
+        return {
+            "inputs": self.inputs,
+            "accepted": self.accepted,
+            "errors": self.errors,
+            "deferred": self.deferred,
+            "all_bit_exact_fp32": self.all_bit_exact_fp32,
+            "all_bit_exact_bf16": self.all_bit_exact_bf16,
+            "differing": list(self.differing),
+        }
+
+
+def parity_rows(records: Any) -> list[ParityRow]:
+    """A report's ``results`` as typed rows (ResultError naming ``results[i].field``)."""
+    return typed_records(records, ParityRow, "results")
+
+
+def derive_parity(rows: list[ParityRow]) -> ParityDerived:
+    ok = [r for r in rows if r.accepted]
+    fp32 = [r.bit_exact_fp32 for r in ok if r.bit_exact_fp32 is not None]
+    exactness = tuple(r.name for r in ok if not r.exact)
+    more = [r.name for r in ok if not r.decode_exact] + [r.name for r in ok if not r.arms_exact]
+    diffs = [r.max_abs_diff_vs_pil for r in ok if r.max_abs_diff_vs_pil is not None]
+    return ParityDerived(
+        inputs=len(rows),
+        accepted=len(ok),
+        errors=len(rows) - len(ok),
+        deferred=sum(1 for r in ok if r.deferred),
+        rejected=tuple(r.name for r in rows if not r.accepted),
+        all_bit_exact_fp32=(bool(ok) and all(fp32)) if fp32 or not ok else None,
+        all_bit_exact_bf16=bool(ok) and all(r.bit_exact_bf16 for r in ok),
+        exactness_differing=exactness,
+        differing=tuple(dict.fromkeys([*exactness, *more])),
+        max_abs_diff_vs_pil=max(diffs) if diffs else None,
+    )
+
+
+def parity_disagreement(summary: dict[str, Any], derived: ParityDerived) -> str | None:
+    """The first summary figure that disagrees with the rows' (absent figures: nothing to
+    check), named, or None."""
+    for key, want in derived.summary_fields().items():
+        stated = summary.get(key)
+        if stated is None:
+            continue
+        if key == "differing":
+            ok = isinstance(stated, list) and sorted(map(str, stated)) == sorted(want)
+        else:
+            ok = stated == want and type(stated) is type(want)
+        if not ok:
+            return f"summary.{key} says {stated!r} but the rows give {want!r}"
+    return None
+
+
+__all__ = ["ParityDerived", "ParityRow", "ResultError", "derive_parity", "parity_rows"]
