@@ -48,3 +48,12 @@ def test_installed_micro_runs_the_vllm_profile_on_cpu(tmp_path: Path) -> None:
     staging = ops[("pre_embed_move", "pinned_staging")]
     assert (staging["bytes"], staging["count"]) == (2 * patches, 2)  # every rank, every item
     assert not [n for n in rep["notes"] if "leftover shared-memory" in n]  # ring unlinked
+    # the report reads back (it has one arm, so no speedup block): render redraws it, and
+    # the gate refuses it by name rather than failing on the missing block
+    shown = subprocess.run([*_command(), "render", str(out), "--html", str(tmp_path / "m.html")],
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    gated = subprocess.run([*_command(), "gate", str(out), "--allow-no-baseline"],
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert gated.returncode == 2 and "must hold the baseline and another arm" in gated.stderr
+    assert "Traceback" not in gated.stderr
