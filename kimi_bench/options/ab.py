@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options.base import Device, MicroCarrier, Runtime
 from kimi_bench.options.commands import _Command
 
@@ -63,7 +64,7 @@ class AbOptions(_Command):
                                  "launch (0: the A/B gates the totals).")  # fmt: skip
     transport: MicroCarrier | None = Field(None, description="micro --transport.")
     runtime: Runtime | None = Field(None, description="micro --runtime (both revisions must "
-                                    "know it).")  # fmt: skip
+                                    "know it; one with the eager and deferred arms).")  # fmt: skip
     device: Device = Field("auto", description="micro --device.")
     micro_args: str = Field("", description="More micro options for both revisions, as one "
                             "shell-quoted string.")  # fmt: skip
@@ -86,6 +87,14 @@ class AbOptions(_Command):
         if self.max_launches is not None and self.max_launches < self.launches:
             raise ValueError(f"--max-launches {self.max_launches} is below --launches "
                              f"{self.launches}")  # fmt: skip
+        if self.runtime is not None:
+            arms = get_profile(self.runtime).arms
+            if not {"eager", "deferred"} <= set(arms):
+                raise ValueError(
+                    f"--runtime {self.runtime} has no eager and deferred arms (its arms: "
+                    f"{', '.join(arms)}): ab gates the deferred arm's time and its speedup "
+                    "over eager"
+                )
         return self
 
     @property

@@ -251,6 +251,9 @@ def test_refusals_exit_2_naming_the_revision(tmp_path: Path):
     assert code == 2 and "--arms is set by ab itself" in out
     code, out = _ab(tmp_path, exe, exe, "--launches", "1")
     assert code == 2 and "launches" in out
+    code, out = _ab(tmp_path, exe, exe, "--runtime", "vllm-0.33")  # before any launch
+    assert code == 2 and "--runtime vllm-0.33 has no eager and deferred arms" in out
+    assert not (tmp_path / "out" / "launches").exists()
 
 
 def test_help_documents_the_exit_codes():
