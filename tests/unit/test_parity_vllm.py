@@ -72,3 +72,22 @@ def test_the_cli_names_the_runtime_and_the_tokens_beside_sglangs(tmp_path):
 def test_a_reference_of_another_runtime_is_a_usage_error(args, says, tmp_path):
     res = CliRunner().invoke(app, ["parity", *args, "--out", str(tmp_path / "p")])
     assert res.exit_code == 2 and says in " ".join(res.output.split())
+
+
+def test_the_builtin_corpus_leaves_its_tensors_out_with_a_note(monkeypatch):
+    """The built-in corpus's tensor inputs have no vLLM path: under vLLM they are left out
+    and named in a note, not rejected (a rejected input fails the gate's all_bit_exact);
+    a tensor file in a user's folder stays a row with its reason (the test above)."""
+    import kimi_bench.bench.parity_vllm as pv
+    from kimi_bench.domain.corpus import CorpusEntry
+
+    img = Image.fromarray(np.full((40, 60, 3), 90, dtype=np.uint8))
+    tiny = [CorpusEntry("img", "generated", lambda: img),
+            CorpusEntry("tensor_c3", "generated", lambda: torch.zeros(3, 28, 28))]  # fmt: skip
+    monkeypatch.setattr(pv, "builtin_corpus", lambda cfg, seed: tiny)
+    monkeypatch.setattr(pv, "by_design_entries", list)
+    report = run_parity(ParityOptions(runtime="vllm-0.33", ranks=1, device="cpu"))
+    assert [r["name"] for r in report.results] == ["img"]
+    assert report.summary["errors"] == 0 and exit_code(report) == 0
+    note = next(n for n in report.notes if "left out" in n)
+    assert note.startswith("1 tensor input(s) of the built-in corpus left out (tensor_c3)")
