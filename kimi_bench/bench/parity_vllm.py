@@ -184,7 +184,7 @@ def _report(
     reference: Any,
 ) -> Report:
     ok = [r for r in rows if r["error"] is None]
-    derived = derive_parity(parity_rows(rows))
+    derived = derive_parity(parity_rows(rows, fp32=False), fp32=False)
     differing = list(derived.differing)
     tokens = [r["name"] for r in ok if r["tokens_differ"]]
     ref_differ = [r["name"] for r in ok if r.get("reference_identical") is False]

@@ -24,7 +24,7 @@ from kimi_bench.report import serve_figures
 from kimi_bench.report.agree_rows import served as request_ok
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import baseline_arm, change_arm
-from kimi_bench.results import derive_parity, parity_rows
+from kimi_bench.results import derive_parity, has_fp32, parity_rows
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
 
@@ -153,9 +153,11 @@ def parity_evidence(report: Report) -> Evidence:
     checked(report)
     ev = Evidence("parity")
     rows = report.results
-    d = derive_parity(parity_rows(rows))
+    fp32 = has_fp32(report.config)
+    d = derive_parity(parity_rows(rows, fp32), fp32)
     ev.figures.update(accepted=d.accepted, differing=sorted(d.exactness_differing),
-                      rejected=list(d.rejected), all_bit_exact=d.all_bit_exact)  # fmt: skip
+                      rejected=list(d.rejected), all_bit_exact=d.all_bit_exact,
+                      fp32_checked=fp32)  # fmt: skip
     if not rows:
         ev.missing("no inputs were compared")
     stopped(report, ev)

@@ -37,8 +37,9 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     f = ev.figures
     bad, accepted, rejected = f["differing"], f["accepted"], f["rejected"]
     allowed = rules.max_rejected or 0
+    dtypes = "FP32 and BF16" if f.get("fp32_checked", True) else "BF16 (no FP32 features)"
     why = (
-        f"{accepted} accepted inputs identical in FP32 and BF16"
+        f"{accepted} accepted inputs identical in {dtypes}"
         if not bad
         else f"not bit-identical: {', '.join(bad)}"
     )

@@ -106,7 +106,7 @@ class AbOptions(_Command):
     @classmethod
     def _split(cls, v: Any) -> Any:
         words = shlex.split(v)  # ValueError on an unclosed quote: a usage error
-        banned = {"--output-dir", "--out", "--arms", "--format", "--overwrite"}
+        banned = {"--output-dir", "--out", "--arms", "--format", "--overwrite", "--runtime"}
         for w in words:
             if w.split("=")[0] in banned:
                 raise ValueError(f"{w.split('=')[0]} is set by ab itself")

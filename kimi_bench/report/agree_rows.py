@@ -22,7 +22,7 @@ from kimi_bench.report.agree import (
     number,
 )
 from kimi_bench.report.roles import baseline_arm
-from kimi_bench.results import ResultError, derive_parity, parity_rows
+from kimi_bench.results import ResultError, derive_parity, has_fp32, parity_rows
 from kimi_bench.results.parity import parity_disagreement as stated_disagreement
 
 Dict = dict[str, Any]
@@ -229,7 +229,8 @@ def serve_disagreement(raw: Dict) -> None:
 
 def parity_disagreement(raw: Dict) -> None:
     try:
-        derived = derive_parity(parity_rows(raw.get("results")))
+        fp32 = has_fp32(raw.get("config"))
+        derived = derive_parity(parity_rows(raw.get("results"), fp32), fp32)
     except ResultError as exc:
         raise Disagreement(str(exc)) from None
     if problem := stated_disagreement(block(raw, "summary"), derived):

@@ -11,6 +11,19 @@ here is the rest of issue 41.
 """
 
 from kimi_bench.results.base import ResultError
-from kimi_bench.results.parity import ParityDerived, ParityRow, derive_parity, parity_rows
+from kimi_bench.results.parity import (
+    ParityDerived,
+    ParityRow,
+    derive_parity,
+    has_fp32,
+    parity_rows,
+)
 
-__all__ = ["ParityDerived", "ParityRow", "ResultError", "derive_parity", "parity_rows"]
+__all__ = [
+    "ParityDerived",
+    "ParityRow",
+    "ResultError",
+    "derive_parity",
+    "has_fp32",
+    "parity_rows",
+]

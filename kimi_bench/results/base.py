@@ -27,7 +27,6 @@ def typed_records(records: Any, model: type[M], where: str) -> list[M]:
             out.append(model.model_validate(rec))
         except ValidationError as exc:
             err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            got = rec.get(err["loc"][0]) if isinstance(rec, dict) and err["loc"] else rec
-            raise ResultError(f"{where}[{i}].{field}: {err['msg']}, got {got!r}") from None
+            at = "".join(f".{p}" for p in err["loc"])
+            raise ResultError(f"{where}[{i}]{at}: {err['msg']}, got {err['input']!r}") from None
     return out

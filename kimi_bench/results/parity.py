@@ -2,10 +2,11 @@
 what the summary states from them (``ParityDerived``), derived once by ``derive_parity``.
 
 A row with an ``error`` was rejected; an accepted row carries the main arms' verdicts:
-``bit_exact_bf16`` always, ``bit_exact_fp32`` where the runtime has FP32 features (SGLang;
-vLLM normalises on the device, so its rows carry None). Rows may carry the deferred-decode
-arm's verdicts (``decode_*``) and other arms' (``arms``); an input that differs in any of
-them is in ``differing``; ``exactness_differing`` counts the main arms only (the gate's
+``bit_exact_bf16`` always, ``bit_exact_fp32`` exactly when the runtime has FP32 features
+(SGLang: every accepted row has one; vLLM normalises on the device: none has one). Rows
+may carry the deferred-decode arm's verdicts (``decode_*``) and other arms' (``arms``); an
+input that differs in any of them is in ``differing`` (main arms, then the decode arm,
+then arm by arm); ``exactness_differing`` counts the main arms only (the gate's
 ``all_bit_exact``).
 """
 
@@ -61,9 +62,16 @@ class ParityRow(BaseModel):
             self.decode_bit_exact_fp32 and self.decode_bit_exact_bf16
         )
 
-    @property
-    def arms_exact(self) -> bool:
-        return all(v.bit_exact_fp32 and v.bit_exact_bf16 for v in (self.arms or {}).values())
+    def arm_exact(self, arm: str) -> bool:
+        v = (self.arms or {})[arm]
+        return v.bit_exact_fp32 and v.bit_exact_bf16
+
+
+def has_fp32(config: Any) -> bool:
+    """Whether the report's runtime has FP32 features: every runtime but vLLM (a report
+    without its runtime profile predates vLLM's: SGLang)."""
+    profile = config.get("runtime_profile") if isinstance(config, dict) else None
+    return not (isinstance(profile, dict) and profile.get("runtime") == "vllm")
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ class ParityDerived:
     errors: int
     deferred: int
     rejected: tuple[str, ...]
-    # every accepted input's FP32 features equal; None: no accepted row has an FP32 verdict
+    # every accepted input's FP32 features equal; None: the runtime has no FP32 features
     all_bit_exact_fp32: bool | None
     all_bit_exact_bf16: bool
     exactness_differing: tuple[str, ...]  # the main arms' FP32 or BF16 differ, row order
@@ -97,16 +105,28 @@ class ParityDerived:
         }
 
 
-def parity_rows(records: Any) -> list[ParityRow]:
-    """A report's ``results`` as typed rows (ResultError naming ``results[i].field``)."""
-    return typed_records(records, ParityRow, "results")
+def parity_rows(records: Any, fp32: bool = True) -> list[ParityRow]:
+    """A report's ``results`` as typed rows (ResultError naming ``results[i].field``);
+    ``fp32``: whether the runtime has FP32 features (``has_fp32``), so that every accepted
+    row must carry an FP32 verdict (True) or none may (False)."""
+    rows = typed_records(records, ParityRow, "results")
+    for i, r in enumerate(rows):
+        if r.accepted and (r.bit_exact_fp32 is None) == fp32:
+            want = "needs bit_exact_fp32 (true or false)" if fp32 else "has no FP32 features"
+            raise ResultError(
+                f"results[{i}].bit_exact_fp32 is {r.bit_exact_fp32!r}, but the runtime {want}"
+            )
+    return rows
 
 
-def derive_parity(rows: list[ParityRow]) -> ParityDerived:
+def derive_parity(rows: list[ParityRow], fp32: bool = True) -> ParityDerived:
+    """The summary's figures from rows ``parity_rows`` checked with the same ``fp32``."""
     ok = [r for r in rows if r.accepted]
-    fp32 = [r.bit_exact_fp32 for r in ok if r.bit_exact_fp32 is not None]
     exactness = tuple(r.name for r in ok if not r.exact)
-    more = [r.name for r in ok if not r.decode_exact] + [r.name for r in ok if not r.arms_exact]
+    arms = dict.fromkeys(a for r in ok for a in r.arms or {})
+    more = [r.name for r in ok if not r.decode_exact] + [
+        r.name for a in arms for r in ok if a in (r.arms or {}) and not r.arm_exact(a)
+    ]
     diffs = [r.max_abs_diff_vs_pil for r in ok if r.max_abs_diff_vs_pil is not None]
     return ParityDerived(
         inputs=len(rows),
@@ -114,7 +134,7 @@ def derive_parity(rows: list[ParityRow]) -> ParityDerived:
         errors=len(rows) - len(ok),
         deferred=sum(1 for r in ok if r.deferred),
         rejected=tuple(r.name for r in rows if not r.accepted),
-        all_bit_exact_fp32=(bool(ok) and all(fp32)) if fp32 or not ok else None,
+        all_bit_exact_fp32=(bool(ok) and all(r.bit_exact_fp32 for r in ok)) if fp32 else None,
         all_bit_exact_bf16=bool(ok) and all(r.bit_exact_bf16 for r in ok),
         exactness_differing=exactness,
         differing=tuple(dict.fromkeys([*exactness, *more])),
@@ -131,11 +151,20 @@ def parity_disagreement(summary: dict[str, Any], derived: ParityDerived) -> str 
             continue
         if key == "differing":
             ok = isinstance(stated, list) and sorted(map(str, stated)) == sorted(want)
-        else:
-            ok = stated == want and type(stated) is type(want)
+        elif isinstance(want, bool) or want is None:
+            ok = stated is want
+        else:  # a count: 27.0 is 27, a flag is not
+            ok = stated == want and not isinstance(stated, bool)
         if not ok:
             return f"summary.{key} says {stated!r} but the rows give {want!r}"
     return None
 
 
-__all__ = ["ParityDerived", "ParityRow", "ResultError", "derive_parity", "parity_rows"]
+__all__ = [
+    "ParityDerived",
+    "ParityRow",
+    "ResultError",
+    "derive_parity",
+    "has_fp32",
+    "parity_rows",
+]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kimi_bench.report.agree_rows import disagreement
-from kimi_bench.results import ResultError, derive_parity, parity_rows
+from kimi_bench.results import ResultError, derive_parity, has_fp32, parity_rows
 from kimi_bench.results.parity import parity_disagreement
 
 
@@ -39,9 +39,31 @@ def test_sglang_rows_give_every_summary_figure_once():
 
 
 def test_vllm_rows_have_no_fp32_verdict_and_are_not_counted_as_differing():
-    d = derive_parity(parity_rows(VLLM_ROWS))
+    d = derive_parity(parity_rows(VLLM_ROWS, fp32=False), fp32=False)
     assert d.all_bit_exact_fp32 is None and d.all_bit_exact_bf16 is True
     assert d.differing == () and d.all_bit_exact and d.rejected == ("t",)
+    none = derive_parity(parity_rows(VLLM_ROWS[2:], fp32=False), fp32=False)
+    assert none.all_bit_exact_fp32 is None and none.all_bit_exact_bf16 is False
+
+
+def test_an_fp32_verdict_is_required_exactly_when_the_runtime_has_fp32_features():
+    with pytest.raises(ResultError, match=r"results\[0\].bit_exact_fp32 is None, but the "
+                       "runtime needs bit_exact_fp32"):  # fmt: skip
+        parity_rows(VLLM_ROWS)  # an SGLang report whose FP32 was never checked
+    lost = [*SGLANG_ROWS[:1], _row("e", bit_exact_fp32=None)]
+    with pytest.raises(ResultError, match=r"results\[1\].bit_exact_fp32 is None"):
+        parity_rows(lost)  # one row lost its verdict: not counted as exact
+    with pytest.raises(ResultError, match="runtime has no FP32 features"):
+        parity_rows(SGLANG_ROWS, fp32=False)
+    assert not has_fp32({"runtime_profile": {"name": "vllm-0.33", "runtime": "vllm"}})
+    assert has_fp32({"runtime_profile": {"runtime": "sglang"}}) and has_fp32({})
+
+
+def test_other_arms_differ_arm_by_arm_in_order():
+    rows = [_row("p", arms={"x": {"bit_exact_fp32": True, "bit_exact_bf16": False},
+                            "y": {"bit_exact_fp32": False, "bit_exact_bf16": True}}),
+            _row("q", arms={"x": {"bit_exact_fp32": False, "bit_exact_bf16": True}})]  # fmt: skip
+    assert derive_parity(parity_rows(rows)).differing == ("p", "q")  # x: p, q; then y: p
 
 
 def test_no_accepted_input_is_not_bit_exact():
@@ -55,6 +77,7 @@ def test_no_accepted_input_is_not_bit_exact():
     [
         ([{"error": None}], "results[0].name: Field required"),
         ([_row("a"), _row("b", bit_exact_bf16="yes")], "results[1].bit_exact_bf16"),
+        ([_row("a", arms={"x": {"bit_exact_fp32": 1}})], "results[0].arms.x.bit_exact_fp32"),
         ([_row("a", bit_exact_bf16=None)], "an accepted input needs bit_exact_bf16"),
         ({"name": "a"}, "results is missing or not a list"),
     ],
@@ -79,8 +102,12 @@ def test_a_stated_figure_that_disagrees_with_the_rows_is_named():
 
 
 def test_the_read_check_uses_the_same_derivation():
-    d = derive_parity(parity_rows(VLLM_ROWS))
-    raw = {"kind": "parity", "results": VLLM_ROWS, "summary": d.summary_fields()}
+    d = derive_parity(parity_rows(VLLM_ROWS, fp32=False), fp32=False)
+    vllm = {"runtime_profile": {"name": "vllm-0.33", "runtime": "vllm"}}
+    raw = {"kind": "parity", "config": vllm, "results": VLLM_ROWS, "summary": d.summary_fields()}
     assert disagreement(raw) is None  # a vLLM report (no FP32 verdicts) reads back
+    sglang = raw | {"config": {"runtime_profile": {"runtime": "sglang"}}}
+    assert "results[0].bit_exact_fp32 is None" in str(disagreement(sglang))
+    assert disagreement(raw | {"summary": d.summary_fields() | {"inputs": 3.0}}) is None
     edited = raw | {"summary": d.summary_fields() | {"errors": 0}}
     assert "summary.errors says 0 but the rows give 1" in str(disagreement(edited))

@@ -254,6 +254,8 @@ def test_refusals_exit_2_naming_the_revision(tmp_path: Path):
     code, out = _ab(tmp_path, exe, exe, "--runtime", "vllm-0.33")  # before any launch
     assert code == 2 and "--runtime vllm-0.33 has no eager and deferred arms" in out
     assert not (tmp_path / "out" / "launches").exists()
+    code, out = _ab(tmp_path, exe, exe, "--micro-args", "--runtime vllm-0.33")
+    assert code == 2 and "--runtime is set by ab itself" in out
 
 
 def test_help_documents_the_exit_codes():
