@@ -3,7 +3,7 @@ arm, the median total, its control-plane part (4 x 28x28 rounds through the same
 the part of it spent carrying to the ranks), the time per stage group and the bytes the
 copy ledger counts, for the same images.
 
-    python scripts/cross_runtime_table.py reports/baselines/h200/cross-runtime
+    python scripts/cross_runtime_table.py reports/cross-runtime/h200
 
 Reads ``<dir>/<name>/<run>/report.json[.gz]`` and the ``stages.csv`` beside it (the layout
 scripts/h200-cross-runtime.sh writes) and prints a Markdown table; every figure is a field

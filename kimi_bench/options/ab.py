@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kimi_bench.domain.runtime import get_profile
-from kimi_bench.options.base import Device, MicroCarrier, Runtime
+from kimi_bench.options.base import AB_ARMS, Device, MicroCarrier, Runtime
 from kimi_bench.options.commands import _Command
 
 
@@ -89,9 +89,9 @@ class AbOptions(_Command):
                              f"{self.launches}")  # fmt: skip
         if self.runtime is not None:
             arms = get_profile(self.runtime).arms
-            if not {"eager", "deferred"} <= set(arms):
+            if not set(AB_ARMS) <= set(arms):
                 raise ValueError(
-                    f"--runtime {self.runtime} has no eager and deferred arms (its arms: "
+                    f"--runtime {self.runtime} has no {' and '.join(AB_ARMS)} arms (its arms: "
                     f"{', '.join(arms)}): ab gates the deferred arm's time and its speedup "
                     "over eager"
                 )
@@ -114,7 +114,7 @@ class AbOptions(_Command):
 
     def micro_command(self) -> list[str]:
         """The micro options both revisions run with (not the output folder)."""
-        args = ["micro", "--arms", "eager,deferred", "--control-repeats",
+        args = ["micro", "--arms", ",".join(AB_ARMS), "--control-repeats",
                 str(self.control_repeats), "--device", self.device]  # fmt: skip
         given = {"--synthetic": self.synthetic, "--ranks": self.ranks, "--repeats": self.repeats,
                  "--warmup": self.warmup, "--transport": self.transport,

@@ -29,6 +29,8 @@ CARRIER_MODULES: dict[str, str] = {
     "vllm-mq": "kimi_bench.pipeline.carriers.vllm_mq",
 }
 Arm = Literal["eager", "deferred", "zero-copy", "deferred-decode", "vllm-uint8"]
+# the arms `kimi-bench ab` runs and gates: the deferred arm's time and its speedup over eager
+AB_ARMS: tuple[Arm, Arm] = ("eager", "deferred")
 # arms that live in a module of their own, which registers them with the pipeline's arm
 # registry (``pipeline.arms``) when the registry imports it on first use (the built-in arms
 # are registered by the registry itself)
