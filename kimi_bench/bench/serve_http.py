@@ -45,7 +45,8 @@ from kimi_bench.serving.client import (
     auth_headers,
     drive,
 )
-from kimi_bench.serving.eos import COMMON, ignore_eos_fields
+from kimi_bench.serving.endpoints import flush_cache
+from kimi_bench.serving.eos import COMMON
 from kimi_bench.serving.file_server import serve_images
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsScrapes, metrics_delta
@@ -91,6 +92,7 @@ class HttpServeOptions:
     extra_body: dict[str, Any]  # --extra-body
     ignore_eos: bool  # as each arm's server spells it (serving.eos)
     headers: dict[str, str]  # --header K:V
+    flush_cache: bool  # --flush-cache: /flush_cache before each measured trace (endpoints)
     before_send: BeforeSend | None  # awaited before each send (tests force late sends)
 
     @classmethod
@@ -122,8 +124,9 @@ class HttpServeOptions:
         """The client's options for one arm: ``eos_as`` is how its server takes
         ``--ignore-eos`` (``serving.eos``; None: the common field)."""
         base = ClientOptions.from_options(self, model)
-        eos = ignore_eos_fields(eos_as or COMMON, self.max_tokens) if self.ignore_eos else {}
-        return replace(base, extra_body={**self.extra_body, **eos}, headers=self.headers)
+        eos = (eos_as or COMMON) if self.ignore_eos else None  # per request: each its own max
+        return replace(base, extra_body=dict(self.extra_body), ignore_eos_as=eos,
+                       headers=self.headers)  # fmt: skip
 
 
 def _emulator_template(opts: ServeOptions, work: Workload) -> ServeCommandOptions:
@@ -240,6 +243,9 @@ def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> S
     if gone is None:
 
         def before_trace() -> None:
+            if arm.server is not None or opts.flush_cache:  # emulators: always
+                flushed = flush_cache(arm.url, {**auth_headers(opts.api_key_env), **opts.headers})
+                arm.source.setdefault("cache_flushes", []).append(flushed)
             scrapes.take_before()
             if profiler is not None:
                 profiler.start()

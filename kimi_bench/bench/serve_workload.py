@@ -19,6 +19,7 @@ def custom_workload(opts: ServeOptions) -> list[str]:
         "--images-per-request RANGE": opts.image_count_mix is not None,
         "--requests-file": opts.requests_file is not None,
         "--image-format MIX": opts.image_format not in ("jpeg", "png"),
+        "--image-content MIX": opts.image_content not in ("random", "blank", "photo"),
         "--image-transport url": opts.image_transport != "base64",
         "--prompt": opts.prompt is not None,
         "--input-len": opts.input_len is not None,

@@ -3,14 +3,17 @@
 runtime profiles, eager/deferred/deferred-decode: decisions, bytes and TTFT per size bucket,
 and the per-image (sglang-0.5.23) vs per-request (pr-33921) decision on mixed requests in
 the copy ledger; a JSONL request file with URL images against the emulator servers; the
-capacity mode reporting each arm's capacity and the gain over eager."""
+capacity mode reporting each arm's capacity and the gain over eager, and keeping every
+probe it measured when interrupted."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 from PIL import Image
 
 from kimi_bench.serving.file_server import serve_images
+from tests.conftest import popen_kw
 
 pytestmark = pytest.mark.slow
 
@@ -222,3 +226,49 @@ def test_capacity_mode_reports_each_arms_capacity_and_the_gain(tmp_path: Path) -
     assert {r["arm"] for r in report["capacity_rows"]} == {"eager", "deferred"}
     rates = {r["rate"] for r in report["results"]}
     assert len(rates) >= 2 and all(r["offered_req_per_s"] for r in report["results"])
+
+
+def _rates_on_disk(path: Path) -> int:
+    """Per-rate rows in the report on disk so far (0 before the first write)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):  # not written yet
+        return 0
+    return len(report.get("results") or [])
+
+
+def test_an_interrupted_capacity_search_keeps_every_probe_it_measured(tmp_path: Path) -> None:
+    """Ctrl-C during a capacity search: the report keeps each rate probed so far (a run
+    never loses what it measured), says INCOMPLETE, and the command exits 1."""
+    out = tmp_path / "cap"
+    # 6 requests at 0.2 then 0.4 req/s: each probe's trace lasts seconds (15 s expected at
+    # 0.4), so the interrupt sent once the first probe is on disk lands in the second
+    cmd = [*_command(), "serve-ab", "--capacity", "--goodput", "ttft:60000", "--arms", "eager",
+           "--capacity-min-rate", "0.2", "--capacity-max-rate", "0.4", "--num-prompts", "6",
+           "--warmup-requests", "0", "--image-sizes", "64x48:1", "--ranks", "1",
+           "--processor-workers", "1", "--out", str(out)]  # fmt: skip
+    log = (tmp_path / "serve-ab.log").open("w")  # a file: a pipe nobody reads could fill
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            **popen_kw)  # fmt: skip
+    try:
+        seen = 0
+        while proc.poll() is None and seen == 0:  # the first probe's partial report
+            time.sleep(0.5)
+            seen = _rates_on_disk(out / "report.json")
+        assert seen == 1 and proc.poll() is None, "the search ended before an interrupt"
+        proc.send_signal(signal.SIGINT)  # during the second probe's trace
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert proc.returncode == 1, (tmp_path / "serve-ab.log").read_text()[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["final"] is True and report["summary"]["verdict"].startswith("INCOMPLETE")
+    # the first probe, judged, with its rows; the interrupted one is no failure
+    (probe,) = report["capacity"]["arms"]["eager"]["probes"]
+    assert probe["offered_req_per_s"] == 0.2 and probe["completed"] == probe["requests"] == 6
+    rows = {r["offered_req_per_s"]: r for r in report["results"]}
+    assert rows[0.2]["completed"] == 6 and rows[0.2]["failed"] == 0
+    assert rows[0.4]["interrupted"] and rows[0.4]["failed"] == 0
