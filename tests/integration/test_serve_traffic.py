@@ -146,8 +146,8 @@ def test_per_image_and_per_request_decisions_differ_on_mixed_requests_in_the_led
     assert deferred_counts[0] != deferred_counts[1]
 
 
-def _chat(*parts: dict, max_tokens: int) -> str:
-    return json.dumps({"model": "any", "max_tokens": max_tokens,
+def _chat(*parts: dict, max_tokens: int, timestamp: float) -> str:
+    return json.dumps({"model": "any", "max_tokens": max_tokens, "timestamp": timestamp,
                        "messages": [{"role": "user", "content": list(parts)}]})  # fmt: skip
 
 
@@ -157,19 +157,23 @@ def test_a_jsonl_file_with_url_images_against_the_emulator(tmp_path: Path) -> No
     _photo(320, 240, "RGB", 1).save(photos / "a.jpg", quality=90)
     datas = [(photos / "a.jpg").read_bytes()]
     limits = [1, 3, 2, 4]
+    stamps = [100.0, 100.4, 101.2, 100.8]  # a recorded trace, one line out of time order
     with serve_images([_png_bytes(200, 150)], ["image/png"]) as (url,):
         lines = [
-            _chat({"type": "text", "text": "one"}, _img(url), max_tokens=limits[0]),
+            _chat({"type": "text", "text": "one"}, _img(url), max_tokens=limits[0],
+                  timestamp=stamps[0]),
             _chat({"type": "text", "text": "two"}, _img("p/a.jpg"), _img(url),
-                  max_tokens=limits[1]),
-            _chat({"type": "text", "text": "three"}, _img("p/a.jpg"), max_tokens=limits[2]),
+                  max_tokens=limits[1], timestamp=stamps[1]),
             _chat({"type": "text", "text": "four"}, _img(url), _img("p/a.jpg"), _img(url),
-                  max_tokens=limits[3]),
+                  max_tokens=limits[3], timestamp=stamps[2]),
+            _chat({"type": "text", "text": "three"}, _img("p/a.jpg"), max_tokens=limits[2],
+                  timestamp=stamps[3]),
         ]  # fmt: skip
         (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+        # replayed at its own timestamps (the rate path is every other serve-ab run's)
         report = run_ab(tmp_path / "out", "--requests-file", str(tmp_path / "trace.jsonl"),
                         "--image-transport", "url", "--arms", "eager,deferred",
-                        "--rates", "4", "--warmup-requests", "0",
+                        "--replay-timestamps", "--warmup-requests", "0",
                         "--request-timeout", "300")  # fmt: skip
     assert datas[0]  # the file the JSONL names by path
     work = report["workload"]
@@ -178,12 +182,14 @@ def test_a_jsonl_file_with_url_images_against_the_emulator(tmp_path: Path) -> No
     rows = sorted(report["requests"], key=lambda r: (r["arm"], r["rid"]))
     assert len(rows) == 8 and all(r["error"] is None for r in rows)
     for arm in ("eager", "deferred"):
-        mine = [r for r in rows if r["arm"] == arm]
+        mine = [r for r in rows if r["arm"] == arm]  # in time order
         assert [r["images"] for r in mine] == [1, 2, 1, 3]
+        assert [r["scheduled_s"] for r in mine] == pytest.approx([0.0, 0.4, 0.8, 1.2])
         # each line's own max tokens, all generated (the emulator never stops early)
         assert [r["output_tokens"] for r in mine] == limits
         assert all(r["image_tokens"] and r["image_tokens"] > 0 for r in mine)
     assert all(r["stopped_early"] == 0 for r in report["results"])
+    assert {r["rate"] for r in report["results"]} == {"2.5"}  # the trace's mean: 3 gaps, 1.2 s
 
 
 def _img(url: str) -> dict:
