@@ -56,8 +56,9 @@ from kimi_bench.serving.workload.trace import workload_trace
 
 __all__ = ["HttpServeOptions", "ServeFailed", "emulator_command", "run_serve_ab_http"]
 
-# the capacity search: given the arms and probe(arm, rate, index) -> the run at that rate
-Search = Callable[[list[Arm], Callable[[Arm, float, int], ServeRun]], None]
+# the capacity search: given the arms, probe(arm, rate, index) -> the run at that rate, and
+# what to call once a probe is judged (the partial report)
+Search = Callable[[list[Arm], Callable[[Arm, float, int], ServeRun], Callable[[], None]], None]
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
 
 
@@ -165,16 +166,24 @@ def run_serve_ab_http(
     runs so far. Emulator servers and the image file server are stopped in every case."""
     runs: list[ServeRun] = []
 
-    def probe(arm: Arm, rate: float, rep: int, index: int, urls: tuple[str, ...]) -> ServeRun:
+    def notify() -> None:
+        if on_run:
+            on_run(runs)
+
+    def probe(
+        arm: Arm, rate: float, rep: int, index: int, urls: tuple[str, ...], judged: bool = False
+    ) -> ServeRun:
+        """One trace; ``judged``: the search calls ``notify`` once it has judged it."""
         offsets = _offsets(opts, rate, rep)
         trace = workload_trace(opts.workload, offsets, urls)
         res = _run_arm(arm, trace, Placement(rate, rate_label(rate), rep, index, offsets), opts)
         runs.append(res)
         arm.runs.append(res)
-        if on_run:
-            on_run(runs)
         if is_interrupt(res.error):
+            notify()
             raise KeyboardInterrupt(res.error)
+        if not judged:
+            notify()
         return res
 
     with contextlib.ExitStack() as stack:
@@ -183,7 +192,8 @@ def run_serve_ab_http(
             urls = _image_urls(opts, stack)
             arms = open_arms(opts, stack)
             if search is not None:
-                search(arms, lambda arm, rate, index: probe(arm, rate, 0, index, urls))
+                search(arms, lambda arm, rate, index: probe(arm, rate, 0, index, urls, True),
+                       notify)  # fmt: skip
             for i, rate in enumerate(opts.rates if search is None else ()):
                 for rep in range(opts.repeats):
                     order = arms[::-1] if rep % 2 else arms  # A B, B A, A B, ...
