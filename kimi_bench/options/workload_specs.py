@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import numpy as np
 
+from kimi_bench.options.base import Content
+
 FORMATS = ("jpeg", "png", "webp")
-CONTENTS = ("random", "blank", "photo")  # options.base.Content
+CONTENTS: tuple[str, ...] = get_args(Content)
 MIME = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 MAX_SIDE = 65_535
 _SIZE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
