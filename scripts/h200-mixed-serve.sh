@@ -11,7 +11,9 @@
 #   DEVICE=cpu RANKS=2 REQUESTS=6 CAP_REQUESTS=4 SIZES=random:64x64-256x256 RATES=inf \
 #     CAP_MIN=1 CAP_MAX=4 CAP_RES=0.5 CAP_SLO=ttft:20000 bash scripts/h200-mixed-serve.sh OUT
 # A step is skipped (and says so) once the call's budget (BUDGET_S, default 560 s) would be
-# exceeded by a step of its usual length.
+# exceeded by a step of its usual length. REPEAT_SHARE=S passes --repeat-share S (0: every
+# image of a trace distinct; unset: --unique-images payloads in turn, as the committed
+# run, where sglang-0.5.23's preprocess cache hits most images).
 set -u -o pipefail
 out=${1:?usage: h200-mixed-serve.sh OUTDIR}
 budget=${BUDGET_S:-560}
@@ -34,6 +36,7 @@ status=0
 mixed=(--image-sizes "$sizes" --images-per-request 1-4 --image-format jpeg
        --image-content photo --preset kimi-k3 --transport shm --ranks "$ranks"
        --device "$device" --seed 0)
+[[ -n ${REPEAT_SHARE:-} ]] && mixed+=(--repeat-share "$REPEAT_SHARE")
 for rt in sglang-0.5.23 pr-33921; do
   step 60 "$out/mixed-$rt.log" "${kb[@]}" serve-ab "${mixed[@]}" --runtime "$rt" \
     --arms eager,deferred,deferred-decode --request-rate "$rates" --num-prompts "$requests" \

@@ -17,7 +17,12 @@ from kimi_bench.bench.serve_overhead import (
 )
 from kimi_bench.bench.serve_report import ServePart, base_arm, serve_part
 from kimi_bench.bench.serve_runs import ServeRun
-from kimi_bench.bench.serve_traffic import annotate_rows, traffic_data, traffic_notes
+from kimi_bench.bench.serve_traffic import (
+    annotate_rows,
+    cache_flush_notes,
+    traffic_data,
+    traffic_notes,
+)
 from kimi_bench.bench.variants import recipes, run_decodes, variant_config
 from kimi_bench.domain.ledger import hash_and_cache, hash_and_cache_notes
 from kimi_bench.domain.runtime import get_profile
@@ -53,6 +58,7 @@ def build_serve_report(
                       metadata=dict(opts.metadata))  # fmt: skip
     notes = [*said.emulator, *said.saturated, *said.not_significant, *said.stages, *opts.notes]
     notes += [f"{r.arm} at rate {r.rate_label}: {r.error}" for r in runs if r.error]
+    notes += cache_flush_notes(runs, bool(opts.endpoints))
     notes += [
         f"rate {row['rate']}: {row['arm']} was interrupted ({row['interrupted']} planned "
         "request(s) never sent or cut off in flight: not failures); not compared"

@@ -104,13 +104,22 @@ class CapacitySearch:
                and (keep is None or keep >= ACHIEVED_SHARE))  # fmt: skip
         return Probe(rate, achieved, keep, done, good, n, met)
 
-    def __call__(self, arms: list[Arm], probe: Callable[[Arm, float, int], ServeRun]) -> None:
+    def __call__(
+        self,
+        arms: list[Arm],
+        probe: Callable[[Arm, float, int], ServeRun],
+        after: Callable[[], None] | None = None,
+    ) -> None:
+        """Bisect each arm; ``after()`` runs once each probe is judged (the partial report
+        on disk then holds it: a run killed later loses no judged probe)."""
         for arm in arms:
             found = self.arms.setdefault(arm.name, ArmCapacity())
 
             def attempt(rate: float, arm: Arm = arm, found: ArmCapacity = found) -> bool:
                 result = self.judge(probe(arm, rate, self.index(rate)), rate)
                 found.probes.append(result)
+                if after is not None:
+                    after()
                 return result.met
 
             self._bisect(found, attempt)

@@ -45,7 +45,8 @@ from kimi_bench.serving.client import (
     auth_headers,
     drive,
 )
-from kimi_bench.serving.eos import COMMON, ignore_eos_fields
+from kimi_bench.serving.endpoints import flush_cache
+from kimi_bench.serving.eos import COMMON
 from kimi_bench.serving.file_server import serve_images
 from kimi_bench.serving.ledger_metrics import copies_from_metrics
 from kimi_bench.serving.metrics import MetricsScrapes, metrics_delta
@@ -55,8 +56,9 @@ from kimi_bench.serving.workload.trace import workload_trace
 
 __all__ = ["HttpServeOptions", "ServeFailed", "emulator_command", "run_serve_ab_http"]
 
-# the capacity search: given the arms and probe(arm, rate, index) -> the run at that rate
-Search = Callable[[list[Arm], Callable[[Arm, float, int], ServeRun]], None]
+# the capacity search: given the arms, probe(arm, rate, index) -> the run at that rate, and
+# what to call once a probe is judged (the partial report)
+Search = Callable[[list[Arm], Callable[[Arm, float, int], ServeRun], Callable[[], None]], None]
 SETTLE_S = 0.3  # after a trace, before the /metrics scrape: the last step's copy counts land
 
 
@@ -91,6 +93,7 @@ class HttpServeOptions:
     extra_body: dict[str, Any]  # --extra-body
     ignore_eos: bool  # as each arm's server spells it (serving.eos)
     headers: dict[str, str]  # --header K:V
+    flush_cache: bool  # --flush-cache: /flush_cache before each measured trace (endpoints)
     before_send: BeforeSend | None  # awaited before each send (tests force late sends)
 
     @classmethod
@@ -122,8 +125,9 @@ class HttpServeOptions:
         """The client's options for one arm: ``eos_as`` is how its server takes
         ``--ignore-eos`` (``serving.eos``; None: the common field)."""
         base = ClientOptions.from_options(self, model)
-        eos = ignore_eos_fields(eos_as or COMMON, self.max_tokens) if self.ignore_eos else {}
-        return replace(base, extra_body={**self.extra_body, **eos}, headers=self.headers)
+        eos = (eos_as or COMMON) if self.ignore_eos else None  # per request: each its own max
+        return replace(base, extra_body=dict(self.extra_body), ignore_eos_as=eos,
+                       headers=self.headers)  # fmt: skip
 
 
 def _emulator_template(opts: ServeOptions, work: Workload) -> ServeCommandOptions:
@@ -162,16 +166,24 @@ def run_serve_ab_http(
     runs so far. Emulator servers and the image file server are stopped in every case."""
     runs: list[ServeRun] = []
 
-    def probe(arm: Arm, rate: float, rep: int, index: int, urls: tuple[str, ...]) -> ServeRun:
+    def notify() -> None:
+        if on_run:
+            on_run(runs)
+
+    def probe(
+        arm: Arm, rate: float, rep: int, index: int, urls: tuple[str, ...], judged: bool = False
+    ) -> ServeRun:
+        """One trace; ``judged``: the search calls ``notify`` once it has judged it."""
         offsets = _offsets(opts, rate, rep)
         trace = workload_trace(opts.workload, offsets, urls)
         res = _run_arm(arm, trace, Placement(rate, rate_label(rate), rep, index, offsets), opts)
         runs.append(res)
         arm.runs.append(res)
-        if on_run:
-            on_run(runs)
         if is_interrupt(res.error):
+            notify()
             raise KeyboardInterrupt(res.error)
+        if not judged:
+            notify()
         return res
 
     with contextlib.ExitStack() as stack:
@@ -180,7 +192,8 @@ def run_serve_ab_http(
             urls = _image_urls(opts, stack)
             arms = open_arms(opts, stack)
             if search is not None:
-                search(arms, lambda arm, rate, index: probe(arm, rate, 0, index, urls))
+                search(arms, lambda arm, rate, index: probe(arm, rate, 0, index, urls, True),
+                       notify)  # fmt: skip
             for i, rate in enumerate(opts.rates if search is None else ()):
                 for rep in range(opts.repeats):
                     order = arms[::-1] if rep % 2 else arms  # A B, B A, A B, ...
@@ -240,6 +253,9 @@ def _run_arm(arm: Arm, trace: Trace, at: Placement, opts: HttpServeOptions) -> S
     if gone is None:
 
         def before_trace() -> None:
+            if arm.server is not None or opts.flush_cache:  # emulators: always
+                flushed = flush_cache(arm.url, {**auth_headers(opts.api_key_env), **opts.headers})
+                arm.source.setdefault("cache_flushes", []).append(flushed)
             scrapes.take_before()
             if profiler is not None:
                 profiler.start()

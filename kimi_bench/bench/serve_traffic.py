@@ -7,10 +7,12 @@ before their max tokens, and where decisions were mixed within a request."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from kimi_bench.bench.serve_breakdown import by_count, by_size, keep_up_of_rows, stopped_early
+from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.bench.serve_types import RequestRow
 from kimi_bench.options import ServeOptions
 from kimi_bench.serving.workload import Workload, summarize
@@ -82,3 +84,20 @@ def traffic_notes(
             f"from {src.get('kind')} {where}".rstrip()
         )
     return notes
+
+
+def cache_flush_notes(runs: Sequence[ServeRun], endpoints: bool) -> list[str]:
+    """What each arm's server answered to ``/flush_cache`` before its measured traces, in
+    one line per arm; for endpoints never flushed, that their caches carried over."""
+    out: list[str] = []
+    for arm, source in {r.arm: r.source or {} for r in runs}.items():
+        answers = Counter(source.get("cache_flushes") or ())
+        if answers:
+            said = ", ".join(f"{a} x{n}" for a, n in answers.items())
+            out.append(f"{arm}: server caches flushed (/flush_cache) after the warm-up, "
+                       f"before each measured trace ({said})")  # fmt: skip
+        elif endpoints:
+            out.append(f"{arm}: server caches not flushed between traces: a repeated image "
+                       "may hit a cache filled by an earlier rate or the warm-up "
+                       "(--flush-cache asks SGLang servers to empty them)")  # fmt: skip
+    return out

@@ -6,6 +6,7 @@ own mean rate)."""
 from __future__ import annotations
 
 from kimi_bench.options import ServeOptions
+from kimi_bench.options.workload_specs import parse_contents
 from kimi_bench.serving.workload import Workload, WorkloadError, build_workload
 
 
@@ -19,6 +20,7 @@ def custom_workload(opts: ServeOptions) -> list[str]:
         "--images-per-request RANGE": opts.image_count_mix is not None,
         "--requests-file": opts.requests_file is not None,
         "--image-format MIX": opts.image_format not in ("jpeg", "png"),
+        "--image-content MIX": len(parse_contents(opts.image_content).values) > 1,
         "--image-transport url": opts.image_transport != "base64",
         "--prompt": opts.prompt is not None,
         "--input-len": opts.input_len is not None,

@@ -41,6 +41,7 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "request_timeout_s": ("--request-timeout",),
     "max_tokens": ("--max-tokens", "--random-output-len"),
     "headers": ("--header",),
+    "extra_body": ("--extra-body", "--extra-request-body"),  # vLLM's, sglang.bench_serving's
     "input_len": ("--input-len", "--random-input-len"),
     "requests_file": ("--requests-file", "--dataset-path"),
 }

@@ -54,6 +54,7 @@ def producer_main(
     spec = arena_spec(job)  # the run's arena, if an arm maps one
     arena = attach_run_arena(job.prefix, spec, writer=wid)
     prof = maybe_profiler(job.profile_dir, f"producer{wid}", job.profile_requests)
+    flushed = 0  # the emulator's cache epoch this producer last emptied its caches at
     while True:
         msg = req_q.get()
         if msg is None:
@@ -62,8 +63,13 @@ def producer_main(
             if prof is not None:
                 prof.close()
             return
-        # a "queue" source adds the request's encoded images and its max_tokens
+        # a "queue" source adds the request's encoded images, its max_tokens and the
+        # server's cache epoch (``/flush_cache`` raises it: a newer one empties the caches)
         rid, warm, t_sent = msg[:3]
+        if len(msg) > 5 and msg[5] > flushed:
+            flushed = msg[5]
+            for cache in chosen.caches.values():
+                cache.clear()
         job.hooks.on_request(rid)
         rec: PipelineRequest = {
             "rid": rid,

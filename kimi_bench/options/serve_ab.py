@@ -15,7 +15,6 @@ from kimi_bench.options.base import (
     MAX_TIMEOUT_S,
     Arm,
     CarrierField,
-    Content,
     FaultHooksSpec,
     Launcher,
 )
@@ -32,6 +31,7 @@ from kimi_bench.options.parse import (
 )
 from kimi_bench.options.scenarios import _LIST_SCHEMA, MachineRanks
 from kimi_bench.options.workload import CapacityOptions, RequestShapeOptions, WorkloadOptions
+from kimi_bench.options.workload_specs import parse_contents
 
 # What a scenario file may write for the fields parsed from text (JSON Schema of the file).
 _RATES_SCHEMA = WithJsonSchema({"oneOf": [
@@ -77,7 +77,10 @@ class ServeOptions(WorkloadOptions, RequestShapeOptions, CapacityOptions, _RunsA
                               "(1 = Poisson).")  # fmt: skip
     warmup_requests: int = Field(4, ge=0, le=10_000, description="Unmeasured requests first.")
     repeats: int = Field(1, ge=1, le=100, description="Repeats per rate and arm.")
-    image_content: Content = Field("random", description="random, blank or photo.")
+    image_content: str = Field(
+        "random", description="random, blank or photo, or a mix such as photo:3,random:1 (each "
+        "generated image drawn from it, seeded).",
+    )  # fmt: skip
     unique_images: int = Field(16, ge=1, le=10_000, description="Distinct encoded payloads.")
     request_timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="One deadline "
                                      "per request, in seconds, covering connect, the response "
@@ -143,6 +146,12 @@ class ServeOptions(WorkloadOptions, RequestShapeOptions, CapacityOptions, _RunsA
     def _distinct_arms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         """Each arm is a server and a name in the report: one of each."""
         return distinct_arms(v)
+
+    @field_validator("image_content")
+    @classmethod
+    def _contents(cls, v: str) -> str:
+        parse_contents(v)
+        return v
 
     @model_validator(mode="after")
     def _arms_or_endpoints(self) -> ServeOptions:

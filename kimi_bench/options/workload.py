@@ -57,8 +57,8 @@ class WorkloadOptions(_Options):
         "URLs, file paths or http URLs; prompt; max_tokens; optional timestamp in seconds).",
     )  # fmt: skip
     replay_timestamps: bool = Field(
-        False, description="Send a --requests-file's requests at their own timestamps instead "
-        "of --request-rate (the rate is shown as 'trace').",
+        False, description="Send a --requests-file's requests at their own timestamps (in "
+        "their order, once) instead of --request-rate; the rate shown is the trace's mean.",
     )  # fmt: skip
     prompt: str | None = Field(None, description="Prompt text of every request [default: "
                                "'Describe the image.'].")  # fmt: skip
@@ -119,11 +119,18 @@ class RequestShapeOptions(_Options):
     )  # fmt: skip
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="JSON object merged into every request body (vllm "
-        "bench serve's --extra-body), e.g. '{\"top_k\": 1}'.",
+        "bench serve's --extra-body, sglang.bench_serving's --extra-request-body), e.g. "
+        "'{\"top_k\": 1}'.",
     )  # fmt: skip
     headers: tuple[str, ...] = Field(
         (), description="HTTP header K:V sent with every request (repeatable; vllm bench "
         "serve's --header).",
+    )  # fmt: skip
+    flush_cache: bool = Field(
+        False, description="POST /flush_cache to each --endpoint after the warm-up, before "
+        "each measured trace (sglang.bench_serving's --flush-cache), so that every arm and "
+        "rate starts with the server's caches empty; the emulator's servers are always "
+        "flushed.",
     )  # fmt: skip
     image_transport: ImageTransport = Field(
         "base64", description="base64 data URLs in the body, or url: http URLs of a loopback "

@@ -1,5 +1,6 @@
 """Workload distributions given as text: image sizes (``--image-sizes``), images per request
-(``--images-per-request``) and the format mix (``--image-format``). Each parser raises
+(``--images-per-request``), the format mix (``--image-format``) and the content mix
+(``--image-content``). Each parser raises
 WorkloadError saying what it expected (a usage error); each distribution draws with a
 ``numpy`` generator the caller seeds, so a workload is the same for every arm."""
 
@@ -8,11 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import numpy as np
 
+from kimi_bench.options.base import Content
+
 FORMATS = ("jpeg", "png", "webp")
+CONTENTS: tuple[str, ...] = get_args(Content)
 MIME = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 MAX_SIDE = 65_535
 _SIZE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
@@ -132,4 +136,17 @@ def parse_formats(text: str) -> Choice:
         return name
 
     values, weights = _weighted(str(text), fmt, "image format")
+    return Choice(tuple(values), tuple(weights))
+
+
+def parse_contents(text: str) -> Choice:
+    """``random``, ``blank``, ``photo`` or a mix ``photo:3,random:1``."""
+
+    def content(s: str) -> str:
+        name = s.strip().lower()
+        if name not in CONTENTS:
+            raise WorkloadError(f"bad image content {s.strip()!r}: one of {', '.join(CONTENTS)}")
+        return name
+
+    values, weights = _weighted(str(text), content, "image content")
     return Choice(tuple(values), tuple(weights))

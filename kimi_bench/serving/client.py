@@ -47,6 +47,7 @@ from kimi_bench.serving.endpoints import (  # re-exported: callers import them f
     parse_endpoint,
     probe_server,
 )
+from kimi_bench.serving.eos import ignore_eos_fields
 from kimi_bench.serving.records import ArmResult, RequestRecord
 from kimi_bench.serving.request import RETRY_AFTER_MAX_S, ClientOptions, Target, send_request
 from kimi_bench.serving.trace import Trace, chat_body
@@ -75,8 +76,11 @@ def request_bodies(trace: Trace, opts: ClientOptions) -> list[bytes]:
     for i, keys in enumerate(trace.image_keys):
         key = (keys, trace.request_prompt(i), trace.request_max_tokens(i))
         if key not in by_keys:
+            limit = trace.request_max_tokens(i) or opts.max_tokens
+            eos = ignore_eos_fields(opts.ignore_eos_as, limit) if opts.ignore_eos_as else {}
             body = chat_body(trace, i, opts.model, opts.max_tokens,
-                             include_usage=opts.include_usage, extra=opts.extra_body)  # fmt: skip
+                             include_usage=opts.include_usage,
+                             extra={**opts.extra_body, **eos})  # fmt: skip
             by_keys[key] = json.dumps(body).encode()
         out.append(by_keys[key])
     return out

@@ -27,6 +27,7 @@ from PIL import Image
 
 from kimi_bench.domain.config import PreprocessConfig, resolve_config
 from kimi_bench.domain.ledger import CopyRow
+from kimi_bench.domain.runtime import get_profile
 from kimi_bench.engine.procs import Harness, WorkerFailed
 from kimi_bench.engine.serve_job import PipelineJob
 from kimi_bench.engine.serve_producer import producer_main
@@ -36,6 +37,7 @@ from kimi_bench.engine.standins import StandinCost
 from kimi_bench.infra.environment import resolve_device
 from kimi_bench.infra.fault_hooks import FaultHooks, load_hooks
 from kimi_bench.options import ServeCommandOptions
+from kimi_bench.pipeline import arm
 from kimi_bench.pipeline.transport import new_prefix
 from kimi_bench.serving.backend import BackendError, FirstToken
 from kimi_bench.serving.ledger_metrics import LedgerMetrics
@@ -122,6 +124,7 @@ class EmulatorBackend:
         self.start_error: str | None = None
         self.leftover_segments: list[str] = []
         self._ids = itertools.count()  # request ids; 0 is the start-up request
+        self._cache_epoch = 0  # raised by flush_cache; every request carries it
         self._pending: dict[int, asyncio.Future[PipelineRequest]] = {}
         self._decoding: dict[int, asyncio.Queue[float]] = {}  # request id -> its tokens' times
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -288,6 +291,13 @@ class EmulatorBackend:
 
     # -------------------------------------------------------------------- requests
 
+    def flush_cache(self) -> bool:
+        """Empty every producer's preprocess cache before it serves the next request sent
+        after this call (SGLang's ``/flush_cache``); False when the arm has no cache."""
+        self._cache_epoch += 1
+        o = self.conf.opts
+        return get_profile(o.runtime_spec).preprocess_cache and not arm(o.arm).proposed
+
     async def submit(
         self, request_id: str, images: list[bytes], prompt_tokens: int, max_tokens: int = 1
     ) -> FirstToken:
@@ -303,7 +313,9 @@ class EmulatorBackend:
             self._decoding[rid] = tokens
         try:
             # a cancelled request still runs in the pipeline; its answer is dropped
-            self._req_q.put((rid, False, time.perf_counter(), list(images), max_tokens))
+            self._req_q.put(
+                (rid, False, time.perf_counter(), list(images), max_tokens, self._cache_epoch)
+            )
             rec = await fut
         except BaseException:
             self._decoding.pop(rid, None)

@@ -13,7 +13,7 @@ from kimi_bench.infra.jsonio import parse_json
 from kimi_bench.options import parse_endpoint
 from kimi_bench.serving.records import Scalar, ServerInfo
 
-__all__ = ["CHAT_PATH", "auth_headers", "parse_endpoint", "probe_server"]
+__all__ = ["CHAT_PATH", "auth_headers", "flush_cache", "parse_endpoint", "probe_server"]
 
 CHAT_PATH = "/v1/chat/completions"
 EXCERPT = 200  # characters of an error body kept in a record
@@ -99,3 +99,23 @@ def text_only_prompt_tokens(
         return None
     n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def flush_cache(base_url: str, headers: dict[str, str], timeout_s: float = 30.0) -> str:
+    """POST ``/flush_cache`` (SGLang's route; ``kimi-bench serve`` has it too): what the
+    server answered, in a few words ("ok", "ok: no preprocess cache", "HTTP 404", or why
+    it could not be reached), kept in the arm's source."""
+    try:
+        r = httpx.post(f"{base_url}/flush_cache", headers=headers, timeout=timeout_s,
+                       trust_env=False)  # fmt: skip
+    except httpx.HTTPError as exc:
+        return f"failed: {type(exc).__name__}: {_excerpt(str(exc))}"
+    if r.status_code != 200:
+        return f"HTTP {r.status_code}: {_excerpt(r.text)}"
+    try:
+        said = r.json()
+    except ValueError:
+        return "ok"
+    if isinstance(said, dict) and said.get("preprocess_cache") is False:
+        return "ok: no preprocess cache"
+    return "ok"

@@ -75,7 +75,10 @@ class ClientOptions:
     warmup_requests: int  # sent one at a time before the trace, kept apart
     include_usage: bool  # ask for stream_options.include_usage
     retry_429: int  # resend a request answered 429 up to this many times
-    extra_body: Mapping[str, Any]  # e.g. {"ignore_eos": True}
+    extra_body: Mapping[str, Any]  # --extra-body, merged into every request body
+    # --ignore-eos as the server spells it (serving.eos: the field, or transformers serve's
+    # min_new_tokens equal to each request's own max tokens); None: not asked
+    ignore_eos_as: str | None
     headers: Mapping[str, str]  # --header K:V, on every request
 
     @classmethod
@@ -92,6 +95,7 @@ class ClientOptions:
             include_usage=True,
             retry_429=opts.retry_429,
             extra_body={},
+            ignore_eos_as=None,
             headers={},
         )
 

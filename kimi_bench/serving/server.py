@@ -103,6 +103,15 @@ class _Handler:
             return _error(401, "invalid or missing API key", "authentication_error")
         return JSONResponse({"object": "list", "data": self.served.cards()})
 
+    async def flush_cache(self, request: Request) -> Response:
+        """SGLang's ``/flush_cache``: the backend's preprocess caches are emptied before
+        the next request (serve-ab calls it before each measured trace)."""
+        if not self._authorized(request):
+            return _error(401, "invalid or missing API key", "authentication_error")
+        flush = getattr(self.backend, "flush_cache", None)
+        cached = bool(flush()) if callable(flush) else False
+        return JSONResponse({"flushed": True, "preprocess_cache": cached})
+
     async def metrics_text(self, request: Request) -> Response:
         body, content_type = self.metrics.exposition()
         return Response(body, media_type=content_type)
@@ -263,6 +272,7 @@ def create_app(
         Route("/health", handler.health, methods=["GET"]),
         Route("/version", handler.version, methods=["GET"]),
         Route("/metrics", handler.metrics_text, methods=["GET"]),
+        Route("/flush_cache", handler.flush_cache, methods=["GET", "POST"]),
     ]
     middleware = [Middleware(_QuietWhenStopping, handler=handler)]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)

@@ -230,3 +230,34 @@ def test_serve_help_names_the_model_options_and_the_default() -> None:
         "decode_gflop_per_token",
     ):
         assert words in text, words
+
+
+class Cached(Recorder):
+    """A backend with a preprocess cache, emptied by ``/flush_cache``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def flush_cache(self) -> bool:
+        self.flushes += 1
+        return True
+
+
+def test_flush_cache_is_sglangs_route_and_says_whether_a_cache_was_emptied() -> None:
+    from kimi_bench.serving.endpoints import flush_cache
+
+    cached = Cached()
+    with live(cached) as c:
+        url = str(c.base_url).rstrip("/")
+        assert flush_cache(url, {}) == "ok" and cached.flushes == 1
+        assert c.get("/flush_cache").json() == {"flushed": True, "preprocess_cache": True}
+        assert cached.flushes == 2
+    with live(Recorder()) as c:  # a backend without a cache: flushed, nothing to empty
+        assert flush_cache(str(c.base_url).rstrip("/"), {}) == "ok: no preprocess cache"
+    keyed = Cached()
+    with live(keyed, api_key="k") as c:
+        url = str(c.base_url).rstrip("/")
+        assert flush_cache(url, {}).startswith("HTTP 401") and keyed.flushes == 0
+        assert flush_cache(url, {"Authorization": "Bearer k"}) == "ok" and keyed.flushes == 1
+    assert flush_cache(url, {}).startswith("failed: ")  # the server is gone

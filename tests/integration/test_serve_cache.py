@@ -1,9 +1,16 @@
 """serve-ab with half of the trace's images repeated: sglang-0.5.23's preprocess cache (one
 per producer) hits them, its report counts the hits and misses and the feature hash's
 bytes; pr-33921 has no cache. Without repeats every image of the trace is distinct, even
-though the payloads cycle (``LoadJob.slots``)."""
+though the payloads cycle (``LoadJob.slots``). Over HTTP, the emulator's caches are emptied
+after the warm-up, before each measured trace (``/flush_cache``)."""
 
 from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,3 +57,34 @@ def test_repeats_hit_under_0_5_23_and_not_under_the_pr(runtime: str) -> None:
         else:  # 8 images, 4 repeats of an earlier one, one producer: 4 hits
             assert (c["cache_hits"], c["cache_misses"]) == (4, 4)
             assert c["feature_hashes"] == 4 and c["cache_reused_bytes"] > 0
+
+
+@pytest.mark.slow
+def test_over_http_each_measured_trace_starts_with_the_emulators_cache_empty(
+    tmp_path: Path,
+) -> None:
+    """One emulator server serves every rate of its arm, the warm-up first: without a flush
+    the warm-up's images and, at the second rate, every image of the (same) workload
+    would be hits. serve-ab empties its producers' caches (``/flush_cache``) after the
+    warm-up, before each measured trace, so both rates hit only the trace's own repeats."""
+    exe = shutil.which("kimi-bench")
+    out = tmp_path / "out"
+    cmd = [*([exe] if exe else [sys.executable, "-m", "kimi_bench.cli.main"]), "serve-ab",
+           "--runtime", "sglang-0.5.23", "--arms", "eager", "--rates", "4,inf",
+           "--num-prompts", "4", "--images-per-request", "2", "--repeat-share", "0.5",
+           "--image-sizes", "96x64:1,64x96:1", "--warmup-requests", "1", "--ranks", "1",
+           "--processor-workers", "1", "--request-timeout", "300", "--out", str(out)]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    work = report["workload"]
+    assert work["images"] == 8 and work["repeated_images"] == 4
+    got = report["summary"]["hash_and_cache"]
+    hits = [got[f"{rate}/eager"]["cache_hits"] for rate in ("4", "inf")]
+    misses = [got[f"{rate}/eager"]["cache_misses"] for rate in ("4", "inf")]
+    # the same cold start at both rates: the same hits, only repeats of the trace's own
+    # earlier requests (a repeat within one request is decoded once, not looked up)
+    assert hits[0] == hits[1] and 1 <= hits[0] <= work["repeated_images"]
+    assert [h + m for h, m in zip(hits, misses, strict=True)] == [8, 8]
+    assert report["config"]["arm_sources"]["eager"]["cache_flushes"] == ["ok", "ok"]
+    assert any(n.startswith("eager: server caches flushed") for n in report["notes"])

@@ -3,14 +3,17 @@
 runtime profiles, eager/deferred/deferred-decode: decisions, bytes and TTFT per size bucket,
 and the per-image (sglang-0.5.23) vs per-request (pr-33921) decision on mixed requests in
 the copy ledger; a JSONL request file with URL images against the emulator servers; the
-capacity mode reporting each arm's capacity and the gain over eager."""
+capacity mode reporting each arm's capacity and the gain over eager, and keeping every
+probe it measured when interrupted."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 from PIL import Image
 
 from kimi_bench.serving.file_server import serve_images
+from tests.conftest import popen_kw
 
 pytestmark = pytest.mark.slow
 
@@ -142,8 +146,8 @@ def test_per_image_and_per_request_decisions_differ_on_mixed_requests_in_the_led
     assert deferred_counts[0] != deferred_counts[1]
 
 
-def _chat(*parts: dict, max_tokens: int) -> str:
-    return json.dumps({"model": "any", "max_tokens": max_tokens,
+def _chat(*parts: dict, max_tokens: int, timestamp: float) -> str:
+    return json.dumps({"model": "any", "max_tokens": max_tokens, "timestamp": timestamp,
                        "messages": [{"role": "user", "content": list(parts)}]})  # fmt: skip
 
 
@@ -153,19 +157,23 @@ def test_a_jsonl_file_with_url_images_against_the_emulator(tmp_path: Path) -> No
     _photo(320, 240, "RGB", 1).save(photos / "a.jpg", quality=90)
     datas = [(photos / "a.jpg").read_bytes()]
     limits = [1, 3, 2, 4]
+    stamps = [100.0, 100.4, 101.2, 100.8]  # a recorded trace, one line out of time order
     with serve_images([_png_bytes(200, 150)], ["image/png"]) as (url,):
         lines = [
-            _chat({"type": "text", "text": "one"}, _img(url), max_tokens=limits[0]),
+            _chat({"type": "text", "text": "one"}, _img(url), max_tokens=limits[0],
+                  timestamp=stamps[0]),
             _chat({"type": "text", "text": "two"}, _img("p/a.jpg"), _img(url),
-                  max_tokens=limits[1]),
-            _chat({"type": "text", "text": "three"}, _img("p/a.jpg"), max_tokens=limits[2]),
+                  max_tokens=limits[1], timestamp=stamps[1]),
             _chat({"type": "text", "text": "four"}, _img(url), _img("p/a.jpg"), _img(url),
-                  max_tokens=limits[3]),
+                  max_tokens=limits[3], timestamp=stamps[2]),
+            _chat({"type": "text", "text": "three"}, _img("p/a.jpg"), max_tokens=limits[2],
+                  timestamp=stamps[3]),
         ]  # fmt: skip
         (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+        # replayed at its own timestamps (the rate path is every other serve-ab run's)
         report = run_ab(tmp_path / "out", "--requests-file", str(tmp_path / "trace.jsonl"),
                         "--image-transport", "url", "--arms", "eager,deferred",
-                        "--rates", "4", "--warmup-requests", "0",
+                        "--replay-timestamps", "--warmup-requests", "0",
                         "--request-timeout", "300")  # fmt: skip
     assert datas[0]  # the file the JSONL names by path
     work = report["workload"]
@@ -174,12 +182,14 @@ def test_a_jsonl_file_with_url_images_against_the_emulator(tmp_path: Path) -> No
     rows = sorted(report["requests"], key=lambda r: (r["arm"], r["rid"]))
     assert len(rows) == 8 and all(r["error"] is None for r in rows)
     for arm in ("eager", "deferred"):
-        mine = [r for r in rows if r["arm"] == arm]
+        mine = [r for r in rows if r["arm"] == arm]  # in time order
         assert [r["images"] for r in mine] == [1, 2, 1, 3]
+        assert [r["scheduled_s"] for r in mine] == pytest.approx([0.0, 0.4, 0.8, 1.2])
         # each line's own max tokens, all generated (the emulator never stops early)
         assert [r["output_tokens"] for r in mine] == limits
         assert all(r["image_tokens"] and r["image_tokens"] > 0 for r in mine)
     assert all(r["stopped_early"] == 0 for r in report["results"])
+    assert {r["rate"] for r in report["results"]} == {"2.5"}  # the trace's mean: 3 gaps, 1.2 s
 
 
 def _img(url: str) -> dict:
@@ -222,3 +232,49 @@ def test_capacity_mode_reports_each_arms_capacity_and_the_gain(tmp_path: Path) -
     assert {r["arm"] for r in report["capacity_rows"]} == {"eager", "deferred"}
     rates = {r["rate"] for r in report["results"]}
     assert len(rates) >= 2 and all(r["offered_req_per_s"] for r in report["results"])
+
+
+def _rates_on_disk(path: Path) -> int:
+    """Per-rate rows in the report on disk so far (0 before the first write)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):  # not written yet
+        return 0
+    return len(report.get("results") or [])
+
+
+def test_an_interrupted_capacity_search_keeps_every_probe_it_measured(tmp_path: Path) -> None:
+    """Ctrl-C during a capacity search: the report keeps each rate probed so far (a run
+    never loses what it measured), says INCOMPLETE, and the command exits 1."""
+    out = tmp_path / "cap"
+    # 6 requests at 0.2 then 0.4 req/s: each probe's trace lasts seconds (15 s expected at
+    # 0.4), so the interrupt sent once the first probe is on disk lands in the second
+    cmd = [*_command(), "serve-ab", "--capacity", "--goodput", "ttft:60000", "--arms", "eager",
+           "--capacity-min-rate", "0.2", "--capacity-max-rate", "0.4", "--num-prompts", "6",
+           "--warmup-requests", "0", "--image-sizes", "64x48:1", "--ranks", "1",
+           "--processor-workers", "1", "--out", str(out)]  # fmt: skip
+    log = (tmp_path / "serve-ab.log").open("w")  # a file: a pipe nobody reads could fill
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            **popen_kw)  # fmt: skip
+    try:
+        seen = 0
+        while proc.poll() is None and seen == 0:  # the first probe's partial report
+            time.sleep(0.5)
+            seen = _rates_on_disk(out / "report.json")
+        assert seen == 1 and proc.poll() is None, "the search ended before an interrupt"
+        proc.send_signal(signal.SIGINT)  # during the second probe's trace
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert proc.returncode == 1, (tmp_path / "serve-ab.log").read_text()[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["final"] is True and report["summary"]["verdict"].startswith("INCOMPLETE")
+    # the first probe, judged, with its rows; the interrupted one is no failure
+    (probe,) = report["capacity"]["arms"]["eager"]["probes"]
+    assert probe["offered_req_per_s"] == 0.2 and probe["completed"] == probe["requests"] == 6
+    rows = {r["offered_req_per_s"]: r for r in report["results"]}
+    assert rows[0.2]["completed"] == 6 and rows[0.2]["failed"] == 0
+    assert rows[0.4]["interrupted"] and rows[0.4]["failed"] == 0

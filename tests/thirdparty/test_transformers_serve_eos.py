@@ -77,6 +77,8 @@ def test_ignore_eos_gives_every_request_max_tokens_and_without_it_early_stops_ar
     rows = held["requests"]
     assert len(rows) == PROMPTS and all(r["error"] is None for r in rows)
     assert [r["output_tokens"] for r in rows] == [MAX_TOKENS] * PROMPTS  # usage's count
+    # usage came (its prompt count), and its completion count is the text chunks streamed
+    assert all(r["prompt_tokens"] and r["token_chunks"] == MAX_TOKENS for r in rows), rows
     assert [r["finish_reason"] for r in rows] == ["length"] * PROMPTS
     (row,) = held["results"]
     assert row["stopped_early"] == 0

@@ -4,10 +4,12 @@ and reports each arm's gain over the baseline arm."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from kimi_bench.bench.serve_breakdown import keep_up
-from kimi_bench.bench.serve_capacity import ArmCapacity, CapacitySearch, capacity_notes
+from kimi_bench.bench.serve_capacity import ArmCapacity, CapacitySearch, Probe, capacity_notes
 from kimi_bench.options import ServeOptions
 
 
@@ -67,3 +69,24 @@ def test_keep_up_is_one_when_first_tokens_keep_pace_whatever_the_latency() -> No
     assert keep_up(queued) == pytest.approx(0.5)
     assert keep_up([(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)]) is None  # all at once: rate inf
     assert keep_up([(0.0, 1.0), (1.0, 2.0)]) is None  # too few to say
+
+
+def test_each_probe_is_judged_before_the_partial_report_is_written() -> None:
+    """``after`` (serve-ab writes its partial report there) sees every probe so far judged,
+    so a run killed between two probes loses none of them."""
+    search = _search(capacity_min_rate=1, capacity_max_rate=8, capacity_resolution=0.2)
+    search.judge = lambda run, rate: Probe(rate, rate, 1.0, 1, 1, 1, rate <= 3)  # type: ignore[method-assign]
+    probed: list[float] = []
+    seen: list[list[float]] = []
+
+    def probe(arm: object, rate: float, index: int) -> object:
+        probed.append(rate)
+        return object()
+
+    def after() -> None:
+        seen.append([p["offered_req_per_s"] for p in search.doc()["arms"]["eager"]["probes"]])
+
+    search([SimpleNamespace(name="eager")], probe, after)  # type: ignore[list-item,arg-type]
+    assert seen == [probed[: i + 1] for i in range(len(probed))] and len(probed) >= 3
+    found = search.arms["eager"]
+    assert found.low is not None and found.high is not None and found.low <= 3 < found.high

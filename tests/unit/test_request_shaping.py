@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -32,9 +33,26 @@ def test_ignore_eos_is_spelled_as_each_server_takes_it() -> None:
     assert json.loads(fields["generation_config"]) == {"min_new_tokens": 7}
     http = _http(ignore_eos=True, extra_body='{"top_k": 1}', headers=("X-Run: 43",))
     sglang, tf = http.client_options("m"), http.client_options("m", TRANSFORMERS)
-    assert sglang.extra_body == {"top_k": 1, "ignore_eos": True}
-    assert set(tf.extra_body) == {"top_k", "generation_config"}
-    assert _http().client_options("m").extra_body == {}  # off unless asked
+    trace = workload_trace(http.workload, (0.0, 0.0, 0.0))
+    for client, field in ((sglang, "ignore_eos"), (tf, "generation_config")):
+        for body in (json.loads(b) for b in request_bodies(trace, client)):
+            assert body["top_k"] == 1 and body["max_tokens"] == 7
+            assert {k: body[k] for k in (field,)} == ignore_eos_fields(client.ignore_eos_as, 7)
+    plain = _http().client_options("m")  # off unless asked
+    assert plain.extra_body == {} and plain.ignore_eos_as is None
+    assert "ignore_eos" not in json.loads(request_bodies(trace, plain)[0])
+
+
+def test_min_new_tokens_follows_each_requests_own_max_tokens() -> None:
+    """transformers serve's spelling of --ignore-eos is a number: a request file's line
+    with its own max_tokens gets min_new_tokens equal to that, not --max-tokens."""
+    http = _http(ignore_eos=True)
+    trace = workload_trace(http.workload, (0.0, 0.0, 0.0))
+    trace = replace(trace, max_tokens=(3, None, 12))
+    bodies = [json.loads(b) for b in request_bodies(trace, http.client_options("m", TRANSFORMERS))]
+    assert [b["max_tokens"] for b in bodies] == [3, 7, 12]
+    wanted = [json.loads(b["generation_config"])["min_new_tokens"] for b in bodies]
+    assert wanted == [3, 7, 12]
 
 
 def test_extra_body_and_headers_reach_every_request() -> None:

@@ -108,6 +108,30 @@ def test_a_synthetic_workload_is_the_same_every_time_and_mixed() -> None:
     assert [r.keys for r in other.requests] != [r.keys for r in a.requests]
 
 
+def test_a_content_mix_draws_each_generated_image_from_it() -> None:
+    """``--image-content blank:1,random:1``: each generated image is one of them (a blank
+    one is one grey; a random one is noise), seeded; one content draws nothing, so a
+    workload of one content is what it was before mixes existed."""
+    opts = ServeOptions(image_sizes="32x24:1,24x32:1", image_content="blank:1,random:1",
+                        image_format="png", unique_images=24)  # fmt: skip
+    work = build_workload(opts, 24)
+    assert summarize(work)["contents"] == {
+        c: sum(p.origin == f"generated {c}" for p in work.pool) for c in ("blank", "random")
+    }
+    for p in work.pool:
+        colours = Image.open(io.BytesIO(p.data)).convert("RGB").getcolors(64)
+        grey = colours is not None and len(colours) == 1
+        assert grey == (p.origin == "generated blank")
+    assert {p.origin for p in work.pool} == {"generated blank", "generated random"}
+    same = build_workload(opts, 24)
+    assert [p.data for p in same.pool] == [p.data for p in work.pool]
+    plain = opts.model_copy(update={"image_content": "random"})
+    mixed_sizes = [(p.width, p.height) for p in work.pool]
+    assert [(p.width, p.height) for p in build_workload(plain, 24).pool] == mixed_sizes
+    with pytest.raises(ValueError, match="bad image content 'cats'"):
+        ServeOptions(image_content="photo:1,cats:2")
+
+
 @pytest.mark.parametrize("share", [0.0, 0.25, 0.6])
 def test_repeat_share_is_the_share_of_images_that_repeat(share: float) -> None:
     counts = [1, 2, 3, 4] * 10  # 100 slots
@@ -214,3 +238,37 @@ def test_input_len_makes_a_prompt_of_that_many_text_tokens() -> None:
     work = build_workload(ServeOptions(input_len=37, resolution=(16, 16)), 2)
     assert count_text_tokens([work.requests[0].prompt]) == 37
     assert not math.isnan(summarize(work)["width"]["median"])
+
+
+def test_a_replayed_trace_sends_each_request_at_its_own_timestamp(tmp_path: Path) -> None:
+    """A recorded trace whose lines are not in time order: request i of the replay is the
+    line with the i-th timestamp, so each prompt goes out at its own time."""
+    stamps = {"late": 9.0, "first": 4.0, "middle": 6.5, "also-late": 9.0}
+    path = tmp_path / "reqs.jsonl"
+    path.write_text("\n".join(_line({"type": "text", "text": t}, timestamp=s)
+                              for t, s in stamps.items()) + "\n")  # fmt: skip
+    work = build_workload(ServeOptions(requests_file=path, replay_timestamps=True), 4)
+    got = dict(zip((r.prompt for r in work.requests), work.timestamps or (), strict=True))
+    assert got == {t: s - 4.0 for t, s in stamps.items()}
+    assert [r.prompt for r in work.requests] == ["first", "middle", "late", "also-late"]
+    in_file_order = build_workload(ServeOptions(requests_file=path), 4)  # at a rate
+    assert [r.prompt for r in in_file_order.requests] == list(stamps)
+    # serve-ab sends them at those offsets; the rate shown is the trace's mean (3 gaps, 5 s)
+    from kimi_bench.bench.serve_http import HttpServeOptions, _offsets
+    from kimi_bench.bench.serve_workload import prepare_workload, requests_from_file
+
+    opts = ServeOptions(requests_file=path, replay_timestamps=True,
+                        endpoints=("a=http://127.0.0.1:1",))  # fmt: skip
+    fitted, work = prepare_workload(requests_from_file(opts))
+    assert fitted.requests == 4 and fitted.rates == pytest.approx((3 / 5,))
+    http = HttpServeOptions.from_options(fitted, None, None, work)
+    assert _offsets(http, fitted.rates[0], 0) == (0.0, 2.5, 5.0, 5.0)
+    assert [http.workload.requests[i].prompt for i in (0, 3)] == ["first", "also-late"]
+
+
+def test_a_jsonl_line_naming_a_file_that_is_not_an_image_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a photo")
+    path = tmp_path / "reqs.jsonl"
+    path.write_text(_line({"type": "text", "text": "hi"}, _url("notes.txt")) + "\n")
+    with pytest.raises(WorkloadError, match=r"reqs\.jsonl:1 image 0 .*notes\.txt.*not an image"):
+        build_workload(ServeOptions(requests_file=path), 1)

@@ -27,6 +27,7 @@ from kimi_bench.engine.images import make_image
 from kimi_bench.options.workload_specs import (
     Choice,
     SizeDist,
+    parse_contents,
     parse_counts,
     parse_formats,
     parse_sizes,
@@ -121,11 +122,13 @@ def _synthetic(opts: WorkloadSettings, fresh: int, rng: np.random.Generator) -> 
     )
     sizes = dist.draw(rng, fresh)
     formats = parse_formats(opts.image_format).draw(rng, fresh)
+    mix = parse_contents(opts.image_content)  # one content: no draw (earlier seeds' images)
+    contents = mix.draw(rng, fresh) if len(mix.values) > 1 else [mix.values[0]] * fresh
     pixels = np.random.default_rng(opts.seed)  # the legacy pool's noise, at one size
     out = []
-    for i, ((w, h), fmt) in enumerate(zip(sizes, formats, strict=True)):
-        img = make_image(w, h, opts.image_content, pixels, i)
-        out.append(PoolImage(encode(img, fmt), fmt, w, h, "generated"))
+    for i, ((w, h), fmt, content) in enumerate(zip(sizes, formats, contents, strict=True)):
+        img = make_image(w, h, content, pixels, i)
+        out.append(PoolImage(encode(img, fmt), fmt, w, h, f"generated {content}"))
     return out
 
 

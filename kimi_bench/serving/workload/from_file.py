@@ -1,6 +1,7 @@
-"""A workload from a JSONL request file (``workload.jsonl``): its requests in file order,
-cycled (or cut) to the asked count; identical images (the same bytes) are one pool
-entry, so a trace's repeated images are counted as repeats."""
+"""A workload from a JSONL request file (``workload.jsonl``): its requests in file order
+(under ``--replay-timestamps``, in their timestamps' order), cycled (or cut) to the asked
+count; identical images (the same bytes) are one pool entry, so a trace's repeated images
+are counted as repeats."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def file_workload(
     """``prompt_text`` makes ``--prompt`` / ``--input-len`` text (``build.prompt_text``)."""
     assert opts.requests_file is not None
     lines = read_requests(opts.requests_file)
-    if opts.replay_timestamps:  # a recorded trace is replayed once, never cycled
-        requests = min(requests, len(lines))
+    if opts.replay_timestamps:  # a recorded trace is replayed once, never cycled, and in
+        requests = min(requests, len(lines))  # the order of its timestamps: request i is
+        lines.sort(key=lambda r: r.timestamp_s or 0.0)  # sent at the i-th (stable sort)
     pool: list[PoolImage] = []
     index: dict[bytes, int] = {}
 

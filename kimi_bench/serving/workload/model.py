@@ -15,7 +15,7 @@ class PoolImage:
     format: str  # jpeg, png or webp
     width: int
     height: int
-    origin: str  # a file, a URL, "generated"
+    origin: str  # a file, a URL, "generated <content>"
 
     @property
     def mime(self) -> str:

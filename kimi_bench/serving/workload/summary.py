@@ -1,6 +1,7 @@
 """A workload's summary for the report (``data.workload``): where it came from, requests,
-images and distinct images, repeats, images per request, formats, size buckets, encoded
-bytes and pixel sizes. ``size_bucket`` is the one bucketing every serve-ab table uses."""
+images and distinct images, repeats, images per request, formats, generated contents, size
+buckets, encoded bytes and pixel sizes. ``size_bucket`` is the one bucketing every serve-ab
+table uses."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def summarize(w: Workload) -> dict[str, Any]:
     imgs = [w.pool[k] for k in slots] or list(w.pool)
     buckets = Counter(size_bucket(p.width, p.height) for p in imgs)
     per_request = Counter(len(r.keys) for r in w.requests)
+    contents = Counter(p.origin.split(" ", 1)[1] for p in imgs if p.origin.startswith("generated "))
     return {
         "source": dict(w.source),
         "requests": len(w.requests),
@@ -46,6 +48,7 @@ def summarize(w: Workload) -> dict[str, Any]:
         "repeat_share": repeats / len(slots) if slots else 0.0,
         "images_per_request": {str(n): per_request[n] for n in sorted(per_request)},
         "formats": dict(sorted(Counter(p.format for p in imgs).items())),
+        "contents": dict(sorted(contents.items())),  # generated images' (none for files)
         "size_buckets": {b: buckets[b] for b in BUCKET_ORDER if buckets[b]},
         "encoded_bytes": sum(len(p.data) for p in imgs),
         "distinct_encoded_bytes": sum(len(w.pool[k].data) for k in seen),
