@@ -41,6 +41,7 @@ SETUP_KEYS: dict[str, tuple[str, ...]] = {
         "image_format",
         "image_sizes",
         "image_count_mix",
+        "image_content",
         "requests_file",
         "repeat_share",
         "preprocess_cache",
@@ -77,6 +78,7 @@ def _labels(cfg: dict[str, Any]) -> list[str]:
 _BEFORE: dict[tuple[str, str], Any] = {
     ("micro", "repeat_share"): 0.0,
     ("serve-ab", "capacity"): False,
+    ("serve-ab", "image_content"): "random",
 }
 
 

@@ -53,3 +53,20 @@ def test_a_capacity_search_is_complete_with_only_the_rates_each_arm_probed() -> 
     ev = serve_evidence(capacity)
     assert ev.complete, ev.incomplete_why
     assert ev.figures["failed"] == 0
+
+
+def test_another_image_content_is_a_hard_difference() -> None:
+    """Random pixels and photos encode to very different JPEG sizes and decode costs: a
+    serve-ab run of one is no baseline for the other (a content mix included)."""
+    from kimi_bench.report.model import Report
+
+    run = load_report(H200 / "mixed-workload" / "capacity" / "pr-33921")
+    other = Report.from_dict(run.to_dict())
+    other.config["image_content"] = "photo:3,random:1"
+    hard = [(d.what, d.a, d.b) for d in differences(run, other) if d.hard]
+    assert hard == [("image_content", run.config["image_content"], "photo:3,random:1")]
+    older = Report.from_dict(run.to_dict())
+    del older.config["image_content"]  # a report from before it was recorded: random
+    assert [d.what for d in differences(older, run) if d.hard] == (
+        [] if run.config["image_content"] == "random" else ["image_content"]
+    )
