@@ -78,6 +78,7 @@ def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Di
         raise ReportError(f"compare does not handle {a.kind!r} reports")
     evidence(a)
     evidence(b)
+    _not_one_file(a, b)
     rows = by_kind[a.kind](a, b)
     ok, diffs = comparable(a, b)
     if not ok:
@@ -86,6 +87,29 @@ def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Di
             if "verdict" in row:
                 row.update(verdict=why, p_value=None)
     return rows, diffs
+
+
+def _sources(rep: Report) -> dict[str, str]:
+    """An imported report's result files by their sha256 (``config.source.arms``)."""
+    arms = (rep.config.get("source") or {}).get("arms") if rep.config.get("imported") else None
+    if not isinstance(arms, dict):
+        return {}
+    return {
+        str(s["sha256"]): str(s.get("file"))
+        for s in arms.values()
+        if isinstance(s, dict) and s.get("sha256")
+    }
+
+
+def _not_one_file(a: Report, b: Report) -> None:
+    """Two imports of one result file are one run: compared with itself its delta would be
+    +0.0% by construction (``kimi-bench import`` refuses one file as two arms likewise)."""
+    same = sorted(set(_sources(a)) & set(_sources(b)))
+    if same:
+        raise ReportError(
+            f"A and B were imported from the same result file ({_sources(a)[same[0]]}, sha256 "
+            f"{same[0][:12]}): one run compared with itself gives +0.0% by construction"
+        )
 
 
 def _micro(a: Report, b: Report) -> list[dict[str, Any]]:

@@ -23,6 +23,8 @@ from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
 from kimi_bench.report.model import Report
 
+UNRECORDED = "unrecorded"  # the rate label of a load its file does not record (peers.load)
+
 
 def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResult:
     return RuleResult(name, measured, limit, PASS if ok else FAIL, why)
@@ -148,6 +150,14 @@ def serve_rules(
     ab = ev.figures.get("ab") or {}
     planned = ev.figures.get("rates") or []
     for rate, body in rules.rates.items():
+        if UNRECORDED in planned and rate not in planned:  # it may have run that load
+            for key, lim in body.model_dump(exclude_none=True).items():
+                why = (
+                    f"the report does not record its load (an imported file without its rate "
+                    f"or concurrency limit): it cannot be shown to have run rate {rate}, nor not"
+                )
+                out.append(RuleResult(f"serve_ab.{rate}.{key}", None, lim, FAIL, why))
+            continue
         if planned and rate not in planned:  # a rule for a rate this run did not plan
             for key, lim in body.model_dump(exclude_none=True).items():
                 why = f"rate {rate} was not run (this run's rates: {', '.join(planned)})"

@@ -86,7 +86,7 @@ class AiperfRecord(_Loose):
 
 def _load(cfg: dict[str, Any]) -> Load:
     """The profiling phase's load (rate, concurrency cap, arrival shape) and any warm-up
-    phase; a phase that states no rate is unpaced."""
+    phase; a ``concurrency`` phase is unpaced; a field a phase lacks is not recorded."""
     phases = [p for p in cfg.get("phases") or [] if isinstance(p, dict)]
     prof = [p for p in phases if (p.get("kind") or p.get("name")) == "profiling"] or phases[-1:]
     if not prof:
@@ -95,18 +95,17 @@ def _load(cfg: dict[str, Any]) -> Load:
     conc = phase.get("concurrency")
     conc = conc if isinstance(conc, int) and not isinstance(conc, bool) and conc > 0 else None
     warm = [p for p in phases if (p.get("kind") or p.get("name")) == "warmup"]
-    warmup = (
-        "none"
-        if not warm
-        else ", ".join(f"{w.get('requests') or w.get('duration')} ({w.get('type')})" for w in warm)
-    )
-    rate = phase.get("rate")
+    shown = (f"{w.get('requests') or w.get('duration')} ({w.get('type')})" for w in warm)
+    warmup = ", ".join(shown) or "none"
+    rate, kind = phase.get("rate"), phase.get("type")
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
-        kind = phase.get("type")
         burst = {"poisson": 1.0, "constant": math.inf}.get(str(kind), phase.get("smoothness"))
         missing = frozenset() if isinstance(burst, (int, float)) else frozenset({"burstiness"})
         return Load(float(rate), conc, burst if not missing else None, warmup, missing)
-    return Load(math.inf, conc, None, warmup)
+    lost = set() if conc else {"max_concurrency"}
+    if kind != "concurrency":  # a paced phase without its rate, or a kind not read here
+        lost |= {"request_rate", "burstiness"}
+    return Load(math.inf if kind == "concurrency" else None, conc, None, warmup, frozenset(lost))
 
 
 def _stat_figures(ex: dict[str, Any], where: str) -> list[Figure]:

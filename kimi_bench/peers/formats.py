@@ -5,7 +5,8 @@ read into :class:`PeerRun` with every figure the tool states checked against its
   (a file appended to by several runs holds several; each is one repeat). With
   ``--output-details`` each object carries per-request ``ttfts`` (seconds), ``itls``,
   ``input_lens``, ``output_lens`` and ``errors`` ("" when the request succeeded); no
-  per-request E2E and no start times. It records neither burstiness nor warm-up.
+  per-request E2E and no start times. It writes no warm-up, and no burstiness: it has no
+  such option, a finite rate is always Poisson (burstiness 1, ``SGLANG_BURSTINESS``).
 - ``vllm bench serve`` 0.33.0 ``--save-result``: one JSON object (``--append-result``:
   several, one per line). With ``--save-detailed`` it keeps the per-request lists, among
   them ``latencies`` (E2E, seconds) and ``start_times``; it records no warm-up.
@@ -60,6 +61,10 @@ __all__ = [
 _SGLANG_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|itl|tpot|e2e_latency)_ms$")
 _VLLM_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|itl|tpot|e2el)_ms$")
 _METRIC = {"ttft": "ttft", "itl": "itl", "tpot": "tpot", "e2e_latency": "e2e", "e2el": "e2e"}
+# sglang.bench_serving (0.5.23: ``get_request`` in ``sglang/benchmark/serving.py``) paces a
+# finite rate with ``np.random.exponential`` gaps and has no other arrival shape: Poisson
+# arrivals, vLLM's burstiness 1. Not written into its file because it never varies.
+SGLANG_BURSTINESS = 1.0
 
 
 def _latency_figures(obj: dict[str, Any], pattern: re.Pattern[str], tool: str) -> list[Figure]:
@@ -165,18 +170,25 @@ def _counts(
     return failed, figs
 
 
-def _load(res: _Serving, obj: dict[str, Any], where: str, burst_written: bool) -> Load:
+def _load(res: _Serving, obj: dict[str, Any], where: str, tool: str) -> Load:
     missing = {k for k in ("request_rate", "max_concurrency") if k not in obj}
-    if not burst_written or "burstiness" not in obj:
-        missing.add("burstiness")
+    burst = res.burstiness
+    if "burstiness" not in obj:
+        if tool == "sglang":  # no burstiness option: its paced gaps are exponential
+            burst = SGLANG_BURSTINESS
+        else:
+            missing.add("burstiness")
     missing.add("warmup")  # neither tool writes its warm-up into the result file
     rate = None if "request_rate" in missing else rate_value(res.request_rate, where)
-    burst = res.burstiness if "burstiness" not in missing else None
     return Load(rate, res.max_concurrency, burst, None, frozenset(missing))
 
 
 def _concurrency(
-    res: _Serving, load: Load, rows: list[dict[str, Any]] | None, where: str, file: str
+    res: _Serving,
+    rows: list[dict[str, Any]] | None,
+    stated: list[Figure],
+    where: str,
+    file: str,
 ) -> list[Figure]:
     """The file's own concurrency against the limit it states: the peak in flight (vLLM's
     start times and latencies) or the mean (sum of E2E / duration, sglang's figure)."""
@@ -217,7 +229,30 @@ def _concurrency(
             f"a mean of {mean_conc:.3g} requests in flight "
             "(its own concurrency: sum of E2E / duration)",
         )
+    if limit is not None:
+        _mean_in_flight(res, stated, limit, where, file)
     return figs
+
+
+def _mean_in_flight(res: _Serving, stated: list[Figure], limit: int, where: str, file: str) -> None:
+    """Without per-request times (a summary), the file's own means still bound how many
+    requests were in flight: completed x mean E2E (else mean TTFT, which no request
+    outlasts) / duration is at most the mean in flight, so at most the limit."""
+    means = {f.metric: f.stated for f in stated if f.stat == "mean" and f.stated is not None}
+    metric = "e2e" if "e2e" in means else "ttft"
+    mean = means.get(metric)
+    if mean is None or res.duration <= 0:
+        return
+    least = mean / 1e3 * res.completed / res.duration
+    if least > limit * 1.01:
+        key = next(f.key for f in stated if (f.metric, f.stat) == (metric, "mean"))
+        _contradicted(
+            where,
+            file,
+            limit,
+            f"at least {least:.3g} requests in flight on average (its own completed x "
+            f"{key} / duration)",
+        )
 
 
 def _contradicted(where: str, file: str, limit: int, shows: str) -> None:
@@ -310,7 +345,7 @@ def _read(objs: list[dict[str, Any]], path: Path, tool: str) -> tuple[list[Any],
         except ValidationError as exc:
             raise field_error(exc, where) from None
         parsed.append(res)
-        load = _load(res, obj, where, burst_written=tool == "vllm")
+        load = _load(res, obj, where, tool)
         loads.add(load)
         failed = None
         if isinstance(res, VllmResult):
@@ -318,7 +353,7 @@ def _read(objs: list[dict[str, Any]], path: Path, tool: str) -> tuple[list[Any],
             _prompts(res, failed, where)
         rep = _repeat(res, obj, tool, failed, where, path.name)
         repeats.append(rep)
-        concurrency = _concurrency(res, load, rep.rows, where, path.name)
+        concurrency = _concurrency(res, rep.rows, rep.figures, where, path.name)
         check_figures(concurrency, where, path.name)
         rep.figures += concurrency
     if len(loads) > 1:

@@ -118,13 +118,20 @@ def _warmup(b: _GlBenchmark) -> str | None:
     return f"{given} ({w.get('mode')}), {b.warmup_duration or 0:g} s"
 
 
+_CAPPED = ("constant", "poisson", "throughput")  # strategies whose cap is max_concurrency
+
+
 def _load(b: _GlBenchmark) -> Load:
     """GuideLLM's strategy as a load: synchronous is one request in flight (``c1``),
     concurrent N streams ``cN``, constant/poisson a rate, throughput a burst."""
     s, warm = b.config.strategy, _warmup(b)
     unrecorded = frozenset() if warm is not None else frozenset({"warmup"})
-    if s.type_ in ("constant", "poisson") and s.rate:
+    if s.type_ in _CAPPED and "max_concurrency" not in s.model_fields_set:
+        unrecorded |= {"max_concurrency"}  # GuideLLM writes it, null for no limit
+    if s.type_ in ("constant", "poisson"):
         burst = 1.0 if s.type_ == "poisson" else math.inf
+        if not s.rate:  # a paced strategy without its rate: not recorded, never guessed
+            return Load(None, s.max_concurrency, burst, warm, unrecorded | {"request_rate"})
         return Load(float(s.rate), s.max_concurrency, burst, warm, unrecorded)
     if s.type_ == "synchronous":
         return Load(math.inf, 1, None, warm, unrecorded)
@@ -200,6 +207,7 @@ def _counts(b: _GlBenchmark, served: int, where: str) -> list[Figure]:
         ("successful", served),
         ("errored", len(rq.errored)),
         ("incomplete", len(rq.incomplete)),
+        ("total", len(rq.successful) + len(rq.errored) + len(rq.incomplete)),
     ):
         v = totals.get(key)
         if isinstance(v, (int, float)):

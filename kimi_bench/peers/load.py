@@ -92,7 +92,7 @@ class Load:
         burst = self.value("burstiness")
         if burst is None:
             burst = "none (no pacing)" if not self.paced else "not recorded"
-        elif not self.paced and "burstiness" not in self.unrecorded:
+        elif not ({"burstiness", "request_rate"} & self.unrecorded or self.paced):
             burst = f"{burst:g} (irrelevant at an unlimited rate)"
         elif isinstance(burst, float):
             burst = f"{burst:g}"

@@ -7,6 +7,8 @@ duplicated rows with counts fixed, a run line twice, E2E under TTFT, units relab
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from tests.peers import fixtures as fx
 from tests.peers.lies import (
@@ -248,4 +250,93 @@ def _gl_benchmark_twice(files: Files) -> None:
     b.append(json.loads(json.dumps(b[0])))
 
 
-LIES.append(Lie("guidellm-benchmark-twice", GL, "inf", _gl_benchmark_twice, "the same run line"))
+def _gl_e2e_p99(b: dict[str, Any]) -> None:
+    b["metrics"]["request_latency"]["successful"]["percentiles"]["p99"] *= 1.5
+
+
+def _ex_ttft_p90(ex: dict[str, Any]) -> None:
+    s = ex["time_to_first_token"]  # moved towards the median: still in order, not the rows'
+    s["p90"] = (s["p50"] + s["p90"]) / 2
+
+
+def _gl_errored_all_dropped(b: dict[str, Any]) -> None:
+    b["requests"]["errored"] = []
+    b["metrics"]["request_totals"]["errored"] = 0  # the total (12) kept
+
+
+def _ex_phase_drop(key: str) -> Callable[[dict[str, Any]], None]:
+    def f(ex: dict[str, Any]) -> None:
+        ex["input_config"]["phases"][0].pop(key)
+
+    return f
+
+
+def _ex_failures_zeroed(ex: dict[str, Any]) -> None:
+    ex.pop("error_request_count")
+    ex["error_summary"] = []
+    ex["request_error_rate"]["avg"] = 0.0
+
+
+LIES += [
+    Lie("guidellm-benchmark-twice", GL, "inf", _gl_benchmark_twice, "the same run line"),
+    Lie(
+        "guidellm-concurrency-removed",
+        GL,
+        "inf",
+        _gl(lambda b: b["config"]["strategy"].pop("max_concurrency")),
+        UNRECORDED,
+        ab=True,
+    ),
+    Lie(
+        "guidellm-errored-all-dropped",
+        GL,
+        "inf",
+        _gl(_gl_errored_all_dropped),
+        "request_totals.total",
+        failed=3,
+    ),
+    Lie(
+        "aiperf-concurrency-removed",
+        AI,
+        "c1",
+        _ai(_ex_phase_drop("concurrency")),
+        UNRECORDED,
+        ab=True,
+    ),
+    Lie("aiperf-rate-removed", AI, "4", _ai(_ex_phase_drop("rate")), UNRECORDED, ab=True),
+    Lie("vllm-summary-burst-as-c1", VLS, "inf", _set(VLS, max_concurrency=1), CONTRADICTED),
+    Lie(
+        "guidellm-rate-removed",
+        GL,
+        "4",
+        _gl(lambda b: b["config"]["strategy"].pop("rate")),
+        UNRECORDED,
+        ab=True,
+    ),
+    Lie("guidellm-p99-e2e", GL, "inf", _gl(_gl_e2e_p99), "request_latency.successful.p99"),
+    Lie(
+        "aiperf-record-e2e-x1000",
+        AR,
+        "inf",
+        _rec_metric("request_latency", 1000),
+        "request_latency",
+    ),
+    Lie(
+        "aiperf-records-p90-ttft", AR, "inf", _ai(_ex_ttft_p90, "export"), "time_to_first_token.p90"
+    ),
+    Lie(
+        "aiperf-records-tpot-mean",
+        AR,
+        "inf",
+        _ai(_scale_in("inter_token_latency", "avg", 0.5), "export"),
+        "inter_token_latency.avg",
+    ),
+    Lie(
+        "aiperf-records-failures-hidden",
+        AR,
+        "inf",
+        _ai(_ex_failures_zeroed, "export"),
+        "error_summary",
+        failed=3,
+    ),
+]
