@@ -158,13 +158,3 @@ def parity_disagreement(summary: dict[str, Any], derived: ParityDerived) -> str 
         if not ok:
             return f"summary.{key} says {stated!r} but the rows give {want!r}"
     return None
-
-
-__all__ = [
-    "ParityDerived",
-    "ParityRow",
-    "ResultError",
-    "derive_parity",
-    "has_fp32",
-    "parity_rows",
-]
