@@ -51,6 +51,10 @@ SETUP_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+# the rate label of an imported run whose file does not record its rate or concurrency
+# limit (``peers.load.Load.label``)
+UNRECORDED = "unrecorded"
+
 # the eager arm's scheduler (--eager-baseline); reports from before the option: pre-change
 EAGER_BASELINE = "eager baseline (--eager-baseline)"
 
@@ -109,7 +113,7 @@ def load_meaning(load: Any) -> str | None:
         return None
     missing = {str(x) for x in load.get("not_recorded") or []}
     label = str(load.get("label"))
-    if label == "unrecorded" or {"request_rate", "max_concurrency"} & missing:
+    if label == UNRECORDED or {"request_rate", "max_concurrency"} & missing:
         return "not recorded"
     if load.get("unlimited_rate") or load.get("request_rate") is None:
         return label

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kimi_bench.ci.comparable import UNRECORDED
 from kimi_bench.ci.evidence import Evidence
 from kimi_bench.ci.rules import MicroRules, ServeRules
 from kimi_bench.ci.serving_rules import ABSOLUTE, serving_rules
@@ -22,8 +23,6 @@ from kimi_bench.ci.verdicts import (
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
 from kimi_bench.report.model import Report
-
-UNRECORDED = "unrecorded"  # the rate label of a load its file does not record (peers.load)
 
 
 def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResult:

@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimi_bench.ci.comparable import UNRECORDED
+
 FIELDS = ("request_rate", "max_concurrency", "burstiness", "warmup")
 
 
@@ -51,7 +53,7 @@ class Load:
     @property
     def label(self) -> str:
         if not self.recorded:
-            return "unrecorded"
+            return UNRECORDED
         conc = f"c{self.max_concurrency}" if self.max_concurrency else None
         if self.paced and conc:
             return f"{self.request_rate:g}/{conc}"
