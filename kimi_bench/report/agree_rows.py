@@ -23,7 +23,6 @@ from kimi_bench.report.agree import (
 )
 from kimi_bench.report.roles import baseline_arm
 from kimi_bench.results import ResultError, derive_parity, has_fp32, parity_rows
-from kimi_bench.results.parity import parity_disagreement as stated_disagreement
 
 Dict = dict[str, Any]
 # A peer tool's own summary against its rows: beyond this the file was edited (the tools
@@ -233,7 +232,7 @@ def parity_disagreement(raw: Dict) -> None:
         derived = derive_parity(parity_rows(raw.get("results"), fp32), fp32)
     except ResultError as exc:
         raise Disagreement(str(exc)) from None
-    if problem := stated_disagreement(block(raw, "summary"), derived):
+    if problem := derived.disagreement(block(raw, "summary")):
         raise Disagreement(f"{problem}: {EDITED}")
 
 

@@ -104,6 +104,23 @@ class ParityDerived:
             "differing": list(self.differing),
         }
 
+    def disagreement(self, summary: dict[str, Any]) -> str | None:
+        """The first figure of a stated ``summary`` that disagrees with these (an absent
+        figure: nothing to check), named, or None."""
+        for key, want in self.summary_fields().items():
+            stated = summary.get(key)
+            if stated is None:
+                continue
+            if key == "differing":
+                ok = isinstance(stated, list) and sorted(map(str, stated)) == sorted(want)
+            elif isinstance(want, bool) or want is None:
+                ok = stated is want
+            else:  # a count: 27.0 is 27, a flag is not
+                ok = stated == want and not isinstance(stated, bool)
+            if not ok:
+                return f"summary.{key} says {stated!r} but the rows give {want!r}"
+        return None
+
 
 def parity_rows(records: Any, fp32: bool = True) -> list[ParityRow]:
     """A report's ``results`` as typed rows (ResultError naming ``results[i].field``);
@@ -140,21 +157,3 @@ def derive_parity(rows: list[ParityRow], fp32: bool = True) -> ParityDerived:
         differing=tuple(dict.fromkeys([*exactness, *more])),
         max_abs_diff_vs_pil=max(diffs) if diffs else None,
     )
-
-
-def parity_disagreement(summary: dict[str, Any], derived: ParityDerived) -> str | None:
-    """The first summary figure that disagrees with the rows' (absent figures: nothing to
-    check), named, or None."""
-    for key, want in derived.summary_fields().items():
-        stated = summary.get(key)
-        if stated is None:
-            continue
-        if key == "differing":
-            ok = isinstance(stated, list) and sorted(map(str, stated)) == sorted(want)
-        elif isinstance(want, bool) or want is None:
-            ok = stated is want
-        else:  # a count: 27.0 is 27, a flag is not
-            ok = stated == want and not isinstance(stated, bool)
-        if not ok:
-            return f"summary.{key} says {stated!r} but the rows give {want!r}"
-    return None

@@ -9,7 +9,6 @@ import pytest
 
 from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.results import ResultError, derive_parity, has_fp32, parity_rows
-from kimi_bench.results.parity import parity_disagreement
 
 
 def _row(name: str, **kw: Any) -> dict[str, Any]:
@@ -90,15 +89,15 @@ def test_rows_that_cannot_be_used_are_named(records: Any, message: str):
 def test_a_stated_figure_that_disagrees_with_the_rows_is_named():
     d = derive_parity(parity_rows(SGLANG_ROWS))
     summary = d.summary_fields()
-    assert parity_disagreement(summary, d) is None
-    assert parity_disagreement({"differing": ["d", "c", "b"]}, d) is None  # order is free
-    assert parity_disagreement({}, d) is None  # absent: nothing to check
-    bad = parity_disagreement(summary | {"accepted": 5}, d)
+    assert d.disagreement(summary) is None
+    assert d.disagreement({"differing": ["d", "c", "b"]}) is None  # order is free
+    assert d.disagreement({}) is None  # absent: nothing to check
+    bad = d.disagreement(summary | {"accepted": 5})
     assert bad == "summary.accepted says 5 but the rows give 4"
     assert "summary.all_bit_exact_bf16" in str(
-        parity_disagreement(summary | {"all_bit_exact_bf16": True}, d)
+        d.disagreement(summary | {"all_bit_exact_bf16": True})
     )
-    assert "summary.differing" in str(parity_disagreement(summary | {"differing": ["b"]}, d))
+    assert "summary.differing" in str(d.disagreement(summary | {"differing": ["b"]}))
 
 
 def test_the_read_check_uses_the_same_derivation():
