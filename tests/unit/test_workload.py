@@ -116,13 +116,14 @@ def test_a_content_mix_draws_each_generated_image_from_it() -> None:
                         image_format="png", unique_images=24)  # fmt: skip
     work = build_workload(opts, 24)
     assert summarize(work)["contents"] == {
-        c: sum(p.origin == f"generated {c}" for p in work.pool) for c in ("blank", "random")
+        c: sum(p.content == c for p in work.pool) for c in ("blank", "random")
     }
     for p in work.pool:
         colours = Image.open(io.BytesIO(p.data)).convert("RGB").getcolors(64)
         grey = colours is not None and len(colours) == 1
-        assert grey == (p.origin == "generated blank")
-    assert {p.origin for p in work.pool} == {"generated blank", "generated random"}
+        assert grey == (p.content == "blank")
+    assert {(p.origin, p.content) for p in work.pool} == {
+        ("generated", "blank"), ("generated", "random")}  # fmt: skip
     same = build_workload(opts, 24)
     assert [p.data for p in same.pool] == [p.data for p in work.pool]
     plain = opts.model_copy(update={"image_content": "random"})

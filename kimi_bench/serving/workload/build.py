@@ -128,7 +128,7 @@ def _synthetic(opts: WorkloadSettings, fresh: int, rng: np.random.Generator) -> 
     out = []
     for i, ((w, h), fmt, content) in enumerate(zip(sizes, formats, contents, strict=True)):
         img = make_image(w, h, content, pixels, i)
-        out.append(PoolImage(encode(img, fmt), fmt, w, h, f"generated {content}"))
+        out.append(PoolImage(encode(img, fmt), fmt, w, h, "generated", content))
     return out
 
 

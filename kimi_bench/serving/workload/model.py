@@ -15,7 +15,8 @@ class PoolImage:
     format: str  # jpeg, png or webp
     width: int
     height: int
-    origin: str  # a file, a URL, "generated <content>"
+    origin: str  # a file, a URL, "generated"
+    content: str | None = None  # a generated image's content (random, blank, photo)
 
     @property
     def mime(self) -> str:

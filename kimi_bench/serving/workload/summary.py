@@ -38,7 +38,7 @@ def summarize(w: Workload) -> dict[str, Any]:
     imgs = [w.pool[k] for k in slots] or list(w.pool)
     buckets = Counter(size_bucket(p.width, p.height) for p in imgs)
     per_request = Counter(len(r.keys) for r in w.requests)
-    contents = Counter(p.origin.split(" ", 1)[1] for p in imgs if p.origin.startswith("generated "))
+    contents = Counter(p.content for p in imgs if p.content is not None)
     return {
         "source": dict(w.source),
         "requests": len(w.requests),
