@@ -6,6 +6,7 @@ from typing import Any
 
 from kimi_bench.report import access
 from kimi_bench.report.figbase import FigureSpec, decorate, empty_figure, pyplot
+from kimi_bench.results import has_fp32
 
 Dict = dict[str, Any]
 
@@ -17,15 +18,18 @@ _ONE_LEVEL = 1 / 127.5
 COLUMNS = ("FP32 equal", "BF16 equal", "path", "max |diff| vs PIL")
 
 
-def _cells(row: access.ParityRow) -> list[tuple[str, str]]:
-    """(text, colour) per column for one input."""
+def _cells(row: access.ParityRow, fp32: bool = True) -> list[tuple[str, str]]:
+    """(text, colour) per column for one input; ``fp32``: the runtime has FP32 features
+    (SGLang's eager vs deferred; without them, vLLM's one path of uint8 patches)."""
 
     def exact(v: bool | None) -> tuple[str, str]:
         if v is None:
             return ("n/a", _NA)
         return ("equal", _GOOD) if v else ("DIFFERS", _BAD)
 
-    if row.deferred is None:
+    if not fp32:
+        path = ("uint8 patches", "#ffffff")
+    elif row.deferred is None:
         path = ("n/a", _NA)
     else:
         path = ("deferred", _INFO) if row.deferred else ("eager (kept)", "#ffffff")
@@ -50,7 +54,10 @@ def _pick(rows: list[access.ParityRow]) -> tuple[list[access.ParityRow], int]:
 
 
 def parity_grid_figure(report: Dict) -> Any:
-    title = "per-input grid (eager vs deferred, torch.equal)"
+    fp32 = has_fp32(report.get("config"))
+    runtime = (report.get("config") or {}).get("runtime")
+    compared = "eager vs deferred" if fp32 else f"{runtime} through the pipeline vs vLLM's path"
+    title = f"per-input grid ({compared}, torch.equal)"
     rows = access.parity_rows(report)
     if not rows:
         return empty_figure(report, title, "the report has no inputs")
@@ -65,7 +72,7 @@ def parity_grid_figure(report: Dict) -> Any:
             text.append(["error", "error", "-", r.error[:48]])
             colors.append([_BAD, _BAD, _NA, _BAD])
             continue
-        cells = _cells(r)
+        cells = _cells(r, fp32)
         text.append([c[0] for c in cells])
         colors.append([c[1] for c in cells])
     labels = [f"{r.name} {r.size}".strip()[:42] for r in shown]

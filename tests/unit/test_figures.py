@@ -223,6 +223,24 @@ def test_parity_grid_flags_a_differing_input() -> None:
     assert "1 lv" in all_text(fig)  # the one-level difference vs PIL is labelled
 
 
+def test_a_vllm_parity_grid_names_what_it_compared() -> None:
+    """Under vllm-0.33 there is no eager vs deferred and no FP32: the grid says what was
+    held against what, each row's path is vLLM's uint8 patches, and FP32 is n/a."""
+    rep = load(EXAMPLE / "parity")
+    rep["config"]["runtime"] = "vllm-0.33"
+    rep["config"]["runtime_profile"] = {"name": "vllm-0.33", "runtime": "vllm"}
+    for row in rep["results"]:
+        row["bit_exact_fp32"], row["deferred"] = None, False
+    fig = parity_grid_figure(rep)
+    assert "vllm-0.33 through the pipeline vs vLLM's path, torch.equal" in all_text(fig)
+    assert "eager vs deferred" not in all_text(fig)
+    cells = fig.axes[0].tables[0].get_celld()
+    assert [cells[(1, c)].get_text().get_text() for c in range(3)] == [
+        "n/a", "equal", "uint8 patches"]  # fmt: skip
+    sglang = parity_grid_figure(load(EXAMPLE / "parity"))
+    assert "per-input grid (eager vs deferred, torch.equal)" in all_text(sglang)
+
+
 @pytest.mark.slow
 def test_render_figures_writes_the_files_of_each_kind(tmp_path: Path) -> None:
     want = {
