@@ -34,6 +34,7 @@ from kimi_bench.infra.stats import median
 from kimi_bench.options import Arm
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
+from kimi_bench.results.micro import FIGURES, figure_named
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -65,6 +66,18 @@ def metric_problem(metric: object) -> str | None:
     stage = m.group("stage")
     if stage is not None and stage != "total" and stage not in STAGES:
         return f"unknown stage {stage!r} in metric {metric!r}; stages: total, {', '.join(STAGES)}"
+    return None
+
+
+def figure_problem(name: object) -> str | None:
+    """Why a micro figure name (``[micro.min]``/``[micro.max]``) cannot be gated, or None
+    when ``results.micro.FIGURES`` names it for some arm."""
+    if not isinstance(name, str) or figure_named(name, ARMS) is None:
+        return (
+            f"unknown micro figure {name!r}; figures: "
+            + ", ".join(f.name for f in FIGURES if f.stated)
+            + " ({arm}: an arm with '_' for '-'; {pair}: <arm>_vs_<base>)"
+        )
     return None
 
 
