@@ -34,6 +34,7 @@ class MicroRepeat(BaseModel):
     iteration: Hashable = None
     launch: int = 0
     stage_ms: dict[str, float]
+    stage_bytes: dict[str, int | float] = {}
     total_ms: float
     bit_exact: bool | None = None
 
@@ -118,6 +119,7 @@ class ArmFigures:
 
     total: Measurement
     stages: dict[str, Measurement]
+    stage_bytes: dict[str, int | float]  # per stage, one repeat (the first)
     moved_bytes: float | None
     control: Measurement | None
 
@@ -208,6 +210,7 @@ def arm_figures(
     return ArmFigures(
         total=totals(recs, f"{arm} total"),
         stages={s: Measurement([r.stage_ms[s] for r in recs], "ms", s, ids) for s in stages},
+        stage_bytes={s: recs[0].stage_bytes.get(s, 0) for s in stages},
         moved_bytes=None if ledger is None else sum(r.bytes for r in ledger if r.copies),
         control=totals(control, f"{arm} control") if control and recs else None,
     )
