@@ -164,10 +164,6 @@ def build_report(
     )
     summary = _summary(part, floor_ms, error, opts, samples) | ctl.summary
     notes += hash_and_cache_notes(summary["hash_and_cache"])
-    if summary.get("floor_with_control_ms") and summary.get("deferred_median_ms"):
-        summary["deferred_over_floor_with_control"] = (
-            summary["deferred_median_ms"] / summary["floor_with_control_ms"]
-        )
     timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
     report = Report(
         kind="micro",

@@ -242,12 +242,6 @@ def summary_fields(section: ControlSection | None, arms: list[str]) -> dict[str,
     base, change = with_role(arms, "baseline"), with_role(arms, "change")
     d = section["payload_speedups"].get(f"{change}_vs_{base}") or {}
     out["payload_speedup_interval"] = d.get("interval")
-    out["floor_with_control_ms"] = section["floor"]["floor_ms"]
-    data_floor = section["floor"]["data_floor_ms"]
-    if data_floor and change in section["payload"]:
-        out["deferred_payload_over_data_floor"] = (  # the change's (the key keeps its name)
-            section["payload"][change]["total"]["payload_ms"] / data_floor
-        )
     out["emulation_only_stages"] = [
         e["stage"] for e in section["emulation_only"] if e["kind"] == "emulation_only"
     ]

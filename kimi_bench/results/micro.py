@@ -188,6 +188,16 @@ class MicroDerived:
         pa, pb = self.arms[arm].payload_ms, self.arms[base].payload_ms
         return pb / pa if pa is not None and pb is not None and pa > 0 and pb > 0 else None
 
+    @property
+    def floor_with_control_ms(self) -> float | None:
+        """The control + data floor: the cheapest arm's control plane plus the data floor."""
+        ctl = [a.control_ms for a in self.arms.values() if a.control_ms is not None]
+        return min(ctl) + self.floor_ms if ctl and self.floor_ms else None
+
+    @property
+    def has_control(self) -> bool:
+        return any(a.control_ms is not None for a in self.arms.values())
+
     def has_payload(self, key: str) -> bool:
         return all(self.arms[a].control_ms is not None for a in key.split("_vs_"))
 
@@ -301,7 +311,7 @@ def _head(stat: str) -> Callable[[MicroDerived, str], float | None]:
 
 
 def _has_control(d: MicroDerived, arm: str) -> bool:
-    return d.arms[arm].control_ms is not None
+    return arm in d.arms and d.arms[arm].control_ms is not None
 
 
 FIGURES: tuple[Figure, ...] = (
@@ -330,6 +340,14 @@ FIGURES: tuple[Figure, ...] = (
            lambda d, a: d.arms[a].payload_ms, "arm", when=_has_control),
     Figure("payload_speedup_{pair}", "payload-cost ratio (x)",
            lambda d, k: d.payload_speedup(k), "pair", when=lambda d, k: d.has_payload(k)),
+    Figure("floor_with_control_ms", "control + data floor (ms)",
+           lambda d, _: d.floor_with_control_ms, when=lambda d, _: d.has_control),
+    Figure("deferred_payload_over_data_floor", "change payload cost over the data floor",
+           lambda d, _: (d.arms[d.change].payload_ms or 0.0) / (d.floor_ms or 1),
+           when=lambda d, _: bool(d.floor_ms) and _has_control(d, d.change)),
+    Figure("deferred_over_floor_with_control", "change median over the control + data floor",
+           lambda d, _: (d.change_median_ms or 0) / (d.floor_with_control_ms or 1),
+           when=lambda d, _: bool(d.floor_with_control_ms and d.change_median_ms)),
 )  # fmt: skip
 
 
