@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kimi_bench.report import access
@@ -208,15 +209,13 @@ def noisy_stages(report: Dict) -> dict[str, list[tuple[str, float]]]:
     """Per arm: (stage or "total", IQR / median) of every measured quantity whose spread
     torch.utils.benchmark would warn about (stages under 1 ms are not counted)."""
     out: dict[str, list[tuple[str, float]]] = {}
-    for arm, block in (report.get("arms") or {}).items():
-        items = [(s, st.get("summary_ms")) for s, st in (block.get("stages") or {}).items()]
-        items.append(("total", block.get("total_ms")))
-        for name, m in items:
-            if not isinstance(m, dict) or not m.get("warnings"):
+    d = derived(report)
+    for arm, f in d.arms.items() if d else []:
+        for name, m in [*f.stages.items(), ("total", f.total)]:
+            if not m.n or not m.warnings or not math.isfinite(m.noise):
                 continue
-            med, noise = access.number(m.get("median")), access.number(m.get("noise"))
-            if med is not None and noise is not None and (name == "total" or med >= NOISE_MIN_MS):
-                out.setdefault(arm, []).append((name, noise))
+            if name == "total" or m.median >= NOISE_MIN_MS:
+                out.setdefault(arm, []).append((name, m.noise))
     return out
 
 
