@@ -30,7 +30,7 @@ from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES, arm, recipe_record, with_role
 from kimi_bench.report import Report, verdicts
-from kimi_bench.results.micro import stated_figures
+from kimi_bench.results.micro_figures import stated_figures
 
 
 class MicroFailed(RuntimeError):
@@ -228,7 +228,7 @@ def _summary(
     opts: MicroOptions,
     samples: Samples,
 ) -> dict[str, Any]:
-    """The summary: every figure of ``results.micro.FIGURES`` the run gives, and what the
+    """The summary: every figure of ``results.micro_figures.FIGURES`` the run gives, and what the
     run was (arms, launches, runtime, carrier, decisions, the preprocess cache, an error)."""
     d, arms = part.derived, part.arms
     head = d.headline

@@ -235,7 +235,7 @@ def control_notes(section: ControlSection | None, rounds: int) -> list[str]:
 
 def summary_fields(section: ControlSection | None, arms: list[str]) -> dict[str, Any]:
     """Flat summary fields besides the figures each arm's control rounds give (its
-    control median, payload cost and payload speedups: ``results.micro.FIGURES``)."""
+    control median, payload cost and payload speedups: ``results.micro_figures.FIGURES``)."""
     if not section:
         return {"control_rounds": 0}
     out: dict[str, Any] = {"control_rounds": section["rounds"]}

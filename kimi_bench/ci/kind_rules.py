@@ -24,6 +24,7 @@ from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
 from kimi_bench.report.model import Report
 from kimi_bench.results.micro import MicroDerived
+from kimi_bench.results.micro_figures import all_figures
 
 
 def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResult:
@@ -95,9 +96,9 @@ def _bit_exact(ev: Evidence, lim: bool, policy: str) -> RuleResult:
 
 
 def _figure_limits(ev: Evidence, rules: MicroRules) -> list[RuleResult]:
-    """``[micro.min]`` / ``[micro.max]``: a stated figure by its name (``results.micro.
+    """``[micro.min]`` / ``[micro.max]``: a figure by its name (``results.micro_figures.
     FIGURES``), at least / at most its limit; a figure the run did not give fails."""
-    figures, out = _micro(ev).figures, []
+    figures, out = all_figures(_micro(ev)), []
     for bound, limits in (("min", rules.min), ("max", rules.max)):
         for name, lim in (limits or {}).items():
             v = figures.get(name)

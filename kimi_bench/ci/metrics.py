@@ -34,7 +34,8 @@ from kimi_bench.options import Arm
 from kimi_bench.report.agree import micro_raw
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
-from kimi_bench.results.micro import FIGURES, MicroDerived, derive_micro, figure_named
+from kimi_bench.results.micro import MicroDerived, derive_micro
+from kimi_bench.results.micro_figures import FIGURES, figure_named
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -71,11 +72,11 @@ def metric_problem(metric: object) -> str | None:
 
 def figure_problem(name: object) -> str | None:
     """Why a micro figure name (``[micro.min]``/``[micro.max]``) cannot be gated, or None
-    when ``results.micro.FIGURES`` names it for some arm."""
+    when ``results.micro_figures.FIGURES`` names it for some arm."""
     if not isinstance(name, str) or figure_named(name, ARMS) is None:
         return (
             f"unknown micro figure {name!r}; figures: "
-            + ", ".join(f.name for f in FIGURES if f.stated)
+            + ", ".join(f.name for f in FIGURES)
             + " ({arm}: an arm with '_' for '-'; {pair}: <arm>_vs_<base>)"
         )
     return None

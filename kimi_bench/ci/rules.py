@@ -66,7 +66,7 @@ class MicroRules(_Rules):
     bit_exact: bool | None = Field(None, description="Owner BF16 identical in every repeat.")
     min: dict[str, float] | None = Field(
         None, description="A figure the summary states, by its name (deferred_median_ms, "
-        "speedup_median...: results.micro.FIGURES), at least this."
+        "speedup_median...: results.micro_figures.FIGURES), at least this."
     )  # fmt: skip
     max: dict[str, float] | None = Field(
         None, description="A figure the summary states, by its name, at most this."

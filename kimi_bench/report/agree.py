@@ -34,8 +34,8 @@ from kimi_bench.results.micro import (
     arm_figures,
     derive_micro,
     paired_speedup,
-    stated_figures,
 )
+from kimi_bench.results.micro_figures import stated_figures
 
 REL_TOL = 1e-6  # derived from the same floats: only rounding may differ
 EDITED = "the summary disagrees with its raw data (an edited or inconsistent report)"

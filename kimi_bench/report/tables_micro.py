@@ -17,7 +17,8 @@ from kimi_bench.report.tables_base import (
     rows_table,
 )
 from kimi_bench.results.base import ResultError
-from kimi_bench.results.micro import FIGURES, MicroDerived, derive_micro
+from kimi_bench.results.micro import MicroDerived, derive_micro
+from kimi_bench.results.micro_figures import FIGURES
 
 # ------------------------------------------------------------------------------- micro
 
@@ -33,7 +34,7 @@ def derived(report: Dict) -> MicroDerived | None:
 
 def micro_stages(report: Dict) -> Table:
     """Per arm: each stage's median, p10, p90 (ms) and bytes, then the arm's TOTAL (its
-    figures with a ``column``, ``results.micro.FIGURES``)."""
+    figures with a ``column``, ``results.micro_figures.FIGURES``)."""
     shown = [f for f in FIGURES if f.column]
     kinds = {f.column or "": "int" if f.column == "bytes" else "num" for f in shown}
     cols = [col("arm"), col("stage"), *(col(c, kind) for c, kind in kinds.items())]

@@ -1,7 +1,8 @@
 """Issue 41: a derived figure is declared once. Adding micro's p95 total per arm to a copy
-of the package changes one package file (``results/micro.py``: the figure's row in
-``FIGURES``); the commands run from that copy then show it in the stages table, gate it by
-name from a rules file, and refuse a report whose summary states it wrongly (exit 2)."""
+of the package changes one package file (``results/micro_figures.py``: an import and the
+figure's row in ``FIGURES``); the commands run from that copy then show it in the stages
+table, gate it by name from a rules file, and refuse a report whose summary states it
+wrongly (exit 2)."""
 
 from __future__ import annotations
 
@@ -19,23 +20,25 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "reports" / "examples" / "cpu-run" / "micro" / "report.json"
 
-FIGURE = """    Figure("{arm}_p95_ms", "p95 total (ms)",
-           lambda d, a: percentile(d.arms[a].total.samples, 95) if d.arms[a].total.n else None,
-           "arm", column="p95_ms"),
-)  # fmt: skip
+FIGURE = """    Figure(
+        "{arm}_p95_ms",
+        "p95 total (ms)",
+        lambda d, a: percentile(d.arms[a].total.samples, 95) if d.arms[a].total.n else None,
+        "arm",
+        column="p95_ms",
+    ),
+)
 """
 
 
 def _add_figure(pkg: Path) -> None:
     """The whole change: an import and one row of the figure table."""
-    path = pkg / "results" / "micro.py"
+    path = pkg / "results" / "micro_figures.py"
     text = path.read_text()
-    end = text.index(")  # fmt: skip\n", text.index("FIGURES: tuple[Figure, ...] = ("))
-    text = text[:end] + FIGURE + text[end + len(")  # fmt: skip\n") :]
-    text = text.replace(
-        "from kimi_bench.infra.stats import Interval, Measurement\n",
-        "from kimi_bench.infra.stats import Interval, Measurement, percentile\n",
-    )
+    end = text.index("\n)\n", text.index("FIGURES: tuple[Figure, ...] = (")) + 1
+    text = text[:end] + FIGURE + text[end + len(")\n") :]
+    anchor = "from kimi_bench.results.micro import MicroDerived\n"
+    text = text.replace(anchor, "from kimi_bench.infra.stats import percentile\n" + anchor)
     path.write_text(text)
 
 
@@ -70,7 +73,7 @@ def test_a_figure_added_in_one_file_is_shown_gated_and_checked(tmp_path: Path) -
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     _add_figure(copy / "kimi_bench")
     changed = _changed(REPO / "kimi_bench", copy / "kimi_bench")
-    assert changed == ["results/micro.py"]
+    assert changed == ["results/micro_figures.py"]
 
     doc = json.loads(REPORT.read_text())
     arm = "deferred"  # the change arm of a report written before it recorded its roles
