@@ -96,7 +96,8 @@ def _ratio_cells(at: str, block: Dict) -> tuple[Any, Any, dict[str, Any]]:
 
 def micro_comparisons(report: Dict) -> Table:
     """One row per comparison: the per-repeat paired ratio (base total / arm total) with
-    its interval and, when control rounds ran, the ratio of payload costs with its own."""
+    its interval (``results.micro``) and, when control rounds ran, the ratio of payload
+    costs with its own (the report's ``control.payload_speedups``)."""
     cols = [
         col("comparison"),
         col("ratio", "x", "time ratio (base / arm)"),
@@ -113,18 +114,19 @@ def micro_comparisons(report: Dict) -> Table:
         "the arms back to back, so the ratio is taken per repeat (median shown)",
     )
     payload = payload_blocks(report)
-    for key, (at, block) in speedup_blocks(report).items():
+    d = derived(report)
+    for key, sp in d.speedups.items() if d else []:
         arm, _, base = key.partition("_vs_")
-        med, span, src = _ratio_cells(at, block)
+        at, iv = pointer("speedups", key), sp.interval
         row = {
             "comparison": f"{arm} vs {base}",
-            "ratio": med,
-            "interval": span,
-            "repeats": block.get("n_units", block.get("n")),
+            "ratio": sp.ratio.median,
+            "interval": Span(iv.low, iv.high, iv.kind, "x"),
+            "repeats": sp.ratio.n_units,
         }
         srcs: dict[str, Any] = {
-            "ratio": src["median"],
-            "interval": src["span"],
+            "ratio": f"{at}/median",
+            "interval": (f"{at}/interval/low", f"{at}/interval/high"),
             "repeats": f"{at}/n_units",
         }
         if key in payload:
