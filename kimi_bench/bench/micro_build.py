@@ -30,6 +30,7 @@ from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES, arm, recipe_record, with_role
 from kimi_bench.report import Report, verdicts
+from kimi_bench.results.micro_figures import stated_figures
 
 
 class MicroFailed(RuntimeError):
@@ -151,9 +152,8 @@ def build_report(
         samples, control, part.control_arms, list(part.speed), floor_ms, desc
     )
     ctl = mc.control_part(section, opts.control_repeats, names)
-    decode, decode_said = decode_part(
-        samples, part.totals
-    )  # the proposed deferred-decode arm, when it ran
+    totals = {a: f.total for a, f in part.derived.arms.items()}
+    decode, decode_said = decode_part(samples, totals)  # the deferred-decode arm, when it ran
     env = environment(
         dev, cfg.name, opts.seed, load_start=load_start, metadata=dict(opts.metadata),
         clock="time.perf_counter (CLOCK_MONOTONIC) after torch.cuda.synchronize, floor "
@@ -164,10 +164,6 @@ def build_report(
     )
     summary = _summary(part, floor_ms, error, opts, samples) | ctl.summary
     notes += hash_and_cache_notes(summary["hash_and_cache"])
-    if summary.get("floor_with_control_ms") and summary.get("deferred_median_ms"):
-        summary["deferred_over_floor_with_control"] = (
-            summary["deferred_median_ms"] / summary["floor_with_control_ms"]
-        )
     timeline = {arm: _median_timeline(recs) for arm, recs in samples.items() if recs}
     report = Report(
         kind="micro",
@@ -232,45 +228,26 @@ def _summary(
     opts: MicroOptions,
     samples: Samples,
 ) -> dict[str, Any]:
-    arms, speed, exact = part.arms, part.speed, part.exact
-
-    def med(arm: str) -> float | None:
-        block = arms.get(arm)
-        return (block["total_ms"] or {}).get("median") if block else None
-
-    def moved(arm: str) -> int | None:
-        block = arms.get(arm)
-        return block["moved_bytes"] if block else None
-
-    base, change = with_role(opts.arms, "baseline") or "", with_role(opts.arms, "change") or ""
-    d_med, dve = med(change), speed.get(f"{change}_vs_{base}") or {}
-    e_b, d_b = moved(base), moved(change)
-    dec = next((r["decisions"] for r in samples.get(change, []) if r.get("decisions")), None)
+    """The summary: every figure of ``results.micro_figures.FIGURES`` the run gives, and what the
+    run was (arms, launches, runtime, carrier, decisions, the preprocess cache, an error)."""
+    d, arms = part.derived, part.arms
+    head = d.headline
+    dec = next((r["decisions"] for r in samples.get(d.change, []) if r.get("decisions")), None)
     cache_on = get_profile(opts.runtime_spec).preprocess_cache
     return {
         "verdict": part.verdict,
-        "repeats_completed": min((len(v) for v in samples.values()), default=0),
+        **stated_figures(d),
         "arms": list(opts.arms),
-        **{f"{a.replace('-', '_')}_median_ms": med(a) for a in arms},
-        "speedup_median": dve.get("median"),
-        "speedup_p10": dve.get("p10"),
-        "speedup_p90": dve.get("p90"),
-        "speedup_interval": dve.get("interval"),
+        "speedup_interval": head.interval.as_dict() if head else None,
         "launches": opts.launches,
-        "launches_completed": len({r.get("launch", 0) for r in samples.get(change, [])}),
-        "speedup_spread_dominated_by": dve["spread"]["dominant"] if "spread" in dve else None,
-        **{f"speedup_{k.replace('-', '_')}": v["median"] for k, v in speed.items()},
-        "bit_exact_all_repeats": all(exact) if exact else None,  # None: one arm only
-        **{f"{a.replace('-', '_')}_moved_bytes": moved(a) for a in arms},
-        "bytes_ratio": (e_b / d_b) if e_b and d_b else None,
+        "launches_completed": len(set(d.launches)),
+        "speedup_spread_dominated_by": head.spread.dominant if head else None,
         **{f"{a.replace('-', '_')}_h2d_bytes": arms[a]["h2d_bytes"] for a in arms},
-        "floor_ms": floor_ms,
-        "deferred_over_floor": d_med / floor_ms if floor_ms and d_med else None,
         "runtime": opts.runtime,
         # per arm, one repeat: preprocess-cache hits/misses, the feature hash's bytes
         "hash_and_cache": {a: hash_and_cache(arms[a]["copies"], cache_on) for a in arms},
         "transport": opts.transport,
-        "decisions": [{"image": i, **d} for i, d in enumerate(dec)] if dec else None,
+        "decisions": [{"image": i, **x} for i, x in enumerate(dec)] if dec else None,
         "error": error,
     }
 

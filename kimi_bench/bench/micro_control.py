@@ -234,25 +234,14 @@ def control_notes(section: ControlSection | None, rounds: int) -> list[str]:
 
 
 def summary_fields(section: ControlSection | None, arms: list[str]) -> dict[str, Any]:
-    """Flat summary fields (the older ones stay as they are)."""
+    """Flat summary fields besides the figures each arm's control rounds give (its
+    control median, payload cost and payload speedups: ``results.micro_figures.FIGURES``)."""
     if not section:
         return {"control_rounds": 0}
     out: dict[str, Any] = {"control_rounds": section["rounds"]}
-    for a, p in section["payload"].items():
-        k = a.replace("-", "_")
-        out[f"{k}_control_ms"] = p["total"]["control_ms"]
-        out[f"{k}_payload_ms"] = p["total"]["payload_ms"]
-    for key, m in section["payload_speedups"].items():
-        out[f"payload_speedup_{key.replace('-', '_')}"] = m.get("median")
     base, change = with_role(arms, "baseline"), with_role(arms, "change")
     d = section["payload_speedups"].get(f"{change}_vs_{base}") or {}
     out["payload_speedup_interval"] = d.get("interval")
-    out["floor_with_control_ms"] = section["floor"]["floor_ms"]
-    data_floor = section["floor"]["data_floor_ms"]
-    if data_floor and change in section["payload"]:
-        out["deferred_payload_over_data_floor"] = (  # the change's (the key keeps its name)
-            section["payload"][change]["total"]["payload_ms"] / data_floor
-        )
     out["emulation_only_stages"] = [
         e["stage"] for e in section["emulation_only"] if e["kind"] == "emulation_only"
     ]

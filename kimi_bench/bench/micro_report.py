@@ -10,7 +10,6 @@ process launches and within them (``stats.launches.rerun_interval``).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -23,40 +22,32 @@ from kimi_bench.bench.micro_records import (
     StageRow,
 )
 from kimi_bench.domain.ledger import Ledger, sort_copies
-from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.compare import ratio
 from kimi_bench.infra.stats.format import fmt_ms, fmt_speedup, fmt_speedup_range
-from kimi_bench.infra.stats.launches import PREDICTION, speedup_interval
+from kimi_bench.infra.stats.launches import PREDICTION
 from kimi_bench.pipeline import STAGES, with_role
 from kimi_bench.pipeline import arm as pipeline_arm
+from kimi_bench.results.micro import (
+    ArmFigures,
+    MicroDerived,
+    MicroRaw,
+    MicroRepeat,
+    arm_figures,
+    derive_micro,
+    ledger_rows,
+    micro_repeats,
+)
 
 NOISE_MIN_MS = 1.0  # stages shorter than this are not flagged as noisy
 
 
-def stage_measurements(recs: list[Repeat]) -> dict[str, Measurement]:
-    ids = [r["iteration"] for r in recs]
-    return {
-        s: Measurement([r["stage_ms"][s] for r in recs], unit="ms", label=s, unit_ids=ids)
-        for s in STAGES
-        if recs and s in recs[0]["stage_ms"]
-    }
+def ledger_of(recs: list[Repeat]) -> Ledger:
+    """The arm's copy ledger (its first repeat's), in pipeline order."""
+    return Ledger().merge(sort_copies(recs[0]["copies"], STAGES)) if recs else Ledger()
 
 
-def total_measurement(recs: list[Repeat], arm: str) -> Measurement:
-    return Measurement(
-        [r["total_ms"] for r in recs],
-        unit="ms",
-        label=f"{arm} total",
-        unit_ids=[r["iteration"] for r in recs],
-    )
-
-
-def arm_block(recs: list[Repeat], arm: str, total: Measurement | None = None) -> ArmBlock:
+def arm_block(recs: list[Repeat], fig: ArmFigures, ledger: Ledger) -> ArmBlock:
     """Per stage: bytes (from the ledger), raw samples and the derived summary; the arm's
-    copy ledger (one repeat) and its totals (``total``: its total_measurement, when made)."""
-    stages = stage_measurements(recs)
-    totals_ms = (total or total_measurement(recs, arm)).as_dict() if recs else None
-    ledger = Ledger().merge(sort_copies(recs[0]["copies"], STAGES)) if recs else Ledger()
+    copy ledger (one repeat) and its totals (``fig``: the arm's figures, ``results.micro``)."""
     changed = [r["iteration"] for r in recs[1:] if r["copies"] != recs[0]["copies"]]
     totals = ledger.totals()
     return {
@@ -66,9 +57,9 @@ def arm_block(recs: list[Repeat], arm: str, total: Measurement | None = None) ->
                 "samples_ms": list(m.samples),
                 "summary_ms": m.as_dict() if m.n else None,
             }
-            for s, m in stages.items()
+            for s, m in fig.stages.items()
         },
-        "total_ms": totals_ms,
+        "total_ms": fig.total.as_dict() if recs else None,
         "copies": ledger.rows(),
         "copy_totals": totals,
         "ledger_changed_in_repeats": changed,
@@ -89,30 +80,14 @@ def stage_rows(arm: str, block: ArmBlock) -> list[StageRow]:
     return rows
 
 
-def launch_ids(recs: list[Repeat], iterations: Sequence[Hashable]) -> list[int]:
-    """The launch of each of ``iterations`` (records without one: launch 0, as before)."""
-    by = {r["iteration"]: r.get("launch", 0) for r in recs}
-    return [by[i] for i in iterations]  # type: ignore[index]
-
-
-def speedups(samples: Samples, totals: dict[str, Measurement]) -> dict[str, Ratio]:
-    """``<arm>_vs_<base>``: base total / arm total per repeat (paired), for every arm
-    against the baseline (eager) and, for the proposed arms, against the change (deferred)
-    too (``totals``: each arm's total_measurement), with the re-run interval of its median
-    and where its spread comes from (``spread``: between launches or within them)."""
-    out: dict[str, Ratio] = {}
-    roles = (with_role(samples, "baseline"), with_role(samples, "change"))
-    for arm in samples:
-        for base in roles:
-            if base is None or arm == base or base not in samples or (base, arm) == roles[::-1]:
-                continue
-            if not samples[arm] or not samples[base]:
-                continue
-            m = ratio(totals[base], totals[arm])
-            iv, sp = speedup_interval(m.samples, launch_ids(samples[arm], m.unit_ids or ()))
-            block = m.as_dict() | {"interval": iv.as_dict(), "spread": sp.as_dict()}
-            out[f"{arm}_vs_{base}"] = cast(Ratio, block)
-    return out
+def speedup_blocks(d: MicroDerived) -> dict[str, Ratio]:
+    """``<arm>_vs_<base>``: each paired speedup's block, with the re-run interval of its
+    median and where its spread comes from (``spread``: between launches or within them)."""
+    return {
+        key: cast(Ratio, sp.ratio.as_dict() | {"interval": sp.interval.as_dict(),
+                                               "spread": sp.spread.as_dict()})
+        for key, sp in d.speedups.items()
+    }  # fmt: skip
 
 
 def noise_notes(arms: dict[str, ArmBlock]) -> list[str]:
@@ -204,19 +179,27 @@ def verdict(error: str | None, exact: list[bool], speed: dict[str, Ratio], arms:
 
 @dataclass(frozen=True)
 class ArmsPart:
-    """What the arms' repeats give the report, derived in one place: the blocks, the stage
-    rows, the paired speedups, whether every repeat was bit-exact, the verdict and the
-    notes (``time_notes``: noise and where the time goes; ``floor_notes``: the floor)."""
+    """What the arms' repeats give the report, derived in one place (``derived``,
+    ``results.micro``): the blocks, the stage rows, the paired speedups' blocks, the
+    verdict and the notes (``time_notes``: noise and where the time goes; ``floor_notes``:
+    the floor)."""
 
+    derived: MicroDerived
     arms: dict[str, ArmBlock]
-    totals: dict[str, Measurement]  # each arm's total per repeat
     control_arms: dict[str, ArmBlock]  # the control rounds' blocks (``data.control.arms``)
     rows: list[StageRow]
     speed: dict[str, Ratio]
-    exact: list[bool]
     verdict: str
     time_notes: list[str]
     floor_notes: list[str]
+
+    @property
+    def exact(self) -> list[bool]:
+        return list(self.derived.exact)
+
+
+def _typed(samples: Samples, arm: str) -> list[MicroRepeat]:
+    return micro_repeats(samples[arm], arm)
 
 
 def arms_part(
@@ -224,21 +207,30 @@ def arms_part(
 ) -> ArmsPart:
     """The arms' part of a ``micro`` report (``names``: the arms asked for, in order;
     ``control``: the control rounds' records, whose blocks are made here too)."""
-    totals = {arm: total_measurement(recs, arm) for arm, recs in samples.items()}
-    arms = {arm: arm_block(recs, arm, totals[arm]) for arm, recs in samples.items()}
+    ledgers = {arm: ledger_of(recs) for arm, recs in samples.items()}
+    raw = MicroRaw(
+        arms=tuple(names),
+        baseline=with_role(names, "baseline"),
+        change=with_role(names, "change"),
+        repeats={arm: _typed(samples, arm) for arm in samples},
+        control={arm: _typed(control, arm) for arm in samples if control.get(arm)},
+        ledger={a: ledger_rows(ledgers[a].rows(), a) for a, recs in samples.items() if recs},
+        floor_ms=floor.get("floor_ms"),
+    )
+    d = derive_micro(raw)
+    arms = {arm: arm_block(recs, d.arms[arm], ledgers[arm]) for arm, recs in samples.items()}
     ran = [a for a in samples if samples[a] and control.get(a)]  # the arms with control rounds
-    control_arms = {a: arm_block(control[a], a) for a in ran}
-    speed = speedups(samples, totals)
-    base = with_role(names, "baseline")
-    exact = [r.get("bit_exact") is True for name, recs in samples.items() if name != base
-             for r in recs]  # fmt: skip
+    control_arms = {
+        a: arm_block(control[a], arm_figures(raw.control[a], a), ledger_of(control[a])) for a in ran
+    }
+    speed = speedup_blocks(d)
+    exact = list(d.exact)
     return ArmsPart(
+        derived=d,
         arms=arms,
-        totals=totals,
         control_arms=control_arms,
         rows=[row for arm, block in arms.items() for row in stage_rows(arm, block)],
         speed=speed,
-        exact=exact,
         verdict=verdict(error, exact, speed, names),
         time_notes=noise_notes(arms) + where_time_goes(arms, floor.get("floor_ms")),
         floor_notes=floor_notes(floor, arms),

@@ -23,6 +23,8 @@ from kimi_bench.ci.verdicts import (
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
 from kimi_bench.report.model import Report
+from kimi_bench.results.micro import MicroDerived
+from kimi_bench.results.micro_figures import all_figures
 
 
 def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResult:
@@ -56,11 +58,16 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     return [_rule("parity.all_bit_exact", ok, accepted - len(bad), accepted + len(rejected), why)]
 
 
+def _micro(ev: Evidence) -> MicroDerived:
+    assert ev.micro is not None, "micro rules read a micro report's evidence"
+    return ev.micro
+
+
 def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    m = ev.measurements.get("speedup")
-    if m is None or not m.n:
+    head = _micro(ev).headline
+    if head is None or not head.ratio.n:
         return _rule("micro.min_speedup", False, None, lim, "no paired speedup")
-    iv = ev.figures.get("speedup_interval") or m.interval()  # the re-run interval
+    m, iv = head.ratio, head.interval  # the re-run interval
     verdict = decide(m.median, iv.low, iv.high, lim, at_least=True)
     spread = interval_text(iv.low, iv.high)
     why = f"deferred {fmt_speedup(m.median, 'eager')} (median){spread}, needs >= {lim}x"
@@ -68,22 +75,38 @@ def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
 
 
 def _max_floor_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    v = ev.figures.get("floor_ratio")
+    v = _micro(ev).over_floor
     ok = v is not None and 1.0 <= v <= lim  # below the floor: a measurement problem
     return _rule("micro.max_floor_ratio", ok, v, lim, floor_reason(v, lim))
 
 
 def _min_bytes_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    v = ev.figures.get("bytes_ratio")
+    v = _micro(ev).bytes_ratio
     why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
     return _rule("micro.min_bytes_ratio", v is not None and v >= lim, v, lim, why)
 
 
 def _bit_exact(ev: Evidence, lim: bool, policy: str) -> RuleResult:
-    f = ev.figures
-    exact = f.get("bit_exact") is True
-    why = f"owner BF16 identical in all {f.get('repeats')} repeats" if exact else "outputs differ"
+    d = _micro(ev)
+    exact = d.bit_exact_all_repeats is True
+    why = (
+        f"owner BF16 identical in all {d.repeats_completed} repeats" if exact else "outputs differ"
+    )
     return _rule("micro.bit_exact", exact, exact, True, why)
+
+
+def _figure_limits(ev: Evidence, rules: MicroRules) -> list[RuleResult]:
+    """``[micro.min]`` / ``[micro.max]``: a figure by its name (``results.micro_figures.
+    FIGURES``), at least / at most its limit; a figure the run did not give fails."""
+    figures, out = all_figures(_micro(ev)), []
+    for bound, limits in (("min", rules.min), ("max", rules.max)):
+        for name, lim in (limits or {}).items():
+            v = figures.get(name)
+            ok = isinstance(v, int | float) and (v >= lim if bound == "min" else v <= lim)
+            op = ">=" if bound == "min" else "<="
+            why = f"{name} {v:.6g}, needs {op} {lim:g}" if v is not None else f"no {name}"
+            out.append(_rule(f"micro.{bound}.{name}", ok, v, lim, why))
+    return out
 
 
 # The micro rules in the order they are reported: the MicroRules field each one reads and
@@ -100,7 +123,8 @@ def micro_rules(ev: Evidence, rules: MicroRules | None, policy: str) -> list[Rul
     if rules is None:
         return []
     limits = [(getattr(rules, field), check) for field, check in _MICRO_CHECKS]
-    return [check(ev, lim, policy) for lim, check in limits if lim is not None and lim is not False]
+    out = [check(ev, lim, policy) for lim, check in limits if lim is not None and lim is not False]
+    return out + _figure_limits(ev, rules)
 
 
 def floor_reason(v: float | None, lim: float) -> str:

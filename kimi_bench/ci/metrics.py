@@ -30,10 +30,12 @@ import typing
 
 from kimi_bench.ci.evidence_rows import request_ok
 from kimi_bench.domain.stages import STAGES
-from kimi_bench.infra.stats import median
 from kimi_bench.options import Arm
+from kimi_bench.report.agree import micro_raw
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
+from kimi_bench.results.micro import MicroDerived, derive_micro
+from kimi_bench.results.micro_figures import FIGURES, figure_named
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -65,6 +67,18 @@ def metric_problem(metric: object) -> str | None:
     stage = m.group("stage")
     if stage is not None and stage != "total" and stage not in STAGES:
         return f"unknown stage {stage!r} in metric {metric!r}; stages: total, {', '.join(STAGES)}"
+    return None
+
+
+def figure_problem(name: object) -> str | None:
+    """Why a micro figure name (``[micro.min]``/``[micro.max]``) cannot be gated, or None
+    when ``results.micro_figures.FIGURES`` names it for some arm."""
+    if not isinstance(name, str) or figure_named(name, ARMS) is None:
+        return (
+            f"unknown micro figure {name!r}; figures: "
+            + ", ".join(f.name for f in FIGURES)
+            + " ({arm}: an arm with '_' for '-'; {pair}: <arm>_vs_<base>)"
+        )
     return None
 
 
@@ -102,28 +116,18 @@ def own_time_metric(report: Report, metric: str) -> str | None:
 
 
 def metric_samples(report: Report, metric: str) -> list[float]:
-    """Raw samples of a named metric (KeyError when the report does not hold it). Reads
-    the raw blocks (repeats, request rows), never the summary."""
+    """Raw samples of a named metric (KeyError when the report does not hold it): a micro
+    report's per-repeat figures (``results.micro``), a serve-ab report's request rows;
+    never the summary."""
     parts = metric.split(".")
     if parts[0] == "micro" and report.kind == "micro":
-        reps = report.data.get("repeats") or {}
-        arms = [str(a) for a in report.config.get("arms") or reps]
-        base = baseline_arm(report.config, arms) or ""
+        d = derive_micro(micro_raw(report.to_dict()))
         if parts[1:] == ["speedup"]:
-            eager, deferred = reps[base], reps[change_arm(report.config, arms) or ""]
-            return [e["total_ms"] / d["total_ms"] for e, d in zip(eager, deferred, strict=True)]
+            if d.headline is None:
+                raise KeyError(metric)
+            return list(d.headline.ratio.samples)
         if len(parts) == 3:
-            recs = reps[parts[1]]
-            if parts[2] == "over_control":
-                rounds = (report.data.get("control_repeats") or {})[parts[1]]
-                control = median([float(r["total_ms"]) for r in rounds])
-                return [float(r["total_ms"]) / control for r in recs]
-            if parts[2] == "over_yardstick":
-                return _over_yardstick(report, recs, base)
-            if parts[2] == "total_ms":
-                return [float(r["total_ms"]) for r in recs]
-            stage = parts[2].removesuffix("_ms")
-            return [float(r["stage_ms"][stage]) for r in recs]
+            return _micro_samples(d, parts[1], parts[2])
     if parts[0] == "serve_ab" and report.kind == "serve-ab" and len(parts) == 4:
         rate, arm = parts[1], parts[2]
         rows = [r for r in report.data["requests"] if r["rate"] == rate and r["arm"] == arm]
@@ -131,16 +135,25 @@ def metric_samples(report: Report, metric: str) -> list[float]:
     raise KeyError(metric)
 
 
-def _over_yardstick(report: Report, recs: list[dict], base: str) -> list[float]:
-    """Each repeat's total over sqrt(the same repeat's baseline (eager) total x the
-    baseline's control rounds' median): see the module docstring (KeyError when a part is
-    missing)."""
-    eager = (report.data.get("repeats") or {})[base]
-    rounds = (report.data.get("control_repeats") or {})[base]
-    control = median([float(r["total_ms"]) for r in rounds])
-    if len(recs) != len(eager) or not control > 0 or any(e["total_ms"] <= 0 for e in eager):
-        raise KeyError("over_yardstick")
-    return [
-        float(r["total_ms"]) / math.sqrt(float(e["total_ms"]) * control)
-        for r, e in zip(recs, eager, strict=True)
-    ]
+def _micro_samples(d: MicroDerived, arm: str, name: str) -> list[float]:
+    """``micro.<arm>.<name>``: each repeat's total, a stage, or a ratio (module docstring;
+    KeyError when a part is missing)."""
+    totals = d.arms[arm].total.samples
+    if name == "total_ms":
+        return list(totals)
+    if name == "over_control":
+        control = d.arms[arm].control_ms
+        if control is None:
+            raise KeyError(name)
+        return [x / control for x in totals]
+    if name == "over_yardstick":
+        eager = d.arms[d.baseline]
+        control = eager.control_ms
+        if control is None or len(totals) != eager.total.n or not control > 0:
+            raise KeyError(name)
+        if any(e <= 0 for e in eager.total.samples):
+            raise KeyError(name)
+        return [
+            x / math.sqrt(e * control) for x, e in zip(totals, eager.total.samples, strict=True)
+        ]
+    return list(d.arms[arm].stages[name.removesuffix("_ms")].samples)

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kimi_bench.ci.metrics import metric_problem
+from kimi_bench.ci.metrics import figure_problem, metric_problem
 from kimi_bench.infra.jsonio import InputError, parse_toml
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_or
 from kimi_bench.options import MicroCarrier
@@ -64,6 +64,24 @@ class MicroRules(_Rules):
         None, description="Eager moves at least this many times the deferred bytes."
     )
     bit_exact: bool | None = Field(None, description="Owner BF16 identical in every repeat.")
+    min: dict[str, float] | None = Field(
+        None, description="A figure the summary states, by its name (deferred_median_ms, "
+        "speedup_median...: results.micro_figures.FIGURES), at least this."
+    )  # fmt: skip
+    max: dict[str, float] | None = Field(
+        None, description="A figure the summary states, by its name, at most this."
+    )
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _figures(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        for name in v:
+            problem = figure_problem(name)
+            if problem:
+                raise ValueError(problem)
+        return {k: _as_float(x) for k, x in v.items()}
 
     @field_validator("min_speedup", "max_floor_ratio", "min_bytes_ratio", mode="before")
     @classmethod

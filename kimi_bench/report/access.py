@@ -21,11 +21,6 @@ from kimi_bench.report.roles import baseline_arm
 Dict = dict[str, Any]
 
 
-def _or(v: Any, default: float) -> float:
-    f = number(v)
-    return default if f is None else f
-
-
 def sub(block: Any, key: str) -> Dict:
     """``block[key]`` when it is a dict, else an empty dict (a missing or odd block)."""
     value = block.get(key) if isinstance(block, dict) else None
@@ -111,83 +106,6 @@ def reader_notes(report: Dict) -> list[str]:
 
 
 # --------------------------------------------------------------------------------- micro
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median with p10/p90 of one measured quantity (ms)."""
-
-    median: float
-    p10: float
-    p90: float
-
-
-@dataclass(frozen=True)
-class StageStat:
-    arm: str
-    stage: str
-    spread: Spread | None  # None: the stage does not apply to this arm / was not measured
-    bytes: int
-
-
-def _spread(summary: Any, samples: Any) -> Spread | None:
-    """From a summary's median/p10/p90 when it has a median, else from the raw samples."""
-    if isinstance(summary, dict) and number(summary.get("median")) is not None:
-        med = _or(summary.get("median"), 0.0)
-        return Spread(med, _or(summary.get("p10"), med), _or(summary.get("p90"), med))
-    xs = [x for x in map(number, samples if isinstance(samples, list) else []) if x is not None]
-    if not xs:
-        return None
-    p10, med, p90 = np.percentile(xs, [10, 50, 90])
-    return Spread(float(med), float(p10), float(p90))
-
-
-def spread_of(stage: Any) -> Spread | None:
-    """Median/p10/p90 of a stage block: its ``summary_ms``, else from its ``samples_ms``."""
-    if not isinstance(stage, dict):
-        return None
-    return _spread(stage.get("summary_ms"), stage.get("samples_ms"))
-
-
-def measurement_spread(m: Any) -> Spread | None:
-    """Median/p10/p90 of a measurement (``arms.<arm>.total_ms``): it is its own summary."""
-    return _spread(m, m.get("samples")) if isinstance(m, dict) else None
-
-
-def micro_arms(report: Dict) -> list[str]:
-    return list((report.get("arms") or {}).keys())
-
-
-def micro_stages(report: Dict) -> list[StageStat]:
-    """Per arm, per stage (in the report's order): median/p10/p90 ms and bytes moved."""
-    out = []
-    for arm, block in (report.get("arms") or {}).items():
-        for stage, st in (block.get("stages") or {}).items():
-            applicable = st.get("applicable", True)
-            sp = spread_of(st) if applicable else None
-            out.append(StageStat(arm, stage, sp, int(number(st.get("bytes")) or 0)))
-    if out:
-        return out
-    for row in report.get("results") or []:  # fall back to the flat table
-        if row.get("stage") in (None, "TOTAL"):
-            continue
-        med = number(row.get("median_ms"))
-        sp = None
-        if med is not None:
-            sp = Spread(med, _or(row.get("p10_ms"), med), _or(row.get("p90_ms"), med))
-        out.append(StageStat(str(row["arm"]), str(row["stage"]), sp, int(row.get("bytes") or 0)))
-    return out
-
-
-def micro_total(report: Dict, arm: str) -> Spread | None:
-    block = (report.get("arms") or {}).get(arm) or {}
-    return measurement_spread(block.get("total_ms"))
-
-
-def floor_ms(report: Dict) -> float | None:
-    """The measured floor; the summary's copy when the raw one is missing."""
-    top = number(report.get("floor_ms"))
-    return top if top is not None else number(report.get("summary", {}).get("floor_ms"))
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,21 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kimi_bench.infra.stats import Measurement, percentile
-from kimi_bench.infra.stats.launches import speedup_interval
+from kimi_bench.infra.stats import Measurement
 from kimi_bench.report.roles import baseline_arm, change_arm
+from kimi_bench.results.base import ResultError, typed_records
+from kimi_bench.results.micro import (
+    ArmFigures,
+    LedgerCopy,
+    MicroDerived,
+    MicroRaw,
+    MicroRepeat,
+    Speedup,
+    arm_figures,
+    derive_micro,
+    paired_speedup,
+)
+from kimi_bench.results.micro_figures import stated_figures
 
 REL_TOL = 1e-6  # derived from the same floats: only rounding may differ
 EDITED = "the summary disagrees with its raw data (an edited or inconsistent report)"
@@ -108,17 +120,16 @@ def same_samples(stated: Any, derived: Sequence[float], where: str, source: str)
             raise Disagreement(f"{where}[{i}] is {a:.6g} but {source} gives {b:.6g}: {DERIVED}")
 
 
-def measurement_agrees(body: Any, samples: Sequence[float], where: str, source: str) -> None:
-    """A serialized Measurement (``{samples, median, p90, ...}``) against the raw values:
-    its samples (``samples`` or ``samples_ms``) and every summary number it states."""
+def measurement_agrees(body: Any, m: Measurement, where: str, source: str) -> None:
+    """A serialized Measurement (``{samples, median, p90, ...}``) against the raw values'
+    (``m``): its samples (``samples`` or ``samples_ms``) and every summary number it states."""
     if not isinstance(body, dict):
         return
     for key in ("samples", "samples_ms"):
         if key in body:
-            same_samples(body[key], samples, f"{where}.{key}", source)
-    if not samples:
+            same_samples(body[key], m.samples, f"{where}.{key}", source)
+    if not m.n:
         return
-    m = Measurement(samples)
     for key, derive in _STATS.items():
         if isinstance(body.get(key), (int, float)) and not isinstance(body.get(key), bool):
             agree(body[key], derive(m), f"{where}.{key}")
@@ -127,7 +138,7 @@ def measurement_agrees(body: Any, samples: Sequence[float], where: str, source: 
 # ------------------------------------------------------------------------------- micro
 
 
-def micro_repeats(raw: Dict, arm: str, block_name: str = "repeats") -> list[Dict]:
+def micro_repeats(raw: Dict, arm: str, block_name: str = "repeats") -> list[MicroRepeat]:
     """One arm's raw records: numbers, totals that are the sum of their stages, and each
     repeat once (``iteration`` unique; no more records than planned repeats)."""
     reps = as_list(block(raw, block_name).get(arm), f"{block_name}.{arm}")
@@ -165,40 +176,64 @@ def micro_repeats(raw: Dict, arm: str, block_name: str = "repeats") -> list[Dict
             f"{block_name}.{arm} holds {len(reps)} records but the run planned {planned}: "
             "a record is duplicated or foreign"
         )
-    return reps
+    return typed(reps, MicroRepeat, f"{block_name}.{arm}")
 
 
-def arm_block_agrees(arm_block: Any, reps: list[Dict], where: str, source: str) -> None:
+def typed(records: list[Any], model: Any, where: str) -> Any:
+    try:
+        return typed_records(records, model, where)
+    except ResultError as exc:
+        raise Disagreement(str(exc)) from None
+
+
+def micro_raw(raw: Dict) -> MicroRaw:
+    """A report dict's raw micro records, checked (``micro_repeats``), typed."""
+    arms = [
+        str(a) for a in block(raw, "config").get("arms") or [] if str(a) in block(raw, "repeats")
+    ]
+    base, change = _roles(raw, arms)
+    has_control = bool(raw.get("control_repeats"))
+    control = {a: micro_repeats(raw, a, "control_repeats") for a in arms
+               if has_control and a in block(raw, "control_repeats")}  # fmt: skip
+    floor = raw.get("floor_ms")
+    return MicroRaw(
+        arms=tuple(arms),
+        baseline=base or None,
+        change=change or None,
+        repeats={a: micro_repeats(raw, a) for a in arms},
+        control=control,
+        ledger={a: _ledger(raw, a) for a in arms},
+        floor_ms=None if floor is None else number(floor, "floor_ms"),
+    )
+
+
+def _ledger(raw: Dict, arm: str) -> list[LedgerCopy]:
+    """The arm's copy ledger (one repeat): numbers where numbers belong."""
+    copies = as_list(block(raw, "arms", arm).get("copies"), f"arms.{arm}.copies")
+    for i, row in enumerate(copies):
+        number(row.get("bytes"), f"arms.{arm}.copies[{i}].bytes")
+        number(row.get("count", 0), f"arms.{arm}.copies[{i}].count")
+    return typed(copies, LedgerCopy, f"arms.{arm}.copies")
+
+
+def arm_block_agrees(arm_block: Any, figures: ArmFigures, where: str, source: str) -> None:
     """``arms.<arm>`` (or ``control.arms.<arm>``): total and per-stage samples and their
     summaries against the repeats' records."""
     if not isinstance(arm_block, dict):
         raise Disagreement(f"{where} is missing")
-    totals = [float(r["total_ms"]) for r in reps]
     total = arm_block.get("total_ms")
     if not isinstance(total, dict) or "samples" not in total:
         raise Disagreement(f"{where}.total_ms is missing or not a list: no raw data to check")
-    measurement_agrees(total, totals, f"{where}.total_ms", f"{source}[*].total_ms")
+    measurement_agrees(total, figures.total, f"{where}.total_ms", f"{source}[*].total_ms")
+    if figures.moved_bytes is not None:
+        agree(arm_block.get("moved_bytes"), figures.moved_bytes, f"{where}.moved_bytes")
     for stage, body in (arm_block.get("stages") or {}).items():
-        if not isinstance(body, dict) or not all(stage in r["stage_ms"] for r in reps):
+        m = figures.stages.get(stage)
+        if not isinstance(body, dict) or m is None:
             continue
-        values = [float(r["stage_ms"][stage]) for r in reps]
         at, src = f"{where}.stages.{stage}", f"{source}[*].stage_ms.{stage}"
-        measurement_agrees(body, values, at, src)
-        measurement_agrees(body.get("summary_ms"), values, f"{at}.summary_ms", src)
-
-
-def _moved(raw: Dict, arm: str) -> float:
-    """Bytes the arm's ledger moves (rows that copy; views and maps do not)."""
-    arm_block = block(raw, "arms", arm)
-    copies = as_list(arm_block.get("copies"), f"arms.{arm}.copies")
-    moved = 0.0
-    for i, row in enumerate(copies):
-        b = number(row.get("bytes"), f"arms.{arm}.copies[{i}].bytes")
-        number(row.get("count", 0), f"arms.{arm}.copies[{i}].count")
-        if row.get("copies", True):
-            moved += b
-    agree(arm_block.get("moved_bytes"), moved, f"arms.{arm}.moved_bytes")
-    return moved
+        measurement_agrees(body, m, at, src)
+        measurement_agrees(body.get("summary_ms"), m, f"{at}.summary_ms", src)
 
 
 def _roles(raw: Dict, arms: list[str]) -> tuple[str, str]:
@@ -207,17 +242,16 @@ def _roles(raw: Dict, arms: list[str]) -> tuple[str, str]:
     return baseline_arm(cfg, arms) or "", change_arm(cfg, arms) or ""
 
 
-def interval_agrees(stated: Any, samples: Sequence[float], launches: Sequence[int],
-                    where: str) -> None:  # fmt: skip
+def interval_agrees(stated: Any, sp: Speedup, where: str) -> None:
     """A speedup's stated interval against the one its per-repeat values and their launches
     give (``stats.launches.speedup_interval``: the same function made it)."""
-    if not isinstance(stated, dict) or not samples:
+    if not isinstance(stated, dict) or not sp.ratio.n:
         return
-    derived, _ = speedup_interval(samples, launches)
+    derived = sp.interval
     if stated.get("kind") != derived.kind:
         raise Disagreement(
             f"{where}.kind is {stated.get('kind')!r} but the repeats' values over "
-            f"{len(set(launches))} launch(es) give {derived.kind!r}: {DERIVED}"
+            f"{len(set(sp.launches))} launch(es) give {derived.kind!r}: {DERIVED}"
         )
     for key in ("low", "high"):
         value = getattr(derived, key)
@@ -225,34 +259,24 @@ def interval_agrees(stated: Any, samples: Sequence[float], launches: Sequence[in
             agree(stated.get(key), value, f"{where}.{key}")
 
 
-def _ratios(raw: Dict, totals: dict[str, list[float]], launches: dict[str, list[int]]) -> None:
+def _ratios(raw: Dict, mraw: MicroRaw, d: MicroDerived) -> None:
     """The speedup blocks: the baseline over the change per repeat (``speedup``), and each
     ``speedups.<x>_vs_<y>`` (y's total over x's, per repeat), with their intervals (from
     the repeats' launches)."""
-    s = block(raw, "summary")
-    base, change = _roles(raw, list(totals))
-    pairs = [("speedup", change, base)]
-    for k in block(raw, "speedups"):
-        fast, _, slow = k.partition("_vs_")
-        pairs.append((f"speedups.{k}", fast, slow))
-    for where, fast, slow in pairs:
-        if fast not in totals or slow not in totals or len(totals[fast]) != len(totals[slow]):
+    pairs = [("speedup", f"{d.change}_vs_{d.baseline}")]
+    pairs += [(f"speedups.{k}", k) for k in block(raw, "speedups")]
+    for where, key in pairs:
+        fast, _, slow = key.partition("_vs_")
+        reps = mraw.repeats
+        if fast not in reps or slow not in reps or len(reps[fast]) != len(reps[slow]):
             continue
-        kept = [i for i, a in enumerate(totals[fast]) if a]
-        values = [totals[slow][i] / totals[fast][i] for i in kept]
+        sp = d.speedups.get(key) or paired_speedup(mraw, key)
         body = block(raw, *where.split("."))
-        measurement_agrees(body, values, where, f"repeats {slow} / {fast}")
-        ids = [launches[fast][i] for i in kept]
-        interval_agrees(body.get("interval"), values, ids, f"{where}.interval")
+        measurement_agrees(body, sp.ratio, where, f"repeats {slow} / {fast}")
+        interval_agrees(body.get("interval"), sp, f"{where}.interval")
         if where == "speedup":
-            interval_agrees(s.get("speedup_interval"), values, ids, "summary.speedup_interval")
-        if values and where == "speedup":
-            agree(s.get("speedup_median"), percentile(values, 50), "summary.speedup_median")
-            agree(s.get("speedup_p10"), percentile(values, 10), "summary.speedup_p10")
-            agree(s.get("speedup_p90"), percentile(values, 90), "summary.speedup_p90")
-        if values:
-            key = "speedup_" + where.removeprefix("speedups.").replace("-", "_")
-            agree(s.get(key), percentile(values, 50), f"summary.{key}")
+            stated = block(raw, "summary").get("speedup_interval")
+            interval_agrees(stated, sp, "summary.speedup_interval")
 
 
 def _timeline(raw: Dict) -> None:
@@ -269,80 +293,30 @@ def _timeline(raw: Dict) -> None:
             )
 
 
+def figures_agree(stated: Dict, d: MicroDerived) -> None:
+    """Every figure the summary states against the one its raw records give (``FIGURES``;
+    an absent figure: nothing to check)."""
+    for name, derived in stated_figures(d).items():
+        if isinstance(derived, bool) or isinstance(stated.get(name), bool):
+            if derived is not None:
+                agree_flag(stated.get(name), derived, f"summary.{name}")
+            continue
+        agree(stated.get(name), derived, f"summary.{name}")
+
+
 def micro_disagreement(raw: Dict) -> None:
-    cfg, s = block(raw, "config"), block(raw, "summary")
-    arms = [str(a) for a in cfg.get("arms") or [] if str(a) in block(raw, "repeats")]
-    totals: dict[str, list[float]] = {}
-    launches: dict[str, list[int]] = {}
-    exact: list[bool] = []
-    for arm in arms:
-        reps = micro_repeats(raw, arm)
-        arm_block_agrees(block(raw, "arms").get(arm), reps, f"arms.{arm}", f"repeats.{arm}")
-        totals[arm] = [float(r["total_ms"]) for r in reps]
-        launches[arm] = [int(r.get("launch", 0)) for r in reps]
-        if arm != _roles(raw, arms)[0]:
-            exact += [r.get("bit_exact") is True for r in reps]
-        key = arm.replace("-", "_")
-        agree(s.get(f"{key}_median_ms"), percentile(totals[arm], 50) if reps else None,
-              f"summary.{key}_median_ms")  # fmt: skip
-    if not totals:
-        return
-    agree(s.get("repeats_completed"), float(min(map(len, totals.values()))),
-          "summary.repeats_completed")  # fmt: skip
-    if exact:
-        agree_flag(s.get("bit_exact_all_repeats"), all(exact), "summary.bit_exact_all_repeats")
-    _ratios(raw, totals, launches)
-    moved = {arm: _moved(raw, arm) for arm in arms}
-    for arm, derived in moved.items():
-        key = f"{arm.replace('-', '_')}_moved_bytes"
-        agree(s.get(key), derived, f"summary.{key}")
-    base, change = _roles(raw, arms)
-    if moved.get(change) and base in moved:
-        agree(s.get("bytes_ratio"), moved[base] / moved[change], "summary.bytes_ratio")
-    _floor(raw, totals)
-    _control(raw, totals)
-    _timeline(raw)
-
-
-def _floor(raw: Dict, totals: dict[str, list[float]]) -> None:
-    floor = raw.get("floor_ms")
-    change = _roles(raw, list(totals))[1]
-    if floor is None or not totals.get(change):
-        return
-    f = number(floor, "floor_ms")
-    if f <= 0:
-        raise Disagreement(f"floor_ms must be > 0, got {f!r}")
-    s = block(raw, "summary")
-    agree(s.get("floor_ms"), f, "summary.floor_ms")
-    agree(s.get("deferred_over_floor"), percentile(totals[change], 50) / f,
-          "summary.deferred_over_floor")  # fmt: skip
-
-
-def _control(raw: Dict, totals: dict[str, list[float]]) -> None:
-    """The control rounds (raw like the repeats) against ``control.arms`` and the summary's
-    control medians, payload costs and payload speedups."""
-    if not raw.get("control_repeats"):
-        return
-    s = block(raw, "summary")
-    payload: dict[str, float] = {}
-    for arm, arm_totals in totals.items():
-        if arm not in block(raw, "control_repeats"):
-            continue
-        reps = micro_repeats(raw, arm, "control_repeats")
+    mraw = micro_raw(raw)
+    if mraw.floor_ms is not None and mraw.floor_ms <= 0 and mraw.repeats.get(mraw.change or ""):
+        raise Disagreement(f"floor_ms must be > 0, got {mraw.floor_ms!r}")
+    d = derive_micro(mraw)
+    for arm, figures in d.arms.items():
+        arm_block_agrees(block(raw, "arms").get(arm), figures, f"arms.{arm}", f"repeats.{arm}")
         ctl_block = block(raw, "control", "arms").get(arm)
-        if ctl_block is not None and reps:
-            arm_block_agrees(ctl_block, reps, f"control.arms.{arm}", f"control_repeats.{arm}")
-        if not reps or not arm_totals:
-            continue
-        key = arm.replace("-", "_")
-        ctl = percentile([float(r["total_ms"]) for r in reps], 50)
-        agree(s.get(f"{key}_control_ms"), ctl, f"summary.{key}_control_ms")
-        payload[arm] = percentile(arm_totals, 50) - ctl
-        agree(s.get(f"{key}_payload_ms"), payload[arm], f"summary.{key}_payload_ms")
-    roles = _roles(raw, list(totals))
-    for arm, base in [(a, b) for a in payload for b in roles if b in payload]:
-        if arm == base or (arm, base) == roles:
-            continue
-        key = f"payload_speedup_{arm}_vs_{base}".replace("-", "_")
-        both = payload[arm] > 0 and payload[base] > 0
-        agree(s.get(key), payload[base] / payload[arm] if both else None, f"summary.{key}")
+        if ctl_block is not None and mraw.control.get(arm):
+            ctl = arm_figures(mraw.control[arm], arm)
+            arm_block_agrees(ctl_block, ctl, f"control.arms.{arm}", f"control_repeats.{arm}")
+    if not d.arms:
+        return
+    figures_agree(block(raw, "summary"), d)
+    _ratios(raw, mraw, d)
+    _timeline(raw)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access
 from kimi_bench.report.figbase import (
@@ -17,15 +19,45 @@ from kimi_bench.report.figbase import (
     pyplot,
     stage_colors,
 )
+from kimi_bench.report.tables_micro import derived
+from kimi_bench.results.micro import MicroDerived
 
 Dict = dict[str, Any]
 
 
-def _stage_order(stats: list[access.StageStat]) -> list[str]:
+@dataclass(frozen=True)
+class Spread:
+    """Median with p10/p90 of one measured quantity (ms)."""
+
+    median: float
+    p10: float
+    p90: float
+
+    @classmethod
+    def of(cls, m: Measurement) -> Spread | None:
+        return cls(m.median, m.p10, m.p90) if m.n else None
+
+
+@dataclass(frozen=True)
+class StageStat:
+    arm: str
+    stage: str
+    spread: Spread | None  # None: not measured
+    bytes: int
+
+
+def stage_stats(d: MicroDerived | None) -> list[StageStat]:
+    """Per arm, per stage (in pipeline order): median/p10/p90 ms and bytes moved."""
+    arms = d.arms.items() if d else []
+    return [StageStat(arm, stage, Spread.of(m), int(f.stage_bytes[stage]))
+            for arm, f in arms for stage, m in f.stages.items()]  # fmt: skip
+
+
+def _stage_order(stats: list[StageStat]) -> list[str]:
     return list(dict.fromkeys(s.stage for s in stats))
 
 
-def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors: Any) -> None:
+def _stacked_totals(ax: Any, d: MicroDerived, stats: list[StageStat], colors: Any) -> None:
     """Panel 1: one stacked bar per arm (stage medians), the total's p10-p90 as a whisker,
     the floor as a dashed line."""
     arms = list(dict.fromkeys(s.arm for s in stats))
@@ -36,7 +68,7 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
                 continue
             ax.bar(x, s.spread.median, bottom=bottom, color=colors[s.stage], width=0.6)
             bottom += s.spread.median
-        total = access.micro_total(report, arm)
+        total = Spread.of(d.arms[arm].total)
         if total is not None:
             ax.errorbar(
                 x,
@@ -55,7 +87,7 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
                 ha="center",
                 fontsize=7.5,
             )
-    floor = access.floor_ms(report)
+    floor = d.floor_ms
     if floor is not None:
         ax.axhline(floor, color="crimson", ls="--", lw=1.2)
     names = [a.replace("-", "-\n", 1) if len(arms) > 3 and len(a) > 8 else a for a in arms]
@@ -67,7 +99,7 @@ def _stacked_totals(ax: Any, report: Dict, stats: list[access.StageStat], colors
     ax.grid(axis="y", alpha=0.3)
 
 
-def _per_stage(ax: Any, stats: list[access.StageStat], value: str) -> None:
+def _per_stage(ax: Any, stats: list[StageStat], value: str) -> None:
     """Horizontal grouped bars per stage on a log axis: ``value`` "ms" (median with p10-p90
     whiskers) or "bytes". Stages that do not apply to an arm are marked n/a."""
     stages = _stage_order(stats)
@@ -126,28 +158,27 @@ def _per_stage(ax: Any, stats: list[access.StageStat], value: str) -> None:
 
 
 def stages_figure(report: Dict) -> Any:
-    stats = access.micro_stages(report)
+    d = derived(report)
+    stats = stage_stats(d)
     title = "stage medians and bytes moved"
-    if not stats:
+    if d is None or not stats:
         return empty_figure(report, title, "the report has no stage timings")
     plt = pyplot()
     colors = stage_colors(_stage_order(stats))
     fig, axes = plt.subplots(1, 3, figsize=(16, 7.4), gridspec_kw={"width_ratios": [1.0, 1.5, 1.5]})
-    _stacked_totals(axes[0], report, stats, colors)
+    _stacked_totals(axes[0], d, stats, colors)
     _per_stage(axes[1], stats, "ms")  # the floor bounds a total, not a stage: left panel only
     axes[1].set_xlabel("ms (log scale), median with p10-p90 whiskers")
     axes[1].set_title("each stage (log scale: sub-millisecond stages visible)", fontsize=9)
     _per_stage(axes[2], stats, "bytes")
     axes[2].set_xlabel("bytes moved per repeat (log scale)")
     axes[2].set_title("bytes moved per stage", fontsize=9)
-    _stage_legends(fig, stats, colors, access.floor_ms(report))
+    _stage_legends(fig, stats, colors, d.floor_ms)
     note = "floor: raw bytes pinned H2D + materialize on the owner (the least any path can take)"
     return decorate(fig, report, title, note)
 
 
-def _stage_legends(
-    fig: Any, stats: list[access.StageStat], colors: Any, floor: float | None
-) -> None:
+def _stage_legends(fig: Any, stats: list[StageStat], colors: Any, floor: float | None) -> None:
     """Below the panels, in fixed inches: the arms' colours (middle and right panels) and
     the floor, then the stages' colours (left panel); the caption goes under both."""
     plt = pyplot()
@@ -176,7 +207,8 @@ def timeline_figure(report: Dict) -> Any:
     """Lanes of one repeat per arm. With per-rank spans in the report, one lane per rank
     and the critical-path rank (the last to finish) marked; otherwise the median repeat's
     stages laid end to end on one lane, and the caption says per-rank data is missing."""
-    arms = access.micro_arms(report)
+    d = derived(report)
+    arms = list(d.arms) if d else []
     title = "timeline of one repeat"
     lanes = {arm: access.micro_timeline(report, arm) for arm in arms}
     lanes = {a: v for a, v in lanes.items() if v[0]}
@@ -184,7 +216,7 @@ def timeline_figure(report: Dict) -> Any:
         return empty_figure(report, title, "the report has no per-repeat stage times")
     plt = pyplot()
     seen = {s.stage for spans, _ in lanes.values() for s in spans}
-    order = _stage_order(access.micro_stages(report))
+    order = _stage_order(stage_stats(d))
     colors = stage_colors(order + sorted(seen - set(order)))
     stages = [s for s in colors if s in seen]
     n_lanes = sum(len({s.lane for s in spans}) for spans, _ in lanes.values())

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kimi_bench.report import access
+from kimi_bench.report.agree import Disagreement, micro_raw
 from kimi_bench.report.table import Span, Table, pointer
 from kimi_bench.report.tables_base import (
     CONTROL_COLUMNS,
@@ -14,66 +16,52 @@ from kimi_bench.report.tables_base import (
     col,
     rows_table,
 )
+from kimi_bench.results.base import ResultError
+from kimi_bench.results.micro import MicroDerived, derive_micro
+from kimi_bench.results.micro_figures import FIGURES
 
 # ------------------------------------------------------------------------------- micro
 
 
+def derived(report: Dict) -> MicroDerived | None:
+    """The report's figures (``results.micro``) from its raw records; None for a report
+    without them (an older one: its flat table)."""
+    try:
+        return derive_micro(micro_raw(report)) if report.get("arms") else None
+    except (Disagreement, ResultError):
+        return None
+
+
 def micro_stages(report: Dict) -> Table:
-    """Per arm: each stage's median, p10, p90 (ms) and bytes, then the arm's TOTAL."""
-    cols = [
-        col("arm"),
-        col("stage"),
-        col("median_ms", "num"),
-        col("p10_ms", "num"),
-        col("p90_ms", "num"),
-        col("bytes", "int"),
-    ]
+    """Per arm: each stage's median, p10, p90 (ms) and bytes, then the arm's TOTAL (its
+    figures with a ``column``, ``results.micro_figures.FIGURES``)."""
+    shown = [f for f in FIGURES if f.column]
+    kinds = {f.column or "": "int" if f.column == "bytes" else "num" for f in shown}
+    cols = [col("arm"), col("stage"), *(col(c, kind) for c, kind in kinds.items())]
     table = Table("micro.stages", "Stages (ms, bytes)", cols)
-    arms = report.get("arms") or {}
-    if not arms:  # an older report: its flat table
+    d = derived(report)
+    if d is None:  # an older report: its flat table
         for i, r in enumerate(report.get("results") or []):
             table.add(
                 {c.key: r.get(c.key) for c in cols},
                 {c.key: pointer("results", i, c.key) for c in cols[2:]},
             )
         return table
-    for arm, block in arms.items():
+    for arm, block in report["arms"].items():
         for stage, st in (block.get("stages") or {}).items():
             summ = st.get("summary_ms") if st.get("applicable", True) else None
             summ = summ if isinstance(summ, dict) else {}
             at = ("arms", arm, "stages", stage)
+            cells = {f"{k}_ms": (summ.get(k), pointer(*at, "summary_ms", k))
+                     for k in ("median", "p10", "p90")}  # fmt: skip
+            cells["bytes"] = (st.get("bytes"), pointer(*at, "bytes"))
             table.add(
-                {
-                    "arm": arm,
-                    "stage": stage,
-                    "median_ms": summ.get("median"),
-                    "p10_ms": summ.get("p10"),
-                    "p90_ms": summ.get("p90"),
-                    "bytes": st.get("bytes"),
-                },
-                {
-                    "median_ms": pointer(*at, "summary_ms", "median"),
-                    "p10_ms": pointer(*at, "summary_ms", "p10"),
-                    "p90_ms": pointer(*at, "summary_ms", "p90"),
-                    "bytes": pointer(*at, "bytes"),
-                },
+                {"arm": arm, "stage": stage} | {k: v for k, (v, _) in cells.items()},
+                {k: src for k, (_, src) in cells.items()},
             )
-        total = access.sub(block, "total_ms")
         table.add(
-            {
-                "arm": arm,
-                "stage": "TOTAL",
-                "median_ms": total.get("median"),
-                "p10_ms": total.get("p10"),
-                "p90_ms": total.get("p90"),
-                "bytes": block.get("moved_bytes"),
-            },
-            {
-                "median_ms": pointer("arms", arm, "total_ms", "median"),
-                "p10_ms": pointer("arms", arm, "total_ms", "p10"),
-                "p90_ms": pointer("arms", arm, "total_ms", "p90"),
-                "bytes": pointer("arms", arm, "moved_bytes"),
-            },
+            {"arm": arm, "stage": "TOTAL"} | {f.column or "": f.value(d, arm) for f in shown},
+            {f.column or "": pointer("arms", arm, *f.at.split("/")) for f in shown if f.at},
         )
     return table
 
@@ -108,7 +96,8 @@ def _ratio_cells(at: str, block: Dict) -> tuple[Any, Any, dict[str, Any]]:
 
 def micro_comparisons(report: Dict) -> Table:
     """One row per comparison: the per-repeat paired ratio (base total / arm total) with
-    its interval and, when control rounds ran, the ratio of payload costs with its own."""
+    its interval (``results.micro``) and, when control rounds ran, the ratio of payload
+    costs with its own (the report's ``control.payload_speedups``)."""
     cols = [
         col("comparison"),
         col("ratio", "x", "time ratio (base / arm)"),
@@ -125,18 +114,19 @@ def micro_comparisons(report: Dict) -> Table:
         "the arms back to back, so the ratio is taken per repeat (median shown)",
     )
     payload = payload_blocks(report)
-    for key, (at, block) in speedup_blocks(report).items():
+    d = derived(report)
+    for key, sp in d.speedups.items() if d else []:
         arm, _, base = key.partition("_vs_")
-        med, span, src = _ratio_cells(at, block)
+        at, iv = pointer("speedups", key), sp.interval
         row = {
             "comparison": f"{arm} vs {base}",
-            "ratio": med,
-            "interval": span,
-            "repeats": block.get("n_units", block.get("n")),
+            "ratio": sp.ratio.median,
+            "interval": Span(iv.low, iv.high, iv.kind, "x"),
+            "repeats": sp.ratio.n_units,
         }
         srcs: dict[str, Any] = {
-            "ratio": src["median"],
-            "interval": src["span"],
+            "ratio": f"{at}/median",
+            "interval": (f"{at}/interval/low", f"{at}/interval/high"),
             "repeats": f"{at}/n_units",
         }
         if key in payload:
@@ -222,15 +212,13 @@ def noisy_stages(report: Dict) -> dict[str, list[tuple[str, float]]]:
     """Per arm: (stage or "total", IQR / median) of every measured quantity whose spread
     torch.utils.benchmark would warn about (stages under 1 ms are not counted)."""
     out: dict[str, list[tuple[str, float]]] = {}
-    for arm, block in (report.get("arms") or {}).items():
-        items = [(s, st.get("summary_ms")) for s, st in (block.get("stages") or {}).items()]
-        items.append(("total", block.get("total_ms")))
-        for name, m in items:
-            if not isinstance(m, dict) or not m.get("warnings"):
+    d = derived(report)
+    for arm, f in d.arms.items() if d else []:
+        for name, m in [*f.stages.items(), ("total", f.total)]:
+            if not m.n or not m.warnings or not math.isfinite(m.noise):
                 continue
-            med, noise = access.number(m.get("median")), access.number(m.get("noise"))
-            if med is not None and noise is not None and (name == "total" or med >= NOISE_MIN_MS):
-                out.setdefault(arm, []).append((name, noise))
+            if name == "total" or m.median >= NOISE_MIN_MS:
+                out.setdefault(arm, []).append((name, m.noise))
     return out
 
 

@@ -5,12 +5,14 @@ Per kind: the typed raw records (``ParityRow``...), the typed figures derived fr
 summary from it, the read check holds a stated summary against it, and the gate takes its
 evidence from it. This package imports only the domain and infrastructure layers.
 
-So far: ``parity``. micro and serve-ab still derive their figures in their writers, again in
-``report.agree*`` (the read check) and again in ``ci.evidence*`` (the gate); moving them
-here is the rest of issue 41.
+So far: ``parity`` and ``micro`` (``micro_figures``: the table of micro's figures by name,
+which the summary, the read check, the gate's limits and the stages table all read).
+serve-ab still derives its figures in its writer, again in ``report.agree*`` (the read
+check) and again in ``ci.evidence*`` (the gate); moving it here is the rest of issue 41.
 """
 
 from kimi_bench.results.base import ResultError
+from kimi_bench.results.micro import MicroDerived, MicroRaw, derive_micro
 from kimi_bench.results.parity import (
     ParityDerived,
     ParityRow,
@@ -20,9 +22,12 @@ from kimi_bench.results.parity import (
 )
 
 __all__ = [
+    "MicroDerived",
+    "MicroRaw",
     "ParityDerived",
     "ParityRow",
     "ResultError",
+    "derive_micro",
     "derive_parity",
     "has_fp32",
     "parity_rows",

@@ -177,10 +177,13 @@ def test_control_renders_in_markdown_html_figure_and_terminal(run):
 def test_gate_evidence_recomputes_payload_cost_from_control_repeats(run):
     _, rep, _ = run
     ev = micro_evidence(Report.from_dict(rep))
-    assert math.isclose(ev.figures["deferred_payload_ms"], rep["summary"]["deferred_payload_ms"])
+    assert ev.micro is not None
+    payload = ev.micro.arms["deferred"].payload_ms
+    assert payload is not None and math.isclose(payload, rep["summary"]["deferred_payload_ms"])
     speed = rep["summary"]["payload_speedup_deferred_vs_eager"]
     if speed is not None:
-        assert math.isclose(ev.figures["payload_speedup"], speed)
+        derived = ev.micro.payload_speedup("deferred_vs_eager")
+        assert derived is not None and math.isclose(derived, speed)
         bad = json.loads(json.dumps(rep))
         bad["summary"]["payload_speedup_deferred_vs_eager"] = speed * 2
         with pytest.raises(EvidenceError, match="payload_speedup_deferred_vs_eager"):

@@ -21,12 +21,13 @@ from kimi_bench.cli.main import app
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access, figbase, figures
 from kimi_bench.report.figbase import human_bytes
-from kimi_bench.report.figures_micro import stages_figure, timeline_figure
+from kimi_bench.report.figures_micro import stage_stats, stages_figure, timeline_figure
 from kimi_bench.report.figures_parity import parity_grid_figure
 from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
+from kimi_bench.report.tables_micro import derived
 from tests.committed import raw_report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,28 +71,22 @@ def test_caption_names_device_preset_ranks_carrier_commit() -> None:
     assert rep["environment"]["git"]["commit"][:12] in cap
 
 
-def test_spread_from_samples_when_no_summary() -> None:
-    sp = access.spread_of({"samples_ms": [float(x) for x in range(1, 11)]})
-    assert sp == access.Spread(median=5.5, p10=1.9, p90=9.1)
-    assert access.spread_of({"samples_ms": []}) is None
-    assert access.spread_of({"summary_ms": {"median": 2.0, "p10": 0.0, "p90": 3.0}}) == (
-        access.Spread(2.0, 0.0, 3.0)
-    )
-
-
-def test_micro_stages_from_arms_match_the_flat_results_table() -> None:
+def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
     rep = load(EXAMPLE / "micro")
-    from_arms = access.micro_stages(rep)
-    flat = copy.deepcopy(rep)
-    del flat["arms"]
-    from_rows = access.micro_stages(flat)
-    assert [(s.arm, s.stage, s.bytes) for s in from_arms] == [
-        (s.arm, s.stage, s.bytes) for s in from_rows
+    stats = stage_stats(derived(rep))
+    stated = [
+        (arm, stage, st) for arm, b in rep["arms"].items() for stage, st in b["stages"].items()
     ]
-    for a, b in zip(from_arms, from_rows, strict=True):
-        assert (a.spread is None) == (b.spread is None)
-        if a.spread and b.spread:
-            assert a.spread.median == pytest.approx(b.spread.median)
+    assert [(s.arm, s.stage, s.bytes) for s in stats] == [
+        (arm, stage, st["bytes"]) for arm, stage, st in stated
+    ]
+    for s, (_, _, st) in zip(stats, stated, strict=True):
+        assert s.spread is not None
+        for key in ("median", "p10", "p90"):
+            assert getattr(s.spread, key) == pytest.approx(st["summary_ms"][key])
+    flat = copy.deepcopy(rep)
+    del flat["arms"]  # a report without its arms' blocks: nothing to draw
+    assert stage_stats(derived(flat)) == []
 
 
 def test_timeline_fallback_is_the_median_repeat_end_to_end() -> None:
