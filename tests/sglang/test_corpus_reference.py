@@ -3,9 +3,13 @@ plans, deferral decisions, eager and deferred features (FP32 and BF16, torch.equ
 
 from __future__ import annotations
 
+import os
+import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock  # a dependency of torch
 
 from kimi_bench.domain.config import get_preset
 from kimi_bench.domain.corpus import builtin_corpus
@@ -30,12 +34,28 @@ RUNTIME_REFUSES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
 }
 
 _ROWS: dict[str, list[dict[str, Any]]] = {}
+_SHARED: list[Path] = []  # the folder every worker of this pytest run reads the rows from
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_rows_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The rows of a preset are made once per pytest run, not once per xdist worker (the
+    environment's pytest ignores ``xdist_group``): the first worker to ask writes them
+    under the run's common temp folder, the others read them."""
+    base = tmp_path_factory.getbasetemp()
+    _SHARED.append(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 def _rows(rt: Runtime, preset: str) -> dict[str, dict[str, Any]]:
     if preset not in _ROWS:
-        cfg = get_preset(preset)
-        _ROWS[preset] = reference_rows(builtin_corpus(cfg), cfg, "cpu", runtime=rt)
+        path = _SHARED[0] / f"sglang-corpus-rows-{preset}.pickle"
+        with FileLock(f"{path}.lock"):
+            if path.is_file():
+                _ROWS[preset] = pickle.loads(path.read_bytes())
+            else:
+                cfg = get_preset(preset)
+                _ROWS[preset] = reference_rows(builtin_corpus(cfg), cfg, "cpu", runtime=rt)
+                path.write_bytes(pickle.dumps(_ROWS[preset]))
     return {row["name"]: row for row in _ROWS[preset]}
 
 
