@@ -165,4 +165,4 @@ def _index(
     atomic_write_text(out / "index.md", "\n".join(lines) + "\n")
     dicts = [r.to_dict() for r in reports]
     figures = [saved_figures(d, out / FOLDER[r.kind]) for d, r in zip(dicts, reports, strict=True)]
-    write_html(dicts, out / "index.html", title="kimi-bench run", gate=gate, figures=figures)
+    write_html(reports, out / "index.html", title="kimi-bench run", gate=gate, figures=figures)

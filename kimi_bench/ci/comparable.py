@@ -123,7 +123,7 @@ def load_meaning(load: Any) -> str | None:
 
 
 def _busy(env: Environment) -> bool:
-    return bool((env.host_load or {}).get("warning"))
+    return bool(env.host_load and env.host_load.warning)
 
 
 def _environment(report: Report) -> Environment:

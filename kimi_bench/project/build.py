@@ -247,8 +247,9 @@ def build_projection(
 def emit_projection(report: Report, out: Path) -> list[Path]:
     """report.json, report.md, projection.csv, validation.csv (with measured reports),
     projection.png (with matplotlib) and report.html (the figure embedded), as every kind."""
+    view = view_of(report)
     files = [
-        write_markdown(view_of(report), out / "report.md", "kimi-bench projection"),
+        write_markdown(view, out / "report.md", "kimi-bench projection"),
         write_csv(report.results, out / "projection.csv"),
     ]
     val = report.data.get("validation", {}).get("stages") or []
@@ -256,6 +257,6 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
         files.append(write_csv(val, out / "validation.csv"))
     figs = figures_png(report)  # [] without matplotlib
     paths = [f.save(out) for f in figs]
-    page = write_html([report], out / "report.html", title="kimi-bench project", figures=[figs])
+    page = write_html([view], out / "report.html", title="kimi-bench project", figures=[figs])
     # report.json last: a folder holding it holds the whole projection
     return [*files, *paths, page, write_json(report, out / "report.json")]

@@ -6,6 +6,7 @@ from typing import Any
 
 from kimi_bench.report import access
 from kimi_bench.report.figbase import FigureSpec, decorate, empty_figure, pyplot
+from kimi_bench.report.kinds import ParityReport
 from kimi_bench.results import has_fp32
 
 Dict = dict[str, Any]
@@ -54,11 +55,12 @@ def _pick(rows: list[access.ParityRow]) -> tuple[list[access.ParityRow], int]:
 
 
 def parity_grid_figure(report: Dict) -> Any:
+    typed = ParityReport.model_validate(report)
     fp32 = has_fp32(report.get("config"))
-    runtime = (report.get("config") or {}).get("runtime")
+    runtime = typed.config.runtime
     compared = "eager vs deferred" if fp32 else f"{runtime} through the pipeline vs vLLM's path"
     title = f"per-input grid ({compared}, torch.equal)"
-    rows = access.parity_rows(report)
+    rows = access.parity_rows(typed)
     if not rows:
         return empty_figure(report, title, "the report has no inputs")
     shown, hidden = _pick(rows)

@@ -15,9 +15,18 @@ The JSON Schemas shipped in ``kimi_bench/schemas`` are generated from these mode
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 # JSON has no NaN/inf (reports write null), but a reader turns 1e999 into inf: refused.
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -26,9 +35,23 @@ NonNeg = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 Percent = Annotated[float, Field(strict=True, ge=-100, allow_inf_nan=False)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Flag = Annotated[bool, Field(strict=True)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 Text = Annotated[str, Field(strict=True)]
 # raw samples (ms): every entry a number, none missing
 Samples = list[NonNeg]
+
+
+def _or_none(value: object, handler: ValidatorFunctionWrapHandler, _: ValidationInfo) -> object:
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
+
+
+V = TypeVar("V")
+# A field read for display or comparison only: a value of another type reads as missing
+# (None) instead of refusing the report, as an older or foreign writer may differ.
+Loose = Annotated[V | None, WrapValidator(_or_none)]
 
 
 class Open(BaseModel):
@@ -38,6 +61,18 @@ class Open(BaseModel):
 
 
 # ------------------------------------------------------------------------------ envelope
+
+
+class Git(Open):
+    commit: Loose[str] = None
+    dirty: Loose[bool] = None
+
+
+class HostLoad(Open):
+    """The host's load at the run's start and end (``infra.hostload``)."""
+
+    warning: Loose[str] = None
+    start: Loose[dict[str, Any]] = None
 
 
 class Environment(Open):
@@ -51,10 +86,47 @@ class Environment(Open):
     device_name: Text | None = None
     gpu_count: Count | None = None
     cpu_count: Count | None = None
-    git: dict[str, Any] | None = None
+    git: Git | None = None
     seed: Count | None = None
     created: Text | None = None
-    host_load: dict[str, Any] | None = None
+    host_load: HostLoad | None = None
+    preset: Loose[str] = None
+    platform: Loose[str] = None
+
+
+class Load(Open):
+    """A serve-ab run's offered load (``config.load``)."""
+
+    label: Loose[str] = None
+    request_rate: Loose[float] = None
+    unlimited_rate: Loose[bool] = None
+    burstiness: Loose[float] = None
+    not_recorded: list[Loose[str]] = Field(default_factory=list)
+
+
+class RunConfig(Open):
+    """What the run was asked for, as every kind's readers share it; the options' dump
+    differs between versions and kinds, so each field reads as missing when absent or of
+    another type, and the rest stays as written (extra fields)."""
+
+    ranks: Loose[int | list[int]] = None
+    transport: Loose[str] = None
+    arms: list[Loose[str]] = Field(default_factory=list)
+    preset: Loose[str] = None
+    imported: Loose[bool] = None
+    source: Loose[dict[str, Any]] = None
+    endpoints: Loose[list[Any]] = None
+    preprocess: Loose[dict[str, Any]] = None
+    images: Loose[str] = None
+    policy: Loose[str] = None
+    decoder: Loose[str] = None
+    decoding: Loose[dict[str, Any]] = None
+    eager_baseline: Loose[str] = None
+    rates: Loose[list[Any]] = None
+    rate_labels: Loose[list[Any]] = None
+    load: Loose[Load] = None
+    arm_roles: Loose[dict[str, Any]] = None
+    runtime: Loose[str] = None
 
 
 class Summary(Open):
@@ -62,15 +134,41 @@ class Summary(Open):
     error: Text | None = None
 
 
-class Envelope(Open):
+def _or_default(make: Callable[[], object]) -> WrapValidator:
+    def wrap(value: object, handler: ValidatorFunctionWrapHandler, _: ValidationInfo) -> object:
+        try:
+            return handler(value)
+        except ValidationError:
+            return make()
+
+    return WrapValidator(wrap)
+
+
+class Header(Open):
+    """What every report's title, caption and notes are read from (``report.access``):
+    any report dict validates, a partial or hostile one too (a figure of one stays
+    drawable), with a block that does not fit read as absent. ``Envelope`` is a Header
+    whose blocks are checked."""
+
+    kind: Annotated[str, _or_default(lambda: "?")] = "?"
+    environment: Annotated[Environment, _or_default(Environment)] = Field(
+        default_factory=Environment
+    )
+    config: Annotated[RunConfig, _or_default(RunConfig)] = Field(default_factory=RunConfig)
+    summary: Annotated[Summary, _or_default(Summary)] = Field(default_factory=Summary)
+    notes: Annotated[list[str], _or_default(list)] = Field(default_factory=list)
+
+
+class Envelope(Header):
     """The fields every report shares. ``config`` is the options' dump as the run wrote it:
-    it differs between versions and kinds, so it stays a free object."""
+    it differs between versions and kinds, so only what readers share is typed
+    (``RunConfig``); the rest stays as written."""
 
     schema_version: Annotated[int, Field(strict=True, ge=1)]
     kind: Text
     final: Flag | None = None
     environment: Environment = Field(default_factory=Environment)
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: RunConfig = Field(default_factory=RunConfig)
     summary: Summary = Field(default_factory=Summary)
     notes: list[Text] = Field(default_factory=list)
     results: list[dict[str, Any]] = Field(default_factory=list)
@@ -85,10 +183,22 @@ class ParityRow(Open):
     deferred: Flag | None = None
     bit_exact_fp32: Flag | None = None
     bit_exact_bf16: Flag | None = None
+    width: Loose[int] = None
+    height: Loose[int] = None
+    max_abs_diff_vs_pil: Loose[Finite] = None
+
+
+class Differing(Open):
+    differing: Any = None
 
 
 class ParitySummary(Summary):
     accepted: Count | None = None
+    all_bit_exact_fp32: Any = None
+    all_bit_exact_bf16: Any = None
+    differing: Any = None
+    deferred_decode: Loose[Differing] = None
+    reference: Loose[Differing] = None
 
 
 class ParityReport(Envelope):
@@ -136,6 +246,26 @@ class Interval(Open):
     low: Number | None
     high: Number | None
     kind: Literal["ci", "prediction", "range", "none"]
+
+
+class Compared(Open):
+    """A comparison block as a verdict reads it (a micro speedup ratio, a serve-ab percent
+    delta): numbers of another type or not finite read as missing."""
+
+    class Spread(Open):
+        low: Loose[Number] = None
+        high: Loose[Number] = None
+        kind: Loose[str] = None
+        n_units: Any = None
+
+    median: Loose[Number] = None
+    delta_pct: Loose[Number] = None
+    interval: Loose[Spread] = None
+    n_units: Any = None
+    n: Any = None
+    b_units: Any = None
+    significant: Any = None
+    verdict: Loose[str] = None
 
 
 class Cost(Open):
@@ -195,8 +325,18 @@ class MicroReport(Envelope):
 # ------------------------------------------------------------------------------ serve-ab
 
 
+class Failures(Open):
+    """An HTTP run's failed requests of one arm, by kind (``summary.failures``)."""
+
+    failed: Any = None
+    requests: Any = None
+    kinds: Loose[dict[str, Any]] = None
+    examples: Loose[dict[str, Any]] = None
+
+
 class ServeSummary(Summary):
     failed_requests: Count | None = None
+    failures: Loose[dict[str, Loose[Failures]]] = None
     rates: list[Text] = Field(default_factory=list)
     client_warnings: list[Text] = Field(default_factory=list)  # late sends (serve_overhead)
 

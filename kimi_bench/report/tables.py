@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kimi_bench.report import access
+from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.table import Table, generic, pointer
 from kimi_bench.report.tables_base import PARITY_COLUMNS, Dict, col, present, rows_table
 from kimi_bench.report.tables_micro import micro_tables, payload_blocks, speedup_blocks
@@ -135,8 +136,8 @@ BUILDERS: dict[str, Callable[[Dict], list[Table]]] = {
 }
 
 
-def tables(report: Dict) -> list[Table]:
+def tables(typed: Envelope, report: Dict) -> list[Table]:
     """The report's tables in the order every format shows them: the summary, then the
-    kind's own."""
-    build = BUILDERS.get(access.kind(report))
+    kind's own; ``report`` is ``typed`` as its JSON dict."""
+    build = BUILDERS.get(typed.kind)
     return [summary_table(report), *(build(report) if build else [])]
