@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kimi_bench.report.kinds import Environment
+from kimi_bench.report.envelope import Environment
 from kimi_bench.report.migrate import rate_label
 from kimi_bench.report.model import Report, ReportError
 

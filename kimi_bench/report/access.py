@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from kimi_bench.report.kinds import Git, Header, MicroReport, ParityReport
+from kimi_bench.report.envelope import Git, Header
+from kimi_bench.report.kinds import MicroReport, ParityReport
 from kimi_bench.report.migrate import rate_label as _rate_label
 from kimi_bench.report.roles import baseline_arm
 

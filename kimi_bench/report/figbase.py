@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.report import access
-from kimi_bench.report.kinds import Header
+from kimi_bench.report.envelope import Header
 
 PLOT_HINT = "install the plot extra for charts: pip install 'kimi-bench[plot]'"
 

@@ -21,13 +21,12 @@ from typing import Any
 from kimi_bench.report import access, quote, verdicts
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png
-from kimi_bench.report.gate_verdict import gate_line
+from kimi_bench.report.gate_verdict import RuleResult, gate_line
 from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.model import Report
 from kimi_bench.report.table import Column, Span, Table, show
 from kimi_bench.report.view import View, view_of
 
-Rows = Sequence[dict[str, Any]]  # the gate's rule rows (``RuleResult.as_dict``)
 MAX_ROWS = 500  # rows per table on the page; report.json keeps all of them
 
 _CSS = """
@@ -121,7 +120,9 @@ def render_table(t: Table, limit: int = MAX_ROWS) -> str:
     )
 
 
-def table(rows: Rows, columns: Sequence[str] | None = None, limit: int = MAX_ROWS) -> str:
+def table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, limit: int = MAX_ROWS
+) -> str:
     """Plain rows (the gate's, the overview) as a table."""
     cols = list(columns) if columns else list(dict.fromkeys(k for r in rows for k in r))
     t = Table.of_rows("", rows, cols, lambda c: Column(c, fold=c in ("reason", "verdict")))
@@ -194,7 +195,9 @@ def section(view: View, anchor: str, figures: Sequence[RenderedFigure]) -> str:
     return "\n".join(parts)
 
 
-def _head(views: Sequence[View], anchors: list[str], title: str, gate: Rows | None) -> list[str]:
+def _head(
+    views: Sequence[View], anchors: list[str], title: str, gate: Sequence[RuleResult] | None
+) -> list[str]:
     """The page's heading, its links and (several reports, or a gate) an overview of every
     report's verdict lines."""
     head = [f"<h1>{esc(title)}</h1>"]
@@ -220,7 +223,7 @@ def render_html(
     reports: Sequence[Report | View],
     *,
     title: str = "kimi-bench report",
-    gate: Rows | None = None,
+    gate: Sequence[RuleResult] | None = None,
     figures: Sequence[Sequence[RenderedFigure]] | None = None,
 ) -> str:
     """The page as a string. ``figures[i]`` are report i's figures when already rendered;
@@ -233,7 +236,8 @@ def render_html(
     body = [section(v, a, f) for v, a, f in zip(views, anchors, figs, strict=False)]
     if gate is not None:
         cols = ["report", "rule", "measured", "limit", "verdict", "reason"]
-        body.append(f'<section id="gate"><h2>gate</h2>{table(list(gate), cols)}</section>')
+        rows = [g.as_dict() for g in gate]
+        body.append(f'<section id="gate"><h2>gate</h2>{table(rows, cols)}</section>')
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -248,7 +252,7 @@ def write_html(
     out_path: str | Path,
     *,
     title: str = "kimi-bench report",
-    gate: Rows | None = None,
+    gate: Sequence[RuleResult] | None = None,
     figures: Sequence[Sequence[RenderedFigure]] | None = None,
 ) -> Path:
     """Write the page atomically (temp file + rename; no temp file left on failure)."""

@@ -15,6 +15,7 @@ import pytest
 from kimi_bench.report import html as page
 from kimi_bench.report import verdicts
 from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.gate_verdict import RuleResult
 from kimi_bench.report.table import Column
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,16 +83,7 @@ def assert_self_contained(p: Page, raw: str) -> None:
 
 def run_page(tmp_path: Path, figures: list[list[RenderedFigure]] | None) -> Page:
     reports = [load("parity"), load("micro"), load("serve-ab")]
-    gate = [
-        {
-            "report": "micro",
-            "rule": "micro.speedup_median >= 1.2",
-            "measured": 1.8,
-            "limit": 1.2,
-            "verdict": "pass",
-            "reason": "ok",
-        }
-    ]
+    gate = [RuleResult("micro.speedup_median >= 1.2", 1.8, 1.2, "pass", "ok", "micro")]
     out = page.write_html(reports, tmp_path / "index.html", gate=gate, figures=figures)
     raw = out.read_text()
     p = parse(raw)
@@ -158,7 +150,7 @@ def test_every_user_string_is_escaped(tmp_path: Path) -> None:
 def test_gate_fail_and_bad_status_are_marked() -> None:
     rep = load("parity")
     rep["summary"]["all_bit_exact_bf16"] = False
-    gate = [{"rule": "r", "verdict": "fail", "measured": 1, "limit": 0, "reason": "x"}]
+    gate = [RuleResult("r", 1, 0, "fail", "x")]
     p = parse(page.render_html([rep], gate=gate, figures=[[]]))
     classes = [a.get("class") for t, a in p.tags if t == "div"]
     assert "verdict bad" in classes

@@ -27,6 +27,7 @@ from kimi_bench.project.model import fit, predict_arm, stage_kind, tree_ms, tree
 from kimi_bench.project.projection import curve_points, project
 from kimi_bench.project.validate import biggest_misses, total_errors, validate
 from kimi_bench.report import Report
+from kimi_bench.report.kinds import StageBlock
 
 MB = 1_000_000
 
@@ -129,9 +130,12 @@ def cal_of(raw: dict[str, Any], source: str = "synthetic") -> Calibration:
 
 
 def test_stage_view_reads_medians_samples_and_not_applicable() -> None:
-    assert stage_view({"bytes": 5, "summary_ms": {"median": 2.5}}) == (2.5, 5)
-    assert stage_view({"bytes": 0, "samples_ms": [1.0, 9.0, 3.0]}) == (3.0, 0)
-    assert stage_view({"applicable": False, "bytes": 0, "samples_ms": []}) == (None, 0)
+    def view(stage: dict[str, Any]) -> tuple[float | None, int]:
+        return stage_view(StageBlock.model_validate(stage))
+
+    assert view({"bytes": 5, "summary_ms": {"median": 2.5}}) == (2.5, 5)
+    assert view({"bytes": 0, "samples_ms": [1.0, 9.0, 3.0]}) == (3.0, 0)
+    assert view({"applicable": False, "bytes": 0, "samples_ms": []}) == (None, 0)
 
 
 def test_calibration_reads_the_older_format() -> None:
