@@ -53,19 +53,19 @@ MODEL = [
 
 
 def _environment(cals: list[Calibration]) -> dict[str, Any]:
-    first = cals[0].environment
+    first = cals[0].env
     return {
         "package": "kimi-bench",
         "package_version": kimi_bench.__version__,
-        "python": first.get("python"),
-        "torch": first.get("torch"),
-        "cuda": first.get("cuda"),
-        "device": first.get("device"),
-        "device_name": f"projected from {first.get('device_name')}",
-        "gpu_count": first.get("gpu_count"),
+        "python": first.python,
+        "torch": first.torch,
+        "cuda": first.cuda,
+        "device": first.device,
+        "device_name": f"projected from {first.device_name}",
+        "gpu_count": first.gpu_count,
         "git": git_commit(),
-        "preset": first.get("preset"),
-        "seed": first.get("seed"),
+        "preset": first.preset,
+        "seed": first.seed,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "projected_on": {"python": sys.version.split()[0], "platform": platform.platform()},
         "calibration_environments": {c.source: c.environment for c in cals},

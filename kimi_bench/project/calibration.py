@@ -19,7 +19,7 @@ from typing import Any, get_args
 
 from kimi_bench.options import Carrier
 from kimi_bench.report import Report
-from kimi_bench.report.envelope import RunConfig
+from kimi_bench.report.envelope import Environment, RunConfig
 from kimi_bench.report.kinds import ControlRepeat, CopyRow, MicroArm, MicroReport, StageBlock
 from kimi_bench.report.roles import carrier_traits
 
@@ -72,7 +72,8 @@ class Calibration:
     image_areas: tuple[int, ...]  # width * height per image, in input order
     arms: dict[str, ArmCal]
     ledger: bool
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # as the report wrote it
+    env: Environment = field(default_factory=Environment)  # ... typed
     # the control plane: each arm's rounds on a minimal payload, as "<arm>:control"
     control: dict[str, ArmCal] = field(default_factory=dict)
 
@@ -222,5 +223,6 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         arms=arms,
         ledger=any(arm.copies is not None for arm in typed.arms.values()),
         environment=dict(report.environment),
+        env=env,
         control=_control(typed.control_repeats),
     )

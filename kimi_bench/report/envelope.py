@@ -109,6 +109,12 @@ class Preprocess(Open):
     name: Loose[str] = None
 
 
+class Decoding(Open):
+    """How the run decoded its images (``config.decoding``)."""
+
+    decoder: Loose[str] = None
+
+
 class RunConfig(Open):
     """What the run was asked for, as every kind's readers share it; the options' dump
     differs between versions and kinds, so each field reads as missing when absent or of
@@ -125,7 +131,7 @@ class RunConfig(Open):
     images: Loose[str] = None
     policy: Loose[str] = None
     decoder: Loose[str] = None
-    decoding: Loose[dict[str, Any]] = None
+    decoding: Loose[Decoding] = None
     eager_baseline: Loose[str] = None
     rates: Loose[list[Any]] = None
     rate_labels: Loose[list[Any]] = None

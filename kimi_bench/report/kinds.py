@@ -289,8 +289,32 @@ class EarlierServeReport(ServeReport):
 # ------------------------------------------------------------------------------- project
 
 
+class ProjectRow(Open):
+    """One projected stage (``results``), its cells shown as written."""
+
+    transport: Any = None
+    ranks: Any = None
+    nodes: Any = None
+    link_gbps: Any = None
+    threads_per_process: Any = None
+    arm: Any = None
+    stage: Any = None
+    predicted_ms: Any = None
+
+
+class ProjectValidation(Open):
+    totals: Loose[list[dict[str, Any]]] = None
+    stages: Loose[list[dict[str, Any]]] = None
+
+
 class ProjectReport(Envelope):
-    """A projection from calibration reports; its readers take the envelope only."""
+    """A projection from calibration reports: projected stages, totals, the fitted
+    figures and (with measured reports) the validation's error rows."""
+
+    results: list[ProjectRow] = Field(default_factory=list)  # type: ignore[assignment]
+    totals: Loose[list[dict[str, Any]]] = None
+    fitted: Loose[list[dict[str, Any]]] = None
+    validation: Loose[ProjectValidation] = None
 
 
 MODELS: dict[str, type[Envelope]] = {
