@@ -38,7 +38,7 @@ from kimi_bench.ci.baseline import (
 )
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
-from kimi_bench.ci.history import history_rules
+from kimi_bench.ci.history import HistoryLine, history_rules
 from kimi_bench.ci.kind_rules import micro_rules, parity_rules, serve_rules
 from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE
 from kimi_bench.ci.rules import GateRules, RulesError, load_rules
@@ -197,7 +197,7 @@ def run_gate(
     reports: list[Report],
     rules: GateRules,
     baseline: Path | None,
-    history: list[dict[str, Any]] | None = None,
+    history: list[HistoryLine] | None = None,
     allow: Allow = Allow(),
 ) -> GateOutcome:
     """The gate: ``baseline`` given means required (checked even when no rule uses it);
