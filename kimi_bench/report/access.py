@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kimi_bench.report.envelope import Git, Header
-from kimi_bench.report.kinds import MicroReport, ParityReport
+from kimi_bench.report.kinds import MicroReport
 from kimi_bench.report.migrate import rate_label as _rate_label
 from kimi_bench.report.roles import baseline_arm
 
@@ -312,35 +312,3 @@ def interval(
     stats = np.percentile(xs[idx], q, axis=1)
     lo, hi = np.percentile(stats, [2.5, 97.5])
     return float(lo), float(hi)
-
-
-# --------------------------------------------------------------------------------- parity
-
-
-@dataclass(frozen=True)
-class ParityRow:
-    name: str
-    size: str
-    fp32: bool | None
-    bf16: bool | None
-    deferred: bool | None
-    diff_vs_pil: float | None
-    error: str | None
-
-
-def parity_rows(report: ParityReport) -> list[ParityRow]:
-    out = []
-    for r in report.results:
-        w, h = r.width, r.height
-        out.append(
-            ParityRow(
-                name=r.name,
-                size=f"{w}x{h}" if w and h else "",
-                fp32=r.bit_exact_fp32,
-                bf16=r.bit_exact_bf16,
-                deferred=r.deferred,
-                diff_vs_pil=r.max_abs_diff_vs_pil,
-                error=r.error or None,
-            )
-        )
-    return out

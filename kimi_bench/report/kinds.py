@@ -49,6 +49,12 @@ class ParityRow(Open):
     height: Loose[int] = None
     max_abs_diff_vs_pil: Loose[Number] = None
 
+    @property
+    def size(self) -> str:
+        """``640x480``, or "" when the row does not say."""
+        w, h = self.width, self.height
+        return f"{w}x{h}" if w and h else ""
+
 
 class Differing(Open):
     differing: Any = None
