@@ -15,7 +15,7 @@ from kimi_bench.infra.environment import git_commit
 from kimi_bench.project.calibration import Calibration, ProjectionError
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
-from kimi_bench.project.validate import TARGET_PCT, total_errors, validate
+from kimi_bench.project.validate import TARGET_PCT, ErrorRecord, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
 from kimi_bench.report import Report
 from kimi_bench.report.figures import figures_png
@@ -174,12 +174,13 @@ def unprojected(projs: list[Projection], scale: Scale) -> str | None:
 
 
 def _summary(
-    projs: list[Projection], scale: Scale, tots: list[dict[str, Any]], tot_err: list[dict[str, Any]]
+    projs: list[Projection], scale: Scale, tots: list[dict[str, Any]], tot_err: list[ErrorRecord]
 ) -> dict[str, Any]:
     cals = [p.calibration for p in projs]
     verdict = _speedups(scale, tots)
-    worst = max((t["error_pct"] for t in tot_err), key=abs) if tot_err else None
-    ok = sum(1 for t in tot_err if t["within_target"])
+    errs = [t.error_pct for t in tot_err if t.error_pct is not None]
+    worst = max(errs, key=abs) if errs else None
+    ok = sum(1 for t in tot_err if t.within_target)
     if worst is not None:
         verdict += (
             f"; validation: worst total error {abs(worst):.1f}% "
@@ -207,12 +208,12 @@ def build_projection(
         host = replace(host, cores=next((c.cores for c in cals if c.cores), None))
     projs = [project(c, host, scale) for c in cals]
     rows = [r for p in projs for r in p.rows]
-    errors: list[dict[str, Any]] = []
+    errors: list[ErrorRecord] = []
     for m in measured:
         cal = _calibration_for(cals, m)
         proj = next(p for p in projs if p.calibration is cal)
         errors += validate(cal, proj.fitted, host, [m])
-    errors = [e for e in errors if e["predicted_ms"] is not None or e["measured_ms"] is not None]
+    errors = [e for e in errors if e.predicted_ms is not None or e.measured_ms is not None]
     widen(rows, errors)
     tots = totals(rows)
     tot_err = total_errors(errors)
@@ -239,7 +240,10 @@ def build_projection(
             "model": MODEL,
             "fitted": fitted_rows,
             "totals": tots,
-            "validation": {"stages": errors, "totals": tot_err},
+            "validation": {
+                "stages": [e.as_dict() for e in errors],
+                "totals": [t.as_dict() for t in tot_err],
+            },
         },
     )
 
