@@ -43,7 +43,7 @@ def number(v: Any) -> float | None:
 
 
 # --------------------------------------------------------------------- environment / caption
-# These read the typed header (``report.kinds.Header``) every report has.
+# These read the typed header (``report.envelope.Header``) every report has.
 
 
 def kind(report: Header) -> str:
