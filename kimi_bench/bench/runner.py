@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from kimi_bench.bench.micro import MicroFailed, run_micro
 from kimi_bench.bench.parity import run_parity
@@ -139,15 +139,15 @@ def run_scenario(
     outcome = run_gate(reports, rules, base, allow=allow)
     results = outcome.results
     rows = [r.as_dict() for r in results]
-    write_junit(rows, out / "gate.xml")
+    write_junit(results, out / "gate.xml")
     verdict = outcome.verdict()
     atomic_write_text(out / "gate.md", f"# {verdict}\n\n" + markdown_table(rows) + "\n")
-    _index(out, sc, reports, verdict, rows)
+    _index(out, sc, reports, verdict, results)
     return results, reports
 
 
 def _index(
-    out: Path, sc: RunOptions, reports: list[Report], verdict: str, gate: list[dict[str, Any]]
+    out: Path, sc: RunOptions, reports: list[Report], verdict: str, gate: list[RuleResult]
 ) -> None:
     lines = [
         "# kimi-bench run\n",
@@ -165,4 +165,4 @@ def _index(
     atomic_write_text(out / "index.md", "\n".join(lines) + "\n")
     dicts = [r.to_dict() for r in reports]
     figures = [saved_figures(d, out / FOLDER[r.kind]) for d, r in zip(dicts, reports, strict=True)]
-    write_html(dicts, out / "index.html", title="kimi-bench run", gate=gate, figures=figures)
+    write_html(reports, out / "index.html", title="kimi-bench run", gate=gate, figures=figures)

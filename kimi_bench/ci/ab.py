@@ -36,6 +36,7 @@ from kimi_bench.ci.ab_stats import (
 )
 from kimi_bench.ci.revisions import Revision, ask_version, resolve
 from kimi_bench.options.ab import AbOptions
+from kimi_bench.report.envelope import Header
 
 SCHEMA = 1
 METRICS = (("deferred_ms", "lower"), ("speedup", "higher"))
@@ -99,16 +100,17 @@ def _figures(
     pair, position = where
     try:
         doc = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-        s, env = doc["summary"], doc["environment"]
-        load = ((env.get("host_load") or {}).get("start") or {}).get("load_1m")
+        s, env = doc["summary"], Header.model_validate(doc).environment
+        start = env.host_load.start if env.host_load else None
+        load = (start or {}).get("load_1m")
         deferred, eager = arm_figure(doc, "deferred", figure), arm_figure(doc, "eager", figure)
         return Launch(
             position=position, pair=pair, side=rev.label, folder=str(folder),
             wall_s=round(wall, 2), deferred_ms=deferred, eager_ms=eager,
             speedup=eager / deferred,
             repeats=int(s["repeats_completed"]), bit_exact=bool(s.get("bit_exact_all_repeats")),
-            load_1m=load, commit=(env.get("git") or {}).get("commit"),
-            version=env.get("package_version"),
+            load_1m=load, commit=env.git.commit if env.git else None,
+            version=env.package_version,
         )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LaunchFailed(rev.label, f"{rev.label} launch {position + 1}: no usable "
@@ -200,7 +202,7 @@ def run_ab(
     metrics = _metrics(launches, opts)
     failed = [m for m in metrics if m.verdict == "regression"]
     first = json.loads(Path(launches[0].folder, "report.json").read_text(encoding="utf-8"))
-    env = first["environment"]
+    env = Header.model_validate(first).environment
     return {
         "kind": "revision-ab",
         "schema_version": SCHEMA,
@@ -211,11 +213,11 @@ def run_ab(
         "machine": {
             "host": socket.gethostname(),
             "platform": platform.platform(),
-            "device": env.get("device"),
-            "device_name": env.get("device_name"),
-            "cpu_count": env.get("cpu_count"),
-            "torch": env.get("torch"),
-            "python": env.get("python"),
+            "device": env.device,
+            "device_name": env.device_name,
+            "cpu_count": env.cpu_count,
+            "torch": env.torch,
+            "python": env.python,
         },
         "host_load": {"start": start, "end": load_snapshot()},
         "settings": {

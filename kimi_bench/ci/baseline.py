@@ -100,7 +100,8 @@ def _notes(base: Report, diffs: list[Difference]) -> str:
     """What the verdict must carry about the baseline: its own host-load warning, and a
     hard difference the caller allowed (another eager arm)."""
     out = ""
-    warning = (base.environment.get("host_load") or {}).get("warning")
+    load = base.header.environment.host_load
+    warning = load.warning if load else None
     if warning:
         out += f"; {BUSY_BASELINE}: {warning}"
     for d in diffs:
@@ -115,8 +116,7 @@ def _notes(base: Report, diffs: list[Difference]) -> str:
 def _compare(
     metric: str, new: Report, base: Report, rules: BaselineRules, notes: str = ""
 ) -> RuleResult:
-    carrier = new.config.get("transport")
-    threshold = rules.threshold(metric, carrier if isinstance(carrier, str) else None)
+    threshold = rules.threshold(metric, new.header.config.transport)
     name, alpha = f"baseline.{metric}", rules.alpha
     xs = metric_samples(new, metric)
     try:

@@ -30,7 +30,7 @@ class Run:
 
     @property
     def carrier(self) -> str:
-        return str(self.report.config.get("transport") or "n/a")
+        return str(self.report.header.config.transport or "n/a")
 
     @property
     def setup(self) -> str:

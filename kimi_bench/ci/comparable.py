@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kimi_bench.report.kinds import Environment
+from kimi_bench.report.envelope import Environment, Load, RunConfig
 from kimi_bench.report.migrate import rate_label
 from kimi_bench.report.model import Report, ReportError
 
@@ -70,12 +70,11 @@ class Difference:
         return f"{self.what} {self.a!r} vs {self.b!r}"
 
 
-def _labels(cfg: dict[str, Any]) -> list[str]:
+def _labels(cfg: RunConfig) -> list[str]:
     """A serve-ab run's rate labels (``config.rate_labels``, else derived from the rates)."""
-    labels = cfg.get("rate_labels")
-    if isinstance(labels, list) and labels:
-        return [str(x) for x in labels]
-    return [rate_label(r) for r in cfg.get("rates") or []]
+    if cfg.rate_labels:
+        return [str(x) for x in cfg.rate_labels]
+    return [rate_label(r) for r in cfg.rates or []]
 
 
 # a setup key a report from before it existed lacks, read as the value it then had
@@ -97,33 +96,32 @@ def decoder_used(report: Report) -> str:
     if report.kind == "parity":
         rows = {str(r["decoder"]) for r in report.results if r.get("decoder")}
         return ",".join(sorted(rows)) or "pil"
-    cfg = report.config
-    decoding = cfg.get("decoding")
-    if isinstance(decoding, dict) and decoding.get("decoder"):
-        return str(decoding["decoder"])
-    named = cfg.get("decoder")
-    return str(named) if named and named != "auto" else "pil"
+    cfg = report.header.config
+    if cfg.decoding and cfg.decoding.decoder:
+        return cfg.decoding.decoder
+    named = cfg.decoder
+    return named if named and named != "auto" else "pil"
 
 
-def load_meaning(load: Any) -> str | None:
+def load_meaning(load: Load | None) -> str | None:
     """A serve-ab run's offered load (``config.load``) as what it means, in words: the
     label, and the burstiness only at a paced rate (at an unlimited rate there are no
     gaps between arrivals for it to shape). A field the run did not record says so."""
-    if not isinstance(load, dict):
+    if load is None:
         return None
-    missing = {str(x) for x in load.get("not_recorded") or []}
-    label = str(load.get("label"))
+    missing = {str(x) for x in load.not_recorded}
+    label = str(load.label)
     if label == UNRECORDED or {"request_rate", "max_concurrency"} & missing:
         return "not recorded"
-    if load.get("unlimited_rate") or load.get("request_rate") is None:
+    if load.unlimited_rate or load.request_rate is None:
         return label
-    burst = load.get("burstiness")
+    burst = load.burstiness
     shown = "not recorded" if "burstiness" in missing or burst is None else f"{burst:g}"
     return f"{label}, burstiness {shown}"
 
 
 def _busy(env: Environment) -> bool:
-    return bool((env.host_load or {}).get("warning"))
+    return bool(env.host_load and env.host_load.warning)
 
 
 def _environment(report: Report) -> Environment:
@@ -139,7 +137,7 @@ def _environment(report: Report) -> Environment:
 def eager_baseline(report: Report) -> str:
     """The eager arm's scheduler a micro or serve-ab run used (``config.eager_baseline``;
     reports from before the option ran the pre-change one)."""
-    return str(report.config.get("eager_baseline") or "pre-change")
+    return report.header.config.eager_baseline or "pre-change"
 
 
 def differences(a: Report, b: Report, allow: frozenset[str] = frozenset()) -> list[Difference]:
@@ -163,10 +161,11 @@ def differences(a: Report, b: Report, allow: frozenset[str] = frozenset()) -> li
         hard = EAGER_BASELINE not in allow
         out.append(Difference(EAGER_BASELINE, eager_baseline(a), eager_baseline(b), hard))
     if a.kind == "serve-ab":  # the offered load: rates as labelled, concurrency limits, bursts
-        la, lb = _labels(a.config), _labels(b.config)
+        ca, cb = a.header.config, b.header.config
+        la, lb = _labels(ca), _labels(cb)
         if la != lb:
             out.append(Difference("load (rate labels)", la, lb, True))
-        ma, mb = load_meaning(a.config.get("load")), load_meaning(b.config.get("load"))
+        ma, mb = load_meaning(ca.load), load_meaning(cb.load)
         unknown = any(m is not None and "not recorded" in m for m in (ma, mb))
         if ma != mb or unknown:  # a load not recorded cannot be shown to be the other's
             out.append(Difference("load", ma, mb, True))

@@ -91,8 +91,9 @@ def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Di
 
 def _sources(rep: Report) -> dict[str, str]:
     """An imported report's result files by their sha256 (``config.source.arms``)."""
-    arms = (rep.config.get("source") or {}).get("arms") if rep.config.get("imported") else None
-    if not isinstance(arms, dict):
+    cfg = rep.header.config
+    arms = cfg.source.arms if cfg.imported and cfg.source else None
+    if arms is None:
         return {}
     return {
         str(s["sha256"]): str(s.get("file"))

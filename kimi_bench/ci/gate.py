@@ -38,7 +38,7 @@ from kimi_bench.ci.baseline import (
 )
 from kimi_bench.ci.evidence import Evidence, EvidenceError
 from kimi_bench.ci.evidence_rows import evidence
-from kimi_bench.ci.history import history_rules
+from kimi_bench.ci.history import HistoryLine, history_rules
 from kimi_bench.ci.kind_rules import micro_rules, parity_rules, serve_rules
 from kimi_bench.ci.metrics import GATED_KINDS, KIND_TABLE
 from kimi_bench.ci.rules import GateRules, RulesError, load_rules
@@ -63,18 +63,18 @@ __all__ = [
 def report_label(rep: Report) -> str:
     """Short identity of a report for tables and JUnit class names, in words:
     ``micro (2 ranks, shm)``, ``parity (kimi-k3, built-in corpus)``."""
-    cfg = rep.config if isinstance(rep.config, dict) else {}
-    if cfg.get("imported"):
-        tools = (cfg.get("source") or {}).get("tools") or ["?"]
+    cfg = rep.header.config
+    if cfg.imported:
+        tools = (cfg.source.tools if cfg.source else None) or ["?"]
         return f"{rep.kind} (imported: {', '.join(map(str, tools))})"
     if rep.kind in ("micro", "serve-ab"):
-        return f"{rep.kind} ({cfg.get('ranks')} ranks, {cfg.get('transport')})"
+        return f"{rep.kind} ({cfg.ranks} ranks, {cfg.transport})"
     if rep.kind == "parity":
-        pre = cfg.get("preprocess")
-        parts = [str(pre.get("name") if isinstance(pre, dict) else cfg.get("preset") or "?")]
-        parts.append(f"images in {cfg['images']}" if cfg.get("images") else "built-in corpus")
-        if cfg.get("policy"):
-            parts.append(f"per-{cfg['policy']} decisions")
+        pre = cfg.preprocess
+        parts = [str(pre.name) if pre is not None else cfg.preset or "?"]
+        parts.append(f"images in {cfg.images}" if cfg.images else "built-in corpus")
+        if cfg.policy:
+            parts.append(f"per-{cfg.policy} decisions")
         return f"parity ({', '.join(parts)})"
     return f"{rep.kind} ({rep.source or 'in memory'})"
 
@@ -144,7 +144,7 @@ def evaluate(
 
 
 def default_baseline_dir(report: Report, root: Path = Path("reports/baselines")) -> Path:
-    name = str(report.environment.get("device_name", "")).lower()
+    name = str(report.header.environment.device_name or "").lower()
     return root / ("h200" if "h200" in name else "cpu")
 
 
@@ -175,11 +175,11 @@ class GateOutcome:
     @property
     def empty(self) -> bool:
         """No rule of the rules file (or the history) was evaluated: nothing was checked."""
-        return summarize(self.rows).nothing_checked
+        return summarize(self.results).nothing_checked
 
     @property
     def exit_code(self) -> int:
-        s = summarize(self.rows)
+        s = summarize(self.results)
         if s.failed or s.nothing_checked:
             return 1
         if s.no_regression is not None and not s.accepted:
@@ -187,7 +187,7 @@ class GateOutcome:
         return 0
 
     def line(self) -> Line:
-        return gate_line(self.rows)
+        return gate_line(self.results)
 
     def verdict(self) -> str:
         return self.line().text
@@ -197,7 +197,7 @@ def run_gate(
     reports: list[Report],
     rules: GateRules,
     baseline: Path | None,
-    history: list[dict[str, Any]] | None = None,
+    history: list[HistoryLine] | None = None,
     allow: Allow = Allow(),
 ) -> GateOutcome:
     """The gate: ``baseline`` given means required (checked even when no rule uses it);

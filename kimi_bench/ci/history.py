@@ -17,6 +17,7 @@ vs before gives p < ``alpha``. The first run of that segment names the first bad
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,18 @@ class Run:
     value: float
     commit: str
     created: str
+
+
+@dataclass(frozen=True)
+class HistoryLine:
+    """One run of a history file, checked (``check_line``): its kind, commit, time and the
+    values it measured of the series the gate reads (a value the run did not measure is
+    absent)."""
+
+    kind: str
+    git: str | None
+    created: str | None
+    values: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -83,21 +96,33 @@ def _value_problem(key: str, v: Any) -> str | None:
     return None
 
 
-def check_line(obj: dict[str, Any], where: str) -> None:
-    """A history line's kind, commit and the values of the series the gate reads."""
+SERIES = sorted({m for names in DEFAULT_METRICS.values() for m in names})
+
+
+def check_line(obj: dict[str, Any], where: str) -> HistoryLine:
+    """A history line's kind, commit and the values of the series the gate reads, checked
+    (HistoryError names ``where`` and the field)."""
     kind = obj.get("kind")
     if not isinstance(kind, str):
         raise HistoryError(f"{where}: kind must be a string (not a kimi-bench history line)")
+    text: dict[str, str | None] = {}
     for key in ("git", "created"):
-        if obj.get(key) is not None and not isinstance(obj[key], str):
-            raise HistoryError(f"{where}: {key} must be a string, got {obj[key]!r}")
-    for metric in {m for names in DEFAULT_METRICS.values() for m in names}:
-        problem = _value_problem(metric, obj.get(metric))
+        value = obj.get(key)
+        if value is not None and not isinstance(value, str):
+            raise HistoryError(f"{where}: {key} must be a string, got {value!r}")
+        text[key] = value
+    values = {}
+    for metric in SERIES:
+        v = obj.get(metric)
+        problem = _value_problem(metric, v)
         if problem:
             raise HistoryError(f"{where}: {problem}")
+        if v is not None:
+            values[metric] = float(v)
+    return HistoryLine(kind, text["git"], text["created"], values)
 
 
-def load_history(path: Path) -> list[dict[str, Any]]:
+def load_history(path: Path) -> list[HistoryLine]:
     """Every line of a JSONL history (HistoryError names the line and the field: not JSON,
     nested too deeply, not an object, or a gated value that is not a finite, bounded
     number of the right type)."""
@@ -107,21 +132,16 @@ def load_history(path: Path) -> list[dict[str, Any]]:
     except InputError as exc:
         raise HistoryError(str(exc)) from None
     numbered = [i for i, line in enumerate(text.splitlines(), 1) if line.strip()]
-    for n, obj in zip(numbered, lines, strict=True):
-        check_line(obj, f"{path}:{n}")
-    return lines
+    return [check_line(obj, f"{path}:{n}") for n, obj in zip(numbered, lines, strict=True)]
 
 
-def series(lines: list[dict[str, Any]], kind: str, metric: str) -> list[Run]:
-    """The finite values of ``metric`` in runs of ``kind``, in file order (oldest first)."""
-    out = []
-    for line in lines:
-        v = line.get(metric)
-        if line.get("kind") != kind or isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if math.isfinite(v):
-            out.append(Run(float(v), str(line.get("git") or "?"), str(line.get("created") or "")))
-    return out
+def series(lines: Sequence[HistoryLine], kind: str, metric: str) -> list[Run]:
+    """The values of ``metric`` in runs of ``kind``, in file order (oldest first)."""
+    return [
+        Run(line.values[metric], line.git or "?", line.created or "")
+        for line in lines
+        if line.kind == kind and metric in line.values
+    ]
 
 
 def _sigma(x: np.ndarray) -> float:
@@ -169,7 +189,7 @@ def newest_segment(
 
 
 def history_rules(
-    lines: list[dict[str, Any]],
+    lines: Sequence[HistoryLine],
     metrics: dict[str, tuple[str, ...]] | None = None,
     *,
     min_change: float = 0.05,

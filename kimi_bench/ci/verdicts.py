@@ -10,34 +10,10 @@ interval straddles the threshold: the run cannot tell pass from fail, and the ru
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
-PASS, FAIL, SKIP, INCONCLUSIVE = "pass", "fail", "skip", "inconclusive"
+from kimi_bench.report.gate_verdict import FAIL, INCONCLUSIVE, PASS, SKIP, RuleResult
 
-
-@dataclass
-class RuleResult:
-    rule: str
-    measured: Any
-    limit: Any
-    verdict: str  # pass, fail, skip or inconclusive
-    reason: str
-    report: str = ""  # which report the rule was applied to
-
-    @property
-    def failed(self) -> bool:
-        return self.verdict == FAIL
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "report": self.report,
-            "rule": self.rule,
-            "measured": self.measured,
-            "limit": self.limit,
-            "verdict": self.verdict,
-            "reason": self.reason,
-        }
+__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "SKIP", "RuleResult", "decide", "with_policy"]
 
 
 def decide(

@@ -111,7 +111,7 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     show_tables([("gate", rows, ["report", "rule", "measured", "verdict", "reason"])], opts.format)
     code, written = outcome.exit_code, 0
     if junit:
-        written = max(written, user_file(junit, junit_xml(rows), "--junit"))
+        written = max(written, user_file(junit, junit_xml(outcome.results), "--junit"))
     if summary:
         text = f"## kimi-bench {outcome.verdict()}\n\n" + markdown_table(rows) + "\n"
         written = max(written, user_file(summary, text, "--summary"))

@@ -115,14 +115,13 @@ def _body(values: dict[str, Any]) -> None:
 
 def _show_results(report: Report, fmt: OutputFormat, written: Sequence[Path]) -> None:
     """The tables, the notes, a missing-chart hint and the floor line, on the terminal."""
-    from kimi_bench.report.access import reader_notes
     from kimi_bench.report.figbase import PLOT_HINT
-    from kimi_bench.report.tables import tables
+    from kimi_bench.report.view import view_of
 
-    data = report.to_dict()
+    view = view_of(report)
     shown = ("micro.stages", "micro.copies", "micro.control", "micro.comparisons", "micro.noise")
-    show_tables([t for t in tables(data) if t.key in shown], fmt)
-    for line in reader_notes(data):
+    show_tables([t for t in view.tables if t.key in shown], fmt)
+    for line in view.notes:
         note(line)
     if not any(p.suffix == ".png" for p in written):
         warn(PLOT_HINT, label="no chart:")

@@ -26,6 +26,7 @@ def _render(opts: RenderOptions, _: dict[str, Any]) -> None:
     from kimi_bench.report.model import ReportError
     from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, check_output_file
     from kimi_bench.report.rerender import render_tree
+    from kimi_bench.report.view import View
 
     paths, html = opts.paths, opts.html
     try:
@@ -38,7 +39,7 @@ def _render(opts: RenderOptions, _: dict[str, Any]) -> None:
             raise usage_error(f"no such file or folder: {p}")
     if not plot_available():
         raise usage_error(f"matplotlib is missing; {PLOT_HINT}")
-    reports: list[dict[str, Any]] = []
+    reports: list[View] = []
     figures: list[Any] = []
     for p in paths:
         try:

@@ -15,7 +15,7 @@ from kimi_bench.infra.environment import git_commit
 from kimi_bench.project.calibration import Calibration, ProjectionError
 from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
-from kimi_bench.project.validate import TARGET_PCT, total_errors, validate
+from kimi_bench.project.validate import TARGET_PCT, ErrorRecord, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
 from kimi_bench.report import Report
 from kimi_bench.report.figures import figures_png
@@ -53,19 +53,19 @@ MODEL = [
 
 
 def _environment(cals: list[Calibration]) -> dict[str, Any]:
-    first = cals[0].environment
+    first = cals[0].env
     return {
         "package": "kimi-bench",
         "package_version": kimi_bench.__version__,
-        "python": first.get("python"),
-        "torch": first.get("torch"),
-        "cuda": first.get("cuda"),
-        "device": first.get("device"),
-        "device_name": f"projected from {first.get('device_name')}",
-        "gpu_count": first.get("gpu_count"),
+        "python": first.python,
+        "torch": first.torch,
+        "cuda": first.cuda,
+        "device": first.device,
+        "device_name": f"projected from {first.device_name}",
+        "gpu_count": first.gpu_count,
         "git": git_commit(),
-        "preset": first.get("preset"),
-        "seed": first.get("seed"),
+        "preset": first.preset,
+        "seed": first.seed,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "projected_on": {"python": sys.version.split()[0], "platform": platform.platform()},
         "calibration_environments": {c.source: c.environment for c in cals},
@@ -174,12 +174,13 @@ def unprojected(projs: list[Projection], scale: Scale) -> str | None:
 
 
 def _summary(
-    projs: list[Projection], scale: Scale, tots: list[dict[str, Any]], tot_err: list[dict[str, Any]]
+    projs: list[Projection], scale: Scale, tots: list[dict[str, Any]], tot_err: list[ErrorRecord]
 ) -> dict[str, Any]:
     cals = [p.calibration for p in projs]
     verdict = _speedups(scale, tots)
-    worst = max((t["error_pct"] for t in tot_err), key=abs) if tot_err else None
-    ok = sum(1 for t in tot_err if t["within_target"])
+    errs = [t.error_pct for t in tot_err if t.error_pct is not None]
+    worst = max(errs, key=abs) if errs else None
+    ok = sum(1 for t in tot_err if t.within_target)
     if worst is not None:
         verdict += (
             f"; validation: worst total error {abs(worst):.1f}% "
@@ -207,12 +208,12 @@ def build_projection(
         host = replace(host, cores=next((c.cores for c in cals if c.cores), None))
     projs = [project(c, host, scale) for c in cals]
     rows = [r for p in projs for r in p.rows]
-    errors: list[dict[str, Any]] = []
+    errors: list[ErrorRecord] = []
     for m in measured:
         cal = _calibration_for(cals, m)
         proj = next(p for p in projs if p.calibration is cal)
         errors += validate(cal, proj.fitted, host, [m])
-    errors = [e for e in errors if e["predicted_ms"] is not None or e["measured_ms"] is not None]
+    errors = [e for e in errors if e.predicted_ms is not None or e.measured_ms is not None]
     widen(rows, errors)
     tots = totals(rows)
     tot_err = total_errors(errors)
@@ -239,7 +240,10 @@ def build_projection(
             "model": MODEL,
             "fitted": fitted_rows,
             "totals": tots,
-            "validation": {"stages": errors, "totals": tot_err},
+            "validation": {
+                "stages": [e.as_dict() for e in errors],
+                "totals": [t.as_dict() for t in tot_err],
+            },
         },
     )
 
@@ -247,8 +251,9 @@ def build_projection(
 def emit_projection(report: Report, out: Path) -> list[Path]:
     """report.json, report.md, projection.csv, validation.csv (with measured reports),
     projection.png (with matplotlib) and report.html (the figure embedded), as every kind."""
+    view = view_of(report)
     files = [
-        write_markdown(view_of(report), out / "report.md", "kimi-bench projection"),
+        write_markdown(view, out / "report.md", "kimi-bench projection"),
         write_csv(report.results, out / "projection.csv"),
     ]
     val = report.data.get("validation", {}).get("stages") or []
@@ -256,6 +261,6 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
         files.append(write_csv(val, out / "validation.csv"))
     figs = figures_png(report)  # [] without matplotlib
     paths = [f.save(out) for f in figs]
-    page = write_html([report], out / "report.html", title="kimi-bench project", figures=[figs])
+    page = write_html([view], out / "report.html", title="kimi-bench project", figures=[figs])
     # report.json last: a folder holding it holds the whole projection
     return [*files, *paths, page, write_json(report, out / "report.json")]

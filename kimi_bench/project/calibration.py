@@ -13,11 +13,14 @@ change of the micro report format is a fix in this one module. Two formats are r
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from kimi_bench.options import Carrier
 from kimi_bench.report import Report
+from kimi_bench.report.envelope import Environment, RunConfig
+from kimi_bench.report.kinds import ControlRepeat, CopyRow, MicroArm, MicroReport, StageBlock
 from kimi_bench.report.roles import carrier_traits
 
 
@@ -69,7 +72,8 @@ class Calibration:
     image_areas: tuple[int, ...]  # width * height per image, in input order
     arms: dict[str, ArmCal]
     ledger: bool
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # as the report wrote it
+    env: Environment = field(default_factory=Environment)  # ... typed
     # the control plane: each arm's rounds on a minimal payload, as "<arm>:control"
     control: dict[str, ArmCal] = field(default_factory=dict)
 
@@ -80,18 +84,17 @@ class Calibration:
 CONTROL_SUFFIX = ":control"
 
 
-def _control(raw: Any) -> dict[str, ArmCal]:
+def _control(repeats: dict[str, list[ControlRepeat]]) -> dict[str, ArmCal]:
     """Each arm's control rounds (micro's ``control_repeats``: stage and total ms per
     round). Their bytes are a few KB, so every stage reads as moving none."""
     out: dict[str, ArmCal] = {}
-    for arm, reps in (raw or {}).items() if isinstance(raw, dict) else ():
-        rounds = [r for r in reps or [] if isinstance(r, dict)]
-        total = _median([r.get("total_ms") for r in rounds])
+    for arm, rounds in repeats.items():
+        total = _median([r.total_ms for r in rounds])
         if total is None:
             continue
-        names = [s for r in rounds for s in (r.get("stage_ms") or {})]
+        names = [s for r in rounds for s in r.stage_ms]
         stages = {
-            s: StageCal(s, _median([(r.get("stage_ms") or {}).get(s) for r in rounds]), 0)
+            s: StageCal(s, _median([r.stage_ms.get(s) for r in rounds]), 0)
             for s in dict.fromkeys(names)
         }
         name = f"{arm}{CONTROL_SUFFIX}"
@@ -99,21 +102,20 @@ def _control(raw: Any) -> dict[str, ArmCal]:
     return out
 
 
-def _median(values: list[Any]) -> float | None:
+def _median(values: Sequence[object]) -> float | None:
     nums = [float(v) for v in values if isinstance(v, (int, float))]
     return statistics.median(nums) if nums else None
 
 
-def stage_view(stage: dict[str, Any]) -> tuple[float | None, int]:
+def stage_view(stage: StageBlock) -> tuple[float | None, int]:
     """(median ms or None when the stage did not run, bytes) of one stage entry."""
-    nbytes = int(stage.get("bytes") or 0)
-    if stage.get("applicable") is False:
+    nbytes = stage.bytes or 0
+    if stage.applicable is False:
         return None, nbytes
-    summary = stage.get("summary_ms") or {}
-    med = summary.get("median")
-    if not isinstance(med, (int, float)):
-        med = _median(stage.get("samples_ms") or [])
-    return (float(med) if med is not None else None), nbytes
+    med = stage.summary_ms.median if stage.summary_ms else None
+    if med is None:
+        med = _median(stage.samples_ms)
+    return med, nbytes
 
 
 # Operations of a stage when the report has no ledger (the older micro format).
@@ -137,22 +139,21 @@ def _inferred_ops(
     return {op: (nbytes, max(1, ranks - 1) if op == "gloo_broadcast" else 1)}
 
 
-def _ledger_ops(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[int, int]]]:
+def _ledger_ops(rows: list[CopyRow]) -> dict[str, dict[str, tuple[int, int]]]:
     out: dict[str, dict[str, tuple[int, int]]] = {}
     for r in rows:
-        stage, op = r.get("stage"), r.get("op")
-        if not isinstance(stage, str) or not isinstance(op, str):
+        if r.stage is None or r.op is None:
             continue
-        moved = int(r.get("bytes") or 0) if r.get("copies", True) else 0
-        ops = out.setdefault(stage, {})
-        b, c = ops.get(op, (0, 0))
-        ops[op] = (b + moved, c + int(r.get("count") or 1))
+        moved = (r.bytes or 0) if r.copies is not False else 0
+        ops = out.setdefault(r.stage, {})
+        b, c = ops.get(r.op, (0, 0))
+        ops[r.op] = (b + moved, c + (r.count or 1))
     return out
 
 
-def _image_areas(config: dict[str, Any]) -> tuple[int, ...]:
+def _image_areas(config: RunConfig) -> tuple[int, ...]:
     areas: list[int] = []
-    for g in config.get("groups") or []:
+    for g in config.groups or []:
         try:
             count, width, height = (int(x) for x in g)
         except (TypeError, ValueError):
@@ -161,32 +162,29 @@ def _image_areas(config: dict[str, Any]) -> tuple[int, ...]:
     return tuple(areas)
 
 
-def _nodes(config: dict[str, Any]) -> int:
-    for key in ("nodes", "nnodes"):
-        v = config.get(key)
-        if isinstance(v, int) and v >= 1:
+def _nodes(config: RunConfig) -> int:
+    for v in (config.nodes, config.nnodes):
+        if v is not None and v >= 1:
             return v
     return 1
 
 
-def _arm(name: str, raw: dict[str, Any], serialize_op: str, ranks: int) -> ArmCal:
-    stages_raw = raw.get("stages")
-    if not isinstance(stages_raw, dict) or not stages_raw:
+def _arm(name: str, arm: MicroArm, serialize_op: str, ranks: int) -> ArmCal:
+    if not arm.stages:
         raise ProjectionError(f"arm {name!r} has no stages")
-    ledger = raw.get("copies")
-    ledger_ops = _ledger_ops(ledger) if isinstance(ledger, list) else None
+    ledger_ops = _ledger_ops(arm.copies) if arm.copies is not None else None
     stages: dict[str, StageCal] = {}
-    for s, st in stages_raw.items():
-        ms, nbytes = stage_view(st if isinstance(st, dict) else {})
+    for s, st in arm.stages.items():
+        ms, nbytes = stage_view(st)
         if ledger_ops is not None:
             ops = ledger_ops.get(s, {})
         else:
             ops = _inferred_ops(s, serialize_op, nbytes, ranks)
         stages[s] = StageCal(s, ms, nbytes, ops)
-    total = (raw.get("total_ms") or {}).get("median")
-    if not isinstance(total, (int, float)):
+    total = arm.total_ms.median
+    if total is None:
         raise ProjectionError(f"arm {name!r} has no total_ms.median")
-    return ArmCal(name, stages, float(total))
+    return ArmCal(name, stages, total)
 
 
 def read_calibration(report: Report, source: str = "") -> Calibration:
@@ -194,27 +192,22 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
     where = source or "report"
     if report.kind != "micro":
         raise ProjectionError(f"{where} is a {report.kind!r} report; the projection needs micro")
-    cfg, env = report.config, report.environment
-    arms_raw = report.data.get("arms")
-    if not isinstance(arms_raw, dict) or not arms_raw:
+    if not report.data.get("arms"):
         raise ProjectionError(f"{where} has no per-arm stage data (arms)")
-    ranks, transport = cfg.get("ranks"), str(cfg.get("transport"))
+    typed = report.typed(MicroReport)
+    cfg, env = typed.config, typed.environment
+    ranks, transport = cfg.ranks, str(cfg.transport)
     if not isinstance(ranks, int) or ranks < 1 or transport not in get_args(Carrier):
         raise ProjectionError(f"{where} does not say its ranks and transport (config)")
-    traits = carrier_traits(cfg)
+    traits = carrier_traits(report.config)
     try:
         arms = {
-            a: _arm(a, raw, str(traits["serialize_op"]), ranks)
-            for a, raw in arms_raw.items()
-            if isinstance(raw, dict)
+            a: _arm(a, arm, str(traits["serialize_op"]), ranks) for a, arm in typed.arms.items()
         }
     except ProjectionError as exc:
         raise ProjectionError(f"{where}: {exc}") from None
-    raw_arms = list(arms_raw.values())
-    floor = report.data.get("floor") or {}
-    gbps = floor.get("pinned_h2d_gbps")
-    device = str(env.get("device") or cfg.get("device") or "cpu")
-    cores = env.get("cpu_count")
+    gbps = typed.floor.pinned_h2d_gbps if typed.floor else None
+    device = str(env.device or cfg.device or "cpu")
     return Calibration(
         source=source,
         ranks=ranks,
@@ -223,12 +216,13 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         serialize_op=str(traits["serialize_op"]),
         device=device,
         nodes=_nodes(cfg),
-        gpus=int(env.get("gpu_count") or 0) if device == "cuda" else 0,
-        cores=int(cores) if isinstance(cores, int) and cores > 0 else None,
-        h2d_gbps=float(gbps) if isinstance(gbps, (int, float)) and gbps > 0 else None,
+        gpus=(env.gpu_count or 0) if device == "cuda" else 0,
+        cores=env.cpu_count or None,
+        h2d_gbps=gbps if gbps is not None and gbps > 0 else None,
         image_areas=_image_areas(cfg),
         arms=arms,
-        ledger=any(isinstance(r, dict) and isinstance(r.get("copies"), list) for r in raw_arms),
-        environment=dict(env),
-        control=_control(report.data.get("control_repeats")),
+        ledger=any(arm.copies is not None for arm in typed.arms.values()),
+        environment=dict(report.environment),
+        env=env,
+        control=_control(typed.control_repeats),
     )

@@ -4,7 +4,7 @@ another on the same host, compare stage by stage and in total."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration, ProjectionError
@@ -38,28 +38,48 @@ class ErrorRow:
             return None
         return 100.0 * err / self.measured_ms
 
-    def as_dict(self, total_ms: float | None = None) -> dict[str, Any]:
+    def record(self, total_ms: float | None = None) -> ErrorRecord:
+        """The row as the report writes it, its share of the measured ``total_ms``."""
         share = (
             self.measured_ms / total_ms
             if total_ms and self.measured_ms is not None and self.stage != "TOTAL"
             else None
         )
-        return {
-            "transport": self.transport,
-            "ranks": self.ranks,
-            "arm": self.arm,
-            "stage": self.stage,
-            "kind": self.kind,
-            "calibration_ms": self.calibration_ms,
-            "predicted_ms": self.predicted_ms,
-            "measured_ms": self.measured_ms,
-            "error_ms": self.error_ms,
-            "error_pct": self.error_pct,
-            "share_of_total": share,
-            "note": f"small (< {SMALL_SHARE:.0%} of the total)"
-            if share is not None and share < SMALL_SHARE
-            else None,
-        }
+        small = share is not None and share < SMALL_SHARE
+        return ErrorRecord(
+            **{f.name: getattr(self, f.name) for f in fields(ErrorRow)},
+            error_ms=self.error_ms,
+            error_pct=self.error_pct,
+            share_of_total=share,
+            note=f"small (< {SMALL_SHARE:.0%} of the total)" if small else None,
+        )
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """One row of the validation's error table (``validation.stages``; its TOTAL rows with
+    ``within_target`` are ``validation.totals``)."""
+
+    transport: str
+    ranks: int
+    arm: str
+    stage: str
+    kind: str
+    calibration_ms: float | None
+    predicted_ms: float | None
+    measured_ms: float | None
+    error_ms: float | None
+    error_pct: float | None
+    share_of_total: float | None
+    note: str | None
+    within_target: bool | None = None  # TOTAL rows of ``total_errors`` only
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON row (``within_target`` only on the totals)."""
+        out = asdict(self)
+        if self.within_target is None:
+            del out["within_target"]
+        return out
 
 
 def same_host_topology(cal: Calibration, ranks: int, nodes: int = 1) -> Topology:
@@ -114,9 +134,9 @@ def error_rows(
 
 def validate(
     cal: Calibration, fitted: Fitted, host: Host, measured: list[Calibration]
-) -> list[dict[str, Any]]:
-    """Error table rows (dicts) for every arm of every measured report."""
-    out: list[dict[str, Any]] = []
+) -> list[ErrorRecord]:
+    """Error table rows for every arm of every measured report."""
+    out: list[ErrorRecord] = []
     for m in sorted(measured, key=lambda c: c.ranks):
         check_comparable(cal, m)
         topo = same_host_topology(cal, m.ranks, m.nodes)
@@ -125,32 +145,29 @@ def validate(
                 continue
             pred = predict_arm(arm, cal, topo, host, fitted)
             rows, total = error_rows(pred, arm.total_ms, m, cal.transport)
-            out += [r.as_dict(total) for r in rows]
+            out += [r.record(total) for r in rows]
     return out
 
 
-def total_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def total_errors(rows: list[ErrorRecord]) -> list[ErrorRecord]:
     """The TOTAL rows of the arms (not their control planes, reported apart), each with
     ``within_target`` (|error| <= TARGET_PCT)."""
-    out = []
-    for r in rows:
-        if r["stage"] != "TOTAL" or r["error_pct"] is None or r["arm"].endswith(CONTROL_SUFFIX):
-            continue
-        out.append(r | {"within_target": abs(r["error_pct"]) <= TARGET_PCT})
-    return out
+    return [
+        replace(r, within_target=abs(r.error_pct) <= TARGET_PCT)
+        for r in rows
+        if r.stage == "TOTAL" and r.error_pct is not None and not r.arm.endswith(CONTROL_SUFFIX)
+    ]
 
 
 def biggest_misses(
-    rows: list[dict[str, Any]], transport: str, ranks: int, arm: str, n: int = 3
-) -> list[dict[str, Any]]:
+    rows: list[ErrorRecord], transport: str, ranks: int, arm: str, n: int = 3
+) -> list[ErrorRecord]:
     """The stages that contribute most (absolute ms) to one arm's total error."""
     stages = [
         r
         for r in rows
-        if r["transport"] == transport
-        and r["ranks"] == ranks
-        and r["arm"] == arm
-        and r["stage"] != "TOTAL"
-        and r["error_ms"] is not None
+        if (r.transport, r.ranks, r.arm) == (transport, ranks, arm)
+        and r.stage != "TOTAL"
+        and r.error_ms is not None
     ]
-    return sorted(stages, key=lambda r: -abs(r["error_ms"]))[:n]
+    return sorted(stages, key=lambda r: -abs(r.error_ms or 0.0))[:n]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimi_bench.project.calibration import CONTROL_SUFFIX
-from kimi_bench.project.validate import TARGET_PCT, biggest_misses, total_errors
+from kimi_bench.project.validate import TARGET_PCT, ErrorRecord, biggest_misses, total_errors
 
 _WHY = {
     ("tree", -1): "the broadcast grew by more than gloo's extra rounds account for. In "
@@ -35,33 +35,33 @@ _WHY = {
 }
 
 
-def _miss_notes(errors: list[dict[str, Any]]) -> list[str]:
+def _miss_notes(errors: list[ErrorRecord]) -> list[str]:
     notes = []
     for t in total_errors(errors):
-        if t["within_target"]:
+        if t.within_target:
             continue
-        worst = biggest_misses(errors, t["transport"], t["ranks"], t["arm"])
-        parts = ", ".join(f"{r['stage']} ({r['kind']}) {r['error_ms']:+.1f} ms" for r in worst)
+        worst = biggest_misses(errors, t.transport, t.ranks, t.arm)
+        parts = ", ".join(f"{r.stage} ({r.kind}) {r.error_ms:+.1f} ms" for r in worst)
         top = worst[0] if worst else None
-        why = _WHY.get((top["kind"], 1 if top["error_ms"] > 0 else -1)) if top else None
+        why = _WHY.get((top.kind, 1 if (top.error_ms or 0) > 0 else -1)) if top else None
         notes.append(
-            f"MISSED: {t['transport']} {t['arm']} at {t['ranks']} ranks: predicted "
-            f"{t['predicted_ms']:.1f} ms vs measured {t['measured_ms']:.1f} ms "
-            f"({t['error_pct']:+.1f}%, target +-{TARGET_PCT:.0f}%); largest stage misses: "
+            f"MISSED: {t.transport} {t.arm} at {t.ranks} ranks: predicted "
+            f"{t.predicted_ms:.1f} ms vs measured {t.measured_ms:.1f} ms "
+            f"({t.error_pct:+.1f}%, target +-{TARGET_PCT:.0f}%); largest stage misses: "
             f"{parts}" + (f". Why: {why}." if why else ".")
         )
     return notes
 
 
-def _fixed_drift(errors: list[dict[str, Any]]) -> str | None:
+def _fixed_drift(errors: list[ErrorRecord]) -> str | None:
     """How far single-process (fixed) stages drifted from their calibration cost."""
     errs = sorted(
-        r["error_pct"]
+        r.error_pct
         for r in errors
-        if r["kind"] == "fixed"
-        and not r["note"]
-        and r["error_pct"] is not None
-        and not r["arm"].endswith(CONTROL_SUFFIX)  # the control plane has its own note
+        if r.kind == "fixed"
+        and not r.note
+        and r.error_pct is not None
+        and not r.arm.endswith(CONTROL_SUFFIX)  # the control plane has its own note
     )
     if not errs:
         return None
@@ -74,16 +74,16 @@ def _fixed_drift(errors: list[dict[str, Any]]) -> str | None:
     )
 
 
-def validation_notes(errors: list[dict[str, Any]]) -> list[str]:
+def validation_notes(errors: list[ErrorRecord]) -> list[str]:
     tots = total_errors(errors)
     if not tots:
         return []
-    ok = sum(1 for t in tots if t["within_target"])
-    worst = max(tots, key=lambda t: abs(t["error_pct"]))
+    ok = sum(1 for t in tots if t.within_target)
+    worst = max(tots, key=lambda t: abs(t.error_pct or 0.0))
     lines = [
         f"validation: total error within +-{TARGET_PCT:.0f}% for {ok} of {len(tots)} "
-        f"(carrier, ranks, arm) cases; worst {worst['error_pct']:+.1f}% "
-        f"({worst['transport']} {worst['arm']} at {worst['ranks']} ranks). Per-stage errors "
+        f"(carrier, ranks, arm) cases; worst {worst.error_pct:+.1f}% "
+        f"({worst.transport} {worst.arm} at {worst.ranks} ranks). Per-stage errors "
         "of stages under 2% of the measured total are noted as small: their relative error "
         "says little (a stage hidden behind a slower rank measures ~0 ms)."
     ]
@@ -98,21 +98,19 @@ def validation_notes(errors: list[dict[str, Any]]) -> list[str]:
     return lines + ([drift] if drift else []) + [widened] + misses
 
 
-def _control_note(errors: list[dict[str, Any]]) -> list[str]:
+def _control_note(errors: list[ErrorRecord]) -> list[str]:
     """The control plane's prediction error, apart from the arms' target: it moves a few
     KB, so only its gloo rounds and gather scale in the model."""
     rows = [
         r
         for r in errors
-        if r["stage"] == "TOTAL"
-        and r["arm"].endswith(CONTROL_SUFFIX)
-        and r["error_pct"] is not None
+        if r.stage == "TOTAL" and r.arm.endswith(CONTROL_SUFFIX) and r.error_pct is not None
     ]
     if not rows:
         return []
     cases = ", ".join(
-        f"{r['transport']} {r['arm'].removesuffix(CONTROL_SUFFIX)} at {r['ranks']}: "
-        f"{r['predicted_ms']:.1f} vs {r['measured_ms']:.1f} ms ({r['error_pct']:+.0f}%)"
+        f"{r.transport} {r.arm.removesuffix(CONTROL_SUFFIX)} at {r.ranks}: "
+        f"{r.predicted_ms:.1f} vs {r.measured_ms:.1f} ms ({r.error_pct:+.0f}%)"
         for r in rows
     )
     return [
@@ -124,18 +122,18 @@ def _control_note(errors: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def stage_uncertainty(errors: list[dict[str, Any]]) -> dict[tuple[str, str, str], float]:
+def stage_uncertainty(errors: list[ErrorRecord]) -> dict[tuple[str, str, str], float]:
     """(carrier, arm, stage) -> the largest relative error the validation measured."""
     out: dict[tuple[str, str, str], float] = {}
     for r in errors:
-        if r["stage"] == "TOTAL" or r["error_pct"] is None or r.get("note"):
+        if r.stage == "TOTAL" or r.error_pct is None or r.note:
             continue
-        key = (r["transport"], r["arm"], r["stage"])
-        out[key] = max(out.get(key, 0.0), abs(r["error_pct"]) / 100.0)
+        key = (r.transport, r.arm, r.stage)
+        out[key] = max(out.get(key, 0.0), abs(r.error_pct) / 100.0)
     return out
 
 
-def widen(rows: list[dict[str, Any]], errors: list[dict[str, Any]]) -> None:
+def widen(rows: list[dict[str, Any]], errors: list[ErrorRecord]) -> None:
     """Give every projected TOTAL row ``low_ms``/``high_ms`` (see the module doc)."""
     unc = stage_uncertainty(errors)
     if not unc:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from kimi_bench.report.envelope import Git, Header
+from kimi_bench.report.kinds import MicroReport
 from kimi_bench.report.migrate import rate_label as _rate_label
 from kimi_bench.report.roles import baseline_arm
 
@@ -36,40 +38,40 @@ def number(v: Any) -> float | None:
 
 
 # --------------------------------------------------------------------- environment / caption
+# These read the typed header (``report.envelope.Header``) every report has.
 
 
-def kind(report: Dict) -> str:
-    return str(report.get("kind", "?"))
+def kind(report: Header) -> str:
+    return report.kind
 
 
-def commit(report: Dict) -> str:
-    git = report.get("environment", {}).get("git") or {}
-    c = str(git.get("commit") or "?")[:12]
-    return c + ("+dirty" if git.get("dirty") else "")
+def commit(report: Header) -> str:
+    git = report.environment.git or Git()
+    return str(git.commit or "?")[:12] + ("+dirty" if git.dirty else "")
 
 
-def device(report: Dict) -> str:
-    env = report.get("environment", {})
-    name, dev = env.get("device_name"), env.get("device")
+def device(report: Header) -> str:
+    env = report.environment
+    name, dev = env.device_name, env.device
     return f"{name} ({dev})" if name and dev and name != dev else str(name or dev or "?")
 
 
-def preset(report: Dict) -> str:
-    return str(report.get("environment", {}).get("preset") or "?")
+def preset(report: Header) -> str:
+    return str(report.environment.preset or "?")
 
 
-def ranks(report: Dict) -> str:
-    r = report.get("config", {}).get("ranks")
+def ranks(report: Header) -> str:
+    r = report.config.ranks
     return "?" if r is None else str(r)
 
 
-def carrier(report: Dict) -> str:
-    return str(report.get("config", {}).get("transport") or "n/a")
+def carrier(report: Header) -> str:
+    return str(report.config.transport or "n/a")
 
 
-def caption(report: Dict) -> str:
+def caption(report: Header) -> str:
     """One line naming what produced the numbers: device, preset, ranks, carrier, commit."""
-    env = report.get("environment", {})
+    env = report.environment
     parts = [
         device(report),
         f"preset {preset(report)}",
@@ -77,32 +79,27 @@ def caption(report: Dict) -> str:
         f"carrier {carrier(report)}",
         f"commit {commit(report)}",
     ]
-    if env.get("torch"):
-        parts.append(f"torch {env['torch']}")
-    if env.get("created"):
-        parts.append(str(env["created"]))
+    if env.torch:
+        parts.append(f"torch {env.torch}")
+    if env.created:
+        parts.append(env.created)
     return " · ".join(parts)
 
 
-def verdict(report: Dict) -> str:
-    return str(report.get("summary", {}).get("verdict") or "")
-
-
-def notes(report: Dict) -> list[str]:
-    return [str(n) for n in report.get("notes") or []]
+def verdict(report: Header) -> str:
+    return str(report.summary.verdict or "")
 
 
 NOISE_PREFIX = "noisy: "
 
 
-def reader_notes(report: Dict) -> list[str]:
+def reader_notes(report: Header) -> list[str]:
     """The notes as a page lists them: a micro report's per-stage noise warnings
     (``noisy: <arm>/<stage>: ...``) are left out, as its noise table (after the figures)
     shows them grouped per arm."""
-    out = notes(report)
-    if report.get("arms"):
-        out = [n for n in out if not n.startswith(NOISE_PREFIX)]
-    return out
+    if isinstance(report, MicroReport) and report.arms:
+        return [n for n in report.notes if not n.startswith(NOISE_PREFIX)]
+    return list(report.notes)
 
 
 # --------------------------------------------------------------------------------- micro
@@ -233,40 +230,3 @@ def interval(
     stats = np.percentile(xs[idx], q, axis=1)
     lo, hi = np.percentile(stats, [2.5, 97.5])
     return float(lo), float(hi)
-
-
-# --------------------------------------------------------------------------------- parity
-
-
-@dataclass(frozen=True)
-class ParityRow:
-    name: str
-    size: str
-    fp32: bool | None
-    bf16: bool | None
-    deferred: bool | None
-    diff_vs_pil: float | None
-    error: str | None
-
-
-def parity_rows(report: Dict) -> list[ParityRow]:
-    out = []
-    for r in report.get("results") or []:
-        w, h = r.get("width"), r.get("height")
-
-        def flag(key: str, row: Dict = r) -> bool | None:
-            v = row.get(key)
-            return v if isinstance(v, bool) else None
-
-        out.append(
-            ParityRow(
-                name=str(r.get("name", "?")),
-                size=f"{w}x{h}" if w and h else "",
-                fp32=flag("bit_exact_fp32"),
-                bf16=flag("bit_exact_bf16"),
-                deferred=flag("deferred"),
-                diff_vs_pil=number(r.get("max_abs_diff_vs_pil")),
-                error=str(r["error"]) if r.get("error") else None,
-            )
-        )
-    return out

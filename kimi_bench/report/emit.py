@@ -27,9 +27,9 @@ def _emit(
     final = report.data["final"]
     view = view or view_of(report)
     figs = figures_png(view.data) if figures else []
-    title = f"kimi-bench {view.data.get('kind')}"
+    title = f"kimi-bench {view.typed.kind}"
     page = [*(f.save(out) for f in figs),
-            write_html([view.data], out / "report.html", title=title, figures=[figs])]  # fmt: skip
+            write_html([view], out / "report.html", title=title, figures=[figs])]  # fmt: skip
     md = write_markdown(view, out / "report.md")
     table = write_csv(csv[1], out / csv[0])
     # report.json after every other file (each renamed into place when complete): a

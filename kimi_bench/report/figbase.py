@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.report import access
+from kimi_bench.report.envelope import Header
 
 PLOT_HINT = "install the plot extra for charts: pip install 'kimi-bench[plot]'"
 
@@ -58,9 +59,10 @@ def decorate(fig: Any, report: dict[str, Any], title: str, note: str = "") -> An
     """Title naming kind and what is drawn, caption line naming the machine and commit."""
     import textwrap
 
-    fig.suptitle(f"{access.kind(report)}: {title}", fontsize=12, fontweight="bold")
+    header = Header.model_validate(report)
+    fig.suptitle(f"{header.kind}: {title}", fontsize=12, fontweight="bold")
     per_line = int(fig.get_figwidth() * 16)  # 7.5 pt characters per inch, about
-    line = "\n".join(textwrap.wrap(access.caption(report), per_line))
+    line = "\n".join(textwrap.wrap(access.caption(header), per_line))
     if note:
         line += "\n" + "\n".join(textwrap.wrap(note, per_line))
     fig.text(0.01, 0.005, line, fontsize=7.5, color="#444444", ha="left", va="bottom")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimi_bench.report import access
 from kimi_bench.report.figbase import FigureSpec, decorate, empty_figure, pyplot
+from kimi_bench.report.kinds import ParityReport, ParityRow
 from kimi_bench.results import has_fp32
 
 Dict = dict[str, Any]
@@ -18,7 +18,7 @@ _ONE_LEVEL = 1 / 127.5
 COLUMNS = ("FP32 equal", "BF16 equal", "path", "max |diff| vs PIL")
 
 
-def _cells(row: access.ParityRow, fp32: bool = True) -> list[tuple[str, str]]:
+def _cells(row: ParityRow, fp32: bool = True) -> list[tuple[str, str]]:
     """(text, colour) per column for one input; ``fp32``: the runtime has FP32 features
     (SGLang's eager vs deferred; without them, vLLM's one path of uint8 patches)."""
 
@@ -33,20 +33,20 @@ def _cells(row: access.ParityRow, fp32: bool = True) -> list[tuple[str, str]]:
         path = ("n/a", _NA)
     else:
         path = ("deferred", _INFO) if row.deferred else ("eager (kept)", "#ffffff")
-    d = row.diff_vs_pil
+    d = row.max_abs_diff_vs_pil
     if d is None:
         diff = ("n/a", _NA)
     else:
         levels = d / _ONE_LEVEL
         color = _GOOD if d == 0 else (_WARN if levels <= 1.0001 else "#f8cbad")
         diff = (f"{d:.4g} ({levels:.3g} lv)" if d else "0", color)
-    return [exact(row.fp32), exact(row.bf16), path, diff]
+    return [exact(row.bit_exact_fp32), exact(row.bit_exact_bf16), path, diff]
 
 
-def _pick(rows: list[access.ParityRow]) -> tuple[list[access.ParityRow], int]:
+def _pick(rows: list[ParityRow]) -> tuple[list[ParityRow], int]:
     if len(rows) <= MAX_ROWS:
         return rows, 0
-    bad = [r for r in rows if r.error or r.fp32 is False or r.bf16 is False]
+    bad = [r for r in rows if r.error or r.bit_exact_fp32 is False or r.bit_exact_bf16 is False]
     rest = [r for r in rows if r not in bad]
     keep = (bad + rest)[:MAX_ROWS]
     order = {id(r): i for i, r in enumerate(rows)}
@@ -54,11 +54,12 @@ def _pick(rows: list[access.ParityRow]) -> tuple[list[access.ParityRow], int]:
 
 
 def parity_grid_figure(report: Dict) -> Any:
+    typed = ParityReport.model_validate(report)
     fp32 = has_fp32(report.get("config"))
-    runtime = (report.get("config") or {}).get("runtime")
+    runtime = typed.config.runtime
     compared = "eager vs deferred" if fp32 else f"{runtime} through the pipeline vs vLLM's path"
     title = f"per-input grid ({compared}, torch.equal)"
-    rows = access.parity_rows(report)
+    rows = typed.results
     if not rows:
         return empty_figure(report, title, "the report has no inputs")
     shown, hidden = _pick(rows)

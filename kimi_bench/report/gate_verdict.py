@@ -1,4 +1,4 @@
-"""The gate's verdict from its rule rows (``ci.verdicts.RuleResult.as_dict``): one function
+"""The gate's verdict from its rule rows (``RuleResult``): one function
 for ``kimi-bench gate``, ``kimi-bench run``, ``gate.md`` and ``index.html``, so that each
 says the same thing in the same words.
 
@@ -19,12 +19,40 @@ A verdict is more than pass or fail (issue 42):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.report.verdicts import Line, Tone
 
-Dict = dict[str, Any]
+PASS, FAIL, SKIP, INCONCLUSIVE = "pass", "fail", "skip", "inconclusive"
+
+
+@dataclass
+class RuleResult:
+    """One rule's outcome on one report (``ci.verdicts`` decides it); the gate's rows."""
+
+    rule: str
+    measured: Any
+    limit: Any
+    verdict: str  # pass, fail, skip or inconclusive
+    reason: str
+    report: str = ""  # which report the rule was applied to
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == FAIL
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "report": self.report,
+            "rule": self.rule,
+            "measured": self.measured,
+            "limit": self.limit,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
 
 # markers the rule reasons carry (written by ``ci.baseline`` and ``ci.history``)
 NO_BASELINE = "no baseline"  # the reason of a baseline rule skipped for want of one
@@ -61,17 +89,17 @@ class GateSummary:
         return not self.checked and self.waiting is None
 
 
-def _rows(results: list[Dict], prefix: str) -> list[Dict]:
-    return [g for g in results if str(g.get("rule", "")).startswith(prefix)]
+def _rows(results: Sequence[RuleResult], prefix: str) -> list[RuleResult]:
+    return [g for g in results if g.rule.startswith(prefix)]
 
 
-def _waiting(history: list[Dict]) -> int | None:
+def _waiting(history: list[RuleResult]) -> int | None:
     """More runs the history needs when none of its rules could be evaluated yet."""
-    if not history or any(g.get("verdict") != "skip" for g in history):
+    if not history or any(g.verdict != SKIP for g in history):
         return None
     need = []
     for g in history:
-        m = HISTORY_WAITING.match(str(g.get("reason", "")))
+        m = HISTORY_WAITING.match(g.reason)
         if m is None:
             return None
         need.append((int(m.group(1)) > 0, int(m.group(2))))
@@ -79,20 +107,20 @@ def _waiting(history: list[Dict]) -> int | None:
     return max(with_runs or [n for _, n in need])
 
 
-def summarize(results: list[Dict]) -> GateSummary:
-    counts = {v: sum(1 for g in results if g.get("verdict") == v)
-              for v in ("pass", "fail", "inconclusive", "skip")}  # fmt: skip
-    checked = [g for g in results if g.get("verdict") != "skip"
-               and not str(g.get("rule", "")).endswith(".complete")]  # fmt: skip
+def summarize(results: Sequence[RuleResult]) -> GateSummary:
+    counts = {
+        v: sum(1 for g in results if g.verdict == v) for v in (PASS, FAIL, INCONCLUSIVE, SKIP)
+    }
+    checked = [g for g in results if g.verdict != SKIP and not g.rule.endswith(".complete")]
     base, history = _rows(results, "baseline."), _rows(results, "history.")
     waiting = _waiting(history)
-    history_checked = any(g.get("verdict") != "skip" for g in history)
-    skipped = [g for g in base if g.get("verdict") == "skip"]
+    history_checked = any(g.verdict != SKIP for g in history)
+    skipped = [g for g in base if g.verdict == SKIP]
     no_baseline = None
     if base and len(skipped) == len(base):
-        no_baseline = str(skipped[0].get("reason") or NO_BASELINE)
-    busy = sum(1 for g in base if BUSY_BASELINE in str(g.get("reason", "")))
-    accepted = bool(skipped) and all(ACCEPTED in str(g.get("reason", "")) for g in skipped)
+        no_baseline = skipped[0].reason or NO_BASELINE
+    busy = sum(1 for g in base if BUSY_BASELINE in g.reason)
+    accepted = bool(skipped) and all(ACCEPTED in g.reason for g in skipped)
     return GateSummary(
         counts, len(results), len(checked), no_baseline, accepted, waiting, busy, history_checked
     )
@@ -105,7 +133,7 @@ def _pass_text(s: GateSummary) -> str:
     return f"{', '.join(parts)} of {s.total} rules"
 
 
-def gate_line(results: list[Dict]) -> Line:
+def gate_line(results: Sequence[RuleResult]) -> Line:
     """The gate's verdict line from its rule rows."""
     s = summarize(results)
     busy = (

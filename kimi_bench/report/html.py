@@ -21,11 +21,12 @@ from typing import Any
 from kimi_bench.report import access, quote, verdicts
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png
-from kimi_bench.report.gate_verdict import gate_line
+from kimi_bench.report.gate_verdict import RuleResult, gate_line
+from kimi_bench.report.kinds import Envelope
+from kimi_bench.report.model import Report
 from kimi_bench.report.table import Column, Span, Table, show
-from kimi_bench.report.tables import tables
+from kimi_bench.report.view import View, view_of
 
-Dict = dict[str, Any]
 MAX_ROWS = 500  # rows per table on the page; report.json keeps all of them
 
 _CSS = """
@@ -119,17 +120,13 @@ def render_table(t: Table, limit: int = MAX_ROWS) -> str:
     )
 
 
-def table(rows: Sequence[Dict], columns: Sequence[str] | None = None, limit: int = MAX_ROWS) -> str:
+def table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, limit: int = MAX_ROWS
+) -> str:
     """Plain rows (the gate's, the overview) as a table."""
     cols = list(columns) if columns else list(dict.fromkeys(k for r in rows for k in r))
     t = Table.of_rows("", rows, cols, lambda c: Column(c, fold=c in ("reason", "verdict")))
     return render_table(t, limit)
-
-
-def status(report: Dict) -> str:
-    """The tone of the report's verdict box: its worst verdict line's (``good`` only when
-    every line is; ``bad`` for a failure, a mismatch, a slower arm, a TTFT increase)."""
-    return verdicts.worst(verdicts.lines(report))
 
 
 def verdict_box(lines: Sequence[verdicts.Line], tone: str | None = None) -> str:
@@ -137,20 +134,20 @@ def verdict_box(lines: Sequence[verdicts.Line], tone: str | None = None) -> str:
     return f'<div class="verdict {tone or verdicts.worst(list(lines))}"><ul>{items}</ul></div>'
 
 
-def _environment(report: Dict) -> str:
-    env = report.get("environment") or {}
+def _environment(report: Envelope) -> str:
+    env = report.environment
     rows = [
         ("device", access.device(report)),
         ("preset", access.preset(report)),
         ("ranks", access.ranks(report)),
         ("carrier", access.carrier(report)),
         ("commit", access.commit(report)),
-        ("torch / CUDA", f"{env.get('torch')} / {env.get('cuda')}"),
-        ("Python", env.get("python")),
-        ("platform", env.get("platform")),
-        ("kimi-bench", env.get("package_version")),
-        ("seed", env.get("seed")),
-        ("created", env.get("created")),
+        ("torch / CUDA", f"{env.torch} / {env.cuda}"),
+        ("Python", env.python),
+        ("platform", env.platform),
+        ("kimi-bench", env.package_version),
+        ("seed", env.seed),
+        ("created", env.created),
     ]
     return table([{"field": k, "value": v} for k, v in rows if v is not None])
 
@@ -167,9 +164,9 @@ def _figure(fig: RenderedFigure) -> str:
 FOLD_ROWS = 40  # a longer table (a copy ledger) is folded behind a disclosure
 
 
-def _tables(report: Dict) -> list[str]:
+def _tables(shown: Sequence[Table]) -> list[str]:
     out = []
-    for t in tables(report):
+    for t in shown:
         about = f'<p class="muted">{esc(t.about)}</p>' if t.about else ""
         body = render_table(t)
         if len(t.rows) > FOLD_ROWS:
@@ -178,63 +175,69 @@ def _tables(report: Dict) -> list[str]:
     return out
 
 
-def section(report: Dict, anchor: str, figures: Sequence[RenderedFigure]) -> str:
+def section(view: View, anchor: str, figures: Sequence[RenderedFigure]) -> str:
     """One report: its verdict lines first, the figures, the notes (noise warnings are a
     table after the figures), every table, the environment and the configuration."""
-    kind = access.kind(report)
-    parts = [f'<section id="{esc(anchor)}"><h2>{esc(kind)}</h2>']
-    parts.append(verdict_box(verdicts.lines(report)))
-    parts.append(f'<p class="muted">{esc(access.caption(report))}</p>')
+    typed = view.typed
+    parts = [f'<section id="{esc(anchor)}"><h2>{esc(typed.kind)}</h2>']
+    parts.append(verdict_box(view.lines))
+    parts.append(f'<p class="muted">{esc(access.caption(typed))}</p>')
     if figures:
         parts.append("<h3>Figures</h3>" + "".join(_figure(f) for f in figures))
-    notes = access.reader_notes(report)
-    if notes:
-        items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    if view.notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in view.notes)
         parts.append(f'<h3>Notes</h3><ul class="notes">{items}</ul>')
-    parts += _tables(report)
-    parts.append("<h3>Environment</h3>" + _environment(report))
-    config = json.dumps(report.get("config") or {}, indent=1, default=str)
+    parts += _tables(view.tables)
+    parts.append("<h3>Environment</h3>" + _environment(typed))
+    config = json.dumps(view.data.get("config") or {}, indent=1, default=str)
     parts.append(f"<details><summary>Configuration</summary><pre>{esc(config)}</pre></details>")
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def render_html(
-    reports: Sequence[Any],
-    *,
-    title: str = "kimi-bench report",
-    gate: Sequence[Dict] | None = None,
-    figures: Sequence[Sequence[RenderedFigure]] | None = None,
-) -> str:
-    """The page as a string. ``figures[i]`` are report i's figures when already rendered;
-    otherwise they are drawn here (none without matplotlib)."""
-    dicts = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in reports]
-    figs = list(figures) if figures is not None else [figures_png(d) for d in dicts]
-    anchors = [f"{access.kind(d)}-{i}" for i, d in enumerate(dicts)]
+def _head(
+    views: Sequence[View], anchors: list[str], title: str, gate: Sequence[RuleResult] | None
+) -> list[str]:
+    """The page's heading, its links and (several reports, or a gate) an overview of every
+    report's verdict lines."""
     head = [f"<h1>{esc(title)}</h1>"]
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     head.append(f'<p class="muted">written {esc(stamp)}; data: the report.json files</p>')
     if gate is not None:
         head.append(verdict_box([gate_line(list(gate))]))
-    links = "".join(
-        f'<a href="#{esc(a)}">{esc(access.kind(d))}</a>'
-        for a, d in zip(anchors, dicts, strict=True)
-    )
+    pairs = list(zip(anchors, views, strict=True))
+    links = "".join(f'<a href="#{esc(a)}">{esc(v.typed.kind)}</a>' for a, v in pairs)
     if gate is not None:
         links += '<a href="#gate">gate</a>'
-    if len(dicts) > 1 or gate is not None:
+    if len(views) > 1 or gate is not None:
         head.append(f"<nav>{links}</nav>")
-    if len(dicts) > 1 or gate is not None:  # an overview: every report's verdict lines
         head += [
-            f'<p class="overview"><a href="#{esc(a)}">{esc(access.kind(d))}</a></p>'
-            + verdict_box(verdicts.lines(d))
-            for a, d in zip(anchors, dicts, strict=True)
+            f'<p class="overview"><a href="#{esc(a)}">{esc(v.typed.kind)}</a></p>'
+            + verdict_box(v.lines)
+            for a, v in pairs
         ]
-    figs += [[]] * (len(dicts) - len(figs))
-    body = [section(d, a, f) for d, a, f in zip(dicts, anchors, figs, strict=False)]
+    return head
+
+
+def render_html(
+    reports: Sequence[Report | View],
+    *,
+    title: str = "kimi-bench report",
+    gate: Sequence[RuleResult] | None = None,
+    figures: Sequence[Sequence[RenderedFigure]] | None = None,
+) -> str:
+    """The page as a string. ``figures[i]`` are report i's figures when already rendered;
+    otherwise they are drawn here (none without matplotlib)."""
+    views = [r if isinstance(r, View) else view_of(r) for r in reports]
+    figs = list(figures) if figures is not None else [figures_png(v.data) for v in views]
+    anchors = [f"{v.typed.kind}-{i}" for i, v in enumerate(views)]
+    head = _head(views, anchors, title, gate)
+    figs += [[]] * (len(views) - len(figs))
+    body = [section(v, a, f) for v, a, f in zip(views, anchors, figs, strict=False)]
     if gate is not None:
         cols = ["report", "rule", "measured", "limit", "verdict", "reason"]
-        body.append(f'<section id="gate"><h2>gate</h2>{table(list(gate), cols)}</section>')
+        rows = [g.as_dict() for g in gate]
+        body.append(f'<section id="gate"><h2>gate</h2>{table(rows, cols)}</section>')
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -245,11 +248,11 @@ def render_html(
 
 
 def write_html(
-    reports: Sequence[Any],
+    reports: Sequence[Report | View],
     out_path: str | Path,
     *,
     title: str = "kimi-bench report",
-    gate: Sequence[Dict] | None = None,
+    gate: Sequence[RuleResult] | None = None,
     figures: Sequence[Sequence[RenderedFigure]] | None = None,
 ) -> Path:
     """Write the page atomically (temp file + rename; no temp file left on failure)."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from kimi_bench.report.gate_verdict import FAIL, SKIP, RuleResult
 
 
-def junit_xml(results: list[dict[str, Any]], suite: str = "kimi-bench gate") -> str:
-    failures = sum(1 for r in results if r["verdict"] == "fail")
-    skipped = sum(1 for r in results if r["verdict"] == "skip")
+def junit_xml(results: Sequence[RuleResult], suite: str = "kimi-bench gate") -> str:
+    failures = sum(1 for r in results if r.verdict == FAIL)
+    skipped = sum(1 for r in results if r.verdict == SKIP)
     root = ET.Element(
         "testsuite",
         name=suite,
@@ -19,22 +21,20 @@ def junit_xml(results: list[dict[str, Any]], suite: str = "kimi-bench gate") -> 
         skipped=str(skipped),
     )
     for r in results:
-        case = ET.SubElement(
-            root, "testcase", classname=r.get("report") or "kimi_bench.gate", name=r["rule"]
-        )
-        text = f"measured={r['measured']!r} limit={r['limit']!r}: {r['reason']}"
+        case = ET.SubElement(root, "testcase", classname=r.report or "kimi_bench.gate", name=r.rule)
+        text = f"measured={r.measured!r} limit={r.limit!r}: {r.reason}"
         props = ET.SubElement(case, "properties")
-        ET.SubElement(props, "property", name="verdict", value=str(r["verdict"]))
-        if r["verdict"] == "fail":
-            ET.SubElement(case, "failure", message=r["reason"]).text = text
-        elif r["verdict"] == "skip":
-            ET.SubElement(case, "skipped", message=r["reason"])
+        ET.SubElement(props, "property", name="verdict", value=str(r.verdict))
+        if r.verdict == FAIL:
+            ET.SubElement(case, "failure", message=r.reason).text = text
+        elif r.verdict == SKIP:
+            ET.SubElement(case, "skipped", message=r.reason)
         else:
             ET.SubElement(case, "system-out").text = text
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_junit(results: list[dict[str, Any]], path: Path) -> Path:
+def write_junit(results: Sequence[RuleResult], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(junit_xml(results))
     return path

@@ -15,65 +15,25 @@ The JSON Schemas shipped in ``kimi_bench/schemas`` are generated from these mode
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-# JSON has no NaN/inf (reports write null), but a reader turns 1e999 into inf: refused.
-Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-NonNeg = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
-# a relative change in percent: nothing drops by more than all of it
-Percent = Annotated[float, Field(strict=True, ge=-100, allow_inf_nan=False)]
-Count = Annotated[int, Field(strict=True, ge=0)]
-Flag = Annotated[bool, Field(strict=True)]
-Text = Annotated[str, Field(strict=True)]
-# raw samples (ms): every entry a number, none missing
-Samples = list[NonNeg]
+from kimi_bench.report.envelope import (
+    Count,
+    Envelope,
+    Flag,
+    Loose,
+    NonNeg,
+    Number,
+    Open,
+    Percent,
+    Samples,
+    Summary,
+    Text,
+)
 
-
-class Open(BaseModel):
-    """A block that may hold fields this version does not read."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-# ------------------------------------------------------------------------------ envelope
-
-
-class Environment(Open):
-    """Where the numbers come from; every field optional (imported reports lack some)."""
-
-    package_version: Text | None = None
-    python: Text | None = None
-    torch: Text | None = None
-    cuda: Text | None = None
-    device: Text | None = None
-    device_name: Text | None = None
-    gpu_count: Count | None = None
-    cpu_count: Count | None = None
-    git: dict[str, Any] | None = None
-    seed: Count | None = None
-    created: Text | None = None
-    host_load: dict[str, Any] | None = None
-
-
-class Summary(Open):
-    verdict: Text | None = None
-    error: Text | None = None
-
-
-class Envelope(Open):
-    """The fields every report shares. ``config`` is the options' dump as the run wrote it:
-    it differs between versions and kinds, so it stays a free object."""
-
-    schema_version: Annotated[int, Field(strict=True, ge=1)]
-    kind: Text
-    final: Flag | None = None
-    environment: Environment = Field(default_factory=Environment)
-    config: dict[str, Any] = Field(default_factory=dict)
-    summary: Summary = Field(default_factory=Summary)
-    notes: list[Text] = Field(default_factory=list)
-    results: list[dict[str, Any]] = Field(default_factory=list)
+__all__ = ["MODELS", "Envelope", "model_for"]
 
 
 # -------------------------------------------------------------------------------- parity
@@ -85,10 +45,28 @@ class ParityRow(Open):
     deferred: Flag | None = None
     bit_exact_fp32: Flag | None = None
     bit_exact_bf16: Flag | None = None
+    width: Loose[int] = None
+    height: Loose[int] = None
+    max_abs_diff_vs_pil: Loose[Number] = None
+
+    @property
+    def size(self) -> str:
+        """``640x480``, or "" when the row does not say."""
+        w, h = self.width, self.height
+        return f"{w}x{h}" if w and h else ""
+
+
+class Differing(Open):
+    differing: Any = None
 
 
 class ParitySummary(Summary):
     accepted: Count | None = None
+    all_bit_exact_fp32: Any = None
+    all_bit_exact_bf16: Any = None
+    differing: Any = None
+    deferred_decode: Loose[Differing] = None
+    reference: Loose[Differing] = None
 
 
 class ParityReport(Envelope):
@@ -103,10 +81,24 @@ class SampleBlock(Open):
     """A measured quantity: its raw samples (and, as written, their summary)."""
 
     samples: Samples = Field(default_factory=list)
+    median: Loose[Number] = None
 
 
 class StageBlock(Open):
     samples_ms: Samples = Field(default_factory=list)
+    summary_ms: Loose[SampleBlock] = None
+    bytes: Loose[int] = None
+    applicable: Loose[bool] = None  # false: the stage did not run in this arm
+
+
+class CopyRow(Open):
+    """One row of an arm's copy ledger (``arms.<arm>.copies``)."""
+
+    stage: Loose[str] = None
+    op: Loose[str] = None
+    bytes: Loose[int] = None
+    count: Loose[int] = None
+    copies: Loose[bool] = None  # false: the op moves no bytes (a view, a handle)
 
 
 class MicroArm(Open):
@@ -114,6 +106,11 @@ class MicroArm(Open):
 
     total_ms: SampleBlock = Field(default_factory=SampleBlock)
     stages: dict[str, StageBlock] = Field(default_factory=dict)
+    copies: Loose[list[CopyRow]] = None
+
+
+class Floor(Open):
+    pinned_h2d_gbps: Loose[Number] = None
 
 
 class MicroSummary(Summary):
@@ -136,6 +133,26 @@ class Interval(Open):
     low: Number | None
     high: Number | None
     kind: Literal["ci", "prediction", "range", "none"]
+
+
+class Compared(Open):
+    """A comparison block as a verdict reads it (a micro speedup ratio, a serve-ab percent
+    delta): numbers of another type or not finite read as missing."""
+
+    class Spread(Open):
+        low: Loose[Number] = None
+        high: Loose[Number] = None
+        kind: Loose[str] = None
+        n_units: Any = None
+
+    median: Loose[Number] = None
+    delta_pct: Loose[Number] = None
+    interval: Loose[Spread] = None
+    n_units: Any = None
+    n: Any = None
+    b_units: Any = None
+    significant: Any = None
+    verdict: Loose[str] = None
 
 
 class Cost(Open):
@@ -190,13 +207,24 @@ class MicroReport(Envelope):
     speedup: SampleBlock | None = Field(default_factory=SampleBlock)  # None: one arm ran
     control: Control | None = None
     control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
+    floor: Loose[Floor] = None
 
 
 # ------------------------------------------------------------------------------ serve-ab
 
 
+class Failures(Open):
+    """An HTTP run's failed requests of one arm, by kind (``summary.failures``)."""
+
+    failed: Any = None
+    requests: Any = None
+    kinds: Loose[dict[str, Any]] = None
+    examples: Loose[dict[str, Any]] = None
+
+
 class ServeSummary(Summary):
     failed_requests: Count | None = None
+    failures: Loose[dict[str, Loose[Failures]]] = None
     rates: list[Text] = Field(default_factory=list)
     client_warnings: list[Text] = Field(default_factory=list)  # late sends (serve_overhead)
 
@@ -267,8 +295,32 @@ class EarlierServeReport(ServeReport):
 # ------------------------------------------------------------------------------- project
 
 
+class ProjectRow(Open):
+    """One projected stage (``results``), its cells shown as written."""
+
+    transport: Any = None
+    ranks: Any = None
+    nodes: Any = None
+    link_gbps: Any = None
+    threads_per_process: Any = None
+    arm: Any = None
+    stage: Any = None
+    predicted_ms: Any = None
+
+
+class ProjectValidation(Open):
+    totals: Loose[list[dict[str, Any]]] = None
+    stages: Loose[list[dict[str, Any]]] = None
+
+
 class ProjectReport(Envelope):
-    """A projection from calibration reports; its readers take the envelope only."""
+    """A projection from calibration reports: projected stages, totals, the fitted
+    figures and (with measured reports) the validation's error rows."""
+
+    results: list[ProjectRow] = Field(default_factory=list)  # type: ignore[assignment]
+    totals: Loose[list[dict[str, Any]]] = None
+    fitted: Loose[list[dict[str, Any]]] = None
+    validation: Loose[ProjectValidation] = None
 
 
 MODELS: dict[str, type[Envelope]] = {

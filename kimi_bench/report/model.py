@@ -20,8 +20,8 @@ from kimi_bench import SCHEMA_VERSION
 from kimi_bench.infra.jsonio import InputError, parse_json
 from kimi_bench.infra.limits import MAX_REPORT_BYTES, read_text_or
 from kimi_bench.report.agree_rows import disagreement
+from kimi_bench.report.envelope import Envelope, Header
 from kimi_bench.report.files import REPORT_NAMES, is_gzipped, one_per_folder, report_file
-from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.schema import ReportProblem, parse_report, report_problem
 
@@ -66,6 +66,15 @@ class Report:
                 **self.data,
             }
         )
+
+    @property
+    def header(self) -> Header:
+        """The envelope's kind, environment, config, summary and notes, typed (``Header``:
+        a block that does not fit reads as absent)."""
+        return Header.model_validate(
+            {"kind": self.kind, "environment": self.environment, "config": self.config,
+             "summary": self.summary, "notes": self.notes}
+        )  # fmt: skip
 
     def typed(self, model: type[T]) -> T:
         """The report as its kind's model (``report.kinds``), built anew from the current

@@ -7,21 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kimi_bench.report.figbase import RenderedFigure
 from kimi_bench.report.figures import figures_png, find_reports
 from kimi_bench.report.html import write_html
 from kimi_bench.report.model import load_report
-from kimi_bench.report.view import view_of
+from kimi_bench.report.view import View, view_of
 from kimi_bench.report.writers import atomic_write_text, render_markdown
 
 
-def _title(report: dict[str, Any]) -> str | None:
+def _title(view: View) -> str | None:
     """The heading the writer gave the report's report.md (None: the default one)."""
-    if report.get("kind") == "project":
+    if view.typed.kind == "project":
         return "kimi-bench projection"
-    if (report.get("config") or {}).get("imported"):
+    if view.typed.config.imported:
         return "imported serve-ab"
     return None
 
@@ -29,7 +28,7 @@ def _title(report: dict[str, Any]) -> str | None:
 @dataclass(frozen=True)
 class Rerendered:
     report_path: Path
-    report: dict[str, Any]
+    report: View
     figures: list[Path]
     html: Path | None
     rendered: list[RenderedFigure]
@@ -42,13 +41,13 @@ def render_tree(root: str | Path, *, html: bool = True) -> list[Rerendered]:
     not a report."""
     done = []
     for p in find_reports(root):
-        rep = load_report(p).to_dict()
-        figs = figures_png(rep)
+        view = view_of(load_report(p))
+        figs = figures_png(view.data)
         paths = [f.save(p.parent) for f in figs]
-        md = atomic_write_text(p.parent / "report.md", render_markdown(view_of(rep), _title(rep)))
+        md = atomic_write_text(p.parent / "report.md", render_markdown(view, _title(view)))
         page = None
         if html:
-            title = f"kimi-bench {rep.get('kind')}"
-            page = write_html([rep], p.parent / "report.html", title=title, figures=[figs])
-        done.append(Rerendered(p, rep, paths, page, figs, md))
+            title = f"kimi-bench {view.typed.kind}"
+            page = write_html([view], p.parent / "report.html", title=title, figures=[figs])
+        done.append(Rerendered(p, view, paths, page, figs, md))
     return done

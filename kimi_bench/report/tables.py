@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kimi_bench.report import access
+from kimi_bench.report.kinds import Envelope, ProjectReport, ProjectValidation
 from kimi_bench.report.table import Table, generic, pointer
 from kimi_bench.report.tables_base import PARITY_COLUMNS, Dict, col, present, rows_table
 from kimi_bench.report.tables_micro import micro_tables, payload_blocks, speedup_blocks
@@ -57,23 +57,23 @@ def parity_tables(report: Dict) -> list[Table]:
 # ----------------------------------------------------------------------------- project
 
 
-def project_tables(report: Dict) -> list[Table]:
-    val = access.sub(report, "validation")
+def project_tables(report: ProjectReport) -> list[Table]:
+    val = report.validation or ProjectValidation()
     out = [
         generic(
             "project.totals",
             "Projected totals (ms, median) and speedup",
-            report.get("totals") or [],
+            report.totals or [],
             "/totals",
         )
     ]
-    if val.get("totals"):
+    if val.totals:
         cols = ["transport", "ranks", "arm", "calibration_ms", "predicted_ms", "measured_ms"]
         out.append(
             generic(
                 "project.validation",
                 "Validation: total error",
-                val["totals"],
+                val.totals,
                 "/validation/totals",
                 [*cols, "error_pct", "within_target"],
             )
@@ -82,46 +82,44 @@ def project_tables(report: Dict) -> list[Table]:
             generic(
                 "project.validation_stages",
                 "Validation: error per stage",
-                val.get("stages") or [],
+                val.stages or [],
                 "/validation/stages",
                 [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "note"],
             )
         )
     out.append(project_stages(report))
     out.append(
-        generic(
-            "project.fitted", "Fitted from the calibration", report.get("fitted") or [], "/fitted"
-        )
+        generic("project.fitted", "Fitted from the calibration", report.fitted or [], "/fitted")
     )
     for t in out:
         t.columns = [col(c.key) for c in t.columns]
     return out
 
 
-def project_stages(report: Dict) -> Table:
+def project_stages(report: ProjectReport) -> Table:
     """The projected stages pivoted: one row per (carrier, ranks, link, arm)."""
     stages: list[str] = []
     keys: dict[tuple[Any, ...], int] = {}
     table = Table("project.stages", "Projected stages (ms, median)", [])
-    for i, r in enumerate(report.get("results") or []):
-        key = (r.get("transport"), r.get("ranks"), r.get("link_gbps"), r.get("arm"))
+    for i, r in enumerate(report.results):
+        key = (r.transport, r.ranks, r.link_gbps, r.arm)
         if key not in keys:
             keys[key] = len(table.rows)
             table.add(
                 {
                     "transport": key[0],
                     "ranks": key[1],
-                    "nodes": r.get("nodes"),
+                    "nodes": r.nodes,
                     "link_gbps": key[2],
-                    "threads": r.get("threads_per_process"),
+                    "threads": r.threads_per_process,
                     "arm": key[3],
                 }
             )
         k = keys[key]
-        table.rows[k][r.get("stage")] = r.get("predicted_ms")
-        table.sources[k][str(r.get("stage"))] = pointer("results", i, "predicted_ms")
-        if r.get("stage") not in stages:
-            stages.append(str(r.get("stage")))
+        table.rows[k][r.stage] = r.predicted_ms
+        table.sources[k][str(r.stage)] = pointer("results", i, "predicted_ms")
+        if r.stage not in stages:
+            stages.append(str(r.stage))
     fixed = ["transport", "ranks", "nodes", "link_gbps", "threads", "arm"]
     table.columns = [col(c) for c in fixed] + [col(s, "num") for s in stages]
     return table
@@ -131,12 +129,13 @@ BUILDERS: dict[str, Callable[[Dict], list[Table]]] = {
     "parity": parity_tables,
     "micro": micro_tables,
     "serve-ab": serve_tables,
-    "project": project_tables,
 }
 
 
-def tables(report: Dict) -> list[Table]:
+def tables(typed: Envelope, report: Dict) -> list[Table]:
     """The report's tables in the order every format shows them: the summary, then the
-    kind's own."""
-    build = BUILDERS.get(access.kind(report))
+    kind's own; ``report`` is ``typed`` as its JSON dict."""
+    if isinstance(typed, ProjectReport):
+        return [summary_table(report), *project_tables(typed)]
+    build = BUILDERS.get(typed.kind)
     return [summary_table(report), *(build(report) if build else [])]

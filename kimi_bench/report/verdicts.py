@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_range
 from kimi_bench.report import access
+from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
+from kimi_bench.report.schema import parse_report
 from kimi_bench.report.tables import ab_entries, comparison_name, payload_blocks, speedup_blocks
 
 Dict = dict[str, Any]
@@ -63,20 +65,20 @@ class Block:
     verdict: str
 
     @classmethod
-    def of(cls, block: Any) -> Block:
-        raw: Dict = block if isinstance(block, dict) else {}
-        iv = access.sub(raw, "interval")
+    def of(cls, block: object) -> Block:
+        c = Compared.model_validate(block if isinstance(block, dict) else {})
+        iv = c.interval or Compared.Spread()
         return cls(
-            median=access.number(raw.get("median")),
-            delta_pct=access.number(raw.get("delta_pct")),
-            low=access.number(iv.get("low")),
-            high=access.number(iv.get("high")),
-            kind=str(iv.get("kind") or "none"),
-            n=raw.get("n_units") or raw.get("n"),
-            launches=iv.get("n_units"),
-            b_units=raw.get("b_units"),
-            significant=raw.get("significant"),
-            verdict=str(raw.get("verdict") or ""),
+            median=c.median,
+            delta_pct=c.delta_pct,
+            low=iv.low,
+            high=iv.high,
+            kind=iv.kind or "none",
+            n=c.n_units or c.n,
+            launches=iv.n_units,
+            b_units=c.b_units,
+            significant=c.significant,
+            verdict=c.verdict or "",
         )
 
 
@@ -119,18 +121,18 @@ def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
     return Line(f"{head}{arm} {fmt_speedup(med, base)} ({spread})", tone)
 
 
-def micro_lines(report: Dict) -> list[Line]:
-    s = report.get("summary") or {}
-    recorded = access.verdict(report)
-    if s.get("error") or recorded.startswith(("INCOMPLETE", "MISMATCH")):
-        return [Line(recorded or f"INCOMPLETE: {s.get('error')}", "bad")]
-    if s.get("bit_exact_all_repeats") is False:
+def micro_lines(typed: MicroReport, report: Dict) -> list[Line]:
+    s = typed.summary
+    recorded = access.verdict(typed)
+    if s.error or recorded.startswith(("INCOMPLETE", "MISMATCH")):
+        return [Line(recorded or f"INCOMPLETE: {s.error}", "bad")]
+    if s.bit_exact_all_repeats is False:
         return [Line(recorded or "MISMATCH: the owner's BF16 outputs differ between arms", "bad")]
     totals = {k: Block.of(b) for k, (_, b) in speedup_blocks(report).items()}
     payload = {k: Block.of(b) for k, (_, b) in payload_blocks(report).items()}
     lines = [ln for k, b in totals.items() if (ln := _ratio_line(k, b))]
-    reps = s.get("repeats_completed")
-    if s.get("bit_exact_all_repeats"):
+    reps = s.repeats_completed
+    if s.bit_exact_all_repeats:
         lines.append(Line(f"owner BF16 outputs identical in {reps} repeats", "good"))
     for key, block in payload.items():
         if block.kind == "none":
@@ -207,31 +209,29 @@ def _ab_line(rate: str, name: str, med: Block, thr_block: Block) -> Line | None:
     )
 
 
-def _failures(report: Dict) -> list[str]:
+def _failures(report: ServeReport) -> list[str]:
     """Per arm with a failed request: how many of how many and of which kinds (the
     summary's ``failures`` of an HTTP run), else the per-rate rows' counts."""
-    s = report.get("summary") or {}
+    s = report.summary
     out = []
-    for arm, f in access.sub(s, "failures").items():
-        if isinstance(f, dict) and f.get("failed"):
-            kinds = access.sub(f, "kinds")
-            examples = access.sub(f, "examples")
+    for arm, f in (s.failures or {}).items():
+        if f is not None and f.failed:
+            kinds, examples = f.kinds or {}, f.examples or {}
             what = "; ".join(f"{k} x{n}: {examples.get(k, '')}" for k, n in kinds.items())
-            out.append(f"{arm}: {f['failed']} of {f.get('requests')} requests failed ({what})")
-    if out or not (isinstance(s.get("failed_requests"), int) and s["failed_requests"] > 0):
+            out.append(f"{arm}: {f.failed} of {f.requests} requests failed ({what})")
+    if out or not (s.failed_requests is not None and s.failed_requests > 0):
         return out
     rows = [
-        f"{r.get('arm')} at rate {r.get('rate')}: {r['failed']} failed"
-        for r in report.get("results") or []
-        if isinstance(r.get("failed"), int) and r["failed"] > 0
+        f"{r.arm} at rate {r.rate}: {r.failed} failed"
+        for r in report.results
+        if r.failed is not None and r.failed > 0
     ]
-    return rows or [f"{s['failed_requests']} request(s) failed"]
+    return rows or [f"{s.failed_requests} request(s) failed"]
 
 
-def serve_lines(report: Dict) -> list[Line]:
-    s = report.get("summary") or {}
-    failed = _failures(report)
-    recorded, base = access.verdict(report), access.base_arm(report)
+def serve_lines(typed: ServeReport, report: Dict) -> list[Line]:
+    failed = _failures(typed)
+    recorded, base = access.verdict(typed), access.base_arm(report)
     # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
     compared = [
         (rate, comparison_name(arm, metrics, base),
@@ -239,15 +239,15 @@ def serve_lines(report: Dict) -> list[Line]:
         for rate, arm, _, metrics in ab_entries(report)
     ]  # fmt: skip
     lines = []
-    if s.get("error"):
-        lines.append(Line(f"INCOMPLETE: {s['error']}", "bad"))
+    if typed.summary.error:
+        lines.append(Line(f"INCOMPLETE: {typed.summary.error}", "bad"))
     if failed:
         lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
     lines += [line for args in compared if (line := _ab_line(*args))]
-    if not report.get("ab"):
+    if not typed.ab:
         lines.append(Line(recorded or "no A/B (one arm)", "info"))
-    external = report.get("config", {}).get("endpoints") or report.get("config", {}).get("imported")
-    if report.get("environment", {}).get("device") == "cpu" and not external:
+    external = typed.config.endpoints or typed.config.imported
+    if typed.environment.device == "cpu" and not external:
         lines.append(Line("CPU run: these numbers do not predict GPU behaviour", "info"))
     return lines
 
@@ -255,31 +255,35 @@ def serve_lines(report: Dict) -> list[Line]:
 # ------------------------------------------------------------------------ parity, others
 
 
-def parity_lines(report: Dict) -> list[Line]:
-    s = report.get("summary") or {}
+def parity_lines(report: ParityReport) -> list[Line]:
+    s = report.summary
     recorded = access.verdict(report)
     good = (
-        bool(s.get("accepted"))
+        bool(s.accepted)
         # None: the runtime has no FP32 features (vllm-0.33 normalises on the device)
-        and s.get("all_bit_exact_fp32") is not False
-        and s.get("all_bit_exact_bf16") is True
-        and not s.get("differing")
-        and not (s.get("deferred_decode") or {}).get("differing")
-        and not ((s.get("reference") or {}).get("differing"))
+        and s.all_bit_exact_fp32 is not False
+        and s.all_bit_exact_bf16 is True
+        and not s.differing
+        and not (s.deferred_decode and s.deferred_decode.differing)
+        and not (s.reference and s.reference.differing)
         and not recorded.startswith(("INCOMPLETE", "DIFFERS", "NO INPUTS"))
     )
     text = recorded or ("BIT-IDENTICAL" if good else "no verdict")
     return [Line(text, "good" if good else "bad")]
 
 
-def lines(report: Dict) -> list[Line]:
+def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
     """The verdict lines of one report, by kind (a kind without rules: its recorded
-    verdict, as information)."""
-    kind = access.kind(report)
-    if kind == "parity":
-        return parity_lines(report)
-    if kind == "micro":
-        return micro_lines(report)
-    if kind == "serve-ab":
-        return serve_lines(report)
-    return [Line(access.verdict(report) or "no verdict", "info")]
+    verdict, as information); ``report`` is ``typed`` as its JSON dict."""
+    if isinstance(typed, ParityReport):
+        return parity_lines(typed)
+    if isinstance(typed, MicroReport):
+        return micro_lines(typed, report)
+    if isinstance(typed, ServeReport):
+        return serve_lines(typed, report)
+    return [Line(access.verdict(typed) or "no verdict", "info")]
+
+
+def lines(report: Dict) -> list[Line]:
+    """The verdict lines of a report's JSON dict (``typed_lines``)."""
+    return typed_lines(parse_report(report), report)

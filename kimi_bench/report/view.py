@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.report import access, verdicts
+from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.model import Report
+from kimi_bench.report.schema import parse_report
 from kimi_bench.report.table import Rendered, Table, render
 from kimi_bench.report.tables import tables
 
@@ -17,6 +19,7 @@ from kimi_bench.report.tables import tables
 @dataclass(frozen=True)
 class View:
     data: dict[str, Any]  # ``Report.to_dict()``
+    typed: Envelope  # ``data`` as its kind's model
     lines: list[verdicts.Line]
     notes: list[str]
     tables: list[Table]
@@ -26,6 +29,8 @@ class View:
 def view_of(report: Report | dict[str, Any]) -> View:
     """The view of a report (or of its ``to_dict()``)."""
     data = report.to_dict() if isinstance(report, Report) else report
-    shown = tables(data)
+    typed = parse_report(data)
+    shown = tables(typed, data)
     rendered = [render(t) for t in shown]
-    return View(data, verdicts.lines(data), access.reader_notes(data), shown, rendered)
+    lines = verdicts.typed_lines(typed, data)
+    return View(data, typed, lines, access.reader_notes(typed), shown, rendered)

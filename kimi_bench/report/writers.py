@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kimi_bench.report import quote
+from kimi_bench.report.envelope import Git
 from kimi_bench.report.model import Report
 from kimi_bench.report.table import Table, render
 from kimi_bench.report.view import View
@@ -85,22 +86,19 @@ TONE_WORD = {"good": "ok", "bad": "BAD", "unresolved": "unresolved", "info": "no
 
 
 def _head(view: View, title: str | None) -> list[str]:
-    report = view.data
-    env = report.get("environment") or {}
-    raw_git = env.get("git")
-    git: dict[str, Any] = raw_git if isinstance(raw_git, dict) else {}
-    e = {k: md_text(v) for k, v in env.items() if not isinstance(v, dict)}
-    kind = str(report.get("kind", "?"))
+    env, m = view.typed.environment, md_text
+    git = env.git or Git()
+    kind = view.typed.kind
     out = [f"# {md_text(title or f'kimi-bench {kind} report')}\n", "## Verdict\n"]
     out += [f"- **{TONE_WORD[ln.tone]}**: {md_text(ln.text)}" for ln in view.lines]
     out.append("")
     out.append(
-        f"- device: {e.get('device_name')} ({e.get('device')}), torch {e.get('torch')}, "
-        f"CUDA {e.get('cuda')}, Python {e.get('python')}\n"
-        f"- kimi-bench {e.get('package_version')}, "
-        f"commit {md_text(str(git.get('commit', '?'))[:12])}"
-        f"{' (dirty)' if git.get('dirty') else ''}, preset {e.get('preset')}, "
-        f"seed {e.get('seed')}, created {e.get('created')}\n"
+        f"- device: {m(env.device_name)} ({m(env.device)}), torch {m(env.torch)}, "
+        f"CUDA {m(env.cuda)}, Python {m(env.python)}\n"
+        f"- kimi-bench {m(env.package_version)}, "
+        f"commit {m(str(git.commit or '?')[:12])}"
+        f"{' (dirty)' if git.dirty else ''}, preset {m(env.preset)}, "
+        f"seed {m(env.seed)}, created {m(env.created)}\n"
     )
     return out
 

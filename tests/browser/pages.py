@@ -132,10 +132,11 @@ def write_run_index(root: Path, folders: dict[str, Path]) -> Path:
     for kind in ("parity", "micro", "serve-ab"):
         shutil.copytree(folders[kind], run / kind)
     reports = [load_report(run / k / "report.json") for k in ("parity", "micro", "serve-ab")]
-    rows = [g.as_dict() for g in evaluate(reports, load_rules(resolve_path("gate")), None)]
-    dicts = [r.to_dict() for r in reports]
-    figures = [saved_figures(d, run / d["kind"]) for d in dicts]
-    return write_html(dicts, run / "index.html", title="kimi-bench run", gate=rows, figures=figures)
+    rows = evaluate(reports, load_rules(resolve_path("gate")), None)
+    figures = [saved_figures(r.to_dict(), run / r.kind) for r in reports]
+    return write_html(
+        reports, run / "index.html", title="kimi-bench run", gate=rows, figures=figures
+    )
 
 
 def build_pages(root: Path) -> dict[str, Path]:

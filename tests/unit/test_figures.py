@@ -27,6 +27,7 @@ from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
+from kimi_bench.report.schema import parse_report
 from kimi_bench.report.tables_micro import derived
 from tests.committed import raw_report
 
@@ -65,7 +66,7 @@ def all_text(fig: Any) -> str:
 
 def test_caption_names_device_preset_ranks_carrier_commit() -> None:
     rep = load(H200 / "micro" / "sglang-0.5.23" / "r8-shm")
-    cap = access.caption(rep)
+    cap = access.caption(parse_report(rep))
     for want in ("NVIDIA H200 (cuda)", "preset kimi-k3", "8 ranks", "carrier shm"):
         assert want in cap
     assert rep["environment"]["git"]["commit"][:12] in cap

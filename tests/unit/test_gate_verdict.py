@@ -18,7 +18,7 @@ NO_BASE = "no baseline: reports/baselines/cpu does not exist"
 
 def outcome(*rows: RuleResult) -> tuple[int, str, str]:
     o = GateOutcome(list(rows))
-    line = gate_line(o.rows)
+    line = gate_line(o.results)
     return o.exit_code, line.text, line.tone
 
 

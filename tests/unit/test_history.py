@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kimi_bench.ci.history import HistoryError, history_rules, load_history, newest_segment
+from kimi_bench.ci.history import (
+    HistoryError,
+    HistoryLine,
+    check_line,
+    history_rules,
+    load_history,
+    newest_segment,
+)
 from kimi_bench.cli.main import app
 
 
@@ -19,6 +26,10 @@ def lines(values: list[float], metric: str = "deferred_median_ms") -> list[dict]
         {"kind": "micro", metric: v, "git": f"c{i:03d}", "created": f"2026-12-01T{i:02d}"}
         for i, v in enumerate(values)
     ]
+
+
+def parsed(values: list[float], metric: str = "deferred_median_ms") -> list[HistoryLine]:
+    return [check_line(d, f"line {i}") for i, d in enumerate(lines(values, metric))]
 
 
 def step(seed: int, n_before: int = 30, n_after: int = 5, jump: float = 0.15) -> list[float]:
@@ -35,7 +46,7 @@ def noise(seed: int, n: int = 40) -> list[float]:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_a_step_is_flagged_at_its_first_commit(seed):
-    (res,) = history_rules(lines(step(seed)), {"micro": ("deferred_median_ms",)})
+    (res,) = history_rules(parsed(step(seed)), {"micro": ("deferred_median_ms",)})
     assert res.verdict == "fail"
     assert "run 31 of 35 (commit c030)" in res.reason and res.measured > 0.1
 
@@ -43,19 +54,19 @@ def test_a_step_is_flagged_at_its_first_commit(seed):
 def test_a_drift_is_flagged():
     rng = np.random.default_rng(1)
     drift = [float(x) for x in 100 + np.arange(40) * 0.8 + rng.normal(0, 3, 40)]
-    (res,) = history_rules(lines(drift), {"micro": ("deferred_median_ms",)})
+    (res,) = history_rules(parsed(drift), {"micro": ("deferred_median_ms",)})
     assert res.verdict == "fail" and "regression from change point" in res.reason
 
 
 def test_an_improvement_is_not_a_regression():
     better = [200.0 - x for x in step(3)]  # the same step, downwards (faster)
-    (res,) = history_rules(lines(better), {"micro": ("deferred_median_ms",)})
+    (res,) = history_rules(parsed(better), {"micro": ("deferred_median_ms",)})
     assert res.verdict == "pass" and res.reason.startswith("an improvement")
 
 
 def test_higher_is_better_metrics_regress_downwards():
     values = [10.0 - (x - 100.0) / 10.0 for x in step(4)]  # speedup falls at the step
-    (res,) = history_rules(lines(values, "speedup_median"), {"micro": ("speedup_median",)})
+    (res,) = history_rules(parsed(values, "speedup_median"), {"micro": ("speedup_median",)})
     assert res.verdict == "fail"
 
 
@@ -65,19 +76,19 @@ def test_pure_noise_stays_quiet():
     recorded in the README (Using it in CI); it must stay at most 2%."""
     alarms = 0
     for seed in range(100):
-        (res,) = history_rules(lines(noise(seed)), {"micro": ("deferred_median_ms",)})
+        (res,) = history_rules(parsed(noise(seed)), {"micro": ("deferred_median_ms",)})
         alarms += res.verdict == "fail"
     assert alarms <= 2, alarms
 
 
 def test_short_histories_are_skipped_not_passed():
-    (res,) = history_rules(lines([1.0, 2.0, 3.0]), {"micro": ("deferred_median_ms",)})
+    (res,) = history_rules(parsed([1.0, 2.0, 3.0]), {"micro": ("deferred_median_ms",)})
     assert res.verdict == "skip" and "at least 6" in res.reason
 
 
 def test_two_bad_runs_are_not_yet_a_regression():
     values = step(0, n_before=30, n_after=2)  # fewer than min_size (3) runs after the step
-    (res,) = history_rules(lines(values), {"micro": ("deferred_median_ms",)})
+    (res,) = history_rules(parsed(values), {"micro": ("deferred_median_ms",)})
     assert res.verdict == "pass"
     f = newest_segment(values, higher_better=False)
     assert f is None or len(values) - f.start >= 3

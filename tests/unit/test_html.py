@@ -15,6 +15,7 @@ import pytest
 from kimi_bench.report import html as page
 from kimi_bench.report import verdicts
 from kimi_bench.report.figbase import RenderedFigure
+from kimi_bench.report.gate_verdict import RuleResult
 from kimi_bench.report.table import Column
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,16 +83,7 @@ def assert_self_contained(p: Page, raw: str) -> None:
 
 def run_page(tmp_path: Path, figures: list[list[RenderedFigure]] | None) -> Page:
     reports = [load("parity"), load("micro"), load("serve-ab")]
-    gate = [
-        {
-            "report": "micro",
-            "rule": "micro.speedup_median >= 1.2",
-            "measured": 1.8,
-            "limit": 1.2,
-            "verdict": "pass",
-            "reason": "ok",
-        }
-    ]
+    gate = [RuleResult("micro.speedup_median >= 1.2", 1.8, 1.2, "pass", "ok", "micro")]
     out = page.write_html(reports, tmp_path / "index.html", gate=gate, figures=figures)
     raw = out.read_text()
     p = parse(raw)
@@ -158,20 +150,28 @@ def test_every_user_string_is_escaped(tmp_path: Path) -> None:
 def test_gate_fail_and_bad_status_are_marked() -> None:
     rep = load("parity")
     rep["summary"]["all_bit_exact_bf16"] = False
-    gate = [{"rule": "r", "verdict": "fail", "measured": 1, "limit": 0, "reason": "x"}]
+    gate = [RuleResult("r", 1, 0, "fail", "x")]
     p = parse(page.render_html([rep], gate=gate, figures=[[]]))
     classes = [a.get("class") for t, a in p.tags if t == "div"]
     assert "verdict bad" in classes
     assert "gate FAIL: 1 of 1 rules" in " ".join(p.text)
 
 
+def status(report: dict[str, Any]) -> str:
+    """The tone of the report's verdict box: its worst verdict line's."""
+    return verdicts.worst(verdicts.lines(report))
+
+
 def test_status_follows_the_data() -> None:
-    assert page.status({"kind": "micro", "summary": {"error": "rank 3 died"}}) == "bad"
-    assert page.status({"kind": "micro", "summary": {"bit_exact_all_repeats": False}}) == "bad"
-    serve = {"kind": "serve-ab", "summary": {"failed_requests": 2}, "config": {"arms": ["a"]}}
-    assert page.status(serve) == "bad"
-    assert page.status(load("parity")) == "good"
-    assert page.status(load("micro")) == "unresolved"  # zero-copy vs deferred spans 1
+    died, mismatch, serve = load("micro"), load("micro"), load("serve-ab")
+    died["summary"]["error"] = "rank 3 died"
+    mismatch["summary"]["bit_exact_all_repeats"] = False
+    serve["summary"]["failed_requests"] = 2
+    assert status(died) == "bad"
+    assert status(mismatch) == "bad"
+    assert status(serve) == "bad"
+    assert status(load("parity")) == "good"
+    assert status(load("micro")) == "unresolved"  # zero-copy vs deferred spans 1
 
 
 def test_long_tables_are_capped_with_a_pointer_to_the_json() -> None:

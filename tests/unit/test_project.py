@@ -27,6 +27,7 @@ from kimi_bench.project.model import fit, predict_arm, stage_kind, tree_ms, tree
 from kimi_bench.project.projection import curve_points, project
 from kimi_bench.project.validate import biggest_misses, total_errors, validate
 from kimi_bench.report import Report
+from kimi_bench.report.kinds import StageBlock
 
 MB = 1_000_000
 
@@ -129,9 +130,12 @@ def cal_of(raw: dict[str, Any], source: str = "synthetic") -> Calibration:
 
 
 def test_stage_view_reads_medians_samples_and_not_applicable() -> None:
-    assert stage_view({"bytes": 5, "summary_ms": {"median": 2.5}}) == (2.5, 5)
-    assert stage_view({"bytes": 0, "samples_ms": [1.0, 9.0, 3.0]}) == (3.0, 0)
-    assert stage_view({"applicable": False, "bytes": 0, "samples_ms": []}) == (None, 0)
+    def view(stage: dict[str, Any]) -> tuple[float | None, int]:
+        return stage_view(StageBlock.model_validate(stage))
+
+    assert view({"bytes": 5, "summary_ms": {"median": 2.5}}) == (2.5, 5)
+    assert view({"bytes": 0, "samples_ms": [1.0, 9.0, 3.0]}) == (3.0, 0)
+    assert view({"applicable": False, "bytes": 0, "samples_ms": []}) == (None, 0)
 
 
 def test_calibration_reads_the_older_format() -> None:
@@ -308,20 +312,20 @@ def test_error_table_against_measured_reports() -> None:
     host = Host(cores=16, thread_exponent=1.0)
     measured_raw = shm_report(ranks=2, scale_ms=1.1)  # every stage 10% slower
     rows = validate(cal, fit(cal, host), host, [cal_of(measured_raw, "m")])
-    producer = next(r for r in rows if r["arm"] == "eager" and r["stage"] == "producer")
-    assert producer["predicted_ms"] == 10.0
-    assert producer["measured_ms"] == pytest.approx(11.0)
-    assert producer["error_ms"] == pytest.approx(-1.0)
-    assert producer["error_pct"] == pytest.approx(-100 / 11)
-    assert producer["share_of_total"] == pytest.approx(11.0 / 91.3)
+    producer = next(r for r in rows if r.arm == "eager" and r.stage == "producer")
+    assert producer.predicted_ms == 10.0
+    assert producer.measured_ms == pytest.approx(11.0)
+    assert producer.error_ms == pytest.approx(-1.0)
+    assert producer.error_pct == pytest.approx(-100 / 11)
+    assert producer.share_of_total == pytest.approx(11.0 / 91.3)
     tot = total_errors(rows)
-    assert [(t["arm"], t["within_target"]) for t in tot] == [("eager", True), ("deferred", True)]
-    assert tot[0]["error_pct"] == pytest.approx(100 * (83.0 / 91.3 - 1))
+    assert [(t.arm, t.within_target) for t in tot] == [("eager", True), ("deferred", True)]
+    assert tot[0].error_pct == pytest.approx(100 * (83.0 / 91.3 - 1))
     worst = biggest_misses(rows, "shm", 2, "eager", n=2)
-    assert [r["stage"] for r in worst] == ["pre_embed_move", "serialize"]  # -3.0, -2.0 ms
-    small = next(r for r in rows if r["arm"] == "eager" and r["stage"] == "owner_materialize")
-    assert small["note"].startswith("small")  # 1.1 ms of 91.3 ms
-    assert producer["note"] is None
+    assert [r.stage for r in worst] == ["pre_embed_move", "serialize"]  # -3.0, -2.0 ms
+    small = next(r for r in rows if r.arm == "eager" and r.stage == "owner_materialize")
+    assert (small.note or "").startswith("small")  # 1.1 ms of 91.3 ms
+    assert producer.note is None
 
 
 def test_validation_refuses_another_input_or_carrier() -> None:

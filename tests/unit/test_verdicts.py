@@ -75,7 +75,10 @@ def test_a_ratio_its_interval_does_not_support_is_not_a_headline() -> None:
 
 def test_one_ratio_per_comparison_and_payload_lines_carry_their_interval() -> None:
     rep = micro(**{"zero-copy_vs_deferred": paired([1.10, 1.14, 1.12, 1.16, 1.13])})
+    # a control block of the model's shape (report.kinds.Control), holding two payload ratios
+    floor = {"data_floor_ms": None, "control_ms": None, "floor_ms": None}
     rep["control"] = {
+        "rounds": 5, "arms": {}, "payload": {}, "emulation_only": [], "floor": floor,
         "payload_speedups": {
             # zero-copy faster in total, slower in payload cost: a contradiction to explain
             "zero-copy_vs_deferred": {
