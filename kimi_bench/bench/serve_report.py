@@ -2,7 +2,7 @@
 rate and arm TTFT, ITL, TPOT and E2E latency at the asked percentiles, request, output-token
 and image throughput, goodput under the SLOs, the stage that dominates, and A/B deltas over
 ``Measurement`` objects. The serving figures are derived from the request rows by
-``report.serve_figures`` (the reader recomputes them there too).
+``results.serve.derive_serve`` (the read check and the gate derive them there too).
 
 Independent units: requests served in one forward batch share one step, so TTFT, ITL,
 TPOT and E2E intervals all resample forward batches (``unit_ids`` = repeat:batch): one
@@ -29,7 +29,7 @@ from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
-from kimi_bench.report import serve_figures as figures
+from kimi_bench.results.serve import GOODPUT, ArmCell, ServeRaw, derive_serve, serve_requests
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",
@@ -174,6 +174,13 @@ def run_throughput(run: ServeRun) -> float:
     return len(firsts) / span if span > 0 else math.nan
 
 
+def derive_rows(rows: list[RequestRow], opts: ServeOptions) -> ArmCell:
+    """The serving figures of one arm's request rows at one rate (``derive_serve``)."""
+    derived = derive_serve(ServeRaw(tuple(serve_requests(rows)), opts.slos))
+    cells = list(derived.cells.values())
+    return cells[0] if cells else ArmCell("", "", (), opts.slos)
+
+
 def arm_row(
     label: str, arm: str, runs: Sequence[ServeRun], rows: list[RequestRow], opts: ServeOptions
 ) -> dict[str, Any]:
@@ -181,7 +188,8 @@ def arm_row(
     goodput, the stage medians; ``unit_label`` says what ``forward_batches`` counts."""
     ttft = latency_measurement(runs, "ttft", f"{arm} TTFT @ {label}")
     thr = [run_throughput(r) for r in runs]
-    ok: list[Mapping[str, Any]] = [r for r in rows if figures.served(r)]  # *_ms by name
+    cell = derive_rows(rows, opts)
+    ok: list[Mapping[str, Any]] = [r for r, t in zip(rows, cell.rows, strict=True) if t.served]
     stages = {s: Measurement([r[f"{s}_ms"] for r in ok if f"{s}_ms" in r]).median for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
     moved = sum((r.get("producer_copied_bytes") or 0) + (r.get("scheduler_copied_bytes") or 0)
@@ -192,7 +200,7 @@ def arm_row(
         "rate": label,
         "arm": arm,
         "ttft_mean_ms": ttft.mean if ttft.n else math.nan,
-        **figures.rate_figures(rows, opts.metric_percentiles, opts.slos),
+        **cell.rate_figures(opts.metric_percentiles),
         "req_per_s": span_rate,
         # images a completed request carried, on average (a workload mixes counts)
         "images_per_s": span_rate * _mean_images(ok, opts.images_per_request),
@@ -241,10 +249,9 @@ def versus(
         ma, mb = latency_measurement(ra, metric, na), latency_measurement(rb, metric, nb)
         if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
             todo.append((f"median_{metric}", ma, mb, 50, False))
-    if opts.slos:  # per repeat (``serve_figures.throughputs``)
-        good = "goodput_req_per_s"
-        ga = Measurement(figures.throughputs(request_rows(ra), opts.slos).get(good, []), "1/s")
-        gb = Measurement(figures.throughputs(request_rows(rb), opts.slos).get(good, []), "1/s")
+    if opts.slos:  # per repeat (``ArmCell.throughputs``)
+        ga = Measurement(derive_rows(request_rows(ra), opts).throughputs.get(GOODPUT, []), "1/s")
+        gb = Measurement(derive_rows(request_rows(rb), opts).throughputs.get(GOODPUT, []), "1/s")
         todo.append(("goodput", ga, gb, 50.0, True))
     out: Versus = {
         # a side with no completed run (throughput, goodput): no comparison
@@ -279,7 +286,7 @@ def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[
 class PerRate:
     """The per-rate rows (``results``) and the A/B block (``ab``) of a report."""
 
-    rows: list[dict[str, Any]]  # keys by the asked percentiles (serve_figures.rate_figures)
+    rows: list[dict[str, Any]]  # keys by the asked percentiles (ArmCell.rate_figures)
     ab: dict[str, dict[str, Versus]]  # rate -> arm -> its comparisons with the base arm
 
 

@@ -28,12 +28,13 @@ import math
 import re
 import typing
 
-from kimi_bench.ci.evidence_rows import request_ok
 from kimi_bench.domain.stages import STAGES
 from kimi_bench.infra.stats import median
 from kimi_bench.options import Arm
+from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
+from kimi_bench.results.serve import SAMPLED
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -125,9 +126,8 @@ def metric_samples(report: Report, metric: str) -> list[float]:
             stage = parts[2].removesuffix("_ms")
             return [float(r["stage_ms"][stage]) for r in recs]
     if parts[0] == "serve_ab" and report.kind == "serve-ab" and len(parts) == 4:
-        rate, arm = parts[1], parts[2]
-        rows = [r for r in report.data["requests"] if r["rate"] == rate and r["arm"] == arm]
-        return [float(r["ttft_ms"]) for r in rows if request_ok(r)]
+        derived = derive_report(report.config, report.summary, report.data["requests"])
+        return derived.cell(parts[1], parts[2]).samples(SAMPLED[parts[3]])
     raise KeyError(metric)
 
 

@@ -25,8 +25,8 @@ from kimi_bench.infra.stats import median, percentile
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.base import PeerFormatError, PeerRun
 from kimi_bench.peers.figures import METRICS
-from kimi_bench.report import serve_figures as sf
 from kimi_bench.report.model import Report, ReportError
+from kimi_bench.results.serve import ArmCell, serve_requests
 
 
 def _tool_mean(run: PeerRun, key: str) -> float | None:
@@ -67,7 +67,7 @@ def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> 
     out: dict[str, Any] = {"rate": label, "arm": arm, "tool": run.tool}
     if run.per_request:
         ttft = [r["ttft_ms"] for r in rows if r["error"] is None]
-        out |= sf.latency_figures(rows, (50, 90, 99))
+        out |= ArmCell(label, arm, tuple(serve_requests(rows))).latency_figures((50, 90, 99))
         out |= {
             "ttft_median_ms": median(ttft) if ttft else None,
             "ttft_p90_ms": percentile(ttft, 90) if ttft else None,

@@ -1,0 +1,359 @@
+"""serve-ab's results: one row per request (``ServeRequest``), a report's raw data
+(``ServeRaw``: the rows, the goodput SLOs, the arms) and the serving figures derived from
+them (``ServeDerived``), derived once by ``derive_serve``. The writer fills its per-rate rows
+from it, the read check holds the stated rows and A/B block against it, and the gate and
+the importers take their figures from it.
+
+Per request: ``ttft_ms``, ``itl_ms`` (every gap between two chunks that carried text),
+``tpot_ms`` = (E2E - TTFT) / (output tokens - 1) and ``e2e_ms`` (send to the stream's end),
+as sglang.bench_serving and vllm bench serve define them; ITL percentiles are over every
+gap of every request, as both tools compute them. A request counts as served only with no
+error, a TTFT and a 2xx (or no) status.
+
+Per (rate, arm, repeat): the duration is the last response's end, in seconds from the
+trace start (``end_s``), the peers' benchmark duration. Output-token throughput, image
+throughput (images and megapixels of the completed requests per second) and **goodput**
+(requests that meet every SLO per second; vllm's and sglang's ``--goodput ttft:MS tpot:MS
+e2el:MS``; a request with one output token has no TPOT and meets a TPOT SLO, as theirs)
+are per repeat; the per-rate figure is their mean over repeats.
+
+TTFT's independent units: requests served in one forward batch share their first token, so
+a batch is one unit (``repeat:batch``); a server that reports no batches makes each
+request its own unit (``repeat:r<rid>``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from kimi_bench.infra.stats import Measurement, pct_delta, percentile
+from kimi_bench.results.base import typed_records
+
+LATENCIES = ("ttft", "itl", "tpot", "e2e")  # the per-request latencies, in ms
+GOODPUT = "goodput_req_per_s"
+THROUGHPUTS = ("output_tokens_per_s", "images_per_s_e2e", "megapixels_per_s", GOODPUT)
+SLO_METRIC = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+
+
+def _num(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else None
+
+
+def pct_name(q: float) -> str:
+    """50 -> ``median``; 99.9 -> ``p99_9`` (a key part: no dot)."""
+    return "median" if q == 50 else "p" + f"{q:g}".replace(".", "_")
+
+
+def pct_of(stat: str) -> float | None:
+    """``median`` -> 50; ``p99_9`` -> 99.9; anything else (``mean``) None."""
+    if stat == "median":
+        return 50.0
+    digits = stat[1:].replace("_", "")
+    if stat.startswith("p") and digits.isdigit():
+        return float(stat[1:].replace("_", "."))
+    return None
+
+
+class ServeRequest(BaseModel):
+    """The fields of a request row its figures are derived from (the row keeps the rest:
+    client times, stage times, copied bytes...)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    rate: str
+    arm: str
+    repeat: int = 0
+    rid: int | str | None = None
+    error: str | None = None
+    status: int | None = None
+    ttft_ms: float | None = None
+    itl_ms: list[float] | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    prompt_image_tokens: int | None = None
+    images: int | None = None
+    pixels: int | None = None
+    end_s: float | None = None
+    batch_id: int | str | None = None
+
+    @property
+    def served(self) -> bool:
+        ok_status = self.status is None or 200 <= self.status < 300
+        return self.error is None and self.ttft_ms is not None and ok_status
+
+    @property
+    def unit(self) -> str:
+        """Its independent unit: its forward batch when the server reports one."""
+        return f"{self.repeat}:{self.batch_id if self.batch_id is not None else f'r{self.rid}'}"
+
+    def values(self, metric: str) -> list[float]:
+        """A latency's finite values (ms): ITL's every gap, the others one value or none."""
+        if metric == "itl":
+            return [x for x in self.itl_ms or [] if math.isfinite(x)]
+        v = _num(getattr(self, f"{metric}_ms"))
+        return [] if v is None else [v]
+
+    @property
+    def own_tpot(self) -> float | None:
+        """The TPOT its own E2E, TTFT and output tokens give (None with one token)."""
+        e2e, ttft, n = _num(self.e2e_ms), _num(self.ttft_ms), self.output_tokens
+        if e2e is None or ttft is None or n is None or n < 2:
+            return None
+        return (e2e - ttft) / (n - 1)
+
+    def meets(self, slo: Mapping[str, float]) -> bool:
+        """Served within every SLO (a missing TPOT meets a TPOT SLO)."""
+        if not self.served:
+            return False
+        for key, limit in slo.items():
+            v = _num(getattr(self, SLO_METRIC[key]))
+            if v is None and key == "tpot":
+                continue
+            if v is None or v > limit:
+                return False
+        return True
+
+    def unbilled(self, text_only: int | None) -> bool:
+        """Served with images, yet its usage shows no image tokens: the server said 0, or
+        billed no more prompt tokens than the prompt without images (``text_only``)."""
+        if not self.served or not self.images:
+            return False
+        image, prompt = self.prompt_image_tokens, self.prompt_tokens
+        return image == 0 or (
+            image is None and prompt is not None and text_only is not None and prompt <= text_only
+        )
+
+
+def serve_requests(records: Any, where: str = "requests") -> list[ServeRequest]:
+    """Request rows (dicts) as typed rows; ResultError names ``where[i].field``."""
+    return typed_records(records, ServeRequest, where)
+
+
+def samples(rows: Iterable[ServeRequest], metric: str) -> list[float]:
+    """A latency's samples (ms) over the served rows; ITL: every gap of every request."""
+    return [x for r in rows if r.served for x in r.values(metric)]
+
+
+def _duration_s(rows: Sequence[ServeRequest]) -> float | None:
+    """A repeat's duration: its last response's end from the trace start (None without
+    client times: the in-process load generator records none)."""
+    ends = [e for r in rows if (e := _num(r.end_s)) is not None]
+    return max(ends) if ends and max(ends) > 0 else None
+
+
+def repeat_throughputs(rows: Sequence[ServeRequest], slo: Mapping[str, float]) -> dict[str, float]:
+    """One repeat's throughputs over its duration (none without one)."""
+    dur = _duration_s(rows)
+    if dur is None:
+        return {}
+    ok = [r for r in rows if r.served]
+    out = {
+        "output_tokens_per_s": sum(r.output_tokens or 0 for r in ok) / dur,
+        "images_per_s_e2e": sum(r.images or 0 for r in ok) / dur,
+        "megapixels_per_s": sum(r.pixels or 0 for r in ok) / dur / 1e6,
+    }
+    if slo:
+        out[GOODPUT] = sum(1 for r in ok if r.meets(slo)) / dur
+    return out
+
+
+@dataclass(frozen=True)
+class Point:
+    """One arm against the base arm on one figure: the two values and the signed
+    percentage B minus A (what the A/B block states beside its interval)."""
+
+    a_value: float
+    b_value: float
+    delta_pct: float
+
+
+@dataclass(frozen=True)
+class ArmCell:
+    """One arm at one rate: its request rows, and every figure they give (each derived
+    on first use, once)."""
+
+    rate: str
+    arm: str
+    rows: tuple[ServeRequest, ...]
+    slo: Mapping[str, float] = field(default_factory=dict)
+
+    @cached_property
+    def served(self) -> tuple[ServeRequest, ...]:
+        return tuple(r for r in self.rows if r.served)
+
+    def samples(self, metric: str) -> list[float]:
+        return samples(self.served, metric)
+
+    @property
+    def completed(self) -> int:
+        return len(self.served)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.output_tokens or 0 for r in self.served)
+
+    @property
+    def good_requests(self) -> int | None:
+        return sum(1 for r in self.served if r.meets(self.slo)) if self.slo else None
+
+    def stat(self, metric: str, stat: str) -> float | None:
+        """``mean`` or a percentile (``median``, ``p90``, ``p99_9``) of a latency; None
+        without samples or for another statistic."""
+        xs = self.samples(metric)
+        if not xs:
+            return None
+        if stat == "mean":
+            return sum(xs) / len(xs)
+        q = pct_of(stat)
+        return None if q is None else percentile(xs, q)
+
+    def repeats(self) -> dict[int, list[ServeRequest]]:
+        out: dict[int, list[ServeRequest]] = {}
+        for r in self.rows:
+            out.setdefault(r.repeat, []).append(r)
+        return out
+
+    @cached_property
+    def throughputs(self) -> dict[str, list[float]]:
+        """Each throughput per repeat, in repeat order (none without client times)."""
+        out: dict[str, list[float]] = {}
+        for _, reps in sorted(self.repeats().items()):
+            for key, v in repeat_throughputs(reps, self.slo).items():
+                out.setdefault(key, []).append(v)
+        return out
+
+    def throughput(self, key: str) -> float | None:
+        """A throughput's mean over repeats (None without client times)."""
+        xs = self.throughputs.get(key)
+        return sum(xs) / len(xs) if xs else None
+
+    def latency_figures(self, percentiles: Sequence[float]) -> dict[str, float]:
+        """``<metric>_mean_ms`` and ``<metric>_<pct>_ms`` of every latency with samples."""
+        out: dict[str, float] = {}
+        for metric in LATENCIES:
+            xs = self.samples(metric)
+            if not xs:
+                continue
+            out[f"{metric}_mean_ms"] = sum(xs) / len(xs)
+            for q in percentiles:
+                out[f"{metric}_{pct_name(q)}_ms"] = percentile(xs, q)
+        return out
+
+    def rate_figures(self, percentiles: Sequence[float]) -> dict[str, Any]:
+        """The serving figures of the writer's per-rate row, in its key order."""
+        out: dict[str, Any] = dict(self.latency_figures(percentiles))
+        for key, xs in self.throughputs.items():
+            out[key] = sum(xs) / len(xs)
+        out["output_tokens"] = self.output_tokens
+        if self.slo:
+            out["good_requests"] = self.good_requests
+        return out
+
+    def ttft(self, label: str = "") -> Measurement:
+        """The served TTFTs over their independent units (forward batches, else requests)."""
+        ok = self.served
+        xs = [float(r.ttft_ms or 0.0) for r in ok]
+        return Measurement(xs, unit="ms", label=label, unit_ids=[r.unit for r in ok])
+
+    def counts(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Rows and served rows per repeat."""
+        seen: dict[int, int] = {}
+        ok: dict[int, int] = {}
+        for r in self.rows:
+            seen[r.repeat] = seen.get(r.repeat, 0) + 1
+            ok[r.repeat] = ok.get(r.repeat, 0) + r.served
+        return seen, ok
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A figure the A/B block compares: its key, its label, the latency it is a statistic
+    of (None: goodput, per repeat) and the percentile."""
+
+    key: str
+    label: str
+    metric: str | None
+    q: float
+
+    def value(self, cell: ArmCell) -> float | None:
+        """One arm's figure: the percentile of a latency's samples, or goodput's mean over
+        repeats (None: no samples, or no client times to count goodput over)."""
+        if self.metric is None:
+            return cell.throughput(GOODPUT)
+        xs = cell.samples(self.metric)
+        return percentile(xs, self.q) if xs else None
+
+
+# The A/B figures a report derives from its rows (the writer adds throughput from its
+# runs), under the names the A/B block, its table and the gate's delta rules use.
+COMPARED = (
+    Compared("median_ttft", "median TTFT", "ttft", 50),
+    Compared("p90_ttft", "p90 TTFT", "ttft", 90),
+    Compared("median_itl", "median ITL", "itl", 50),
+    Compared("median_tpot", "median TPOT", "tpot", 50),
+    Compared("median_e2e", "median E2E", "e2e", 50),
+    Compared("goodput", "goodput", None, 50),
+)
+# The absolute limits of ``[serve_ab.<rate>]`` each arm is held to, by rule key.
+LIMITS = {
+    "min_goodput": Compared("goodput", "goodput", None, 50),
+    **{f"max_p99_{m}_ms": Compared(f"p99_{m}", f"p99 {m.upper()}", m, 99) for m in LATENCIES},
+}
+# What a baseline's ``serve_ab.<rate>.<arm>.<name>`` samples are: the served TTFTs.
+SAMPLED = {"ttft_ms": "ttft"}
+
+
+@dataclass(frozen=True)
+class ServeRaw:
+    """A serve-ab report's raw data: its request rows, the goodput SLOs it was run with
+    ({} when none), the arms and the one every other is compared with."""
+
+    requests: tuple[ServeRequest, ...]
+    slo: Mapping[str, float] = field(default_factory=dict)
+    arms: tuple[str, ...] = ()
+    base: str | None = None
+
+
+@dataclass(frozen=True)
+class ServeDerived:
+    """Every figure of a serve-ab report's rows, per (rate, arm)."""
+
+    cells: Mapping[tuple[str, str], ArmCell]
+    slo: Mapping[str, float]
+    base: str | None
+
+    def cell(self, rate: str, arm: str) -> ArmCell:
+        """One arm at one rate (no rows: an empty cell)."""
+        return self.cells.get((rate, arm)) or ArmCell(rate, arm, (), self.slo)
+
+    def sides(self, rate: str, arm: str, figure: Compared) -> tuple[list[float], list[float]]:
+        """The base arm's and ``arm``'s samples of a compared figure at ``rate``."""
+        a, b = self.cell(rate, self.base or ""), self.cell(rate, arm)
+        if figure.metric is None:
+            return a.throughputs.get(GOODPUT, []), b.throughputs.get(GOODPUT, [])
+        return a.samples(figure.metric), b.samples(figure.metric)
+
+    def point(self, rate: str, arm: str, figure: Compared) -> Point | None:
+        """``arm`` against the base arm on ``figure`` (None: a side without samples)."""
+        xa, xb = self.sides(rate, arm, figure)
+        if not xa or not xb:
+            return None
+        va, vb = percentile(xa, figure.q), percentile(xb, figure.q)
+        return Point(va, vb, pct_delta(va, vb))
+
+
+def derive_serve(raw: ServeRaw) -> ServeDerived:
+    """The figures of every (rate, arm) of ``raw``'s rows."""
+    groups: dict[tuple[str, str], list[ServeRequest]] = {}
+    for r in raw.requests:
+        groups.setdefault((r.rate, r.arm), []).append(r)
+    cells = {k: ArmCell(k[0], k[1], tuple(rs), raw.slo) for k, rs in groups.items()}
+    return ServeDerived(cells, raw.slo, raw.base)
