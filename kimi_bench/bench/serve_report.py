@@ -29,7 +29,7 @@ from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
-from kimi_bench.results.serve import GOODPUT, ArmCell, ServeRaw, derive_serve, serve_requests
+from kimi_bench.results import GOODPUT, ArmCell, ServeRaw, derive_serve, serve_requests
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",

@@ -22,8 +22,14 @@ from kimi_bench.infra.stats.compare import Comparison, compare
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import change_arm
-from kimi_bench.results import derive_parity, has_fp32, parity_rows
-from kimi_bench.results.serve import GOODPUT, ServeDerived, ServeRequest
+from kimi_bench.results import (
+    GOODPUT,
+    ServeDerived,
+    ServeRequest,
+    derive_parity,
+    has_fp32,
+    parity_rows,
+)
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
 

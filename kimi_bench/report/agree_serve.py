@@ -15,11 +15,11 @@ from kimi_bench.infra.stats import Measurement, percentile
 from kimi_bench.options.parse import parse_goodput
 from kimi_bench.report.agree import Disagreement, agree, as_list, block, number
 from kimi_bench.report.roles import baseline_arm
-from kimi_bench.results import ResultError
-from kimi_bench.results.serve import (
+from kimi_bench.results import (
     COMPARED,
     LATENCIES,
     THROUGHPUTS,
+    ResultError,
     ServeDerived,
     ServeRaw,
     ServeRequest,

@@ -24,145 +24,25 @@ request its own unit (``repeat:r<rid>``).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+import numpy as np
 
 from kimi_bench.infra.stats import Measurement, pct_delta, percentile
-from kimi_bench.results.base import typed_records
-
-LATENCIES = ("ttft", "itl", "tpot", "e2e")  # the per-request latencies, in ms
-GOODPUT = "goodput_req_per_s"
-THROUGHPUTS = ("output_tokens_per_s", "images_per_s_e2e", "megapixels_per_s", GOODPUT)
-SLO_METRIC = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
-
-
-def _num(v: Any) -> float | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    return float(v) if ok else None
-
-
-def pct_name(q: float) -> str:
-    """50 -> ``median``; 99.9 -> ``p99_9`` (a key part: no dot)."""
-    return "median" if q == 50 else "p" + f"{q:g}".replace(".", "_")
-
-
-def pct_of(stat: str) -> float | None:
-    """``median`` -> 50; ``p99_9`` -> 99.9; anything else (``mean``) None."""
-    if stat == "median":
-        return 50.0
-    digits = stat[1:].replace("_", "")
-    if stat.startswith("p") and digits.isdigit():
-        return float(stat[1:].replace("_", "."))
-    return None
-
-
-class ServeRequest(BaseModel):
-    """The fields of a request row its figures are derived from (the row keeps the rest:
-    client times, stage times, copied bytes...)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    rate: str
-    arm: str
-    repeat: int = 0
-    rid: int | str | None = None
-    error: str | None = None
-    status: int | None = None
-    ttft_ms: float | None = None
-    itl_ms: list[float] | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-    output_tokens: int | None = None
-    prompt_tokens: int | None = None
-    prompt_image_tokens: int | None = None
-    images: int | None = None
-    pixels: int | None = None
-    end_s: float | None = None
-    batch_id: int | str | None = None
-
-    @property
-    def served(self) -> bool:
-        ok_status = self.status is None or 200 <= self.status < 300
-        return self.error is None and self.ttft_ms is not None and ok_status
-
-    @property
-    def unit(self) -> str:
-        """Its independent unit: its forward batch when the server reports one."""
-        return f"{self.repeat}:{self.batch_id if self.batch_id is not None else f'r{self.rid}'}"
-
-    def values(self, metric: str) -> list[float]:
-        """A latency's finite values (ms): ITL's every gap, the others one value or none."""
-        if metric == "itl":
-            return [x for x in self.itl_ms or [] if math.isfinite(x)]
-        v = _num(getattr(self, f"{metric}_ms"))
-        return [] if v is None else [v]
-
-    @property
-    def own_tpot(self) -> float | None:
-        """The TPOT its own E2E, TTFT and output tokens give (None with one token)."""
-        e2e, ttft, n = _num(self.e2e_ms), _num(self.ttft_ms), self.output_tokens
-        if e2e is None or ttft is None or n is None or n < 2:
-            return None
-        return (e2e - ttft) / (n - 1)
-
-    def meets(self, slo: Mapping[str, float]) -> bool:
-        """Served within every SLO (a missing TPOT meets a TPOT SLO)."""
-        if not self.served:
-            return False
-        for key, limit in slo.items():
-            v = _num(getattr(self, SLO_METRIC[key]))
-            if v is None and key == "tpot":
-                continue
-            if v is None or v > limit:
-                return False
-        return True
-
-    def unbilled(self, text_only: int | None) -> bool:
-        """Served with images, yet its usage shows no image tokens: the server said 0, or
-        billed no more prompt tokens than the prompt without images (``text_only``)."""
-        if not self.served or not self.images:
-            return False
-        image, prompt = self.prompt_image_tokens, self.prompt_tokens
-        return image == 0 or (
-            image is None and prompt is not None and text_only is not None and prompt <= text_only
-        )
-
-
-def serve_requests(records: Any, where: str = "requests") -> list[ServeRequest]:
-    """Request rows (dicts) as typed rows; ResultError names ``where[i].field``."""
-    return typed_records(records, ServeRequest, where)
-
-
-def samples(rows: Iterable[ServeRequest], metric: str) -> list[float]:
-    """A latency's samples (ms) over the served rows; ITL: every gap of every request."""
-    return [x for r in rows if r.served for x in r.values(metric)]
-
-
-def _duration_s(rows: Sequence[ServeRequest]) -> float | None:
-    """A repeat's duration: its last response's end from the trace start (None without
-    client times: the in-process load generator records none)."""
-    ends = [e for r in rows if (e := _num(r.end_s)) is not None]
-    return max(ends) if ends and max(ends) > 0 else None
-
-
-def repeat_throughputs(rows: Sequence[ServeRequest], slo: Mapping[str, float]) -> dict[str, float]:
-    """One repeat's throughputs over its duration (none without one)."""
-    dur = _duration_s(rows)
-    if dur is None:
-        return {}
-    ok = [r for r in rows if r.served]
-    out = {
-        "output_tokens_per_s": sum(r.output_tokens or 0 for r in ok) / dur,
-        "images_per_s_e2e": sum(r.images or 0 for r in ok) / dur,
-        "megapixels_per_s": sum(r.pixels or 0 for r in ok) / dur / 1e6,
-    }
-    if slo:
-        out[GOODPUT] = sum(1 for r in ok if r.meets(slo)) / dur
-    return out
+from kimi_bench.results.serve_rows import (
+    GOODPUT,
+    LATENCIES,
+    ServeRequest,
+    bootstrap_interval,
+    finite,
+    pct_name,
+    pct_of,
+    repeat_throughputs,
+    samples,
+)
 
 
 @dataclass(frozen=True)
@@ -214,6 +94,24 @@ class ArmCell:
             return sum(xs) / len(xs)
         q = pct_of(stat)
         return None if q is None else percentile(xs, q)
+
+    def interval(self, metric: str, q: float) -> tuple[float, float] | None:
+        """A page's band around a latency's percentile: 95% bootstrap over single samples."""
+        return bootstrap_interval(self.samples(metric), q)
+
+    def median(self, metric: str) -> float | None:
+        """numpy's median of a latency's samples (None without)."""
+        xs = self.samples(metric)
+        return float(np.median(xs)) if xs else None
+
+    def stage_medians(self, stages: Sequence[str]) -> dict[str, float]:
+        """Median ms of each pipeline stage over the served requests that time it."""
+        out = {}
+        for key in stages:
+            xs = [x for r in self.served if (x := finite(r.stage_ms.get(key))) is not None]
+            if xs:
+                out[key] = float(np.median(xs))
+        return out
 
     def repeats(self) -> dict[int, list[ServeRequest]]:
         out: dict[int, list[ServeRequest]] = {}
@@ -329,6 +227,7 @@ class ServeDerived:
     cells: Mapping[tuple[str, str], ArmCell]
     slo: Mapping[str, float]
     base: str | None
+    stages: tuple[str, ...] = ()  # the pipeline stages the rows time, in their order
 
     def cell(self, rate: str, arm: str) -> ArmCell:
         """One arm at one rate (no rows: an empty cell)."""
@@ -356,4 +255,5 @@ def derive_serve(raw: ServeRaw) -> ServeDerived:
     for r in raw.requests:
         groups.setdefault((r.rate, r.arm), []).append(r)
     cells = {k: ArmCell(k[0], k[1], tuple(rs), raw.slo) for k, rs in groups.items()}
-    return ServeDerived(cells, raw.slo, raw.base)
+    stages = tuple(raw.requests[0].stage_ms) if raw.requests else ()
+    return ServeDerived(cells, raw.slo, raw.base, stages)
