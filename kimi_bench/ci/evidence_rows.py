@@ -17,7 +17,7 @@ from kimi_bench.ci.evidence import (
     throughput_comparison,
     where_of,
 )
-from kimi_bench.ci.evidence_summary import summary_only_evidence
+from kimi_bench.ci.evidence_summary import stated_rows, summary_only_evidence
 from kimi_bench.infra.stats.compare import Comparison, compare
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
@@ -75,11 +75,7 @@ def serve_evidence(report: Report) -> Evidence:
         raise EvidenceError(f"{w}: config.requests must be a positive integer, got {planned!r}")
     derived = derive_report(cfg, report.summary, rows)
     # --capacity: each arm's bisection probes its own rates; only those were planned
-    probed = (
-        {(str(r.get("rate")), str(r.get("arm"))) for r in report.results}
-        if cfg.get("capacity")
-        else None
-    )
+    probed = set(stated_rows(report)) if cfg.get("capacity") else None
     failed = 0
     for rate in labels:
         for arm in arms:
@@ -106,14 +102,6 @@ def serve_evidence(report: Report) -> Evidence:
     return ev
 
 
-def _throughputs(report: Report, rate: str, arm: str) -> list[float]:
-    for res in report.results:
-        if str(res.get("rate")) == rate and str(res.get("arm")) == arm:
-            v = res.get("req_per_s")
-            return [float(v)] if isinstance(v, (int, float)) and math.isfinite(v) else []
-    return []
-
-
 def _ab(
     report: Report, derived: ServeDerived, labels: list[str], arms: list[str]
 ) -> dict[str, dict[str, dict[str, Comparison | None]]]:
@@ -121,6 +109,12 @@ def _ab(
     throughput from the per-rate rows."""
     seed = int(report.config.get("seed") or 0)
     base = derived.base or arms[0]
+    stated = stated_rows(report)
+
+    def thr(rate: str, arm: str) -> list[float]:  # over the run's span: stated, not in rows
+        row = stated.get((rate, arm))
+        return row.throughput if row is not None else []
+
     out: dict[str, dict[str, dict[str, Comparison | None]]] = {}
     for rate in labels:
         a = derived.cell(rate, base).ttft(base)
@@ -131,8 +125,7 @@ def _ab(
             got: dict[str, Comparison | None] = {}
             for name, q in (("median_ttft", 50), ("p90_ttft", 90)):
                 got[name] = compare(a, b, q=q, seed=seed) if a.n and b.n else None
-            ta, tb = _throughputs(report, rate, base), _throughputs(report, rate, arm)
-            got["throughput"] = throughput_comparison(ta, tb, seed)
+            got["throughput"] = throughput_comparison(thr(rate, base), thr(rate, arm), seed)
             if derived.slo:
                 good = [derived.cell(rate, x).throughputs.get(GOODPUT, []) for x in (base, arm)]
                 got["goodput"] = throughput_comparison(good[0], good[1], seed)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from kimi_bench.results.base import typed_records
 
@@ -114,6 +114,39 @@ class ServeRequest(BaseModel):
         return image == 0 or (
             image is None and prompt is not None and text_only is not None and prompt <= text_only
         )
+
+
+class RateRow(BaseModel):
+    """What the gate reads of a stated per-rate row where request rows cannot give it:
+    throughput over the run's span (the trace start is not in the rows), and a summary-only
+    import's counts (the peer tool's own; it wrote no request rows)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    rate: str
+    arm: str
+    completed: int | None = None
+    failed: int | None = None
+    req_per_s: float | None = None
+
+    @field_validator("rate", "arm", mode="before")
+    @classmethod
+    def _label(cls, v: Any) -> str:
+        return str(v)
+
+    @property
+    def throughput(self) -> list[float]:
+        """Its throughput as one sample ([] when not stated or not finite)."""
+        v = self.req_per_s
+        return [v] if v is not None and math.isfinite(v) else []
+
+
+def rate_rows(records: Any) -> dict[tuple[str, str], RateRow]:
+    """A report's stated per-rate rows by (rate, arm), the first of each (ResultError names
+    ``results[i].field``)."""
+    out: dict[tuple[str, str], RateRow] = {}
+    for r in typed_records(records, RateRow, "results"):
+        out.setdefault((r.rate, r.arm), r)
+    return out
 
 
 def serve_requests(records: Any, where: str = "requests") -> list[ServeRequest]:
