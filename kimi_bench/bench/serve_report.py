@@ -16,7 +16,7 @@ with at least three units per side and an interval that excludes zero
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -189,13 +189,10 @@ def arm_row(
     ttft = latency_measurement(runs, "ttft", f"{arm} TTFT @ {label}")
     thr = [run_throughput(r) for r in runs]
     cell = derive_rows(rows, opts)
-    ok: list[Mapping[str, Any]] = [r for r, t in zip(rows, cell.rows, strict=True) if t.served]
-    stages = {s: Measurement([r[f"{s}_ms"] for r in ok if f"{s}_ms" in r]).median for s in STAGES}
+    medians = cell.stage_medians([f"{s}_ms" for s in STAGES], lambda xs: Measurement(xs).median)
+    stages = {s: medians.get(f"{s}_ms", math.nan) for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
-    moved = sum((r.get("producer_copied_bytes") or 0) + (r.get("scheduler_copied_bytes") or 0)
-                for r in ok)  # fmt: skip
     span_rate = sum(x for x in thr if not math.isnan(x)) / max(1, len(thr))
-    batches = any(r.get("batch_id") is not None for r in ok)
     return {
         "rate": label,
         "arm": arm,
@@ -203,22 +200,17 @@ def arm_row(
         **cell.rate_figures(opts.metric_percentiles),
         "req_per_s": span_rate,
         # images a completed request carried, on average (a workload mixes counts)
-        "images_per_s": span_rate * _mean_images(ok, opts.images_per_request),
-        "completed": len(ok),
+        "images_per_s": span_rate * cell.mean_images(opts.images_per_request),
+        "completed": cell.completed,
         # planned but not completed, less what an interrupt kept from running
-        "failed": (opts.requests or 0) * len(runs) - len(ok) - sum(not_run(r) for r in runs),
+        "failed": (opts.requests or 0) * len(runs) - cell.completed - sum(map(not_run, runs)),
         # units of TTFT: forward batches, or requests where the server reports no batches
         "forward_batches": ttft.n_units,
-        "units": "forward batches" if batches else "requests",
-        "bytes_moved": moved,
+        "units": "forward batches" if cell.batched else "requests",
+        "bytes_moved": cell.bytes_moved,
         "dominant_stage": max(known, key=lambda s: known[s]) if known else None,
         **{f"{s}_ms": v for s, v in stages.items()},
     }
-
-
-def _mean_images(rows: Sequence[Mapping[str, Any]], default: int) -> float:
-    counts = [int(r["images"]) for r in rows if isinstance(r.get("images"), int)]
-    return sum(counts) / len(counts) if counts else float(default)
 
 
 def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:

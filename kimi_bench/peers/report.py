@@ -21,7 +21,6 @@ from typing import Any
 
 from kimi_bench import __version__
 from kimi_bench.ci.evidence_rows import evidence
-from kimi_bench.infra.stats import median, percentile
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.base import PeerFormatError, PeerRun
 from kimi_bench.peers.figures import METRICS
@@ -66,13 +65,13 @@ def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> 
     tool = _tool_figures(run)
     out: dict[str, Any] = {"rate": label, "arm": arm, "tool": run.tool}
     if run.per_request:
-        ttft = [r["ttft_ms"] for r in rows if r["error"] is None]
-        out |= ArmCell(label, arm, tuple(serve_requests(rows))).latency_figures((50, 90, 99))
+        cell = ArmCell(label, arm, tuple(serve_requests(rows)))
+        out |= cell.latency_figures((50, 90, 99))
         out |= {
-            "ttft_median_ms": median(ttft) if ttft else None,
-            "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
-            "ttft_p99_ms": percentile(ttft, 99) if ttft else None,
-            "failed": len(rows) - len(ttft),
+            "ttft_median_ms": cell.stat("ttft", "median"),
+            "ttft_p90_ms": cell.stat("ttft", "p90"),
+            "ttft_p99_ms": cell.stat("ttft", "p99"),
+            "failed": len(rows) - cell.completed,
         }
     else:  # the tool's own numbers: there are no rows to derive them from
         failed = [r.failed for r in reps]

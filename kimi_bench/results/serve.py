@@ -24,7 +24,7 @@ request its own unit (``repeat:r<rid>``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -104,14 +104,34 @@ class ArmCell:
         xs = self.samples(metric)
         return float(np.median(xs)) if xs else None
 
-    def stage_medians(self, stages: Sequence[str]) -> dict[str, float]:
-        """Median ms of each pipeline stage over the served requests that time it."""
+    def stage_medians(
+        self, stages: Sequence[str], center: Callable[[list[float]], float] = np.median
+    ) -> dict[str, float]:
+        """Median ms of each pipeline stage (its column's name) over the served requests
+        that time it; ``center``: how the median is taken (numpy's by default)."""
         out = {}
         for key in stages:
             xs = [x for r in self.served if (x := finite(r.stage_ms.get(key))) is not None]
             if xs:
-                out[key] = float(np.median(xs))
+                out[key] = float(center(xs))
         return out
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes the served requests' producer and scheduler copied."""
+        return sum(
+            (r.producer_copied_bytes or 0) + (r.scheduler_copied_bytes or 0) for r in self.served
+        )
+
+    @property
+    def batched(self) -> bool:
+        """Whether the server reported forward batches (TTFT's units are batches)."""
+        return any(r.batch_id is not None for r in self.served)
+
+    def mean_images(self, default: float) -> float:
+        """Images a served request carried, on average (``default`` when none says)."""
+        counts = [r.images for r in self.served if r.images is not None]
+        return sum(counts) / len(counts) if counts else float(default)
 
     def repeats(self) -> dict[int, list[ServeRequest]]:
         out: dict[int, list[ServeRequest]] = {}

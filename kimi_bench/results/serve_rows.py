@@ -61,6 +61,8 @@ class ServeRequest(BaseModel):
     pixels: int | None = None
     end_s: float | None = None
     batch_id: int | str | None = None
+    producer_copied_bytes: int | None = None
+    scheduler_copied_bytes: int | None = None
 
     @property
     def stage_ms(self) -> dict[str, Any]:
