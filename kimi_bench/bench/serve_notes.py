@@ -20,7 +20,7 @@ from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import arms as arm_objects
 from kimi_bench.report import access
-from kimi_bench.results import pct_name, serve_requests
+from kimi_bench.results.serve_rows import pct_name, serve_requests
 
 
 def _endpoint_notes(opts: ServeOptions) -> list[str]:

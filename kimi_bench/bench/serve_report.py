@@ -5,7 +5,7 @@ and image throughput, goodput under the SLOs, the stage that dominates, and A/B 
 ``results.serve.derive_serve`` (the read check and the gate derive them there too).
 
 Independent units: requests served in one forward batch share one step, so TTFT, ITL,
-TPOT and E2E intervals all resample forward batches (``unit_ids`` = repeat:batch): one
+TPOT and E2E intervals all resample forward batches (``ArmCell.measurement``): one
 comparison, one statistic; a server that does not report batches (any third-party server)
 makes each request its own unit (repeat:rid). Throughput and goodput intervals resample
 repeats; a single repeat's is a point, never an interval. A difference is called significant only
@@ -29,7 +29,8 @@ from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
-from kimi_bench.results import GOODPUT, ArmCell, ServeRaw, derive_serve, serve_requests
+from kimi_bench.results.serve import ArmCell, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import GOODPUT, serve_requests
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",
@@ -87,31 +88,6 @@ def copy_rows(runs: Sequence[ServeRun]) -> list[ServeCopyRow]:
         for (rate, arm), ledger in merged.items()
         for row in sort_copies(ledger.rows(), PIPELINE_STAGES)
     ]
-
-
-def _unit(r: ServedRequest) -> str:
-    """A request's independent unit: its forward batch when the server reports one, else
-    the request itself."""
-    batch = r.facts.get("batch_id")
-    return f"b{batch}" if batch is not None else f"r{r.rid}"
-
-
-def latency_measurement(runs: Sequence[ServeRun], metric: str, label: str) -> Measurement:
-    """TTFT, ITL, TPOT or E2E of the runs, every metric over the same independent units
-    (forward batches where the server reports them, else requests): requests of one batch
-    share their first token, so one comparison has one statistic (issue 42)."""
-    xs: list[float] = []
-    units: list[str] = []
-    for run in runs:
-        for r in (r for r in run.records if r.ok):
-            values: list[float | None] = (
-                list(r.itl_ms) if metric == "itl" else [getattr(r, f"{metric}_ms")]
-            )
-            unit = _unit(r)
-            for v in (v for v in values if v is not None):
-                xs.append(v)
-                units.append(f"{run.repeat}:{unit}")
-    return Measurement(xs, unit="ms", label=label, unit_ids=units)
 
 
 def cut_short(run: ServeRun, r: ServedRequest) -> bool:
@@ -186,9 +162,9 @@ def arm_row(
 ) -> dict[str, Any]:
     """One per-rate row: TTFT (and ITL, TPOT, E2E) at the asked percentiles, throughputs,
     goodput, the stage medians; ``unit_label`` says what ``forward_batches`` counts."""
-    ttft = latency_measurement(runs, "ttft", f"{arm} TTFT @ {label}")
-    thr = [run_throughput(r) for r in runs]
     cell = derive_rows(rows, opts)
+    ttft = cell.measurement("ttft", f"{arm} TTFT @ {label}")
+    thr = [run_throughput(r) for r in runs]
     medians = cell.stage_medians([f"{s}_ms" for s in STAGES], lambda xs: Measurement(xs).median)
     stages = {s: medians.get(f"{s}_ms", math.nan) for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
@@ -223,11 +199,12 @@ def versus(
     base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
 ) -> Versus:
     """One arm vs another: median and p90 TTFT, median ITL/TPOT/E2E (when measured), all
-    over the same units (``latency_measurement``), throughput and goodput over repeats
+    over the same units (``ArmCell.measurement``), throughput and goodput over repeats
     (B minus A, %; one repeat: a point).
     The measurements are made first, then compared (``stats.compare``) in one pass."""
     (na, ra), (nb, rb) = base, arm
-    a, b = latency_measurement(ra, "ttft", na), latency_measurement(rb, "ttft", nb)
+    ca, cb = derive_rows(request_rows(ra), opts), derive_rows(request_rows(rb), opts)
+    a, b = ca.measurement("ttft", na), cb.measurement("ttft", nb)
     # (key, A, B, percentile, whether a side may be empty: "no completed runs")
     todo: list[tuple[str, Measurement, Measurement, float, bool]] = [
         ("median_ttft", a, b, 50, False),
@@ -238,12 +215,12 @@ def versus(
                  Measurement([x for x in map(run_throughput, rb) if math.isfinite(x)], "req/s"),
                  50.0, True))  # fmt: skip
     for metric in ("itl", "tpot", "e2e"):
-        ma, mb = latency_measurement(ra, metric, na), latency_measurement(rb, metric, nb)
+        ma, mb = ca.measurement(metric, na), cb.measurement(metric, nb)
         if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
             todo.append((f"median_{metric}", ma, mb, 50, False))
     if opts.slos:  # per repeat (``ArmCell.throughputs``)
-        ga = Measurement(derive_rows(request_rows(ra), opts).throughputs.get(GOODPUT, []), "1/s")
-        gb = Measurement(derive_rows(request_rows(rb), opts).throughputs.get(GOODPUT, []), "1/s")
+        ga = Measurement(ca.throughputs.get(GOODPUT, []), "1/s")
+        gb = Measurement(cb.throughputs.get(GOODPUT, []), "1/s")
         todo.append(("goodput", ga, gb, 50.0, True))
     out: Versus = {
         # a side with no completed run (throughput, goodput): no comparison

@@ -22,14 +22,9 @@ from kimi_bench.infra.stats.compare import Comparison, compare
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import change_arm
-from kimi_bench.results import (
-    GOODPUT,
-    ServeDerived,
-    ServeRequest,
-    derive_parity,
-    has_fp32,
-    parity_rows,
-)
+from kimi_bench.results import derive_parity, has_fp32, parity_rows
+from kimi_bench.results.serve import ServeDerived
+from kimi_bench.results.serve_rows import GOODPUT, ServeRequest
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
 
@@ -117,11 +112,11 @@ def _ab(
 
     out: dict[str, dict[str, dict[str, Comparison | None]]] = {}
     for rate in labels:
-        a = derived.cell(rate, base).ttft(base)
+        a = derived.cell(rate, base).measurement("ttft", base)
         for arm in arms:
             if arm == base:
                 continue
-            b = derived.cell(rate, arm).ttft(arm)
+            b = derived.cell(rate, arm).measurement("ttft", arm)
             got: dict[str, Comparison | None] = {}
             for name, q in (("median_ttft", 50), ("p90_ttft", 90)):
                 got[name] = compare(a, b, q=q, seed=seed) if a.n and b.n else None

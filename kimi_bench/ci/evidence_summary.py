@@ -14,7 +14,8 @@ from kimi_bench.ci.evidence import Evidence, EvidenceError, stopped, throughput_
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import baseline_arm, change_arm
-from kimi_bench.results import RateRow, ResultError, rate_rows
+from kimi_bench.results import ResultError
+from kimi_bench.results.serve_rows import RateRow, rate_rows
 
 
 def stated_rows(report: Report) -> dict[tuple[str, str], RateRow]:

@@ -34,7 +34,7 @@ from kimi_bench.options import Arm
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
-from kimi_bench.results import SAMPLED
+from kimi_bench.results.serve import SAMPLED
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}

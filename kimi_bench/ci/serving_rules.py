@@ -16,7 +16,7 @@ from kimi_bench.ci.evidence import EvidenceError
 from kimi_bench.ci.verdicts import FAIL, PASS, RuleResult
 from kimi_bench.report.agree_serve import derive_report, slos
 from kimi_bench.report.model import Report
-from kimi_bench.results import LIMITS, ServeDerived
+from kimi_bench.results.serve import LIMITS, ServeDerived
 
 ABSOLUTE = tuple(LIMITS)
 _WHY_NONE = {

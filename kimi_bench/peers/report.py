@@ -25,7 +25,8 @@ from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.base import PeerFormatError, PeerRun
 from kimi_bench.peers.figures import METRICS
 from kimi_bench.report.model import Report, ReportError
-from kimi_bench.results import ArmCell, serve_requests
+from kimi_bench.results.serve import ArmCell
+from kimi_bench.results.serve_rows import serve_requests
 
 
 def _tool_mean(run: PeerRun, key: str) -> float | None:

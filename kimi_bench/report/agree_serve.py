@@ -15,15 +15,12 @@ from kimi_bench.infra.stats import Measurement, percentile
 from kimi_bench.options.parse import parse_goodput
 from kimi_bench.report.agree import Disagreement, agree, as_list, block, number
 from kimi_bench.report.roles import baseline_arm
-from kimi_bench.results import (
-    COMPARED,
+from kimi_bench.results import ResultError
+from kimi_bench.results.serve import COMPARED, ServeDerived, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import (
     LATENCIES,
     THROUGHPUTS,
-    ResultError,
-    ServeDerived,
-    ServeRaw,
     ServeRequest,
-    derive_serve,
     samples,
     serve_requests,
 )

@@ -18,13 +18,8 @@ from kimi_bench.report.figbase import (
     stage_colors,
 )
 from kimi_bench.report.roles import baseline_arm
-from kimi_bench.results import (
-    ServeDerived,
-    ServeRaw,
-    derive_serve,
-    pct_name,
-    readable_requests,
-)
+from kimi_bench.results.serve import ServeDerived, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import pct_name, readable_requests
 
 Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))

@@ -17,6 +17,7 @@ from kimi_bench.report.tables_base import (
     present,
     rows_table,
 )
+from kimi_bench.results.serve import COMPARED
 
 # ---------------------------------------------------------------------------- serve-ab
 
@@ -33,18 +34,10 @@ def serve_per_rate(report: Dict) -> Table:
     return table
 
 
-AB_METRICS = (
-    ("median_ttft", "median TTFT"),
-    ("p90_ttft", "p90 TTFT"),
-    ("throughput", "throughput"),
-)
-# shown when a report has them (ITL and TPOT need two tokens, goodput --goodput)
-AB_MORE = (
-    ("median_itl", "median ITL"),
-    ("median_tpot", "median TPOT"),
-    ("median_e2e", "median E2E"),
-    ("goodput", "goodput"),
-)
+# median and p90 TTFT, throughput (over the run's span: the writer's), and the others when
+# a report has them (ITL and TPOT need two tokens, goodput --goodput)
+AB_METRICS = (*((c.key, c.label) for c in COMPARED[:2]), ("throughput", "throughput"))
+AB_MORE = tuple((c.key, c.label) for c in COMPARED[2:])
 
 
 def _earlier(rate: str, metrics: Dict) -> tuple[str, str, str, Dict]:

@@ -5,9 +5,10 @@ Per kind: the typed raw records (``ParityRow``...), the typed figures derived fr
 summary from it, the read check holds a stated summary against it, and the gate takes its
 evidence from it. This package imports only the domain and infrastructure layers.
 
-So far: ``parity`` and ``serve`` (serve-ab; its rows in ``serve_rows``). micro still
-derives its figures in its writers, again in ``report.agree*`` (the read check) and again in
-``ci.evidence*`` (the gate); moving them here is the rest of issue 41.
+So far: ``parity`` and ``serve`` (serve-ab; its rows and their types in ``serve_rows``,
+imported from there). micro still derives its figures in its writers, again in
+``report.agree*`` (the read check) and again in ``ci.evidence*`` (the gate); moving them
+here is the rest of issue 41.
 """
 
 from kimi_bench.results.base import ResultError
@@ -18,54 +19,12 @@ from kimi_bench.results.parity import (
     has_fp32,
     parity_rows,
 )
-from kimi_bench.results.serve import (
-    COMPARED,
-    LIMITS,
-    SAMPLED,
-    ArmCell,
-    Compared,
-    Point,
-    ServeDerived,
-    ServeRaw,
-    derive_serve,
-)
-from kimi_bench.results.serve_rows import (
-    GOODPUT,
-    LATENCIES,
-    THROUGHPUTS,
-    RateRow,
-    ServeRequest,
-    pct_name,
-    rate_rows,
-    readable_requests,
-    samples,
-    serve_requests,
-)
 
 __all__ = [
-    "COMPARED",
-    "GOODPUT",
-    "LATENCIES",
-    "LIMITS",
-    "SAMPLED",
-    "THROUGHPUTS",
-    "ArmCell",
-    "Compared",
     "ParityDerived",
     "ParityRow",
-    "Point",
-    "RateRow",
     "ResultError",
-    "ServeDerived",
-    "ServeRaw",
-    "ServeRequest",
     "derive_parity",
-    "derive_serve",
     "has_fp32",
     "parity_rows",
-    "pct_name",
-    "rate_rows",
-    "readable_requests",
-    "samples",
-    "serve_requests",
 ]

@@ -175,11 +175,12 @@ class ArmCell:
             out["good_requests"] = self.good_requests
         return out
 
-    def ttft(self, label: str = "") -> Measurement:
-        """The served TTFTs over their independent units (forward batches, else requests)."""
-        ok = self.served
-        xs = [float(r.ttft_ms or 0.0) for r in ok]
-        return Measurement(xs, unit="ms", label=label, unit_ids=[r.unit for r in ok])
+    def measurement(self, metric: str, label: str = "") -> Measurement:
+        """A latency's served samples over their independent units (forward batches, else
+        requests): every metric over the same units, so one comparison has one statistic."""
+        pairs = [(x, r.unit) for r in self.served for x in r.values(metric)]
+        return Measurement([x for x, _ in pairs], unit="ms", label=label,
+                           unit_ids=[u for _, u in pairs])  # fmt: skip
 
     def counts(self) -> tuple[dict[int, int], dict[int, int]]:
         """Rows and served rows per repeat."""

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kimi_bench.results import ArmCell, ServeRequest, serve_requests
+from kimi_bench.results.serve import ArmCell
+from kimi_bench.results.serve_rows import ServeRequest, serve_requests
 from kimi_bench.serving.launch import free_port
 from tests.serve_helpers import healthy_or_fail
 

@@ -43,7 +43,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kimi_bench.results import ArmCell, serve_requests
+from kimi_bench.results.serve import ArmCell
+from kimi_bench.results.serve_rows import serve_requests
 from kimi_bench.serving.launch import free_port
 from tests.serve_helpers import healthy_or_fail
 

@@ -27,8 +27,7 @@ from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
-from kimi_bench.results import readable_requests
-from kimi_bench.results.serve_rows import bootstrap_interval
+from kimi_bench.results.serve_rows import bootstrap_interval, readable_requests
 from tests.committed import raw_report
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,15 +14,9 @@ from kimi_bench.ci.metrics import metric_samples
 from kimi_bench.ci.serving_rules import serving_rules
 from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.model import Report
-from kimi_bench.results import (
-    COMPARED,
-    LIMITS,
-    ResultError,
-    ServeRaw,
-    derive_serve,
-    readable_requests,
-    serve_requests,
-)
+from kimi_bench.results import ResultError
+from kimi_bench.results.serve import COMPARED, LIMITS, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import readable_requests, serve_requests
 from tests.committed import REPORTS, raw_report
 
 
@@ -90,7 +84,9 @@ def test_rows_give_each_serving_figure_once() -> None:
     assert eager.throughput("megapixels_per_s") == 1.5
     assert eager.throughput("goodput_req_per_s") == 0.5
     deferred = d.cell("4", "deferred")
-    assert deferred.ttft().n_units == 2 and eager.ttft().n_units == 3  # one batch: one unit
+    assert (
+        deferred.measurement("ttft").n_units == 2 and eager.measurement("itl").n_units == 3
+    )  # one batch: one unit
     assert deferred.samples("itl") == [] and deferred.stat("tpot", "median") is None
     point = d.point("4", "deferred", COMPARED[0])  # median TTFT, deferred vs eager
     assert (point.a_value, point.b_value, point.delta_pct) == (200.0, 150.0, -25.0)
