@@ -30,6 +30,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kimi_bench.infra.stats import Measurement, pct_delta, percentile
 from kimi_bench.results.serve_rows import (
@@ -53,6 +54,34 @@ class Point:
     a_value: float
     b_value: float
     delta_pct: float
+
+
+class StatedInterval(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    low: float | None = None
+    high: float | None = None
+    kind: str | None = None
+
+
+class StatedComparison(BaseModel):
+    """One figure of the A/B block as a report states it: the values and delta (what the
+    read check holds against ``ServeDerived.point``) and the writer's interval and verdict."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    a_label: str | None = None
+    b_label: str | None = None
+    delta_pct: float | None = None
+    interval: StatedInterval | None = None
+    significant: bool | None = None
+    verdict: str | None = None
+
+    @classmethod
+    def read(cls, block: Any) -> StatedComparison:
+        """A stated comparison; an absent or unreadable one has every field None."""
+        try:
+            return cls.model_validate(block) if isinstance(block, dict) else cls()
+        except ValidationError:
+            return cls()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from kimi_bench.ci.serving_rules import serving_rules
 from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.model import Report
 from kimi_bench.results import ResultError
-from kimi_bench.results.serve import COMPARED, LIMITS, ServeRaw, derive_serve
+from kimi_bench.results.serve import COMPARED, LIMITS, ServeRaw, StatedComparison, derive_serve
 from kimi_bench.results.serve_rows import readable_requests, serve_requests
 from tests.committed import REPORTS, raw_report
 
@@ -138,3 +138,12 @@ def test_the_gate_reads_the_same_figures() -> None:
     ab = evidence(rep).figures["ab"]["4"]["deferred"]["median_ttft"]
     assert ab.b_value == pytest.approx(np.percentile(ttfts, 50))
     assert raw["ab"]["4"]["deferred"]["median_ttft"]["b_value"] == pytest.approx(ab.b_value)
+
+
+def test_a_stated_comparison_reads_typed_and_a_hostile_one_reads_empty() -> None:
+    raw = _report("examples/cpu-run/serve-ab/report.json")
+    med = StatedComparison.read(raw["ab"]["4"]["deferred"]["median_ttft"])
+    assert (med.a_label, med.b_label) == ("eager", "deferred") and med.interval is not None
+    assert med.delta_pct == raw["ab"]["4"]["deferred"]["median_ttft"]["delta_pct"]
+    assert StatedComparison.read({"delta_pct": "big"}).delta_pct is None
+    assert StatedComparison.read(None) == StatedComparison()
