@@ -19,6 +19,7 @@ from kimi_bench.ci.evidence import (
 )
 from kimi_bench.ci.evidence_summary import stated_rows, summary_only_evidence
 from kimi_bench.infra.stats.compare import Comparison, compare
+from kimi_bench.report import agree_serve
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import change_arm
@@ -45,8 +46,7 @@ def rate_labels(cfg: dict[str, Any]) -> list[str]:
 
 
 def serve_arms(report: Report) -> list[str]:
-    arms = report.summary.get("arms") or report.config.get("arms") or []
-    return [str(a) for a in arms]
+    return agree_serve.serve_arms(report.config, report.summary)
 
 
 def request_ok(row: Mapping[str, Any]) -> bool:
