@@ -20,11 +20,10 @@ from typing import Any
 
 from kimi_bench.bench.serve_arms import Arm
 from kimi_bench.bench.serve_breakdown import keep_up
-from kimi_bench.bench.serve_report import request_rows, run_throughput
+from kimi_bench.bench.serve_report import derive_rows, request_rows, run_throughput
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import with_role
-from kimi_bench.report import serve_figures as figures
 
 ACHIEVED_SHARE = 0.9
 MAX_PROBES = 24  # per arm, a bound on the bisection whatever the options
@@ -94,8 +93,7 @@ class CapacitySearch:
         return self.rates.index(rate)
 
     def judge(self, run: ServeRun, rate: float) -> Probe:
-        rows = request_rows([run])
-        good = figures.rate_figures(rows, (50.0,), self.slos).get("good_requests") or 0
+        good = derive_rows(request_rows([run]), self.opts).good_requests or 0
         done = sum(1 for r in run.records if r.ok)
         achieved = run_throughput(run)
         n = max(1, len(run.records) + run.unsent)

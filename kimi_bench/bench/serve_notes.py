@@ -19,7 +19,8 @@ from kimi_bench.bench.serve_types import RequestRow, Versus
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import arms as arm_objects
-from kimi_bench.report import access, serve_figures
+from kimi_bench.report import access
+from kimi_bench.results.serve_rows import pct_name, serve_requests
 
 
 def _endpoint_notes(opts: ServeOptions) -> list[str]:
@@ -131,14 +132,14 @@ def serving_notes(
         "ITL = every gap between two streamed chunks that carried text; TPOT = (E2E - TTFT) "
         "/ (output tokens - 1); E2E = send to the stream's end (sglang.bench_serving's and "
         "vllm bench serve's definitions); percentiles: "
-        + ", ".join(serve_figures.pct_name(q) for q in opts.metric_percentiles)
+        + ", ".join(pct_name(q) for q in opts.metric_percentiles)
         + "."
     )
     for key in dict.fromkeys((r.rate_label, r.arm) for r in runs):
         text_only = next((r.source.get("text_only_prompt_tokens") for r in runs
                           if r.arm == key[1] and r.source), None)  # fmt: skip
         mine = [r for r in rows if (r["rate"], r["arm"]) == key]
-        n = serve_figures.unbilled_images(mine, text_only)
+        n = sum(r.unbilled(text_only) for r in serve_requests(mine))
         if n:
             how = (
                 f"usage.prompt_tokens <= the {text_only} of the same prompt without images"

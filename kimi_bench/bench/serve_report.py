@@ -2,10 +2,10 @@
 rate and arm TTFT, ITL, TPOT and E2E latency at the asked percentiles, request, output-token
 and image throughput, goodput under the SLOs, the stage that dominates, and A/B deltas over
 ``Measurement`` objects. The serving figures are derived from the request rows by
-``report.serve_figures`` (the reader recomputes them there too).
+``results.serve.derive_serve`` (the read check and the gate derive them there too).
 
 Independent units: requests served in one forward batch share one step, so TTFT, ITL,
-TPOT and E2E intervals all resample forward batches (``unit_ids`` = repeat:batch): one
+TPOT and E2E intervals all resample forward batches (``ArmCell.measurement``): one
 comparison, one statistic; a server that does not report batches (any third-party server)
 makes each request its own unit (repeat:rid). Throughput and goodput intervals resample
 repeats; a single repeat's is a point, never an interval. A difference is called significant only
@@ -16,7 +16,7 @@ with at least three units per side and an interval that excludes zero
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -29,7 +29,8 @@ from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
-from kimi_bench.report import serve_figures as figures
+from kimi_bench.results.serve import ArmCell, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import GOODPUT, serve_requests
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",
@@ -87,31 +88,6 @@ def copy_rows(runs: Sequence[ServeRun]) -> list[ServeCopyRow]:
         for (rate, arm), ledger in merged.items()
         for row in sort_copies(ledger.rows(), PIPELINE_STAGES)
     ]
-
-
-def _unit(r: ServedRequest) -> str:
-    """A request's independent unit: its forward batch when the server reports one, else
-    the request itself."""
-    batch = r.facts.get("batch_id")
-    return f"b{batch}" if batch is not None else f"r{r.rid}"
-
-
-def latency_measurement(runs: Sequence[ServeRun], metric: str, label: str) -> Measurement:
-    """TTFT, ITL, TPOT or E2E of the runs, every metric over the same independent units
-    (forward batches where the server reports them, else requests): requests of one batch
-    share their first token, so one comparison has one statistic (issue 42)."""
-    xs: list[float] = []
-    units: list[str] = []
-    for run in runs:
-        for r in (r for r in run.records if r.ok):
-            values: list[float | None] = (
-                list(r.itl_ms) if metric == "itl" else [getattr(r, f"{metric}_ms")]
-            )
-            unit = _unit(r)
-            for v in (v for v in values if v is not None):
-                xs.append(v)
-                units.append(f"{run.repeat}:{unit}")
-    return Measurement(xs, unit="ms", label=label, unit_ids=units)
 
 
 def cut_short(run: ServeRun, r: ServedRequest) -> bool:
@@ -174,43 +150,43 @@ def run_throughput(run: ServeRun) -> float:
     return len(firsts) / span if span > 0 else math.nan
 
 
+def derive_rows(rows: list[RequestRow], opts: ServeOptions) -> ArmCell:
+    """The serving figures of one arm's request rows at one rate (``derive_serve``)."""
+    derived = derive_serve(ServeRaw(tuple(serve_requests(rows)), opts.slos))
+    cells = list(derived.cells.values())
+    return cells[0] if cells else ArmCell("", "", (), opts.slos)
+
+
 def arm_row(
     label: str, arm: str, runs: Sequence[ServeRun], rows: list[RequestRow], opts: ServeOptions
 ) -> dict[str, Any]:
     """One per-rate row: TTFT (and ITL, TPOT, E2E) at the asked percentiles, throughputs,
     goodput, the stage medians; ``unit_label`` says what ``forward_batches`` counts."""
-    ttft = latency_measurement(runs, "ttft", f"{arm} TTFT @ {label}")
+    cell = derive_rows(rows, opts)
+    ttft = cell.measurement("ttft", f"{arm} TTFT @ {label}")
     thr = [run_throughput(r) for r in runs]
-    ok: list[Mapping[str, Any]] = [r for r in rows if figures.served(r)]  # *_ms by name
-    stages = {s: Measurement([r[f"{s}_ms"] for r in ok if f"{s}_ms" in r]).median for s in STAGES}
+    medians = cell.stage_medians([f"{s}_ms" for s in STAGES], lambda xs: Measurement(xs).median)
+    stages = {s: medians.get(f"{s}_ms", math.nan) for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
-    moved = sum((r.get("producer_copied_bytes") or 0) + (r.get("scheduler_copied_bytes") or 0)
-                for r in ok)  # fmt: skip
     span_rate = sum(x for x in thr if not math.isnan(x)) / max(1, len(thr))
-    batches = any(r.get("batch_id") is not None for r in ok)
     return {
         "rate": label,
         "arm": arm,
         "ttft_mean_ms": ttft.mean if ttft.n else math.nan,
-        **figures.rate_figures(rows, opts.metric_percentiles, opts.slos),
+        **cell.rate_figures(opts.metric_percentiles),
         "req_per_s": span_rate,
         # images a completed request carried, on average (a workload mixes counts)
-        "images_per_s": span_rate * _mean_images(ok, opts.images_per_request),
-        "completed": len(ok),
+        "images_per_s": span_rate * cell.mean_images(opts.images_per_request),
+        "completed": cell.completed,
         # planned but not completed, less what an interrupt kept from running
-        "failed": (opts.requests or 0) * len(runs) - len(ok) - sum(not_run(r) for r in runs),
+        "failed": (opts.requests or 0) * len(runs) - cell.completed - sum(map(not_run, runs)),
         # units of TTFT: forward batches, or requests where the server reports no batches
         "forward_batches": ttft.n_units,
-        "units": "forward batches" if batches else "requests",
-        "bytes_moved": moved,
+        "units": "forward batches" if cell.batched else "requests",
+        "bytes_moved": cell.bytes_moved,
         "dominant_stage": max(known, key=lambda s: known[s]) if known else None,
         **{f"{s}_ms": v for s, v in stages.items()},
     }
-
-
-def _mean_images(rows: Sequence[Mapping[str, Any]], default: int) -> float:
-    counts = [int(r["images"]) for r in rows if isinstance(r.get("images"), int)]
-    return sum(counts) / len(counts) if counts else float(default)
 
 
 def base_arm(arms: Sequence[str], endpoints: bool = False) -> str:
@@ -223,11 +199,12 @@ def versus(
     base: tuple[str, Sequence[ServeRun]], arm: tuple[str, Sequence[ServeRun]], opts: ServeOptions
 ) -> Versus:
     """One arm vs another: median and p90 TTFT, median ITL/TPOT/E2E (when measured), all
-    over the same units (``latency_measurement``), throughput and goodput over repeats
+    over the same units (``ArmCell.measurement``), throughput and goodput over repeats
     (B minus A, %; one repeat: a point).
     The measurements are made first, then compared (``stats.compare``) in one pass."""
     (na, ra), (nb, rb) = base, arm
-    a, b = latency_measurement(ra, "ttft", na), latency_measurement(rb, "ttft", nb)
+    ca, cb = derive_rows(request_rows(ra), opts), derive_rows(request_rows(rb), opts)
+    a, b = ca.measurement("ttft", na), cb.measurement("ttft", nb)
     # (key, A, B, percentile, whether a side may be empty: "no completed runs")
     todo: list[tuple[str, Measurement, Measurement, float, bool]] = [
         ("median_ttft", a, b, 50, False),
@@ -238,13 +215,12 @@ def versus(
                  Measurement([x for x in map(run_throughput, rb) if math.isfinite(x)], "req/s"),
                  50.0, True))  # fmt: skip
     for metric in ("itl", "tpot", "e2e"):
-        ma, mb = latency_measurement(ra, metric, na), latency_measurement(rb, metric, nb)
+        ma, mb = ca.measurement(metric, na), cb.measurement(metric, nb)
         if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
             todo.append((f"median_{metric}", ma, mb, 50, False))
-    if opts.slos:  # per repeat (``serve_figures.throughputs``)
-        good = "goodput_req_per_s"
-        ga = Measurement(figures.throughputs(request_rows(ra), opts.slos).get(good, []), "1/s")
-        gb = Measurement(figures.throughputs(request_rows(rb), opts.slos).get(good, []), "1/s")
+    if opts.slos:  # per repeat (``ArmCell.throughputs``)
+        ga = Measurement(ca.throughputs.get(GOODPUT, []), "1/s")
+        gb = Measurement(cb.throughputs.get(GOODPUT, []), "1/s")
         todo.append(("goodput", ga, gb, 50.0, True))
     out: Versus = {
         # a side with no completed run (throughput, goodput): no comparison
@@ -279,7 +255,7 @@ def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[
 class PerRate:
     """The per-rate rows (``results``) and the A/B block (``ab``) of a report."""
 
-    rows: list[dict[str, Any]]  # keys by the asked percentiles (serve_figures.rate_figures)
+    rows: list[dict[str, Any]]  # keys by the asked percentiles (ArmCell.rate_figures)
     ab: dict[str, dict[str, Versus]]  # rate -> arm -> its comparisons with the base arm
 
 

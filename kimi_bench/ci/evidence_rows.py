@@ -5,7 +5,7 @@ first (``report.agree_rows``); here the gate's figures are derived from the rows
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kimi_bench.ci.evidence import (
@@ -17,14 +17,15 @@ from kimi_bench.ci.evidence import (
     throughput_comparison,
     where_of,
 )
-from kimi_bench.ci.evidence_summary import summary_only_evidence
-from kimi_bench.infra.stats import Measurement
+from kimi_bench.ci.evidence_summary import stated_rows, summary_only_evidence
 from kimi_bench.infra.stats.compare import Comparison, compare
-from kimi_bench.report import serve_figures
-from kimi_bench.report.agree_rows import served as request_ok
+from kimi_bench.report import agree_serve
+from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
-from kimi_bench.report.roles import baseline_arm, change_arm
+from kimi_bench.report.roles import change_arm
 from kimi_bench.results import derive_parity, has_fp32, parity_rows
+from kimi_bench.results.serve import ServeDerived
+from kimi_bench.results.serve_rows import GOODPUT, ServeRequest
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
 
@@ -45,21 +46,12 @@ def rate_labels(cfg: dict[str, Any]) -> list[str]:
 
 
 def serve_arms(report: Report) -> list[str]:
-    arms = report.summary.get("arms") or report.config.get("arms") or []
-    return [str(a) for a in arms]
+    return agree_serve.serve_arms(report.config, report.summary)
 
 
-def _unit(row: dict[str, Any]) -> str:
-    batch = row.get("batch_id")
-    return str(batch) if batch is not None else f"r{row.get('rid')}"
-
-
-def ttft_measurement(rows: list[dict[str, Any]], label: str) -> Measurement:
-    """TTFTs of served requests; requests of one forward batch are one unit (emulated
-    servers report ``batch_id``), otherwise each request is its own unit."""
-    ok = [r for r in rows if request_ok(r)]
-    units = [f"{r.get('repeat')}:{_unit(r)}" for r in ok]
-    return Measurement([float(r["ttft_ms"]) for r in ok], unit="ms", label=label, unit_ids=units)
+def request_ok(row: Mapping[str, Any]) -> bool:
+    """A request row (as read from a report) that counts as served (``ServeRequest.served``)."""
+    return ServeRequest.model_validate(row).served
 
 
 def serve_evidence(report: Report) -> Evidence:
@@ -76,24 +68,20 @@ def serve_evidence(report: Report) -> Evidence:
     repeats = cfg.get("repeats") or 1
     if not isinstance(planned, int) or planned < 1:
         raise EvidenceError(f"{w}: config.requests must be a positive integer, got {planned!r}")
-    seen = Counter((r["rate"], r["arm"], r.get("repeat", 0)) for r in rows)
-    ok = Counter((r["rate"], r["arm"], r.get("repeat", 0)) for r in rows if request_ok(r))
+    derived = derive_report(cfg, report.summary, rows)
     # --capacity: each arm's bisection probes its own rates; only those were planned
-    probed = (
-        {(str(r.get("rate")), str(r.get("arm"))) for r in report.results}
-        if cfg.get("capacity")
-        else None
-    )
+    probed = set(stated_rows(report)) if cfg.get("capacity") else None
     failed = 0
     for rate in labels:
         for arm in arms:
             if probed is not None and (rate, arm) not in probed:
                 continue
+            seen, ok = derived.cell(rate, arm).counts()
             for rep in range(repeats):
-                got = seen.get((rate, arm, rep), 0)
+                got = seen.get(rep, 0)
                 if got < planned:
                     ev.missing(f"rate {rate}, {arm}, repeat {rep}: {got} of {planned} requests")
-                failed += planned - ok.get((rate, arm, rep), 0)
+                failed += planned - ok.get(rep, 0)
     ev.figures["failed"] = failed
     ev.figures["rates"] = labels
     ev.figures["arms"] = arms
@@ -104,43 +92,37 @@ def serve_evidence(report: Report) -> Evidence:
             f"{w}: summary.failed_requests says {stated!r} but the request rows show {failed} "
             "failed: the summary disagrees with its raw data"
         )
-    ev.figures["ab"] = _ab(report, rows, labels, arms)
+    ev.figures["ab"] = _ab(report, derived, labels, arms)
     stopped(report, ev)
     return ev
 
 
-def _throughputs(report: Report, rate: str, arm: str) -> list[float]:
-    for res in report.results:
-        if str(res.get("rate")) == rate and str(res.get("arm")) == arm:
-            v = res.get("req_per_s")
-            return [float(v)] if isinstance(v, (int, float)) and math.isfinite(v) else []
-    return []
-
-
 def _ab(
-    report: Report, rows: list[dict[str, Any]], labels: list[str], arms: list[str]
+    report: Report, derived: ServeDerived, labels: list[str], arms: list[str]
 ) -> dict[str, dict[str, dict[str, Comparison | None]]]:
     """Per rate, each arm vs the base arm: median/p90 TTFT from the request rows and
     throughput from the per-rate rows."""
     seed = int(report.config.get("seed") or 0)
-    base = baseline_arm(report.config, arms) or arms[0]
+    base = derived.base or arms[0]
+    stated = stated_rows(report)
+
+    def thr(rate: str, arm: str) -> list[float]:  # over the run's span: stated, not in rows
+        row = stated.get((rate, arm))
+        return row.throughput if row is not None else []
+
     out: dict[str, dict[str, dict[str, Comparison | None]]] = {}
     for rate in labels:
-        a = ttft_measurement([r for r in rows if r["rate"] == rate and r["arm"] == base], base)
+        a = derived.cell(rate, base).measurement("ttft", base)
         for arm in arms:
             if arm == base:
                 continue
-            b = ttft_measurement([r for r in rows if r["rate"] == rate and r["arm"] == arm], arm)
+            b = derived.cell(rate, arm).measurement("ttft", arm)
             got: dict[str, Comparison | None] = {}
             for name, q in (("median_ttft", 50), ("p90_ttft", 90)):
                 got[name] = compare(a, b, q=q, seed=seed) if a.n and b.n else None
-            ta, tb = _throughputs(report, rate, base), _throughputs(report, rate, arm)
-            got["throughput"] = throughput_comparison(ta, tb, seed)
-            slo = serve_figures.slos(report.config)
-            if slo:
-                good = [serve_figures.throughputs([r for r in rows if r["rate"] == rate
-                                                   and r["arm"] == x], slo).get(
-                    "goodput_req_per_s", []) for x in (base, arm)]  # fmt: skip
+            got["throughput"] = throughput_comparison(thr(rate, base), thr(rate, arm), seed)
+            if derived.slo:
+                good = [derived.cell(rate, x).throughputs.get(GOODPUT, []) for x in (base, arm)]
                 got["goodput"] = throughput_comparison(good[0], good[1], seed)
             out.setdefault(rate, {})[arm] = got
     return out

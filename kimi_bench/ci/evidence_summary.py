@@ -10,12 +10,20 @@ about what it holds.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kimi_bench.ci.evidence import Evidence, EvidenceError, stopped, throughput_comparison, where_of
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import baseline_arm, change_arm
+from kimi_bench.results import ResultError
+from kimi_bench.results.serve_rows import RateRow, rate_rows
+
+
+def stated_rows(report: Report) -> dict[tuple[str, str], RateRow]:
+    """The report's per-rate rows, typed (EvidenceError naming a field that is not)."""
+    try:
+        return rate_rows(report.results)
+    except ResultError as exc:
+        raise EvidenceError(f"{where_of(report)}: {exc}") from None
 
 
 def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) -> Evidence:
@@ -25,7 +33,7 @@ def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) ->
     repeats = cfg.get("repeats") or 1
     if not isinstance(planned, int) or planned < 0:
         raise EvidenceError(f"{w}: config.requests must be an integer, got {planned!r}")
-    rows = {(str(r.get("rate")), str(r.get("arm"))): r for r in report.results}
+    rows = stated_rows(report)
     failed = 0
     for rate in labels:
         for arm in arms:
@@ -34,44 +42,39 @@ def summary_only_evidence(report: Report, labels: list[str], arms: list[str]) ->
                 ev.missing(f"rate {rate}, {arm}: no row")
                 failed += planned * repeats
                 continue
-            done = row.get("completed")
-            if not isinstance(done, int):
+            if row.completed is None:
                 raise EvidenceError(f"{w}: results[{rate}, {arm}].completed is missing")
-            if row.get("failed") is None:
+            if row.failed is None:
                 ev.missing(f"rate {rate}, {arm}: the file does not say how many requests failed")
                 ev.figures["failed_unknown"] = True
-            if done < planned * repeats:
-                failed += int(planned * repeats - done)
+            if row.completed < planned * repeats:
+                failed += int(planned * repeats - row.completed)
     ev.figures["failed"] = failed
     ev.figures["rates"] = labels
     ev.figures["arms"] = arms
     ev.figures["change_arm"] = change_arm(report.config, arms)
     ev.figures["summary_only"] = True
-    ev.figures["ab"] = _ab(report, labels, arms)
+    ev.figures["ab"] = _ab(report, rows, labels, arms)
     stopped(report, ev)
     return ev
 
 
 def _ab(
-    report: Report, labels: list[str], arms: list[str]
+    report: Report, rows: dict[tuple[str, str], RateRow], labels: list[str], arms: list[str]
 ) -> dict[str, dict[str, dict[str, Comparison | None]]]:
     seed = int(report.config.get("seed") or 0)
     base = baseline_arm(report.config, arms) or arms[0]
     out: dict[str, dict[str, dict[str, Comparison | None]]] = {}
 
     def thr(rate: str, arm: str) -> list[float]:
-        for r in report.results:
-            if str(r.get("rate")) == rate and str(r.get("arm")) == arm:
-                v: Any = r.get("req_per_s")
-                return [float(v)] if isinstance(v, (int, float)) else []
-        return []
+        row = rows.get((rate, arm))
+        return row.throughput if row is not None else []
 
     for rate in labels:
         for arm in arms:
             if arm == base:
                 continue
-            ta, tb = thr(rate, base), thr(rate, arm)
             got: dict[str, Comparison | None] = {"median_ttft": None, "p90_ttft": None}
-            got["throughput"] = throughput_comparison(ta, tb, seed)
+            got["throughput"] = throughput_comparison(thr(rate, base), thr(rate, arm), seed)
             out.setdefault(rate, {})[arm] = got
     return out

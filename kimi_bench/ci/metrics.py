@@ -28,14 +28,15 @@ import math
 import re
 import typing
 
-from kimi_bench.ci.evidence_rows import request_ok
 from kimi_bench.domain.stages import STAGES
 from kimi_bench.options import Arm
 from kimi_bench.report.agree import micro_raw
+from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
 from kimi_bench.results.micro import MicroDerived, derive_micro
 from kimi_bench.results.micro_figures import FIGURES, figure_named
+from kimi_bench.results.serve import SAMPLED
 
 ARMS: tuple[str, ...] = typing.get_args(Arm)
 KIND_TABLE = {"parity": "parity", "micro": "micro", "serve-ab": "serve_ab"}
@@ -129,9 +130,8 @@ def metric_samples(report: Report, metric: str) -> list[float]:
         if len(parts) == 3:
             return _micro_samples(d, parts[1], parts[2])
     if parts[0] == "serve_ab" and report.kind == "serve-ab" and len(parts) == 4:
-        rate, arm = parts[1], parts[2]
-        rows = [r for r in report.data["requests"] if r["rate"] == rate and r["arm"] == arm]
-        return [float(r["ttft_ms"]) for r in rows if request_ok(r)]
+        derived = derive_report(report.config, report.summary, report.data["requests"])
+        return derived.cell(parts[1], parts[2]).samples(SAMPLED[parts[3]])
     raise KeyError(metric)
 
 

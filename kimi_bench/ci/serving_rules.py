@@ -1,7 +1,7 @@
 """Gate rules on serving figures at one rate (``[serve_ab.<rate>]``): absolute limits every
 arm must meet (``min_goodput`` in req/s, ``max_p99_ttft_ms``, ``max_p99_itl_ms``,
 ``max_p99_tpot_ms``, ``max_p99_e2e_ms``), recomputed from the request rows
-(``report.serve_figures``). A rule whose figure the report cannot give is refused
+(``results.serve``). A rule whose figure the report cannot give is refused
 (``EvidenceError``, exit 2) with the rule named and why: no SLOs were recorded for goodput,
 no request streamed two tokens for ITL/TPOT, no client times for goodput's duration. An
 imported report whose file has no per-request figure for the rule (a summary export;
@@ -14,12 +14,11 @@ from typing import Any
 
 from kimi_bench.ci.evidence import EvidenceError
 from kimi_bench.ci.verdicts import FAIL, PASS, RuleResult
-from kimi_bench.infra.stats import percentile
-from kimi_bench.report import serve_figures as sf
+from kimi_bench.report.agree_serve import derive_report, slos
 from kimi_bench.report.model import Report
+from kimi_bench.results.serve import LIMITS, ServeDerived
 
-ABSOLUTE = ("min_goodput", "max_p99_ttft_ms", "max_p99_itl_ms", "max_p99_tpot_ms",
-            "max_p99_e2e_ms")  # fmt: skip
+ABSOLUTE = tuple(LIMITS)
 _WHY_NONE = {
     "itl": "no request streamed two tokens (run with --max-tokens 2 or more)",
     "tpot": "no request streamed two tokens (run with --max-tokens 2 or more)",
@@ -42,25 +41,25 @@ def _tool_figure(report: Report, rate: str, arm: str, metric: str) -> float | No
     return None
 
 
-def _figure(report: Report, rate: str, arm: str, key: str, rule: str) -> tuple[float, str]:
-    rows = [r for r in report.data.get("requests") or [] if r["rate"] == rate and r["arm"] == arm]
-    if key == "min_goodput":
-        slo = sf.slos(report.config)
-        if not slo:
+def _figure(
+    report: Report, derived: ServeDerived, rate: str, arm: str, key: str, rule: str
+) -> tuple[float, str]:
+    cell, limit = derived.cell(rate, arm), LIMITS[key]
+    v = limit.value(cell)
+    if limit.metric is None:  # goodput
+        if not derived.slo:
             raise EvidenceError(
                 f"{report.source or 'report'}: rule {rule}: the report has no goodput SLOs "
                 "(run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
             )
-        values = sf.throughputs(rows, slo).get("goodput_req_per_s")
-        if not values:
+        if v is None:
             raise EvidenceError(
                 f"{report.source or 'report'}: rule {rule}: no client times to measure the "
                 "duration goodput is counted over (an in-process or older report)"
             )
-        return sum(values) / len(values), ""
-    metric = key.removeprefix("max_p99_").removesuffix("_ms")
-    xs = sf.samples(rows, metric)
-    if not xs:
+        return v, ""
+    metric = limit.metric
+    if v is None:
         tool = _tool_figure(report, rate, arm, metric)
         if tool is not None:
             return tool, " (the tool's own figure: its file has no per-request " + (
@@ -72,26 +71,29 @@ def _figure(report: Report, rate: str, arm: str, key: str, rule: str) -> tuple[f
             f"{report.source or 'report'}: rule {rule}: the report has no {metric.upper()} "
             f"data at rate {rate} for {arm}: {why}"
         )
-    return percentile(xs, 99), ""
+    return v, ""
 
 
 def serving_rules(
     report: Report, rate: str, arms: list[str], body: dict[str, Any]
 ) -> list[RuleResult]:
     """The absolute rules of one rate table, one result per arm."""
-    out = []
-    if body.get("min_goodput_delta") is not None and not sf.slos(report.config):
+    out: list[RuleResult] = []
+    if body.get("min_goodput_delta") is not None and not slos(report.config):
         raise EvidenceError(
             f"{report.source or 'report'}: rule [serve_ab.{rate}] min_goodput_delta: the report "
             "has no goodput SLOs (run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
         )
+    if not any(body.get(key) is not None for key in ABSOLUTE):
+        return out
+    derived = derive_report(report.config, report.summary, report.data.get("requests") or [])
     for key in ABSOLUTE:
         lim = body.get(key)
         if lim is None:
             continue
         for arm in arms:
             rule = f"serve_ab.{rate}.{arm}.{key}"
-            v, source = _figure(report, rate, arm, key, f"[serve_ab.{rate}] {key}")
+            v, source = _figure(report, derived, rate, arm, key, f"[serve_ab.{rate}] {key}")
             if key == "min_goodput":
                 ok, why = v >= lim, f"goodput {v:.3g} req/s vs >= {lim:g}"
             else:

@@ -21,12 +21,12 @@ from typing import Any
 
 from kimi_bench import __version__
 from kimi_bench.ci.evidence_rows import evidence
-from kimi_bench.infra.stats import median, percentile
 from kimi_bench.infra.stats.format import fmt_pct
 from kimi_bench.peers.base import PeerFormatError, PeerRun
 from kimi_bench.peers.figures import METRICS
-from kimi_bench.report import serve_figures as sf
 from kimi_bench.report.model import Report, ReportError
+from kimi_bench.results.serve import ArmCell, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import serve_requests
 
 
 def _tool_mean(run: PeerRun, key: str) -> float | None:
@@ -58,7 +58,7 @@ def _tool_figures(run: PeerRun) -> dict[str, Any]:
     return out
 
 
-def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _arm_row(label: str, arm: str, run: PeerRun, cell: ArmCell) -> dict[str, Any]:
     reps = run.repeats
     spans = [r.duration_s for r in reps if r.duration_s]
     completed = sum(r.completed for r in reps)
@@ -66,13 +66,12 @@ def _arm_row(label: str, arm: str, run: PeerRun, rows: list[dict[str, Any]]) -> 
     tool = _tool_figures(run)
     out: dict[str, Any] = {"rate": label, "arm": arm, "tool": run.tool}
     if run.per_request:
-        ttft = [r["ttft_ms"] for r in rows if r["error"] is None]
-        out |= sf.latency_figures(rows, (50, 90, 99))
+        out |= cell.latency_figures((50, 90, 99))
         out |= {
-            "ttft_median_ms": median(ttft) if ttft else None,
-            "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
-            "ttft_p99_ms": percentile(ttft, 99) if ttft else None,
-            "failed": len(rows) - len(ttft),
+            "ttft_median_ms": cell.stat("ttft", "median"),
+            "ttft_p90_ms": cell.stat("ttft", "p90"),
+            "ttft_p99_ms": cell.stat("ttft", "p99"),
+            "failed": len(cell.rows) - cell.completed,
         }
     else:  # the tool's own numbers: there are no rows to derive them from
         failed = [r.failed for r in reps]
@@ -255,9 +254,8 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
             "one report holds one kind (import them separately)"
         )
     reqs = [row for arm, run in runs.items() for row in _request_rows(label, arm, run)]
-    results = [
-        _arm_row(label, arm, run, [r for r in reqs if r["arm"] == arm]) for arm, run in runs.items()
-    ]
+    derived = derive_serve(ServeRaw(tuple(serve_requests(reqs))))  # the rows' figures, typed
+    results = [_arm_row(label, arm, run, derived.cell(label, arm)) for arm, run in runs.items()]
     arms = list(runs)
     sources = {arm: source_of(run, version) for arm, run in runs.items()}
     tools = sorted({s["tool"] for s in sources.values()})

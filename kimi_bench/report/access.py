@@ -13,8 +13,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from kimi_bench.report.envelope import Git, Header
 from kimi_bench.report.kinds import MicroReport
 from kimi_bench.report.migrate import rate_label as _rate_label
@@ -179,54 +177,3 @@ def serve_row(report: Dict, arm: str, rate: str) -> Dict:
         if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate:
             return dict(r)
     return {}
-
-
-def request_ttfts(report: Dict, arm: str, rate: str) -> list[float]:
-    """TTFT (ms) of every completed request of one arm at one rate (warm-up excluded)."""
-    out = []
-    for r in report.get("requests") or []:
-        if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate and not r.get("error"):
-            v = number(r.get("ttft_ms"))
-            if v is not None:
-                out.append(v)
-    return out
-
-
-def serve_stage_keys(report: Dict) -> list[str]:
-    """Per-request stage columns (``queue_wait_ms`` ...), in pipeline order."""
-    reqs = report.get("requests") or []
-    if not reqs:
-        return []
-    latencies = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "itl_mean_ms")  # not stages
-    return [k for k in reqs[0] if k.endswith("_ms") and k not in latencies]
-
-
-def serve_stage_medians(report: Dict, arm: str, rate: str) -> dict[str, float]:
-    """Median ms per stage for one arm at one rate, from the requests."""
-    keys = serve_stage_keys(report)
-    rows = [
-        r
-        for r in report.get("requests") or []
-        if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate and not r.get("error")
-    ]
-    out = {}
-    for k in keys:
-        xs = [x for x in (number(r.get(k)) for r in rows) if x is not None]
-        if xs:
-            out[k] = float(np.median(xs))
-    return out
-
-
-def interval(
-    samples: list[float], q: float, *, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of the q-th percentile of ``samples`` (seeded, so
-    the same report always draws the same band). None below 3 samples."""
-    if len(samples) < 3:
-        return None
-    xs = np.asarray(samples, dtype=float)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(xs), size=(resamples, len(xs)))
-    stats = np.percentile(xs[idx], q, axis=1)
-    lo, hi = np.percentile(stats, [2.5, 97.5])
-    return float(lo), float(hi)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access
 from kimi_bench.report.figbase import (
@@ -20,6 +18,8 @@ from kimi_bench.report.figbase import (
     stage_colors,
 )
 from kimi_bench.report.roles import baseline_arm
+from kimi_bench.results.serve import ServeDerived, ServeRaw, derive_serve
+from kimi_bench.results.serve_rows import pct_name, readable_requests
 
 Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))
@@ -33,10 +33,20 @@ def _offsets(n: int, width: float = 0.5) -> list[float]:
     return [0.0] if n <= 1 else [-width / 2 + width * k / (n - 1) for k in range(n)]
 
 
+def _derived(report: Dict) -> ServeDerived:
+    """The figures of the report's request rows (a row that does not read is left out)."""
+    rows = readable_requests(report.get("requests"))
+    return derive_serve(ServeRaw(tuple(rows), {}, tuple(access.serve_arms(report))))
+
+
+def _ttfts(d: ServeDerived, arm: str, rate: str) -> list[float]:
+    return d.cell(rate, arm).samples("ttft")
+
+
 def ttft_vs_rate_figure(report: Dict) -> Any:
-    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    rates, arms, d = access.serve_rates(report), access.serve_arms(report), _derived(report)
     title = "TTFT vs offered rate"
-    if not rates or not any(access.request_ttfts(report, a, r) for a in arms for r in rates):
+    if not rates or not any(_ttfts(d, a, r) for a in arms for r in rates):
         return empty_figure(report, title, "the report has no completed requests")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 6.0))
@@ -46,11 +56,11 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
         for stat, q, marker in _STATS:
             xs, ys, lo, hi = [], [], [], []
             for i, rate in enumerate(rates):
-                samples = access.request_ttfts(report, arm, rate)
-                if not samples:
+                cell = d.cell(rate, arm)
+                v = cell.stat("ttft", pct_name(q))
+                if v is None:
                     continue
-                v = float(np.percentile(samples, q))
-                ci = access.interval(samples, q) or (v, v)
+                ci = cell.interval("ttft", q) or (v, v)
                 xs.append(i + slots[k])
                 ys.append(v)
                 lo.append(max(v - ci[0], 0.0))
@@ -170,9 +180,9 @@ def throughput_figure(report: Dict) -> Any:
 
 
 def ttft_cdf_figure(report: Dict) -> Any:
-    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    rates, arms, d = access.serve_rates(report), access.serve_arms(report), _derived(report)
     title = "TTFT distribution per rate"
-    if not any(access.request_ttfts(report, a, r) for a in arms for r in rates):
+    if not any(_ttfts(d, a, r) for a in arms for r in rates):
         return empty_figure(report, title, "the report has no completed requests")
     plt = pyplot()
     width = max(4.6 * len(rates) + 1, 8.0)
@@ -181,7 +191,7 @@ def ttft_cdf_figure(report: Dict) -> Any:
     for ax, rate in zip(axes[0], rates, strict=True):
         counts: list[str] = []
         for arm in arms:
-            xs = sorted(access.request_ttfts(report, arm, rate))
+            xs = sorted(_ttfts(d, arm, rate))
             if not xs:
                 continue
             ys = [(i + 1) / len(xs) for i in range(len(xs))]
@@ -213,13 +223,13 @@ def ttft_cdf_figure(report: Dict) -> Any:
 
 
 def waterfall_figure(report: Dict) -> Any:
-    rates, arms = access.serve_rates(report), access.serve_arms(report)
+    rates, arms, d = access.serve_rates(report), access.serve_arms(report), _derived(report)
     title = "per-request stage waterfall (median stage times)"
-    stages = access.serve_stage_keys(report)
+    stages = list(d.stages)
     if (
         not stages
         or not rates
-        or not any(access.serve_stage_medians(report, a, r) for a in arms for r in rates)
+        or not any(d.cell(r, a).stage_medians(stages) for a in arms for r in rates)
     ):
         why = "the report has no per-request stage times (external servers report none)"
         return empty_figure(report, title, why)
@@ -230,7 +240,7 @@ def waterfall_figure(report: Dict) -> Any:
     )
     for ax, rate in zip(axes[:, 0], rates, strict=True):
         for y, arm in enumerate(arms):
-            med = access.serve_stage_medians(report, arm, rate)
+            med = d.cell(rate, arm).stage_medians(stages)
             t = 0.0
             for st in stages:
                 v = med.get(st)
@@ -246,9 +256,8 @@ def waterfall_figure(report: Dict) -> Any:
                     label=st.removesuffix("_ms") if y == 0 else None,
                 )
                 t += v
-            ttft = access.request_ttfts(report, arm, rate)
-            if ttft:
-                m = float(np.median(ttft))
+            m = d.cell(rate, arm).median("ttft")
+            if m is not None:
                 ax.plot([m, m], [y - 0.35, y + 0.35], color="black", lw=1.5)
                 ax.annotate(
                     f"median TTFT {fmt_ms(m, significant=True)}",

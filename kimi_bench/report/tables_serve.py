@@ -17,6 +17,7 @@ from kimi_bench.report.tables_base import (
     present,
     rows_table,
 )
+from kimi_bench.results.serve import COMPARED, StatedComparison, StatedInterval
 
 # ---------------------------------------------------------------------------- serve-ab
 
@@ -33,18 +34,10 @@ def serve_per_rate(report: Dict) -> Table:
     return table
 
 
-AB_METRICS = (
-    ("median_ttft", "median TTFT"),
-    ("p90_ttft", "p90 TTFT"),
-    ("throughput", "throughput"),
-)
-# shown when a report has them (ITL and TPOT need two tokens, goodput --goodput)
-AB_MORE = (
-    ("median_itl", "median ITL"),
-    ("median_tpot", "median TPOT"),
-    ("median_e2e", "median E2E"),
-    ("goodput", "goodput"),
-)
+# median and p90 TTFT, throughput (over the run's span: the writer's), and the others when
+# a report has them (ITL and TPOT need two tokens, goodput --goodput)
+AB_METRICS = (*((c.key, c.label) for c in COMPARED[:2]), ("throughput", "throughput"))
+AB_MORE = tuple((c.key, c.label) for c in COMPARED[2:])
 
 
 def _earlier(rate: str, metrics: Dict) -> tuple[str, str, str, Dict]:
@@ -87,10 +80,9 @@ def ab_entries(report: Dict) -> list[tuple[str, str, str, Dict]]:
 
 def comparison_name(arm: str, metrics: Dict, base: str) -> str:
     """``deferred vs eager`` (``zero-copy_vs_deferred`` -> ``zero-copy vs deferred``)."""
-    med = metrics.get("median_ttft")
-    a, b = (med.get("a_label"), med.get("b_label")) if isinstance(med, dict) else (None, None)
-    if a and b:
-        return f"{b} vs {a}"
+    med = StatedComparison.read(metrics.get("median_ttft"))
+    if med.a_label and med.b_label:
+        return f"{med.b_label} vs {med.a_label}"
     head, _, tail = arm.partition("_vs_")
     return f"{head} vs {tail or base}"
 
@@ -113,17 +105,14 @@ def serve_ab(report: Dict) -> Table:
         row: dict[str, Any] = {"rate": rate, "comparison": comparison_name(arm, metrics, base)}
         src: dict[str, Any] = {}
         for key, _label in shown:
-            m = access.sub(metrics, key)
-            iv = access.sub(m, "interval")
-            row[f"{key}_delta"] = m.get("delta_pct")
-            row[f"{key}_interval"] = Span(
-                iv.get("low"), iv.get("high"), str(iv.get("kind") or "none"), "pct"
-            )
+            m = StatedComparison.read(metrics.get(key))
+            iv = m.interval or StatedInterval()
+            row[f"{key}_delta"] = m.delta_pct
+            row[f"{key}_interval"] = Span(iv.low, iv.high, iv.kind or "none", "pct")
             if at:
                 src[f"{key}_delta"] = f"{at}/{key}/delta_pct"
                 src[f"{key}_interval"] = (f"{at}/{key}/interval/low", f"{at}/{key}/interval/high")
-        med = access.sub(metrics, "median_ttft")
-        row["median_ttft_verdict"] = med.get("verdict")
+        row["median_ttft_verdict"] = StatedComparison.read(metrics.get("median_ttft")).verdict
         if at:
             src["median_ttft_verdict"] = f"{at}/median_ttft/verdict"
         table.add(row, src)

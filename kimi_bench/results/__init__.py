@@ -5,10 +5,9 @@ Per kind: the typed raw records (``ParityRow``...), the typed figures derived fr
 summary from it, the read check holds a stated summary against it, and the gate takes its
 evidence from it. This package imports only the domain and infrastructure layers.
 
-So far: ``parity`` and ``micro`` (``micro_figures``: the table of micro's figures by name,
-which the summary, the read check, the gate's limits and the stages table all read).
-serve-ab still derives its figures in its writer, again in ``report.agree*`` (the read
-check) and again in ``ci.evidence*`` (the gate); moving it here is the rest of issue 41.
+So far: ``parity``, ``micro`` (``micro_figures``: the table of micro's figures by name,
+which the summary, the read check, the gate's limits and the stages table all read) and
+``serve`` (serve-ab; its rows and their types in ``serve_rows``, imported from there).
 """
 
 from kimi_bench.results.base import ResultError

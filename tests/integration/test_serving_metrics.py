@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kimi_bench.report import serve_figures as sf
+from kimi_bench.results.serve import ArmCell
+from kimi_bench.results.serve_rows import ServeRequest, serve_requests
 from kimi_bench.serving.launch import free_port
 from tests.serve_helpers import healthy_or_fail
 
@@ -44,7 +45,7 @@ def _rows() -> list[dict]:
         else:
             e2e = ttft + sum(itl)
             row.update(ttft_ms=ttft, itl_ms=itl, e2e_ms=e2e)
-            row["tpot_ms"] = sf.tpot_of(row)
+            row["tpot_ms"] = ServeRequest.model_validate(row).own_tpot
         rows.append(row)
     return rows
 
@@ -60,7 +61,8 @@ def test_recorded_stream_gives_the_peers_figures() -> None:
     latency = [t + sum(i) for t, i, _, _ in ok]
     tpots = [(lat - t) / (n - 1) for (t, _, n, _), lat in zip(ok, latency, strict=True) if n > 1]
     itls = [x for _, i, _, _ in ok for x in i]
-    got = sf.rate_figures(rows, (50.0, 90.0, 99.0, 99.9), {"ttft": 160.0, "tpot": 40.0})
+    cell = ArmCell("inf", "a", tuple(serve_requests(rows)), {"ttft": 160.0, "tpot": 40.0})
+    got = cell.rate_figures((50.0, 90.0, 99.0, 99.9))
     for q, name in ((50, "median"), (90, "p90"), (99, "p99"), (99.9, "p99_9")):
         assert got[f"itl_{name}_ms"] == pytest.approx(np.percentile(itls, q))
         assert got[f"tpot_{name}_ms"] == pytest.approx(np.percentile(tpots, q))

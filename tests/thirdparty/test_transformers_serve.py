@@ -43,7 +43,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kimi_bench.report import serve_figures as sf
+from kimi_bench.results.serve import ArmCell
+from kimi_bench.results.serve_rows import serve_requests
 from kimi_bench.serving.launch import free_port
 from tests.serve_helpers import healthy_or_fail
 
@@ -190,7 +191,7 @@ def _check_table(row: dict, rows: list[dict]) -> None:
     # the figures code that wrote the report counts the same good ones as vllm's rule
     for key, metric in (("ttft", "ttft"), ("tpot", "tpot"), ("e2el", "e2e")):
         tight = {key: float(np.median(series[metric]))}
-        split = sf.rate_figures(rows, PCTS, tight)
+        split = ArmCell("", "", tuple(serve_requests(rows)), tight).rate_figures(PCTS)
         assert 0 < split["good_requests"] < PROMPTS, (key, tight)
         assert split["good_requests"] == _vllm_good(figs, tight)
         assert split["goodput_req_per_s"] == pytest.approx(split["good_requests"] / duration)

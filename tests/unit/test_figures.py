@@ -29,6 +29,7 @@ from kimi_bench.report.figures_serve import (
 )
 from kimi_bench.report.schema import parse_report
 from kimi_bench.report.tables_micro import derived
+from kimi_bench.results.serve_rows import bootstrap_interval, readable_requests
 from tests.committed import raw_report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,10 +117,10 @@ def test_serve_rates_are_categories_in_run_order() -> None:
 
 def test_interval_brackets_the_statistic_and_is_reproducible() -> None:
     xs = [float(x) for x in range(100)]
-    lo, hi = access.interval(xs, 50) or (0, 0)
+    lo, hi = bootstrap_interval(xs, 50) or (0, 0)
     assert lo < 49.5 < hi
-    assert access.interval(xs, 50) == (lo, hi)
-    assert access.interval([1.0, 2.0], 50) is None
+    assert bootstrap_interval(xs, 50) == (lo, hi)
+    assert bootstrap_interval([1.0, 2.0], 50) is None
 
 
 def test_hostile_values_are_ignored_not_fatal() -> None:
@@ -132,7 +133,7 @@ def test_hostile_values_are_ignored_not_fatal() -> None:
         "config": {"arms": ["eager"]},
         "requests": [{"arm": "eager", "rate": "2", "ttft_ms": "fast", "error": None}],
     }
-    assert access.request_ttfts(rep, "eager", "2") == []
+    assert readable_requests(rep["requests"]) == []  # its TTFT is no number
     assert "no data" in all_text(ttft_vs_rate_figure(rep))
 
 
