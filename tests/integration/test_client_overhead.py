@@ -25,7 +25,7 @@ from kimi_bench.bench.serve_http import HttpServeOptions, run_serve_ab_http
 from kimi_bench.bench.serve_overhead import TTFT_HISTOGRAMS, server_ttft
 from kimi_bench.options import ServeOptions
 from kimi_bench.report.model import Report
-from kimi_bench.report.tables import tables
+from kimi_bench.report.view import view_of
 from kimi_bench.schemas import validate_report
 from kimi_bench.serving.client import ClientOptions, drive
 from kimi_bench.serving.server import create_app
@@ -109,7 +109,7 @@ def test_report_shows_client_overhead_when_metrics_has_the_ttft_histogram() -> N
         assert {"scheduled", "sent", "wire_sent"} <= set(rec.client.times_s)
         assert rec.client.lateness_ms is not None
     assert all(r["send_lateness_s"] is not None for r in report.data["requests"])
-    assert any(t.title.startswith("Client overhead") for t in tables(report.to_dict()))
+    assert any(t.title.startswith("Client overhead") for t in view_of(report).tables)
     # the existing fields are untouched; the report validates (schema and typed model)
     assert report.results[0]["completed"] == 6 and "ttft_mean_ms" in report.results[0]
     validate_report(report.to_dict())
