@@ -15,21 +15,14 @@ import enum
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.text import Text
 
-from kimi_bench.report.quote import terminal
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 PIPE_WIDTH = 4096  # the line width of messages when output is not a terminal: no wrapping
 
@@ -118,6 +111,10 @@ def say(
     """Print one user-facing message. ``message`` (and ``label``) are taken literally:
     whatever brackets, backslashes or colons they hold is printed as is. Off a terminal the
     line is not wrapped at the console width (logs keep long paths whole)."""
+    # here, not at the top: importing the report package costs every command's start-up
+    # (--help, usage errors) a third of a second
+    from kimi_bench.report.quote import terminal
+
     if to is console and _stdout_is_document:
         to = err_console
     out = to or (err_console if err or _stdout_is_document else console)
@@ -164,6 +161,15 @@ def usage_error(message: object) -> typer.Exit:
 
 
 def progress_bar(total: int | None, description: str) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

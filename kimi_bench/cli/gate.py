@@ -10,7 +10,6 @@ import typer
 
 from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import err_console, note, stdout_is_document, usage_error, verdict_lines
-from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import CompareOptions, GateCommandOptions
 
 
@@ -83,6 +82,7 @@ def _gate(opts: GateCommandOptions, _: dict[str, Any]) -> None:
     from kimi_bench.ci.gate import Allow, RulesError, load_rules, run_gate
     from kimi_bench.ci.history import HistoryError, load_history
     from kimi_bench.cli.output import user_file
+    from kimi_bench.cli.tables import show_tables
     from kimi_bench.report.junit import junit_xml
     from kimi_bench.report.model import ReportError
     from kimi_bench.report.output import OutputError, check_output_file
@@ -133,6 +133,7 @@ def _compare(opts: CompareOptions, _: dict[str, Any]) -> None:
     from kimi_bench.ci.compare import compare_reports
     from kimi_bench.ci.gate import GATED_KINDS
     from kimi_bench.cli.output import user_file
+    from kimi_bench.cli.tables import show_tables
     from kimi_bench.report.model import ReportError, load_report
     from kimi_bench.report.output import OutputError, check_output_file
     from kimi_bench.report.writers import markdown_table, md_text

@@ -9,7 +9,6 @@ from typing import Any
 from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import console, say, usage_error, verdict_lines
 from kimi_bench.cli.output import write_report
-from kimi_bench.cli.tables import rich_table
 from kimi_bench.options import ImportOptions
 
 IMPORT_DOC = """Turn peers' result files into one serve-ab report (one arm per file) that
@@ -39,6 +38,7 @@ Example: kimi-bench import eager.jsonl deferred.jsonl --output-dir out/imported
 
 
 def _import(opts: ImportOptions, _: dict[str, Any]) -> None:
+    from kimi_bench.cli.tables import rich_table
     from kimi_bench.peers import PeerFormatError, build_import_report, default_arm, read_peer
     from kimi_bench.report.output import OutputError, check_output_dir
     from kimi_bench.report.view import view_of

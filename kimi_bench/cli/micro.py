@@ -19,7 +19,6 @@ from kimi_bench.cli.common import (
     warn,
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
-from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import MicroOptions
 
 if TYPE_CHECKING:
@@ -115,6 +114,7 @@ def _body(values: dict[str, Any]) -> None:
 
 def _show_results(report: Report, fmt: OutputFormat, written: Sequence[Path]) -> None:
     """The tables, the notes, a missing-chart hint and the floor line, on the terminal."""
+    from kimi_bench.cli.tables import show_tables
     from kimi_bench.report.figbase import PLOT_HINT
     from kimi_bench.report.view import view_of
 

@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from kimi_bench.cli.common import OutputFormat, fail_line, stdout_is_document, warn
-from kimi_bench.report.output import (
-    EXIT_OUTPUT_INCOMPLETE,
-    OutputError,
-    WriteFailed,
-    check_output_file,
-    claim_default,
-    claim_output,
-    release_claims,
-    write_file,
-    write_outputs,
-)
 
-__all__ = ["claim_output", "release_claims", "resolve_output", "write_report"]
+# report.output is imported inside the functions that write: importing the report package
+# costs every command's start-up (--help, usage errors) a third of a second.
+__all__ = ["release_claims", "resolve_output", "write_report"]
+
+
+def release_claims() -> None:
+    """``report.output.release_claims``: drop the holds of earlier commands run in this
+    process. A folder is only ever held through report.output, so while that module is not
+    imported there is nothing to release (and it is not imported for it)."""
+    output = sys.modules.get("kimi_bench.report.output")
+    if output is not None:
+        output.release_claims()
 
 
 def default_out(kind: str) -> Path:
@@ -54,6 +55,8 @@ def append_jsonl(values: dict[str, Any], report: Any, out_dir: Path) -> int:
 def user_file(path: Path, data: str | bytes, option: str, *, append: bool = False) -> int:
     """Write a file the user named with ``option``; 0 when written, else the failure is
     printed (naming the path) and EXIT_OUTPUT_INCOMPLETE (3) returned for the exit code."""
+    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, WriteFailed, write_file
+
     try:
         write_file(path, data, option, append=append)
     except WriteFailed as exc:
@@ -64,6 +67,8 @@ def user_file(path: Path, data: str | bytes, option: str, *, append: bool = Fals
 
 def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputFormat]:
     """The output folder (checked writable before any work) and the console format."""
+    from kimi_bench.report.output import check_output_file, claim_default, claim_output
+
     try:
         fmt = OutputFormat(values.get("format") or "table")
     except ValueError:
@@ -81,6 +86,8 @@ def resolve_output(values: dict[str, Any], kind: str) -> tuple[Path, OutputForma
 def write_report(write: Any, out_dir: Path) -> Any:
     """Write a report folder; if that fails at the end, into a printed fallback folder
     (exit code 3 then says the output is not where it was asked for)."""
+    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE, OutputError, write_outputs
+
     try:
         result = write_outputs(write, out_dir)
     except OutputError as exc:

@@ -9,9 +9,7 @@ import typer
 from kimi_bench.cli.build import build, command, given, option_params, output_params
 from kimi_bench.cli.common import fail_line, note, say, usage_error, verdict_lines
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
-from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import ParityOptions
-from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE
 
 DOC = """Are eager and deferred features bit-identical on these images, and why was each
 image deferred or not?
@@ -122,6 +120,7 @@ def _body(values: dict[str, Any]) -> None:
     except (OptionsError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     from kimi_bench.bench.parity import exit_code, run_parity
+    from kimi_bench.cli.tables import show_tables
     from kimi_bench.domain.corpus_files import InputError
     from kimi_bench.report.emit import emit_parity
 
@@ -159,6 +158,7 @@ def _body(values: dict[str, Any]) -> None:
         note(line)
     code = exit_code(report)
     from kimi_bench.report import verdicts
+    from kimi_bench.report.output import EXIT_OUTPUT_INCOMPLETE
 
     verdict_lines(verdicts.lines(report.to_dict()))
     jsonl = append_jsonl(values, report, out_dir)

@@ -8,8 +8,7 @@ from rich.markup import escape
 
 from kimi_bench.cli.build import model_command
 from kimi_bench.cli.common import console, err_console, note, usage_error
-from kimi_bench.cli.output import claim_output, default_out
-from kimi_bench.cli.tables import show_tables
+from kimi_bench.cli.output import default_out
 from kimi_bench.options import ProjectOptions
 
 PROJECT_DOC = """Project micro's stage costs to more ranks and nodes, calibrated on a micro report.
@@ -35,6 +34,7 @@ def _project(opts: ProjectOptions, _: dict[str, Any]) -> None:
         read_calibration,
     )
     from kimi_bench.report import ReportError, load_report
+    from kimi_bench.report.output import claim_output
 
     try:
         scale = Scale(ranks=opts.ranks, gpus_per_node=opts.gpus_per_node, link_gbps=opts.link_gbps)
@@ -68,6 +68,8 @@ def _project(opts: ProjectOptions, _: dict[str, Any]) -> None:
 def _show(report: Any, asked: tuple[int, ...]) -> None:
     """The totals at the asked rank counts (the report and figure also hold the curve's
     other points), why an asked count has none, and the validation."""
+    from kimi_bench.cli.tables import show_tables
+
     tots = [t for t in report.data["totals"] if t["ranks"] in asked]
     if tots:
         cols = ["transport", "ranks", "nodes", "link_gbps", "eager_ms", "deferred_ms", "speedup"]

@@ -9,7 +9,6 @@ import typer
 from kimi_bench.cli.build import model_command, output_params
 from kimi_bench.cli.common import say, usage_error, verdict_lines, warn
 from kimi_bench.cli.output import append_jsonl, resolve_output
-from kimi_bench.cli.tables import show_tables
 from kimi_bench.options import RunCommandOptions, RunOutputOptions
 
 DOC = """The main job: parity on the built-in corpus, a small micro (all arms) and a small
@@ -83,6 +82,7 @@ def _verdicts(results: list[Any], reports: list[Any], fmt: Any, out_dir: Any) ->
     gate's, as index.html shows them. The gate's exit code."""
     from kimi_bench.ci.gate import GateOutcome
     from kimi_bench.cli.common import OutputFormat
+    from kimi_bench.cli.tables import show_tables
     from kimi_bench.report import verdicts
 
     rows = [r.as_dict() for r in results]

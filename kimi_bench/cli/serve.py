@@ -19,7 +19,6 @@ from kimi_bench.cli.common import (
     warn,
 )
 from kimi_bench.cli.output import append_jsonl, resolve_output, write_report
-from kimi_bench.cli.tables import show_rendered
 from kimi_bench.options import ScenarioFileOptions, ServeOptions
 
 if TYPE_CHECKING:
@@ -203,6 +202,7 @@ def _say_plan(opts: ServeOptions, profile: str, total: int | None) -> None:
 
 def _show_results(view: View, fmt: OutputFormat, written: Sequence[Path]) -> None:
     """The plot hint, the tables, the notes and the client warnings, on the terminal."""
+    from kimi_bench.cli.tables import show_rendered
     from kimi_bench.report.figbase import PLOT_HINT
 
     if not any(p.suffix == ".png" for p in written):

@@ -94,7 +94,9 @@ class OptionsError(ValueError):
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built when first used, not at import, so a
+    # command's start-up (--help, the CLI's option table) pays only for its own model
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     @field_validator("*")
     @classmethod

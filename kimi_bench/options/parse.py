@@ -7,8 +7,6 @@ import math
 import re
 from typing import Any, Literal
 
-import httpx
-
 from kimi_bench.options.base import MAX_RATE, RESOLUTION_PRESETS
 
 IMAGE_SPEC_RE = re.compile(r"^\s*(\d+)x(\d+)x(\d+)\s*$")
@@ -165,6 +163,8 @@ def parse_endpoint(text: str) -> tuple[str, str]:
     url = url.removesuffix("/v1")
     if not sep or not name or not url:
         raise ValueError(f"--endpoint takes NAME=URL, got {text!r}")
+    import httpx  # here: 40 ms of import that every command but serve-ab --endpoint skips
+
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, get_args
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar, get_args
 
 from kimi_bench.options.base import Content
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FORMATS = ("jpeg", "png", "webp")
 CONTENTS: tuple[str, ...] = get_args(Content)
@@ -65,6 +66,8 @@ class Choice:
     weights: tuple[float, ...]
 
     def draw(self, rng: np.random.Generator, n: int) -> list:
+        import numpy as np  # here: the options (every command's --help) never wait for numpy
+
         p = np.asarray(self.weights, dtype=float)
         picks = rng.choice(len(self.values), size=n, p=p / p.sum())
         return [self.values[int(i)] for i in picks]
