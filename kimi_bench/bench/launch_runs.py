@@ -42,7 +42,7 @@ from kimi_bench.infra.fault_hooks import load_hooks
 from kimi_bench.infra.limits import interrupt_reason
 from kimi_bench.options import MicroOptions, ServeOptions, rate_label, resolve_defaults
 from kimi_bench.pipeline import carrier
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 from kimi_bench.serving.trace import arrival_offsets
 
 

@@ -10,7 +10,7 @@ from kimi_bench.bench.launch_runs import run_micro_on
 from kimi_bench.bench.micro_build import MicroFailed, build_report, exit_code
 from kimi_bench.engine.launch import World
 from kimi_bench.options import MicroOptions
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 
 __all__ = ["MicroFailed", "build_report", "exit_code", "run_micro"]
 

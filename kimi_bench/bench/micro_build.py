@@ -29,7 +29,8 @@ from kimi_bench.engine.micro_messages import Floor, RankMarks, RepeatMessage
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import STAGES, arm, recipe_record, with_role
-from kimi_bench.report import Report, verdicts
+from kimi_bench.report import verdicts
+from kimi_bench.report.model import Report
 from kimi_bench.results.micro_figures import stated_figures
 
 

@@ -18,7 +18,7 @@ from kimi_bench.engine.micro_messages import Floor
 from kimi_bench.infra.stats.launches import PREDICTION
 from kimi_bench.options import MicroOptions
 from kimi_bench.pipeline import arms, carrier
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 
 
 def report_notes(

@@ -48,7 +48,7 @@ from kimi_bench.infra.environment import HostLoad, host_load, resolve_device
 from kimi_bench.infra.limits import interrupt_reason, sigterm_as_interrupt
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 from kimi_bench.results import derive_parity, parity_rows
 
 RESULT_KEYS = (

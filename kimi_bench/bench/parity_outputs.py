@@ -25,7 +25,7 @@ from kimi_bench.domain.corpus import dump_filename
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import ParityOptions
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 from kimi_bench.report.output import OutputError, WriteFailed, check_output_dir, write_file
 
 

@@ -18,7 +18,7 @@ from kimi_bench.domain.config import PreprocessConfig
 from kimi_bench.domain.corpus import CorpusEntry
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ParityOptions
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 
 
 def runtime_refused(row: dict[str, Any]) -> bool:

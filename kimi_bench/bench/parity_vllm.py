@@ -40,7 +40,7 @@ from kimi_bench.domain.vllm_corpus import by_design_entries
 from kimi_bench.infra.environment import HostLoad, host_load, resolve_device
 from kimi_bench.options import ParityOptions
 from kimi_bench.pipeline import recipe_record, run_arm
-from kimi_bench.report import Report
+from kimi_bench.report.model import Report
 from kimi_bench.results import derive_parity, parity_rows
 
 ARM = get_profile("vllm-0.33").default_arms[0]  # vLLM's one arm: vllm-uint8

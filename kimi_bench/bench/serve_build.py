@@ -28,7 +28,8 @@ from kimi_bench.domain.ledger import hash_and_cache, hash_and_cache_notes
 from kimi_bench.domain.runtime import get_profile
 from kimi_bench.infra.environment import HostLoad, environment
 from kimi_bench.options import ServeOptions, rate_label
-from kimi_bench.report import Report, verdicts
+from kimi_bench.report import verdicts
+from kimi_bench.report.model import Report
 from kimi_bench.serving.workload import Workload
 
 

@@ -33,7 +33,7 @@ def _project(opts: ProjectOptions, _: dict[str, Any]) -> None:
         load_probe,
         read_calibration,
     )
-    from kimi_bench.report import ReportError, load_report
+    from kimi_bench.report.model import ReportError, load_report
     from kimi_bench.report.output import claim_output
 
     try:

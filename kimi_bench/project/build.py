@@ -17,9 +17,9 @@ from kimi_bench.project.model import Host, calibration_topology
 from kimi_bench.project.projection import Projection, Scale, project, totals
 from kimi_bench.project.validate import TARGET_PCT, ErrorRecord, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
-from kimi_bench.report import Report
 from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
+from kimi_bench.report.model import Report
 from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from kimi_bench.options import Carrier
-from kimi_bench.report import Report
 from kimi_bench.report.envelope import Environment, RunConfig
 from kimi_bench.report.kinds import ControlRepeat, CopyRow, MicroArm, MicroReport, StageBlock
+from kimi_bench.report.model import Report
 from kimi_bench.report.roles import carrier_traits
 
 

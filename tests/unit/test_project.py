@@ -26,8 +26,8 @@ from kimi_bench.project.calibration import stage_view
 from kimi_bench.project.model import fit, predict_arm, stage_kind, tree_ms, tree_rounds
 from kimi_bench.project.projection import curve_points, project
 from kimi_bench.project.validate import biggest_misses, total_errors, validate
-from kimi_bench.report import Report
 from kimi_bench.report.kinds import StageBlock
+from kimi_bench.report.model import Report
 
 MB = 1_000_000
 
