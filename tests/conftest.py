@@ -48,6 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# numpy's OpenBLAS starts a thread pool at import (0.05 CPU-s per process): the suite starts
+# hundreds of kimi-bench processes and none of them multiplies matrices with numpy, so the
+# test processes and their children use one BLAS thread (set before torch imports numpy).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import torch
 from PIL import Image
 
