@@ -40,8 +40,6 @@ NOT_YET_MOVED = {
     "bench/micro_control.py",
     "bench/micro_decode.py",
     "bench/serve_report.py",
-    "bench/serve_notes.py",
-    "bench/serve_overhead.py",
     "report/agree_serve.py",
     "report/figures_serve.py",
     "peers/figures.py",
