@@ -42,7 +42,6 @@ NOT_YET_MOVED = {
     "bench/serve_report.py",
     "report/agree_serve.py",
     "report/figures_serve.py",
-    "peers/figures.py",
     "ci/evidence.py",
     "ci/evidence_rows.py",
 }
