@@ -40,8 +40,6 @@ NOT_YET_MOVED = {
     "bench/serve_report.py",
     "report/agree_serve.py",
     "report/figures_serve.py",
-    "ci/evidence.py",
-    "ci/evidence_rows.py",
 }
 
 
