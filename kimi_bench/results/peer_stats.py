@@ -1,12 +1,15 @@
 """A peer tool's summary statistics recomputed from its per-request rows by the tool's own
 method (``peers.figures`` says which tool uses which): numpy's mean, median and linear
-percentile (``numpy_stat``) and GuideLLM's weighted distribution (``guidellm_stat``)."""
+percentile (``numpy_stat``) and GuideLLM's weighted distribution (``guidellm_stat``); and
+the summary an imported file's rows give, to hold its stated one against (``rows_summary``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+
+from kimi_bench.infra.stats import Measurement, percentile
 
 
 def numpy_stat(xs: Sequence[float], stat: str) -> float | None:
@@ -39,3 +42,10 @@ def guidellm_stat(values: Sequence[float], weights: Sequence[float], stat: str) 
     q = 0.5 if stat == "median" else float(stat[1:]) / 100
     idx = int(np.searchsorted(np.cumsum(p), q, side="left"))
     return float(vals[min(idx, len(vals) - 1)])
+
+
+def rows_summary(xs: Sequence[float]) -> dict[str, float]:
+    """The mean, median and p99 of an imported file's per-request samples (numpy's linear
+    percentile, as the tools compute them)."""
+    return {"mean": Measurement(list(xs)).mean, "median": percentile(xs, 50),
+            "p99": percentile(xs, 99)}  # fmt: skip
