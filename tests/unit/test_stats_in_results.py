@@ -34,12 +34,6 @@ ALLOWED = {
     "serving/workload/summary.py": "describes the input workload, not a result",
 }
 
-# issue 41 wants this set empty: single-report derivations still outside results; it may
-# only shrink (a module moved is taken out; none is added)
-NOT_YET_MOVED = {
-    "bench/serve_report.py",
-}
-
 
 def _modules(tree: ast.Module) -> set[str]:
     """The names a module binds to imported modules (``np``, ``statistics``, ``stats``)."""
@@ -97,13 +91,10 @@ def test_the_scan_finds_statistics_calls() -> None:
 
 def test_only_cross_report_modules_compute_statistics_outside_results() -> None:
     found = offenders()
-    unexpected = {m: c for m, c in found.items() if m not in ALLOWED and m not in NOT_YET_MOVED}
+    unexpected = {m: c for m, c in found.items() if m not in ALLOWED}
     assert not unexpected, f"statistics of one report belong in kimi_bench.results: {unexpected}"
 
 
-def test_the_lists_name_only_modules_that_compute_statistics() -> None:
-    found = offenders()
-    assert set(ALLOWED) <= set(found), set(ALLOWED) - set(found)  # a stale entry: remove it
-    moved = NOT_YET_MOVED - set(found)
-    assert not moved, f"moved into results: take {moved} out of NOT_YET_MOVED"
-    assert not set(ALLOWED) & NOT_YET_MOVED
+def test_the_allowed_modules_do_compute_statistics() -> None:
+    stale = set(ALLOWED) - set(offenders())
+    assert not stale, f"no statistics call left: take {stale} out of ALLOWED"
