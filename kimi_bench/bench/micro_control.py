@@ -11,7 +11,8 @@ a payload cost's interval resamples both sides independently (``stats.difference
 payload speedup is the ratio of two payload costs; its interval draws the same repeats for
 both arms (they run back to back) and each arm's control rounds independently
 (``stats.ratio_of_differences``). Stages whose cost exists only in this emulation are named and
-shown apart (``emulation_only``).
+shown apart (``emulation_only``). The costs and ratios are derived in
+``results.micro_payload``.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from kimi_bench.bench.micro_records import (
     Ratio,
     Repeat,
 )
-from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.difference import difference, ratio_of_differences
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.pipeline import CPU_STAND_IN, STAGES, with_role
+from kimi_bench.results.micro_payload import PayloadCost, payload_costs, payload_ratio
 
 Recs = list[Repeat]
 
@@ -72,18 +72,9 @@ def emulation_stages(by_arm: dict[str, Recs]) -> list[ApartStage]:
     return sorted(out.values(), key=lambda e: order.get(e["stage"], len(order)))
 
 
-def _series(recs: Recs, stages: list[str] | None, label: str) -> Measurement:
-    """Per repeat: the total, or the sum of ``stages``."""
-    vals = [
-        r["total_ms"] if stages is None else sum(r["stage_ms"][s] for s in stages) for r in recs
-    ]
-    return Measurement(vals, "ms", label, [r["iteration"] for r in recs])
-
-
-def _cost(arm: Measurement, ctl: Measurement) -> Cost:
-    d = difference(arm, ctl)
-    return Cost(arm_ms=arm.median, control_ms=ctl.median, payload_ms=d.value,
-                interval=d.interval.as_dict())  # fmt: skip
+def _cost(c: PayloadCost) -> Cost:
+    return Cost(arm_ms=c.arm_ms, control_ms=c.control_ms, payload_ms=c.payload_ms,
+                interval=c.interval)  # fmt: skip
 
 
 def payload_block(recs: Recs, ctl: Recs, apart: list[str]) -> PayloadBlock:
@@ -91,12 +82,7 @@ def payload_block(recs: Recs, ctl: Recs, apart: list[str]) -> PayloadBlock:
     emulation-only stages (``apart``)."""
     stages = [s for s in STAGES if recs and s in recs[0]["stage_ms"] and s in ctl[0]["stage_ms"]]
     kept = [s for s in stages if s not in apart]
-    # the arm's and its control's series first (per stage, total, total without the
-    # emulation-only stages), then each difference
-    pairs = {s: (_series(recs, [s], s), _series(ctl, [s], s)) for s in stages}
-    total = (_series(recs, None, "total"), _series(ctl, None, "control total"))
-    without = (_series(recs, kept, "total"), _series(ctl, kept, "control"))
-    costs = [_cost(a, c) for a, c in [*pairs.values(), total, without]]
+    costs = [_cost(c) for c in payload_costs(recs, ctl, stages, kept)]
     return PayloadBlock(
         stages=dict(zip(stages, costs, strict=False)),
         total=costs[-2],
@@ -114,14 +100,13 @@ def payload_speedups(
     out: dict[str, Ratio] = {}
     for key in keys:
         arm, base = key.split("_vs_")
-        series = {a: (_series(samples[a], None, a), _series(control[a], None, f"{a} control"))
-                  for a in (arm, base)}  # fmt: skip
-        value, iv = ratio_of_differences(*series[base], *series[arm])
+        r = payload_ratio(samples[base], control[base], samples[arm], control[arm], (arm, base))
+        value = r.value
         entry = Ratio(
             median=None if math.isnan(value) else value,
-            base_payload_ms=series[base][0].median - series[base][1].median,
-            arm_payload_ms=series[arm][0].median - series[arm][1].median,
-            interval=iv.as_dict(),
+            base_payload_ms=r.base_payload_ms,
+            arm_payload_ms=r.arm_payload_ms,
+            interval=r.interval,
         )
         if math.isnan(value):
             entry["reason"] = (

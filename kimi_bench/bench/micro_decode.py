@@ -7,33 +7,19 @@ With the arm in a run every arm receives encoded images (``engine.micro_job.
 job_inputs``): the other arms decode at the producer (inside ``producer``), this one
 decodes on each owner (inside ``owner_h2d``; its share is recorded per repeat as
 ``owner_decode_ms``, the slowest rank's). Savings are paired per repeat (base minus arm:
-positive = the arm is cheaper) with their intervals.
+positive = the arm is cheaper) with their intervals, derived in ``results.micro_decode``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from kimi_bench.bench.micro_records import DecodeBlock, Repeat, Samples
 from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.compare import ratio
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.pipeline import arm as arm_of
+from kimi_bench.results.micro_decode import decode_savings, owner_decode
 
 # the stages that carry the payload from the producer to the ranks
 CARRIER_STAGES = ("serialize", "to_rank0", "broadcast", "take_copy")
-
-
-def _paired_delta(base: list[Repeat], arm: list[Repeat], key: Any) -> Measurement:
-    """base minus arm per repeat (same iteration), of ``key(record)``."""
-    by_it = {r["iteration"]: key(r) for r in arm}
-    pairs = [(r["iteration"], key(r) - by_it[r["iteration"]]) for r in base
-             if r["iteration"] in by_it]  # fmt: skip
-    return Measurement([d for _, d in pairs], "ms", unit_ids=[i for i, _ in pairs])
-
-
-def _stage(name: str) -> Any:
-    return lambda r: r["stage_ms"][name]
 
 
 def _carried(rec: Repeat) -> int:
@@ -54,21 +40,11 @@ def decode_block(samples: Samples, totals: dict[str, Measurement]) -> DecodeBloc
     for other, base in samples.items():
         if other == name or arm_of(other).role == "baseline" or not base:
             continue
-        # the paired series first, then the speedup, then every summary
-        deltas = (_paired_delta(base, arm, lambda r: r["total_ms"]),
-                  _paired_delta(base, arm, _stage("producer")),
-                  _paired_delta(arm, base, _stage("owner_h2d")))  # fmt: skip
-        speed = ratio(totals[other], totals[name])
-        saved, producer, owner_added = (d.median_doc() for d in deltas)
         versus[other] = {
-            "saved_ms": saved,
-            "speedup": speed.median_doc(),
-            "producer_saved_ms": producer,
-            "owner_added_ms": owner_added,
+            **decode_savings(base, arm, totals[other], totals[name]),
             "carried_bytes_saved": _carried(base[0]) - carried,
             "moved_bytes_saved": sum(r["bytes"] for r in base[0]["copies"] if r["copies"]) - moved,
         }
-    owner = Measurement([r.get("owner_decode_ms", 0.0) for r in arm], "ms")
     routed = {d["reason"] for d in decisions if d.get("defer") and not d.get("encoded")}
     return DecodeBlock(
         arm=name,
@@ -78,7 +54,7 @@ def decode_block(samples: Samples, totals: dict[str, Measurement]) -> DecodeBloc
         routed=sorted(routed),
         carried_bytes=carried,
         moved_bytes=moved,
-        owner_decode_ms=owner.median_doc(),
+        owner_decode_ms=owner_decode(arm),
         versus=versus,
     )
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kimi_bench.bench.serve_arms import Arm
-from kimi_bench.bench.serve_breakdown import keep_up
 from kimi_bench.bench.serve_report import derive_rows, request_rows, run_throughput
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import with_role
+from kimi_bench.results.serve_breakdown import keep_up
 
 ACHIEVED_SHARE = 0.9
 MAX_PROBES = 24  # per arm, a bound on the bisection whatever the options

@@ -7,7 +7,6 @@ answers."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from kimi_bench.domain.runtime import get_profile
 from kimi_bench.options import ServeOptions
 from kimi_bench.pipeline import arms as arm_objects
 from kimi_bench.report import access
+from kimi_bench.results.serve_client import stream_openings
 from kimi_bench.results.serve_rows import pct_name, serve_requests
 
 
@@ -309,8 +309,7 @@ def _textless_first_chunks(rows: list[RequestRow]) -> list[str]:
         early = [p for p in pairs if p[1] - p[0] >= TEXTLESS_LEAD_MS]
         if not early:  # then pairs is not empty either
             continue
-        chunk = statistics.median(p[0] for p in pairs)
-        text = statistics.median(p[1] for p in pairs)
+        chunk, text = stream_openings(pairs)
         if text - chunk < TEXTLESS_LEAD_MS:
             continue
         out.append(

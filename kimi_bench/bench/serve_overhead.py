@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from kimi_bench.bench.serve_runs import ServeRun
-from kimi_bench.infra.stats import percentile
+from kimi_bench.results.serve_client import send_lateness
 
 # kimi-bench serve, SGLang (--enable-metrics), vLLM
 TTFT_HISTOGRAMS = (
@@ -63,12 +63,13 @@ def _group(label: str, arm: str, runs: Sequence[ServeRun]) -> Overhead:
     ttfts = [r.ttft_ms for run in runs for r in run.records if r.ok and r.ttft_ms is not None]
     late = [r.client.lateness_ms for run in runs for r in run.records
             if r.client is not None and r.client.lateness_ms is not None]  # fmt: skip
+    lateness = send_lateness(late)
     row = Overhead(
         rate=label, arm=arm, requests=len(ttfts),
         client_ttft_mean_ms=sum(ttfts) / len(ttfts) if ttfts else None,
-        send_lateness_p50_ms=percentile(late, 50) if late else None,
-        send_lateness_p99_ms=percentile(late, 99) if late else None,
-        send_lateness_max_ms=max(late) if late else None,
+        send_lateness_p50_ms=lateness.p50_ms,
+        send_lateness_p99_ms=lateness.p99_ms,
+        send_lateness_max_ms=lateness.max_ms,
     )  # fmt: skip
     server = [server_ttft(run) for run in runs]
     if row.client_ttft_mean_ms is not None and all(server):

@@ -24,13 +24,12 @@ from kimi_bench.bench.serve_runs import BOUNDS, ServedRequest, ServeRun
 from kimi_bench.bench.serve_types import RequestRow, ServeCopyRow, Versus
 from kimi_bench.domain.ledger import Ledger, sort_copies
 from kimi_bench.infra.limits import is_interrupt
-from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.compare import NoComparison, compare
 from kimi_bench.options import ServeOptions, rate_label
 from kimi_bench.pipeline import STAGES as PIPELINE_STAGES
 from kimi_bench.pipeline import with_role
 from kimi_bench.results.serve import ArmCell, ServeRaw, derive_serve
-from kimi_bench.results.serve_rows import GOODPUT, serve_requests
+from kimi_bench.results.serve_compare import measured_median, versus_figures
+from kimi_bench.results.serve_rows import serve_requests
 
 STAGES = ("queue_wait", "producer", "to_scheduler", "sched_wait", "step")
 _CARRY = ("image_tokens", "patches", "feature_bytes", "deferred_images", "image_decisions",
@@ -165,7 +164,7 @@ def arm_row(
     cell = derive_rows(rows, opts)
     ttft = cell.measurement("ttft", f"{arm} TTFT @ {label}")
     thr = [run_throughput(r) for r in runs]
-    medians = cell.stage_medians([f"{s}_ms" for s in STAGES], lambda xs: Measurement(xs).median)
+    medians = cell.stage_medians([f"{s}_ms" for s in STAGES], measured_median)
     stages = {s: medians.get(f"{s}_ms", math.nan) for s in STAGES}
     known = {s: v for s, v in stages.items() if not math.isnan(v)}
     span_rate = sum(x for x in thr if not math.isnan(x)) / max(1, len(thr))
@@ -201,35 +200,12 @@ def versus(
     """One arm vs another: median and p90 TTFT, median ITL/TPOT/E2E (when measured), all
     over the same units (``ArmCell.measurement``), throughput and goodput over repeats
     (B minus A, %; one repeat: a point).
-    The measurements are made first, then compared (``stats.compare``) in one pass."""
+    Derived by ``results.serve_compare.versus_figures``."""
     (na, ra), (nb, rb) = base, arm
     ca, cb = derive_rows(request_rows(ra), opts), derive_rows(request_rows(rb), opts)
-    a, b = ca.measurement("ttft", na), cb.measurement("ttft", nb)
-    # (key, A, B, percentile, whether a side may be empty: "no completed runs")
-    todo: list[tuple[str, Measurement, Measurement, float, bool]] = [
-        ("median_ttft", a, b, 50, False),
-        ("p90_ttft", a, b, 90, False),
-    ]
-    todo.append(("throughput",
-                 Measurement([x for x in map(run_throughput, ra) if math.isfinite(x)], "req/s"),
-                 Measurement([x for x in map(run_throughput, rb) if math.isfinite(x)], "req/s"),
-                 50.0, True))  # fmt: skip
-    for metric in ("itl", "tpot", "e2e"):
-        ma, mb = ca.measurement(metric, na), cb.measurement(metric, nb)
-        if ma.n and mb.n:  # ITL and TPOT need two tokens a request; E2E a stream
-            todo.append((f"median_{metric}", ma, mb, 50, False))
-    if opts.slos:  # per repeat (``ArmCell.throughputs``)
-        ga = Measurement(ca.throughputs.get(GOODPUT, []), "1/s")
-        gb = Measurement(cb.throughputs.get(GOODPUT, []), "1/s")
-        todo.append(("goodput", ga, gb, 50.0, True))
-    out: Versus = {
-        # a side with no completed run (throughput, goodput): no comparison
-        key: NoComparison(delta_pct=None, verdict="no completed runs", significant=False)
-        if safe and not (ma.n and mb.n)
-        else compare(ma, mb, q=q, seed=opts.seed).as_dict()
-        for key, ma, mb, q, safe in todo
-    }
-    return out
+    ta = [x for x in map(run_throughput, ra) if math.isfinite(x)]
+    tb = [x for x in map(run_throughput, rb) if math.isfinite(x)]
+    return versus_figures((na, ca, ta), (nb, cb, tb), opts.seed, bool(opts.slos))
 
 
 def ab_for_rate(per_arm: dict[str, list[ServeRun]], opts: ServeOptions) -> dict[str, Versus]:

@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kimi_bench.bench.serve_breakdown import by_count, by_size, keep_up_of_rows, stopped_early
 from kimi_bench.bench.serve_runs import ServeRun
 from kimi_bench.bench.serve_types import RequestRow
 from kimi_bench.options import ServeOptions
+from kimi_bench.results.serve_breakdown import by_count, by_size, keep_up_of_rows, stopped_early
 from kimi_bench.serving.workload import Workload, summarize
 
 SATURATED = 0.9  # first tokens slower than this share of the arrivals' pace: saturated

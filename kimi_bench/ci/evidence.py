@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimi_bench.infra.stats import Measurement
-from kimi_bench.infra.stats.compare import Comparison, compare
 from kimi_bench.report.agree import micro_raw
 from kimi_bench.report.model import Report, ReportError, validate_report
 from kimi_bench.report.roles import baseline_arm
@@ -54,13 +53,6 @@ def checked(report: Report) -> None:
         validate_report(report)
     except ReportError as exc:
         raise EvidenceError(str(exc)) from None
-
-
-def throughput_comparison(a: list[float], b: list[float], seed: int) -> Comparison | None:
-    """Throughput of arm B vs arm A (req/s per run), or None when a side has none."""
-    if not a or not b:
-        return None
-    return compare(Measurement(a, "req/s"), Measurement(b, "req/s"), seed=seed)
 
 
 # ------------------------------------------------------------------------------- micro

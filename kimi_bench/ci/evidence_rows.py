@@ -14,17 +14,17 @@ from kimi_bench.ci.evidence import (
     checked,
     micro_evidence,
     stopped,
-    throughput_comparison,
     where_of,
 )
 from kimi_bench.ci.evidence_summary import stated_rows, summary_only_evidence
-from kimi_bench.infra.stats.compare import Comparison, compare
+from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report import agree_serve
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import change_arm
 from kimi_bench.results import derive_parity, has_fp32, parity_rows
 from kimi_bench.results.serve import ServeDerived
+from kimi_bench.results.serve_compare import throughput_comparison, ttft_comparisons
 from kimi_bench.results.serve_rows import GOODPUT, ServeRequest
 
 __all__ = ["evidence", "micro_evidence", "parity_evidence", "request_ok", "serve_evidence"]
@@ -117,9 +117,7 @@ def _ab(
             if arm == base:
                 continue
             b = derived.cell(rate, arm).measurement("ttft", arm)
-            got: dict[str, Comparison | None] = {}
-            for name, q in (("median_ttft", 50), ("p90_ttft", 90)):
-                got[name] = compare(a, b, q=q, seed=seed) if a.n and b.n else None
+            got = ttft_comparisons(a, b, seed)
             got["throughput"] = throughput_comparison(thr(rate, base), thr(rate, arm), seed)
             if derived.slo:
                 good = [derived.cell(rate, x).throughputs.get(GOODPUT, []) for x in (base, arm)]

@@ -10,11 +10,12 @@ about what it holds.
 
 from __future__ import annotations
 
-from kimi_bench.ci.evidence import Evidence, EvidenceError, stopped, throughput_comparison, where_of
+from kimi_bench.ci.evidence import Evidence, EvidenceError, stopped, where_of
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import baseline_arm, change_arm
 from kimi_bench.results import ResultError
+from kimi_bench.results.serve_compare import throughput_comparison
 from kimi_bench.results.serve_rows import RateRow, rate_rows
 
 

@@ -38,10 +38,10 @@ from kimi_bench.peers.figures import (
     Figure,
     check_figures,
     check_rows_physical,
-    numpy_stat,
     peak_in_flight,
 )
 from kimi_bench.peers.load import FIELDS, Load
+from kimi_bench.results.peer_stats import numpy_stat
 
 METHOD = "AIPerf's linear interpolation at q/100 x (n-1)"
 _TO_MS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3, "sec": 1e3}

@@ -16,6 +16,8 @@ Methods, as each tool computes its summary (read from its source):
   value whose cumulative probability reaches ``q`` (``np.searchsorted(cdf, q, "left")``),
   the mean is weighted.
 
+Both are computed in ``results.peer_stats`` (``numpy_stat``, ``guidellm_stat``).
+
 A figure whose rows only bound it (sglang writes no per-request E2E: TTFT + the gaps is a
 lower bound of each request's E2E, so of every E2E statistic) is checked as a bound.
 """
@@ -27,9 +29,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from kimi_bench.peers.errors import PeerFormatError
+from kimi_bench.results.peer_stats import numpy_stat
 
 # the tools write full float64 figures: beyond this, the figure was edited (only the order
 # of a floating-point sum may differ between the tool's arithmetic and ours)
@@ -70,38 +71,6 @@ def close(a: float, b: float, rel: float = REL_TOL) -> bool:
 
 
 # ---------------------------------------------------------------------------------- methods
-
-
-def numpy_stat(xs: Sequence[float], stat: str) -> float | None:
-    """np.mean / np.median / np.percentile (linear) as sglang, vLLM and AIPerf use them."""
-    if not xs:
-        return None
-    arr = np.asarray(xs, dtype=np.float64)
-    if stat == "mean":
-        return float(np.mean(arr))
-    q = 50.0 if stat == "median" else float(stat[1:])
-    return float(np.percentile(arr, q))
-
-
-def guidellm_stat(values: Sequence[float], weights: Sequence[float], stat: str) -> float | None:
-    """GuideLLM 0.8.1's DistributionSummary.from_values: duplicate values merged, zero
-    weights dropped, probabilities normalised; the percentile is the first value whose
-    cumulative probability reaches q; the mean is weighted."""
-    if not values:
-        return None
-    vals, inv = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
-    w = np.zeros_like(vals)
-    np.add.at(w, inv, np.asarray(weights, dtype=np.float64))
-    keep = w > 0
-    vals, w = vals[keep], w[keep]
-    if len(vals) == 0:
-        return None
-    p = w / np.sum(w)
-    if stat == "mean":
-        return float(np.sum(vals * p))
-    q = 0.5 if stat == "median" else float(stat[1:]) / 100
-    idx = int(np.searchsorted(np.cumsum(p), q, side="left"))
-    return float(vals[min(idx, len(vals) - 1)])
 
 
 def peak_in_flight(spans: Sequence[tuple[float, float]]) -> int:

@@ -42,11 +42,11 @@ from kimi_bench.peers.figures import (
     bucket_peak,
     check_figures,
     check_rows_physical,
-    numpy_stat,
     peak_in_flight,
 )
 from kimi_bench.peers.load import Load
 from kimi_bench.peers.serving import SglangResult, VllmResult, _rows, _Serving
+from kimi_bench.results.peer_stats import numpy_stat
 
 __all__ = [
     "MAX_BYTES",

@@ -7,7 +7,7 @@ per-request ITL and TPOT), ``metrics`` (the tool's summary of the same requests)
 strategy are repeats; a sweep over strategies is refused.
 
 GuideLLM's definitions (kept as the tool's figures, each beside what its rows give by its
-own weighted method, ``figures.guidellm_stat``): ITL = (last token - first token) /
+own weighted method, ``results.peer_stats.guidellm_stat``): ITL = (last token - first token) /
 (output tokens - 1), weighted by output tokens - 1; its TPOT = (last token - request
 start) / output tokens (the first token included), weighted by output tokens. The rows
 also get kimi-bench's own TPOT, (E2E - TTFT) / (output tokens - 1), as a measured run has.
@@ -33,10 +33,10 @@ from kimi_bench.peers.figures import (
     Figure,
     check_figures,
     check_rows_physical,
-    guidellm_stat,
     peak_in_flight,
 )
 from kimi_bench.peers.load import Load
+from kimi_bench.results.peer_stats import guidellm_stat
 
 METHOD = "GuideLLM's weighted distribution (first value reaching q)"
 # GuideLLM's metric -> (kimi-bench's metric, the per-request field, its weight, to ms)

@@ -11,11 +11,11 @@ import math
 from collections import Counter
 from typing import Any
 
-from kimi_bench.infra.stats import Measurement, percentile
 from kimi_bench.options.parse import parse_goodput
 from kimi_bench.report.agree import Disagreement, agree, as_list, block, number
 from kimi_bench.report.roles import baseline_arm
 from kimi_bench.results import ResultError
+from kimi_bench.results.peer_stats import rows_summary
 from kimi_bench.results.serve import COMPARED, ServeDerived, ServeRaw, derive_serve
 from kimi_bench.results.serve_rows import (
     LATENCIES,
@@ -214,8 +214,7 @@ def _stated_agrees(
     percentile, as the tools compute them; a median of any middle-value convention)."""
     if not xs:
         return
-    derived = {"mean": Measurement(xs).mean, "median": percentile(xs, 50),
-               "p99": percentile(xs, 99)}  # fmt: skip
+    derived = rows_summary(xs)
     for q in which:
         key = f"{q}_{metric}_ms"
         stated = figures.get(key)

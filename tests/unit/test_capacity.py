@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kimi_bench.bench.serve_breakdown import keep_up
 from kimi_bench.bench.serve_capacity import ArmCapacity, CapacitySearch, Probe, capacity_notes
 from kimi_bench.options import ServeOptions
+from kimi_bench.results.serve_breakdown import keep_up
 
 
 def _search(**kw: object) -> CapacitySearch:

@@ -1,7 +1,7 @@
 """A workload's summary for the report (``data.workload``): where it came from, requests,
 images and distinct images, repeats, images per request, formats, generated contents, size
-buckets, encoded bytes and pixel sizes. ``size_bucket`` is the one bucketing every serve-ab
-table uses."""
+buckets, encoded bytes and pixel sizes. ``size_bucket`` (``domain.size_buckets``) is the one
+bucketing every serve-ab table uses."""
 
 from __future__ import annotations
 
@@ -10,17 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from kimi_bench.domain.size_buckets import BUCKET_ORDER, size_bucket
 from kimi_bench.serving.workload.model import Workload
-
-# longest side (pixels) -> bucket label; the last bucket is open
-BUCKETS = ((256, "1-256"), (512, "257-512"), (1024, "513-1024"), (2048, "1025-2048"))
-TOP_BUCKET = "2049+"
-BUCKET_ORDER = (*(label for _, label in BUCKETS), TOP_BUCKET)
-
-
-def size_bucket(width: int, height: int) -> str:
-    side = max(width, height)
-    return next((label for edge, label in BUCKETS if side <= edge), TOP_BUCKET)
 
 
 def _spread(values: list[int]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kimi_bench.serving.workload.summary import BUCKET_ORDER, size_bucket
+from kimi_bench.domain.size_buckets import BUCKET_ORDER, size_bucket
 
 Row = Mapping[str, Any]
 
