@@ -15,9 +15,9 @@ The JSON Schemas shipped in ``kimi_bench/schemas`` are generated from these mode
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from kimi_bench.report.envelope import (
     Count,
@@ -101,10 +101,18 @@ class CopyRow(Open):
     copies: Loose[bool] = None  # false: the op moves no bytes (a view, a handle)
 
 
+def _no_samples(value: Any) -> Any:
+    """An arm that ran no repeat (a run stopped before it) is written with ``total_ms:
+    null``: read as a block of no samples."""
+    return {} if value is None else value
+
+
 class MicroArm(Open):
     """One arm; it may lack blocks (older or partial runs)."""
 
-    total_ms: SampleBlock = Field(default_factory=SampleBlock)
+    total_ms: Annotated[SampleBlock, BeforeValidator(_no_samples)] = Field(
+        default_factory=SampleBlock
+    )
     stages: dict[str, StageBlock] = Field(default_factory=dict)
     copies: Loose[list[CopyRow]] = None
 

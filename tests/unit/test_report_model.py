@@ -127,3 +127,13 @@ def test_the_control_block_is_typed_where_the_payload_figure_reads_it() -> None:
     raw["control"]["payload"]["deferred"]["total"] = cost | {"payload_ms": "1"}
     problem = report_problem(raw) or ""
     assert problem.startswith("field control.payload.deferred.total.payload_ms:")
+
+
+def test_an_arm_that_ran_no_repeat_reads_as_no_samples() -> None:
+    """A micro stopped (SIGTERM) before an arm's first repeat writes that arm's
+    ``total_ms`` as null; its typed view is a block of no samples, not a broken report."""
+    data = copy.deepcopy(read(MICRO))
+    arm = next(iter(data["arms"]))
+    data["arms"][arm]["total_ms"] = None
+    typed = parse_report(data)
+    assert typed.arms[arm].total_ms.samples == []
