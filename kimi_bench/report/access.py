@@ -170,10 +170,3 @@ def base_arm(report: Dict) -> str:
     file)."""
     arms = serve_arms(report)
     return baseline_arm(report.get("config", {}), arms) or ""
-
-
-def serve_row(report: Dict, arm: str, rate: str) -> Dict:
-    for r in report.get("results") or []:
-        if str(r.get("arm")) == arm and _rate_label(r.get("rate")) == rate:
-            return dict(r)
-    return {}

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kimi_bench.report import access
 from kimi_bench.report.envelope import Header
@@ -48,7 +48,7 @@ def arm_color(arm: str, index: int | None = None) -> str:
     return _PALETTE[index % len(_PALETTE)]
 
 
-def stage_colors(stages: list[str]) -> dict[str, Any]:
+def stage_colors(stages: list[str]) -> dict[str, object]:
     """One stable colour per stage name (the same stage keeps its colour across figures)."""
     plt = pyplot()
     cmap = plt.get_cmap("tab20") if plt else None
@@ -56,10 +56,14 @@ def stage_colors(stages: list[str]) -> dict[str, Any]:
 
 
 def decorate(fig: Any, report: dict[str, Any], title: str, note: str = "") -> Any:
+    """``titled`` for a report's JSON dict."""
+    return titled(fig, Header.model_validate(report), title, note)
+
+
+def titled(fig: Any, header: Header, title: str, note: str = "") -> Any:
     """Title naming kind and what is drawn, caption line naming the machine and commit."""
     import textwrap
 
-    header = Header.model_validate(report)
     fig.suptitle(f"{header.kind}: {title}", fontsize=12, fontweight="bold")
     per_line = int(fig.get_figwidth() * 16)  # 7.5 pt characters per inch, about
     line = "\n".join(textwrap.wrap(access.caption(header), per_line))
@@ -129,6 +133,11 @@ def png_bytes(fig: Any) -> bytes:
 
 
 def empty_figure(report: dict[str, Any], title: str, why: str) -> Any:
+    """``no_data`` for a report's JSON dict."""
+    return no_data(Header.model_validate(report), title, why)
+
+
+def no_data(header: Header, title: str, why: str) -> Any:
     """A small figure that says why there is nothing to draw (kept, so a reader is not
     left guessing why a chart is missing)."""
     plt = pyplot()
@@ -136,17 +145,21 @@ def empty_figure(report: dict[str, Any], title: str, why: str) -> Any:
     ax.axis("off")
     ax.text(0.5, 0.5, f"no data: {why}", ha="center", va="center", fontsize=11)
     fig.subplots_adjust(top=0.78, bottom=0.22)
-    return decorate(fig, report, title)
+    return titled(fig, header, title)
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class FigureSpec:
-    """One figure of a report kind: file stem, heading, what it shows, how to build it."""
+class FigureSpec(Generic[T]):
+    """One figure of a report kind: file stem, heading, what it shows, how to build it
+    (from the report's JSON dict, or from what its kind reads of it once: ``figures``)."""
 
     stem: str
     title: str
     about: str
-    build: Callable[[dict[str, Any]], Any]
+    build: Callable[[T], Any]
 
 
 @dataclass(frozen=True)

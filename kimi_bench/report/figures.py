@@ -8,6 +8,7 @@ returns them in memory (for the HTML page); ``render_tree(root)`` re-renders eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,21 @@ __all__ = [
     "saved_figures",
 ]
 
-FIGURES: dict[str, tuple[FigureSpec, ...]] = {
+FIGURES: dict[str, tuple[FigureSpec[Any], ...]] = {
     "micro": figures_micro.FIGURES,
     "serve-ab": figures_serve.FIGURES,
     "parity": figures_parity.FIGURES,
     "project": figures_project.FIGURES,
 }
+# What a kind's figures draw from, read once per drawing (the others: the JSON dict).
+READ: dict[str, Callable[[dict[str, Any]], object]] = {"serve-ab": figures_serve.ServeFigures.of}
+
+
+def figure_input(report: Any) -> object:
+    """What the figures of a report's kind are built from (``FigureSpec.build``)."""
+    rep = _as_dict(report)
+    read = READ.get(str(rep.get("kind")))
+    return read(rep) if read else rep
 
 
 def _as_dict(report: Any) -> dict[str, Any]:
@@ -51,9 +61,9 @@ def figures_png(report: Any) -> list[RenderedFigure]:
     rep = _as_dict(report)
     if pyplot() is None:
         return []
-    out = []
+    out, data = [], figure_input(rep)
     for spec in FIGURES.get(str(rep.get("kind")), ()):
-        fig = spec.build(rep)
+        fig = spec.build(data)
         out.append(RenderedFigure(spec.stem, spec.title, spec.about, png_bytes(fig)))
     return out
 

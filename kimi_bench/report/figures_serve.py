@@ -1,53 +1,89 @@
 """serve-ab figures: TTFT and throughput against the offered rate (rates are categories),
-TTFT distributions per rate, and where a request's time goes."""
+TTFT distributions per rate, and where a request's time goes. Each figure draws from one
+``ServeFigures``: what the figures read of a report, read and derived once per drawing."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access
+from kimi_bench.report.envelope import Header, Loose, Number
 from kimi_bench.report.figbase import (
     FigureSpec,
     arm_color,
-    decorate,
-    empty_figure,
     inches,
+    no_data,
     plain_log_axis,
     pyplot,
     stage_colors,
+    titled,
 )
-from kimi_bench.report.roles import baseline_arm
+from kimi_bench.report.migrate import rate_label
 from kimi_bench.results.serve import ServeDerived, ServeRaw, derive_serve
 from kimi_bench.results.serve_rows import pct_name, readable_requests
 
-Dict = dict[str, Any]
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))
 
 
-def _color(arm: str, arms: list[str]) -> str:
-    return arm_color(arm, arms.index(arm) if arm in arms else None)
+class _Achieved(BaseModel):
+    """A stated per-rate row as the throughput figure reads it (``req_per_s``: None when
+    not a finite number)."""
+
+    rate: Annotated[str, BeforeValidator(rate_label)] = "inf"
+    arm: Annotated[str, BeforeValidator(str)] = "None"
+    req_per_s: Loose[Number] = None
+
+
+@dataclass(frozen=True)
+class ServeFigures:
+    """What the serve-ab figures read of a report: the header, the rates and arms in the
+    run's order, the base arm, the figures of its request rows (derived once) and the
+    achieved rate of each (arm, rate) that ran. A row that does not read is left out, so a
+    hostile report still draws what it can."""
+
+    header: Header
+    rates: list[str]
+    arms: list[str]
+    base: str
+    derived: ServeDerived
+    achieved: dict[tuple[str, str], float]
+
+    @classmethod
+    def of(cls, report: dict[str, Any]) -> ServeFigures:
+        arms = access.serve_arms(report)
+        rows = readable_requests(report.get("requests"))
+        stated: dict[tuple[str, str], float | None] = {}
+        for rec in report.get("results") or []:
+            try:
+                row = _Achieved.model_validate(rec)
+            except ValidationError:
+                continue
+            stated.setdefault((row.arm, row.rate), row.req_per_s)  # the first row of each
+        achieved = {k: v for k, v in stated.items() if v is not None}
+        return cls(Header.model_validate(report), access.serve_rates(report), arms,
+                   access.base_arm(report),
+                   derive_serve(ServeRaw(tuple(rows), {}, tuple(arms))), achieved)  # fmt: skip
+
+    def ttfts(self, arm: str, rate: str) -> list[float]:
+        return self.derived.cell(rate, arm).samples("ttft")
+
+    def color(self, arm: str) -> str:
+        return arm_color(arm, self.arms.index(arm) if arm in self.arms else None)
 
 
 def _offsets(n: int, width: float = 0.5) -> list[float]:
     return [0.0] if n <= 1 else [-width / 2 + width * k / (n - 1) for k in range(n)]
 
 
-def _derived(report: Dict) -> ServeDerived:
-    """The figures of the report's request rows (a row that does not read is left out)."""
-    rows = readable_requests(report.get("requests"))
-    return derive_serve(ServeRaw(tuple(rows), {}, tuple(access.serve_arms(report))))
-
-
-def _ttfts(d: ServeDerived, arm: str, rate: str) -> list[float]:
-    return d.cell(rate, arm).samples("ttft")
-
-
-def ttft_vs_rate_figure(report: Dict) -> Any:
-    rates, arms, d = access.serve_rates(report), access.serve_arms(report), _derived(report)
+def ttft_vs_rate_figure(s: ServeFigures) -> Any:
+    rates, arms, d = s.rates, s.arms, s.derived
     title = "TTFT vs offered rate"
-    if not rates or not any(_ttfts(d, a, r) for a in arms for r in rates):
-        return empty_figure(report, title, "the report has no completed requests")
+    if not rates or not any(s.ttfts(a, r) for a in arms for r in rates):
+        return no_data(s.header, title, "the report has no completed requests")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 6.0))
     slots = _offsets(len(arms) * len(_STATS), 0.6)
@@ -71,8 +107,8 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
                 yerr=[lo, hi],
                 fmt=marker,
                 ms=7,
-                mfc=_color(arm, arms) if stat == "median" else "white",
-                color=_color(arm, arms),
+                mfc=s.color(arm) if stat == "median" else "white",
+                color=s.color(arm),
                 capsize=4,
                 elinewidth=6,
                 alpha=0.9,
@@ -98,8 +134,8 @@ def ttft_vs_rate_figure(report: Dict) -> Any:
     ax.set_ylabel("TTFT (ms, log scale)")
     ax.grid(axis="y", alpha=0.3, which="both")
     _legend_below(fig, ax.get_legend_handles_labels(), 2 * len(arms) if len(arms) < 4 else 4)
-    return decorate(
-        fig, report, title, "bars: 95% bootstrap interval over requests (2000 resamples)"
+    return titled(
+        fig, s.header, title, "bars: 95% bootstrap interval over requests (2000 resamples)"
     )
 
 
@@ -122,16 +158,13 @@ def _rate_name(rate: str) -> str:
     return "inf (all at once)" if access.offered_rate(rate) is None else f"{rate} req/s"
 
 
-def throughput_figure(report: Dict) -> Any:
-    rates, arms = access.serve_rates(report), access.serve_arms(report)
+def throughput_figure(s: ServeFigures) -> Any:
+    rates, arms = s.rates, s.arms
     title = "achieved vs offered throughput"
-    rows = {(a, r): access.serve_row(report, a, r) for a in arms for r in rates}
-    ran = {
-        k: v for k, row in rows.items() if (v := access.number(row.get("req_per_s"))) is not None
-    }
+    ran = {(a, r): v for (a, r), v in s.achieved.items() if a in arms and r in rates}
     rates = [r for r in rates if any((a, r) in ran for a in arms)]  # a rate that never ran: none
     if not ran:
-        return empty_figure(report, title, "the report has no throughput per rate")
+        return no_data(s.header, title, "the report has no throughput per rate")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.4))
     w = 0.8 / max(len(arms), 1)
@@ -151,7 +184,7 @@ def throughput_figure(report: Dict) -> Any:
         drawn = [(i, r) for i, r in enumerate(rates) if (arm, r) in ran]  # runs that ran
         xs = [i + (k - (len(arms) - 1) / 2) * w for i, _ in drawn]
         ys = [ran[(arm, r)] for _, r in drawn]
-        ax.bar(xs, ys, width=w * 0.95, color=_color(arm, arms), label=f"{arm} achieved")
+        ax.bar(xs, ys, width=w * 0.95, color=s.color(arm), label=f"{arm} achieved")
         for x, y, rate in zip(xs, ys, [r for _, r in drawn], strict=True):
             offered = access.offered_rate(rate)
             text = f"{y:.3g}" + (f"\n({y / offered:.0%})" if offered else "")
@@ -171,27 +204,26 @@ def throughput_figure(report: Dict) -> Any:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-    return decorate(
+    return titled(
         fig,
-        report,
+        s.header,
         title,
         "achieved = completed / (last first token - trace start); (%) = achieved / offered",
     )
 
 
-def ttft_cdf_figure(report: Dict) -> Any:
-    rates, arms, d = access.serve_rates(report), access.serve_arms(report), _derived(report)
+def ttft_cdf_figure(s: ServeFigures) -> Any:
+    rates, arms = s.rates, s.arms
     title = "TTFT distribution per rate"
-    if not any(_ttfts(d, a, r) for a in arms for r in rates):
-        return empty_figure(report, title, "the report has no completed requests")
+    if not any(s.ttfts(a, r) for a in arms for r in rates):
+        return no_data(s.header, title, "the report has no completed requests")
     plt = pyplot()
     width = max(4.6 * len(rates) + 1, 8.0)
     fig, axes = plt.subplots(1, len(rates), figsize=(width, 5.2), squeeze=False)
-    base = baseline_arm(report.get("config") or {}, arms)
     for ax, rate in zip(axes[0], rates, strict=True):
         counts: list[str] = []
         for arm in arms:
-            xs = sorted(_ttfts(d, arm, rate))
+            xs = sorted(s.ttfts(arm, rate))
             if not xs:
                 continue
             ys = [(i + 1) / len(xs) for i in range(len(xs))]
@@ -199,9 +231,9 @@ def ttft_cdf_figure(report: Dict) -> Any:
                 xs,
                 ys,
                 where="post",
-                color=_color(arm, arms),
+                color=s.color(arm),
                 lw=1.6,
-                ls="--" if arm == base else "-",
+                ls="--" if arm == s.base else "-",
                 label=arm,
             )
             counts.append(f"{arm} {len(xs)}")
@@ -219,11 +251,11 @@ def ttft_cdf_figure(report: Dict) -> Any:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             labels.setdefault(lab.split(" (n=")[0], h)
     _legend_below(fig, (list(labels.values()), list(labels)), len(labels))
-    return decorate(fig, report, title, "grey lines: median (solid) and p90 (dotted)")
+    return titled(fig, s.header, title, "grey lines: median (solid) and p90 (dotted)")
 
 
-def waterfall_figure(report: Dict) -> Any:
-    rates, arms, d = access.serve_rates(report), access.serve_arms(report), _derived(report)
+def waterfall_figure(s: ServeFigures) -> Any:
+    rates, arms, d = s.rates, s.arms, s.derived
     title = "per-request stage waterfall (median stage times)"
     stages = list(d.stages)
     if (
@@ -232,7 +264,7 @@ def waterfall_figure(report: Dict) -> Any:
         or not any(d.cell(r, a).stage_medians(stages) for a in arms for r in rates)
     ):
         why = "the report has no per-request stage times (external servers report none)"
-        return empty_figure(report, title, why)
+        return no_data(s.header, title, why)
     plt = pyplot()
     colors = stage_colors(stages)
     fig, axes = plt.subplots(
@@ -279,10 +311,10 @@ def waterfall_figure(report: Dict) -> Any:
             labels.setdefault(lab, h)
     _legend_below(fig, (list(labels.values()), list(labels)), len(labels))
     note = "black tick: median TTFT (medians of stages need not add up to the median TTFT)"
-    return decorate(fig, report, title, note)
+    return titled(fig, s.header, title, note)
 
 
-FIGURES = (
+FIGURES: tuple[FigureSpec[ServeFigures], ...] = (
     FigureSpec(
         "ttft_vs_rate",
         "TTFT vs offered rate",

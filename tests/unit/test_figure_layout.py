@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from kimi_bench.report import figbase
-from kimi_bench.report.figures import FIGURES
+from kimi_bench.report.figures import FIGURES, figure_input
 from kimi_bench.report.model import load_report
 from tests.figure_layout import layout_problems
 
@@ -49,8 +49,9 @@ def _check(path: str) -> None:
     rep = load_report(R / path).to_dict()
     specs = FIGURES[rep["kind"]]
     assert specs
+    data = figure_input(rep)
     for spec in specs:
-        fig = spec.build(rep)
+        fig = spec.build(data)
         assert layout_problems(fig) == [], f"{path}: {spec.stem}"
 
 

@@ -24,6 +24,7 @@ from kimi_bench.report.figbase import human_bytes
 from kimi_bench.report.figures_micro import stage_stats, stages_figure, timeline_figure
 from kimi_bench.report.figures_parity import parity_grid_figure
 from kimi_bench.report.figures_serve import (
+    ServeFigures,
     throughput_figure,
     ttft_vs_rate_figure,
 )
@@ -134,7 +135,7 @@ def test_hostile_values_are_ignored_not_fatal() -> None:
         "requests": [{"arm": "eager", "rate": "2", "ttft_ms": "fast", "error": None}],
     }
     assert readable_requests(rep["requests"]) == []  # its TTFT is no number
-    assert "no data" in all_text(ttft_vs_rate_figure(rep))
+    assert "no data" in all_text(ttft_vs_rate_figure(ServeFigures.of(rep)))
 
 
 # -------------------------------------------------------------------------------- figures
@@ -183,7 +184,7 @@ def test_timeline_marks_the_critical_rank_when_per_rank_spans_exist() -> None:
 
 def test_ttft_vs_rate_uses_categories_and_intervals() -> None:
     rep = load(H200 / "serve-ab" / "r8-shm")
-    fig = ttft_vs_rate_figure(rep)
+    fig = ttft_vs_rate_figure(ServeFigures.of(rep))
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == [
         "2 req/s",
@@ -199,7 +200,7 @@ def test_ttft_vs_rate_uses_categories_and_intervals() -> None:
 
 def test_throughput_shows_offered_and_achieved() -> None:
     rep = load(H200 / "serve-ab" / "r8-shm")
-    fig = throughput_figure(rep)
+    fig = throughput_figure(ServeFigures.of(rep))
     ax = fig.axes[0]
     heights = sorted(round(p.get_height(), 3) for p in ax.patches)
     achieved = sorted(round(r["req_per_s"], 3) for r in rep["results"])

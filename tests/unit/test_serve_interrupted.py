@@ -86,9 +86,9 @@ def test_the_interrupted_arm_is_not_compared(interrupted):
 
 def test_rates_that_never_ran_are_not_drawn(interrupted):
     pytest.importorskip("matplotlib")
-    from kimi_bench.report.figures_serve import throughput_figure
+    from kimi_bench.report.figures_serve import ServeFigures, throughput_figure
 
-    fig = throughput_figure(interrupted.to_dict())
+    fig = throughput_figure(ServeFigures.of(interrupted.to_dict()))
     (ax,) = [a for a in fig.axes if a.get_xticklabels()]
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == ["4 req/s", "2 req/s"], ticks  # rate 8 never ran: no "0 (0%)" bars
