@@ -119,63 +119,34 @@ def serve_ab(report: Dict) -> Table:
     return table
 
 
-def serve_copies(report: Dict) -> Table:
-    rows = report.get("copies") or []
-    table = rows_table(
-        "serve.copies",
-        "Copies (ledger of the measured requests, per rate and arm)",
-        rows,
-        "/copies",
-        ["rate", "arm", *COPY_COLUMNS],
-    )
-    return table
+# The blocks of rows a page shows as report.json holds them: (table key, title, block,
+# columns); capacity comes first, the others after the A/B table.
+CAPACITY = ("serve.capacity", "Capacity (highest rate meeting the --goodput SLOs; the next "
+            "rate tried did not)", "capacity_rows", ("arm", "capacity_req_per_s",
+            "achieved_req_per_s", "next_rate_failed", "status", "probes", "gain_pct"))  # fmt: skip
+AFTER_AB = (
+    ("serve.by_size", "By image size (longest side; TTFT of the requests whose largest image "
+     "is in the bucket)", "by_size", BY_SIZE_COLUMNS),
+    ("serve.by_count", "By images per request (mixed: some images deferred, others not)",
+     "by_images_per_request", BY_COUNT_COLUMNS),
+    ("serve.copies", "Copies (ledger of the measured requests, per rate and arm)", "copies",
+     ("rate", "arm", *COPY_COLUMNS)),
+    ("serve.overhead", "Client overhead (client minus server mean TTFT; send lateness)",
+     "client_overhead", OVERHEAD_COLUMNS),
+)  # fmt: skip
 
 
-def serve_overhead(report: Dict) -> Table | None:
-    rows = report.get("client_overhead")
-    if not rows:
-        return None
-    return rows_table(
-        "serve.overhead",
-        "Client overhead (client minus server mean TTFT; send lateness)",
-        rows,
-        "/client_overhead",
-        list(OVERHEAD_COLUMNS),
-    )
-
-
-def serve_traffic(report: Dict) -> list[Table]:
-    """The breakdowns by image-size bucket (longest side) and by images per request."""
-    out = []
-    if report.get("by_size"):
-        out.append(rows_table("serve.by_size", "By image size (longest side; TTFT of the "
-                              "requests whose largest image is in the bucket)",
-                              report["by_size"], "/by_size", list(BY_SIZE_COLUMNS)))  # fmt: skip
-    if report.get("by_images_per_request"):
-        out.append(rows_table("serve.by_count", "By images per request (mixed: some images "
-                              "deferred, others not)", report["by_images_per_request"],
-                              "/by_images_per_request", list(BY_COUNT_COLUMNS)))  # fmt: skip
-    return out
-
-
-def serve_capacity(report: Dict) -> Table | None:
-    rows = report.get("capacity_rows")
-    if not rows:
-        return None
-    return rows_table("serve.capacity", "Capacity (highest rate meeting the --goodput SLOs; "
-                      "the next rate tried did not)", rows, "/capacity_rows",
-                      ["arm", "capacity_req_per_s", "achieved_req_per_s", "next_rate_failed",
-                       "status", "probes",
-                       "gain_pct"])  # fmt: skip
+def stored(report: Dict, key: str, title: str, at: str, cols: tuple[str, ...]) -> Table | None:
+    """The rows of block ``at`` as written (None when the report has none)."""
+    rows = report.get(at)
+    return rows_table(key, title, rows, f"/{at}", list(cols)) if rows else None
 
 
 def serve_tables(report: Dict) -> list[Table]:
     out = [
-        serve_capacity(report),
+        stored(report, *CAPACITY),
         serve_per_rate(report),
         serve_ab(report) if report.get("ab") else None,
-        *serve_traffic(report),
-        serve_copies(report) if report.get("copies") else None,
-        serve_overhead(report),
+        *(stored(report, *block) for block in AFTER_AB),
     ]
     return [t for t in out if t is not None]
