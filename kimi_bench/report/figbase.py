@@ -55,15 +55,12 @@ def stage_colors(stages: list[str]) -> dict[str, object]:
     return {s: (cmap(i % 20) if cmap else "grey") for i, s in enumerate(stages)}
 
 
-def decorate(fig: Any, report: dict[str, Any], title: str, note: str = "") -> Any:
-    """``titled`` for a report's JSON dict."""
-    return titled(fig, Header.model_validate(report), title, note)
-
-
-def titled(fig: Any, header: Header, title: str, note: str = "") -> Any:
-    """Title naming kind and what is drawn, caption line naming the machine and commit."""
+def decorate(fig: Any, report: Header | dict[str, Any], title: str, note: str = "") -> Any:
+    """Title naming kind and what is drawn, caption line naming the machine and commit
+    (``report``: the typed header, or the report's JSON dict)."""
     import textwrap
 
+    header = Header.model_validate(report)
     fig.suptitle(f"{header.kind}: {title}", fontsize=12, fontweight="bold")
     per_line = int(fig.get_figwidth() * 16)  # 7.5 pt characters per inch, about
     line = "\n".join(textwrap.wrap(access.caption(header), per_line))
@@ -132,12 +129,7 @@ def png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def empty_figure(report: dict[str, Any], title: str, why: str) -> Any:
-    """``no_data`` for a report's JSON dict."""
-    return no_data(Header.model_validate(report), title, why)
-
-
-def no_data(header: Header, title: str, why: str) -> Any:
+def empty_figure(report: Header | dict[str, Any], title: str, why: str) -> Any:
     """A small figure that says why there is nothing to draw (kept, so a reader is not
     left guessing why a chart is missing)."""
     plt = pyplot()
@@ -145,7 +137,7 @@ def no_data(header: Header, title: str, why: str) -> Any:
     ax.axis("off")
     ax.text(0.5, 0.5, f"no data: {why}", ha="center", va="center", fontsize=11)
     fig.subplots_adjust(top=0.78, bottom=0.22)
-    return titled(fig, header, title)
+    return decorate(fig, report, title)
 
 
 T = TypeVar("T")

@@ -33,7 +33,10 @@ FIGURES: dict[str, tuple[FigureSpec[Any], ...]] = {
     "project": figures_project.FIGURES,
 }
 # What a kind's figures draw from, read once per drawing (the others: the JSON dict).
-READ: dict[str, Callable[[dict[str, Any]], object]] = {"serve-ab": figures_serve.ServeFigures.of}
+READ: dict[str, Callable[[dict[str, Any]], object]] = {
+    "serve-ab": figures_serve.ServeFigures.of,
+    "project": figures_project.Projection.model_validate,
+}
 
 
 def figure_input(report: Any) -> object:

@@ -4,46 +4,37 @@ TTFT distributions per rate, and where a request's time goes. Each figure draws 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic import ValidationError
 
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access
-from kimi_bench.report.envelope import Header, Loose, Number
+from kimi_bench.report.envelope import Header
 from kimi_bench.report.figbase import (
     FigureSpec,
     arm_color,
+    decorate,
+    empty_figure,
     inches,
-    no_data,
     plain_log_axis,
     pyplot,
     stage_colors,
-    titled,
 )
-from kimi_bench.report.migrate import rate_label
 from kimi_bench.results.serve import ServeDerived, ServeRaw, derive_serve
-from kimi_bench.results.serve_rows import pct_name, readable_requests
+from kimi_bench.results.serve_rows import RateRow, pct_name, readable_requests
 
 _STATS = (("median", 50, "o"), ("p90", 90, "s"))
-
-
-class _Achieved(BaseModel):
-    """A stated per-rate row as the throughput figure reads it (``req_per_s``: None when
-    not a finite number)."""
-
-    rate: Annotated[str, BeforeValidator(rate_label)] = "inf"
-    arm: Annotated[str, BeforeValidator(str)] = "None"
-    req_per_s: Loose[Number] = None
 
 
 @dataclass(frozen=True)
 class ServeFigures:
     """What the serve-ab figures read of a report: the header, the rates and arms in the
     run's order, the base arm, the figures of its request rows (derived once) and the
-    achieved rate of each (arm, rate) that ran. A row that does not read is left out, so a
-    hostile report still draws what it can."""
+    achieved rate (``req_per_s``) of each (arm, rate) that ran. A row that does not read is
+    left out, so a hostile report still draws what it can."""
 
     header: Header
     rates: list[str]
@@ -59,14 +50,14 @@ class ServeFigures:
         stated: dict[tuple[str, str], float | None] = {}
         for rec in report.get("results") or []:
             try:
-                row = _Achieved.model_validate(rec)
+                row = RateRow.model_validate(rec)
             except ValidationError:
                 continue
             stated.setdefault((row.arm, row.rate), row.req_per_s)  # the first row of each
-        achieved = {k: v for k, v in stated.items() if v is not None}
-        return cls(Header.model_validate(report), access.serve_rates(report), arms,
-                   access.base_arm(report),
-                   derive_serve(ServeRaw(tuple(rows), {}, tuple(arms))), achieved)  # fmt: skip
+        achieved = {k: v for k, v in stated.items() if v is not None and math.isfinite(v)}
+        derived = derive_serve(ServeRaw(tuple(rows), {}, tuple(arms)))
+        header, rates = Header.model_validate(report), access.serve_rates(report)
+        return cls(header, rates, arms, access.base_arm(report), derived, achieved)
 
     def ttfts(self, arm: str, rate: str) -> list[float]:
         return self.derived.cell(rate, arm).samples("ttft")
@@ -83,7 +74,7 @@ def ttft_vs_rate_figure(s: ServeFigures) -> Any:
     rates, arms, d = s.rates, s.arms, s.derived
     title = "TTFT vs offered rate"
     if not rates or not any(s.ttfts(a, r) for a in arms for r in rates):
-        return no_data(s.header, title, "the report has no completed requests")
+        return empty_figure(s.header, title, "the report has no completed requests")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 6.0))
     slots = _offsets(len(arms) * len(_STATS), 0.6)
@@ -134,7 +125,7 @@ def ttft_vs_rate_figure(s: ServeFigures) -> Any:
     ax.set_ylabel("TTFT (ms, log scale)")
     ax.grid(axis="y", alpha=0.3, which="both")
     _legend_below(fig, ax.get_legend_handles_labels(), 2 * len(arms) if len(arms) < 4 else 4)
-    return titled(
+    return decorate(
         fig, s.header, title, "bars: 95% bootstrap interval over requests (2000 resamples)"
     )
 
@@ -164,7 +155,7 @@ def throughput_figure(s: ServeFigures) -> Any:
     ran = {(a, r): v for (a, r), v in s.achieved.items() if a in arms and r in rates}
     rates = [r for r in rates if any((a, r) in ran for a in arms)]  # a rate that never ran: none
     if not ran:
-        return no_data(s.header, title, "the report has no throughput per rate")
+        return empty_figure(s.header, title, "the report has no throughput per rate")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.4))
     w = 0.8 / max(len(arms), 1)
@@ -204,7 +195,7 @@ def throughput_figure(s: ServeFigures) -> Any:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-    return titled(
+    return decorate(
         fig,
         s.header,
         title,
@@ -216,7 +207,7 @@ def ttft_cdf_figure(s: ServeFigures) -> Any:
     rates, arms = s.rates, s.arms
     title = "TTFT distribution per rate"
     if not any(s.ttfts(a, r) for a in arms for r in rates):
-        return no_data(s.header, title, "the report has no completed requests")
+        return empty_figure(s.header, title, "the report has no completed requests")
     plt = pyplot()
     width = max(4.6 * len(rates) + 1, 8.0)
     fig, axes = plt.subplots(1, len(rates), figsize=(width, 5.2), squeeze=False)
@@ -251,7 +242,7 @@ def ttft_cdf_figure(s: ServeFigures) -> Any:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             labels.setdefault(lab.split(" (n=")[0], h)
     _legend_below(fig, (list(labels.values()), list(labels)), len(labels))
-    return titled(fig, s.header, title, "grey lines: median (solid) and p90 (dotted)")
+    return decorate(fig, s.header, title, "grey lines: median (solid) and p90 (dotted)")
 
 
 def waterfall_figure(s: ServeFigures) -> Any:
@@ -264,7 +255,7 @@ def waterfall_figure(s: ServeFigures) -> Any:
         or not any(d.cell(r, a).stage_medians(stages) for a in arms for r in rates)
     ):
         why = "the report has no per-request stage times (external servers report none)"
-        return no_data(s.header, title, why)
+        return empty_figure(s.header, title, why)
     plt = pyplot()
     colors = stage_colors(stages)
     fig, axes = plt.subplots(
@@ -311,7 +302,7 @@ def waterfall_figure(s: ServeFigures) -> Any:
             labels.setdefault(lab, h)
     _legend_below(fig, (list(labels.values()), list(labels)), len(labels))
     note = "black tick: median TTFT (medians of stages need not add up to the median TTFT)"
-    return titled(fig, s.header, title, note)
+    return decorate(fig, s.header, title, note)
 
 
 FIGURES: tuple[FigureSpec[ServeFigures], ...] = (

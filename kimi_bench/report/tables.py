@@ -50,43 +50,27 @@ def summary_table(report: Dict) -> Table:
 def parity_tables(report: Dict) -> list[Table]:
     rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
     cols = present(rows, PARITY_COLUMNS)
-    table = rows_table("parity.inputs", "Per input", rows, "/results", cols)
-    return [table]
+    return [rows_table("parity.inputs", "Per input", rows, "/results", cols)]
 
 
 # ----------------------------------------------------------------------------- project
 
+_CHECKED = ["transport", "ranks", "arm", "calibration_ms", "predicted_ms", "measured_ms"]
+_ERRORS = (
+    ("validation", "Validation: total error", "totals", [*_CHECKED, "error_pct", "within_target"]),
+    ("validation_stages", "Validation: error per stage", "stages",
+     [*_CHECKED[:3], "stage", "kind", *_CHECKED[3:], "error_ms", "error_pct", "note"]),
+)  # fmt: skip
+
 
 def project_tables(report: ProjectReport) -> list[Table]:
+    """Totals, the validation's errors (with measured reports), the stages, the fitted."""
     val = report.validation or ProjectValidation()
-    out = [
-        generic(
-            "project.totals",
-            "Projected totals (ms, median) and speedup",
-            report.totals or [],
-            "/totals",
-        )
-    ]
-    if val.totals:
-        cols = ["transport", "ranks", "arm", "calibration_ms", "predicted_ms", "measured_ms"]
-        out.append(
-            generic(
-                "project.validation",
-                "Validation: total error",
-                val.totals,
-                "/validation/totals",
-                [*cols, "error_pct", "within_target"],
-            )
-        )
-        out.append(
-            generic(
-                "project.validation_stages",
-                "Validation: error per stage",
-                val.stages or [],
-                "/validation/stages",
-                [*cols[:3], "stage", "kind", *cols[3:], "error_ms", "error_pct", "note"],
-            )
-        )
+    title = "Projected totals (ms, median) and speedup"
+    out = [generic("project.totals", title, report.totals or [], "/totals")]
+    for key, title, block, cols in _ERRORS if val.totals else ():
+        rows = (val.totals if block == "totals" else val.stages) or []
+        out.append(generic(f"project.{key}", title, rows, f"/validation/{block}", cols))
     out.append(project_stages(report))
     out.append(
         generic("project.fitted", "Fitted from the calibration", report.fitted or [], "/fitted")
