@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from kimi_bench.report import access
 from kimi_bench.report.envelope import Header
+from kimi_bench.report.writers import atomic_write_bytes
 
 PLOT_HINT = "install the plot extra for charts: pip install 'kimi-bench[plot]'"
 
@@ -162,12 +163,4 @@ class RenderedFigure:
     png: bytes
 
     def save(self, out_dir: Path) -> Path:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"{self.stem}.png"
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        try:
-            tmp.write_bytes(self.png)
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path
+        return atomic_write_bytes(out_dir / f"{self.stem}.png", self.png)

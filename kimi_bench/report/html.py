@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from kimi_bench.report.kinds import Envelope
 from kimi_bench.report.model import Report
 from kimi_bench.report.table import Column, Span, Table, show
 from kimi_bench.report.view import View, view_of
+from kimi_bench.report.writers import atomic_write_text
 
 MAX_ROWS = 500  # rows per table on the page; report.json keeps all of them
 
@@ -256,13 +256,5 @@ def write_html(
     figures: Sequence[Sequence[RenderedFigure]] | None = None,
 ) -> Path:
     """Write the page atomically (temp file + rename; no temp file left on failure)."""
-    path = Path(out_path)
     text = render_html(reports, title=title, gate=gate, figures=figures)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return atomic_write_text(Path(out_path), text)
