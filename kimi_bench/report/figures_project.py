@@ -35,7 +35,7 @@ class Point(Open):
     measured_ms: float | None = None
 
 
-def _records(rows: Any) -> Any:
+def _records(rows: object) -> list[object]:
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
 
