@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kimi_bench.report.envelope import Git, Header
+from pydantic import BaseModel
+
+from kimi_bench.report.envelope import Git, Header, Loose, Number
 from kimi_bench.report.kinds import MicroReport
 from kimi_bench.report.migrate import rate_label as _rate_label
 from kimi_bench.report.roles import baseline_arm
+
+if TYPE_CHECKING:
+    from kimi_bench.report.tables_micro import Micro
 
 Dict = dict[str, Any]
 
@@ -103,6 +108,24 @@ def reader_notes(report: Header) -> list[str]:
 # --------------------------------------------------------------------------------- micro
 
 
+class TimelineSpan(BaseModel):
+    stage: Any = None
+    start_ms: Loose[Number] = None
+    end_ms: Loose[Number] = None
+
+
+class TimelineLane(BaseModel):
+    """One rank's spans in a repeat (``timeline.<arm>.ranks``)."""
+
+    lane: Any = None
+    rank: Any = "?"
+    spans: Loose[list[TimelineSpan]] = None
+
+
+class ArmTimeline(BaseModel):
+    ranks: Loose[list[TimelineLane]] = None
+
+
 @dataclass(frozen=True)
 class Span:
     lane: str  # "producer", "rank 0", ...
@@ -111,35 +134,25 @@ class Span:
     end_ms: float
 
 
-def micro_timeline(report: Dict, arm: str) -> tuple[list[Span], bool]:
-    """Spans of one repeat of ``arm`` and whether they are per rank.
-
-    Per-rank form (``report["timeline"][arm]["ranks"]``, each with ``rank``/``lane`` and
-    ``spans`` of ``stage``/``start_ms``/``end_ms``) when the report has it; otherwise the
-    stages of the median-total repeat laid end to end on one lane (``per_rank`` False).
-    """
-    tl = (report.get("timeline") or {}).get(arm)
-    if isinstance(tl, dict) and tl.get("ranks"):
+def micro_timeline(report: Micro, arm: str) -> tuple[list[Span], bool]:
+    """Spans of one repeat of ``arm`` and whether they are per rank: one lane per rank when
+    the report has them (``timeline.<arm>.ranks``), else the stages of the median-total
+    repeat laid end to end on one lane (``per_rank`` False)."""
+    tl = (report.stated.timeline or {}).get(arm)
+    if tl is not None and tl.ranks:
         spans = []
-        for lane in tl["ranks"]:
-            name = str(lane.get("lane") or f"rank {lane.get('rank', '?')}")
-            for s in lane.get("spans") or []:
-                a, b = number(s.get("start_ms")), number(s.get("end_ms"))
-                if a is not None and b is not None:
-                    spans.append(Span(name, str(s.get("stage")), a, b))
+        for lane in tl.ranks:
+            name = str(lane.lane or f"rank {lane.rank}")
+            spans += [Span(name, str(s.stage), s.start_ms, s.end_ms) for s in lane.spans or []
+                      if s.start_ms is not None and s.end_ms is not None]  # fmt: skip
         return spans, True
-    reps = [r for r in (report.get("repeats") or {}).get(arm) or [] if isinstance(r, dict)]
-    reps = [r for r in reps if number(r.get("total_ms")) is not None]
+    reps = sorted(report.raw.repeats.get(arm) or [] if report.raw else [], key=lambda r: r.total_ms)
     if not reps:
         return [], False
-    reps.sort(key=lambda r: number(r["total_ms"]) or 0.0)
-    rep = reps[len(reps) // 2]
     t, spans = 0.0, []
-    for stage, ms in (rep.get("stage_ms") or {}).items():
-        v = number(ms)
-        if v is not None:
-            spans.append(Span("stages in sequence", stage, t, t + v))
-            t += v
+    for stage, ms in reps[len(reps) // 2].stage_ms.items():
+        spans.append(Span("stages in sequence", stage, t, t + ms))
+        t += ms
     return spans, False
 
 

@@ -24,7 +24,8 @@ from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_rang
 from kimi_bench.report import access
 from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
 from kimi_bench.report.schema import parse_report
-from kimi_bench.report.tables import ab_entries, comparison_name, payload_blocks, speedup_blocks
+from kimi_bench.report.tables_micro import Stated, micro_of, payload_blocks, speedup_blocks
+from kimi_bench.report.tables_serve import ab_entries, comparison_name
 
 Dict = dict[str, Any]
 Tone = Literal["good", "bad", "unresolved", "info"]
@@ -66,7 +67,10 @@ class Block:
 
     @classmethod
     def of(cls, block: object) -> Block:
-        c = Compared.model_validate(block if isinstance(block, dict) else {})
+        """``block`` as ``kinds.Compared`` reads it (typed already, or a JSON object)."""
+        if not isinstance(block, Compared):
+            block = Compared.model_validate(block if isinstance(block, dict) else {})
+        c = block
         iv = c.interval or Compared.Spread()
         return cls(
             median=c.median,
@@ -121,15 +125,15 @@ def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
     return Line(f"{head}{arm} {fmt_speedup(med, base)} ({spread})", tone)
 
 
-def micro_lines(typed: MicroReport, report: Dict) -> list[Line]:
+def micro_lines(typed: MicroReport, stated: Stated) -> list[Line]:
     s = typed.summary
     recorded = access.verdict(typed)
     if s.error or recorded.startswith(("INCOMPLETE", "MISMATCH")):
         return [Line(recorded or f"INCOMPLETE: {s.error}", "bad")]
     if s.bit_exact_all_repeats is False:
         return [Line(recorded or "MISMATCH: the owner's BF16 outputs differ between arms", "bad")]
-    totals = {k: Block.of(b) for k, (_, b) in speedup_blocks(report).items()}
-    payload = {k: Block.of(b) for k, (_, b) in payload_blocks(report).items()}
+    totals = {k: Block.of(b) for k, b in speedup_blocks(stated).items()}
+    payload = {k: Block.of(b) for k, b in payload_blocks(stated).items()}
     lines = [ln for k, b in totals.items() if (ln := _ratio_line(k, b))]
     reps = s.repeats_completed
     if s.bit_exact_all_repeats:
@@ -140,7 +144,7 @@ def micro_lines(typed: MicroReport, report: Dict) -> list[Line]:
         line = _ratio_line(key, block, "payload cost (arm minus control)")
         if line is None:
             continue
-        total = totals.get(key) or Block.of({})
+        total = totals.get(key) or Block.of(None)
         if _direction(total) * _direction(block) < 0:
             line = Line(
                 line.text + "; the total says the opposite: the arms' control planes, not "
@@ -278,7 +282,7 @@ def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
     if isinstance(typed, ParityReport):
         return parity_lines(typed)
     if isinstance(typed, MicroReport):
-        return micro_lines(typed, report)
+        return micro_lines(typed, micro_of(report).stated)
     if isinstance(typed, ServeReport):
         return serve_lines(typed, report)
     return [Line(access.verdict(typed) or "no verdict", "info")]
