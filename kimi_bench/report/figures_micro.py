@@ -26,30 +26,17 @@ from kimi_bench.results.micro import MicroDerived
 
 
 @dataclass(frozen=True)
-class Spread:
-    """Median with p10/p90 of one measured quantity (ms)."""
-
-    median: float
-    p10: float
-    p90: float
-
-    @classmethod
-    def of(cls, m: Measurement) -> Spread | None:
-        return cls(m.median, m.p10, m.p90) if m.n else None
-
-
-@dataclass(frozen=True)
 class StageStat:
     arm: str
     stage: str
-    spread: Spread | None  # None: not measured
+    spread: Measurement | None  # None: not measured
     bytes: int
 
 
 def stage_stats(d: MicroDerived | None) -> list[StageStat]:
     """Per arm, per stage (in pipeline order): median/p10/p90 ms and bytes moved."""
     arms = d.arms.items() if d else []
-    return [StageStat(arm, stage, Spread.of(m), int(f.stage_bytes[stage]))
+    return [StageStat(arm, stage, m if m.n else None, int(f.stage_bytes[stage]))
             for arm, f in arms for stage, m in f.stages.items()]  # fmt: skip
 
 
@@ -68,8 +55,8 @@ def _stacked_totals(ax: Any, d: MicroDerived, stats: list[StageStat], colors: An
                 continue
             ax.bar(x, s.spread.median, bottom=bottom, color=colors[s.stage], width=0.6)
             bottom += s.spread.median
-        total = Spread.of(d.arms[arm].total)
-        if total is not None:
+        total = d.arms[arm].total
+        if total.n:
             ax.errorbar(
                 x,
                 total.median,
