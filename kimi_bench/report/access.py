@@ -44,10 +44,6 @@ def number(v: Any) -> float | None:
 # These read the typed header (``report.envelope.Header``) every report has.
 
 
-def kind(report: Header) -> str:
-    return report.kind
-
-
 def commit(report: Header) -> str:
     git = report.environment.git or Git()
     return str(git.commit or "?")[:12] + ("+dirty" if git.dirty else "")

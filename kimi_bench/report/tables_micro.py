@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import marshal
 import math
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -58,12 +59,12 @@ class Stated(BaseModel):
     timeline: Loose[dict[str, Loose[ArmTimeline]]] = None  # per arm: one repeat's spans
 
 
+@dataclass(frozen=True, eq=False)
 class Micro:
     """A micro report as its tables, figures and verdict read it: its model, its raw
     records and the figures derived from them, each made when first read."""
 
-    def __init__(self, report: Dict) -> None:
-        self.report = report
+    report: Dict  # as ``Report.to_dict()`` writes it
 
     @cached_property
     def typed(self) -> MicroReport:
@@ -127,6 +128,13 @@ def payload_blocks(stated: Stated) -> dict[str, Compared]:
     """``<arm>_vs_<base>`` -> its payload-cost ratio block (``control.payload_speedups``)."""
     ratios = stated.control.payload_speedups if stated.control else None
     return {k: v for k, v in (ratios or {}).items() if v is not None}
+
+
+def ends(c: Compared) -> tuple[float | None, float | None, str]:
+    """A comparison's interval: its low and high ends and its kind (ci, prediction, range
+    or none); numbers missing, not finite or of the wrong type are None."""
+    iv = c.interval or Compared.Spread()
+    return iv.low, iv.high, iv.kind or "none"
 
 
 # ---------------------------------------------------------------------------- the tables
@@ -202,17 +210,11 @@ def micro_comparisons(m: Micro) -> Table:
             "interval": (f"{at}/interval/low", f"{at}/interval/high"),
             "repeats": f"{at}/n_units",
         }
-        if key in payload:
-            p, pat = payload[key], pointer("control", "payload_speedups", key)
-            piv = p.interval or Compared.Spread()
-            row |= {
-                "payload_ratio": p.median,
-                "payload_interval": Span(piv.low, piv.high, piv.kind or "none", "x"),
-            }
-            srcs |= {
-                "payload_ratio": f"{pat}/median",
-                "payload_interval": (f"{pat}/interval/low", f"{pat}/interval/high"),
-            }
+        if (p := payload.get(key)) is not None:
+            pat = pointer("control", "payload_speedups", key)
+            row |= {"payload_ratio": p.median, "payload_interval": Span(*ends(p), "x")}
+            pend = (f"{pat}/interval/low", f"{pat}/interval/high")
+            srcs |= {"payload_ratio": f"{pat}/median", "payload_interval": pend}
         table.add(row, srcs)
     if not payload:
         table.columns = table.columns[:4]

@@ -24,7 +24,7 @@ from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_rang
 from kimi_bench.report import access
 from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
 from kimi_bench.report.schema import parse_report
-from kimi_bench.report.tables_micro import Stated, micro_of, payload_blocks, speedup_blocks
+from kimi_bench.report.tables_micro import Stated, ends, micro_of, payload_blocks, speedup_blocks
 from kimi_bench.report.tables_serve import ab_entries, comparison_name
 
 Dict = dict[str, Any]
@@ -54,20 +54,13 @@ def _compared(block: object) -> Compared:
     return Compared.model_validate(block if isinstance(block, dict) else {})
 
 
-def _ends(c: Compared) -> tuple[float | None, float | None, str]:
-    """A comparison's interval: its low and high ends and its kind (ci, prediction, range
-    or none); numbers missing, not finite or of the wrong type are None."""
-    iv = c.interval or Compared.Spread()
-    return iv.low, iv.high, iv.kind or "none"
-
-
 # -------------------------------------------------------------------------------- micro
 
 
 def _direction(c: Compared) -> int:
     """+1 resolved faster (the whole CI, or re-run interval, above 1), -1 resolved slower,
     0 not resolved."""
-    lo, hi, kind = _ends(c)
+    lo, hi, kind = ends(c)
     if kind not in ("ci", "prediction") or lo is None or hi is None:
         return 0
     return 1 if lo > 1 else -1 if hi < 1 else 0
@@ -79,7 +72,7 @@ def _ratio_line(key: str, c: Compared, what: str = "") -> Line | None:
     if med is None or med <= 0:
         return None
     arm, _, base = key.partition("_vs_")
-    (lo, hi, kind), n = _ends(c), c.n_units or c.n
+    (lo, hi, kind), n = ends(c), c.n_units or c.n
     reps = f", {n} repeats" if isinstance(n, int) and what == "" else ""
     if kind == "prediction" and lo is not None and hi is not None:
         launches = c.interval.n_units if c.interval else None
@@ -115,7 +108,7 @@ def micro_lines(typed: MicroReport, stated: Stated) -> list[Line]:
     if s.bit_exact_all_repeats:
         lines.append(Line(f"owner BF16 outputs identical in {reps} repeats", "good"))
     for key, block in payload.items():
-        if _ends(block)[2] == "none":
+        if ends(block)[2] == "none":
             continue  # a payload ratio without its own interval is no headline
         line = _ratio_line(key, block, "payload cost (arm minus control)")
         if line is None:
@@ -135,7 +128,7 @@ def micro_lines(typed: MicroReport, stated: Stated) -> list[Line]:
 
 
 def _pct_interval(c: Compared) -> str:
-    lo, hi, kind = _ends(c)
+    lo, hi, kind = ends(c)
     if lo is None or hi is None:
         return c.verdict or "no interval"
     if kind == "ci":
@@ -145,7 +138,7 @@ def _pct_interval(c: Compared) -> str:
 
 def _resolved(c: Compared) -> int:
     """+1 resolved increase, -1 resolved decrease, 0 not resolved (percent deltas)."""
-    lo, hi, kind = _ends(c)
+    lo, hi, kind = ends(c)
     if kind != "ci" or lo is None or hi is None or c.significant is False:
         return 0
     return 1 if lo > 0 else -1 if hi < 0 else 0
@@ -160,7 +153,7 @@ def _throughput(block: Compared) -> tuple[str, int]:
     if direction == 0:
         n = block.b_units
         reps = f"{n} repeat" + ("" if n == 1 else "s")
-        why = f"{reps}: no interval" if _ends(block)[2] != "ci" else UNRESOLVED
+        why = f"{reps}: no interval" if ends(block)[2] != "ci" else UNRESOLVED
         return f"; throughput {fmt_pct(d)} ({why})", 0
     return f"; throughput {fmt_pct(d)} ({_pct_interval(block)})", direction
 
