@@ -10,18 +10,12 @@ raises on a missing block: they return empty lists or ``None`` and the figure sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel
-
-from kimi_bench.report.envelope import Git, Header, Loose, Number
+from kimi_bench.report.envelope import Git, Header
 from kimi_bench.report.kinds import MicroReport
 from kimi_bench.report.migrate import rate_label as _rate_label
 from kimi_bench.report.roles import baseline_arm
-
-if TYPE_CHECKING:
-    from kimi_bench.report.tables_micro import Micro
 
 Dict = dict[str, Any]
 
@@ -99,57 +93,6 @@ def reader_notes(report: Header) -> list[str]:
     if isinstance(report, MicroReport) and report.arms:
         return [n for n in report.notes if not n.startswith(NOISE_PREFIX)]
     return list(report.notes)
-
-
-# --------------------------------------------------------------------------------- micro
-
-
-class TimelineSpan(BaseModel):
-    stage: Any = None
-    start_ms: Loose[Number] = None
-    end_ms: Loose[Number] = None
-
-
-class TimelineLane(BaseModel):
-    """One rank's spans in a repeat (``timeline.<arm>.ranks``)."""
-
-    lane: Any = None
-    rank: Any = "?"
-    spans: Loose[list[TimelineSpan]] = None
-
-
-class ArmTimeline(BaseModel):
-    ranks: Loose[list[TimelineLane]] = None
-
-
-@dataclass(frozen=True)
-class Span:
-    lane: str  # "producer", "rank 0", ...
-    stage: str
-    start_ms: float
-    end_ms: float
-
-
-def micro_timeline(report: Micro, arm: str) -> tuple[list[Span], bool]:
-    """Spans of one repeat of ``arm`` and whether they are per rank: one lane per rank when
-    the report has them (``timeline.<arm>.ranks``), else the stages of the median-total
-    repeat laid end to end on one lane (``per_rank`` False)."""
-    tl = (report.stated.timeline or {}).get(arm)
-    if tl is not None and tl.ranks:
-        spans = []
-        for lane in tl.ranks:
-            name = str(lane.lane or f"rank {lane.rank}")
-            spans += [Span(name, str(s.stage), s.start_ms, s.end_ms) for s in lane.spans or []
-                      if s.start_ms is not None and s.end_ms is not None]  # fmt: skip
-        return spans, True
-    reps = sorted(report.raw.repeats.get(arm) or [] if report.raw else [], key=lambda r: r.total_ms)
-    if not reps:
-        return [], False
-    t, spans = 0.0, []
-    for stage, ms in reps[len(reps) // 2].stage_ms.items():
-        spans.append(Span("stages in sequence", stage, t, t + ms))
-        t += ms
-    return spans, False
 
 
 # --------------------------------------------------------------------------------- serve

@@ -7,7 +7,6 @@ from typing import Any
 
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.format import fmt_ms
-from kimi_bench.report import access
 from kimi_bench.report.figbase import (
     FigureSpec,
     arm_color,
@@ -21,7 +20,7 @@ from kimi_bench.report.figbase import (
 )
 from kimi_bench.report.kinds import PayloadCost
 from kimi_bench.report.tables_base import Dict
-from kimi_bench.report.tables_micro import micro_of
+from kimi_bench.report.tables_micro import Micro, micro_of
 from kimi_bench.results.micro import MicroDerived
 
 
@@ -190,6 +189,36 @@ def _stage_legends(fig: Any, stats: list[StageStat], colors: Any, floor: float |
     )
 
 
+@dataclass(frozen=True)
+class Span:
+    lane: str  # "producer", "rank 0", ...
+    stage: str
+    start_ms: float
+    end_ms: float
+
+
+def micro_timeline(report: Micro, arm: str) -> tuple[list[Span], bool]:
+    """Spans of one repeat of ``arm`` and whether they are per rank: one lane per rank when
+    the report has them (``timeline.<arm>.ranks``), else the stages of the median-total
+    repeat laid end to end on one lane (``per_rank`` False)."""
+    tl = (report.stated.timeline or {}).get(arm)
+    if tl is not None and tl.ranks:
+        spans = []
+        for lane in tl.ranks:
+            name = str(lane.lane or f"rank {lane.rank}")
+            spans += [Span(name, str(s.stage), s.start_ms, s.end_ms) for s in lane.spans or []
+                      if s.start_ms is not None and s.end_ms is not None]  # fmt: skip
+        return spans, True
+    reps = sorted(report.raw.repeats.get(arm) or [] if report.raw else [], key=lambda r: r.total_ms)
+    if not reps:
+        return [], False
+    t, spans = 0.0, []
+    for stage, ms in reps[len(reps) // 2].stage_ms.items():
+        spans.append(Span("stages in sequence", stage, t, t + ms))
+        t += ms
+    return spans, False
+
+
 def timeline_figure(report: Dict) -> Any:
     """Lanes of one repeat per arm. With per-rank spans in the report, one lane per rank
     and the critical-path rank (the last to finish) marked; otherwise the median repeat's
@@ -197,7 +226,7 @@ def timeline_figure(report: Dict) -> Any:
     m = micro_of(report)
     d = m.derived
     title = "timeline of one repeat"
-    lanes = {arm: access.micro_timeline(m, arm) for arm in (d.arms if d else [])}
+    lanes = {arm: micro_timeline(m, arm) for arm in (d.arms if d else [])}
     lanes = {a: v for a, v in lanes.items() if v[0]}
     if not lanes:
         return empty_figure(report, title, "the report has no per-repeat stage times")

@@ -11,9 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kimi_bench.report.access import ArmTimeline
 from kimi_bench.report.agree import Disagreement, micro_raw
-from kimi_bench.report.envelope import Loose
+from kimi_bench.report.envelope import Loose, Number
 from kimi_bench.report.kinds import Compared, MicroReport
 from kimi_bench.report.table import Span, Table, pointer
 from kimi_bench.report.tables_base import (
@@ -31,6 +30,24 @@ from kimi_bench.results.micro_figures import FIGURES
 # ------------------------------------------------------------------- the report, read once
 
 Ratios = Loose[dict[str, Loose[Compared]]]
+
+
+class TimelineSpan(BaseModel):
+    stage: Any = None
+    start_ms: Loose[Number] = None
+    end_ms: Loose[Number] = None
+
+
+class TimelineLane(BaseModel):
+    """One rank's spans in a repeat (``timeline.<arm>.ranks``)."""
+
+    lane: Any = None
+    rank: Any = "?"
+    spans: Loose[list[TimelineSpan]] = None
+
+
+class ArmTimeline(BaseModel):
+    ranks: Loose[list[TimelineLane]] = None
 
 
 class StatedControl(BaseModel):

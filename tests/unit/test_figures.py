@@ -21,7 +21,12 @@ from kimi_bench.cli.main import app
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access, figbase, figures
 from kimi_bench.report.figbase import human_bytes
-from kimi_bench.report.figures_micro import stage_stats, stages_figure, timeline_figure
+from kimi_bench.report.figures_micro import (
+    micro_timeline,
+    stage_stats,
+    stages_figure,
+    timeline_figure,
+)
 from kimi_bench.report.figures_parity import parity_grid_figure
 from kimi_bench.report.figures_serve import (
     throughput_figure,
@@ -93,7 +98,7 @@ def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
 
 def test_timeline_fallback_is_the_median_repeat_end_to_end() -> None:
     rep = load(EXAMPLE / "micro")
-    spans, per_rank = access.micro_timeline(micro_of(rep), "deferred")
+    spans, per_rank = micro_timeline(micro_of(rep), "deferred")
     assert not per_rank
     totals = sorted(rep["repeats"]["deferred"], key=lambda r: r["total_ms"])
     median_rep = totals[len(totals) // 2]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kimi_bench.report import access, tables_micro
+from kimi_bench.report import tables_micro
+from kimi_bench.report.figures_micro import Span, micro_timeline
 from kimi_bench.report.model import load_report
 from kimi_bench.report.tables_micro import derived, micro_of
 from kimi_bench.report.view import view_of
@@ -24,7 +25,7 @@ def test_one_report_is_derived_once_for_its_tables_verdict_and_figures(monkeypat
     view = view_of(rep)
     stats = derived(rep)
     assert stats is not None and len(calls) == 1
-    assert [access.micro_timeline(micro_of(view.data), arm)[0] for arm in stats.arms]
+    assert [micro_timeline(micro_of(view.data), arm)[0] for arm in stats.arms]
     assert len(calls) == 1 and micro_of(rep).derived is stats
     other = load_report(MICRO).to_dict()  # equal content, another report: its own reading
     assert micro_of(other) is not micro_of(rep) and len(calls) == 1
@@ -45,8 +46,8 @@ def test_a_report_changed_after_rendering_is_read_anew() -> None:
     assert copies(rep)[0]["op"] == "edited"
     spans = [{"stage": "take_copy", "start_ms": 0.0, "end_ms": 1.5}]
     rep["timeline"] = {arm: {"ranks": [{"rank": 3, "spans": spans}]}}
-    lanes, per_rank = access.micro_timeline(micro_of(rep), arm)
-    assert per_rank and lanes == [access.Span("rank 3", "take_copy", 0.0, 1.5)]
+    lanes, per_rank = micro_timeline(micro_of(rep), arm)
+    assert per_rank and lanes == [Span("rank 3", "take_copy", 0.0, 1.5)]
 
 
 def test_a_report_that_is_not_plain_data_is_read_without_holding_it() -> None:
