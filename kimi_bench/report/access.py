@@ -10,7 +10,6 @@ raises on a missing block: they return empty lists or ``None`` and the figure sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from kimi_bench.report.envelope import Git, Header
@@ -37,10 +36,6 @@ def number(v: Any) -> float | None:
 
 # --------------------------------------------------------------------- environment / caption
 # These read the typed header (``report.envelope.Header``) every report has.
-
-
-def kind(report: Header) -> str:
-    return report.kind
 
 
 def commit(report: Header) -> str:
@@ -98,49 +93,6 @@ def reader_notes(report: Header) -> list[str]:
     if isinstance(report, MicroReport) and report.arms:
         return [n for n in report.notes if not n.startswith(NOISE_PREFIX)]
     return list(report.notes)
-
-
-# --------------------------------------------------------------------------------- micro
-
-
-@dataclass(frozen=True)
-class Span:
-    lane: str  # "producer", "rank 0", ...
-    stage: str
-    start_ms: float
-    end_ms: float
-
-
-def micro_timeline(report: Dict, arm: str) -> tuple[list[Span], bool]:
-    """Spans of one repeat of ``arm`` and whether they are per rank.
-
-    Per-rank form (``report["timeline"][arm]["ranks"]``, each with ``rank``/``lane`` and
-    ``spans`` of ``stage``/``start_ms``/``end_ms``) when the report has it; otherwise the
-    stages of the median-total repeat laid end to end on one lane (``per_rank`` False).
-    """
-    tl = (report.get("timeline") or {}).get(arm)
-    if isinstance(tl, dict) and tl.get("ranks"):
-        spans = []
-        for lane in tl["ranks"]:
-            name = str(lane.get("lane") or f"rank {lane.get('rank', '?')}")
-            for s in lane.get("spans") or []:
-                a, b = number(s.get("start_ms")), number(s.get("end_ms"))
-                if a is not None and b is not None:
-                    spans.append(Span(name, str(s.get("stage")), a, b))
-        return spans, True
-    reps = [r for r in (report.get("repeats") or {}).get(arm) or [] if isinstance(r, dict)]
-    reps = [r for r in reps if number(r.get("total_ms")) is not None]
-    if not reps:
-        return [], False
-    reps.sort(key=lambda r: number(r["total_ms"]) or 0.0)
-    rep = reps[len(reps) // 2]
-    t, spans = 0.0, []
-    for stage, ms in (rep.get("stage_ms") or {}).items():
-        v = number(ms)
-        if v is not None:
-            spans.append(Span("stages in sequence", stage, t, t + v))
-            t += v
-    return spans, False
 
 
 # --------------------------------------------------------------------------------- serve

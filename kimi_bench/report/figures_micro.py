@@ -7,7 +7,6 @@ from typing import Any
 
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.infra.stats.format import fmt_ms
-from kimi_bench.report import access
 from kimi_bench.report.figbase import (
     FigureSpec,
     arm_color,
@@ -19,37 +18,24 @@ from kimi_bench.report.figbase import (
     pyplot,
     stage_colors,
 )
-from kimi_bench.report.tables_micro import derived
+from kimi_bench.report.kinds import PayloadCost
+from kimi_bench.report.tables_base import Dict
+from kimi_bench.report.tables_micro import Micro, micro_of
 from kimi_bench.results.micro import MicroDerived
-
-Dict = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median with p10/p90 of one measured quantity (ms)."""
-
-    median: float
-    p10: float
-    p90: float
-
-    @classmethod
-    def of(cls, m: Measurement) -> Spread | None:
-        return cls(m.median, m.p10, m.p90) if m.n else None
 
 
 @dataclass(frozen=True)
 class StageStat:
     arm: str
     stage: str
-    spread: Spread | None  # None: not measured
+    spread: Measurement | None  # None: not measured
     bytes: int
 
 
 def stage_stats(d: MicroDerived | None) -> list[StageStat]:
     """Per arm, per stage (in pipeline order): median/p10/p90 ms and bytes moved."""
     arms = d.arms.items() if d else []
-    return [StageStat(arm, stage, Spread.of(m), int(f.stage_bytes[stage]))
+    return [StageStat(arm, stage, m if m.n else None, int(f.stage_bytes[stage]))
             for arm, f in arms for stage, m in f.stages.items()]  # fmt: skip
 
 
@@ -68,8 +54,8 @@ def _stacked_totals(ax: Any, d: MicroDerived, stats: list[StageStat], colors: An
                 continue
             ax.bar(x, s.spread.median, bottom=bottom, color=colors[s.stage], width=0.6)
             bottom += s.spread.median
-        total = Spread.of(d.arms[arm].total)
-        if total is not None:
+        total = d.arms[arm].total
+        if total.n:
             ax.errorbar(
                 x,
                 total.median,
@@ -158,7 +144,7 @@ def _per_stage(ax: Any, stats: list[StageStat], value: str) -> None:
 
 
 def stages_figure(report: Dict) -> Any:
-    d = derived(report)
+    d = micro_of(report).derived
     stats = stage_stats(d)
     title = "stage medians and bytes moved"
     if d is None or not stats:
@@ -203,14 +189,44 @@ def _stage_legends(fig: Any, stats: list[StageStat], colors: Any, floor: float |
     )
 
 
+@dataclass(frozen=True)
+class Span:
+    lane: str  # "producer", "rank 0", ...
+    stage: str
+    start_ms: float
+    end_ms: float
+
+
+def micro_timeline(report: Micro, arm: str) -> tuple[list[Span], bool]:
+    """Spans of one repeat of ``arm`` and whether they are per rank: one lane per rank when
+    the report has them (``timeline.<arm>.ranks``), else the stages of the median-total
+    repeat laid end to end on one lane (``per_rank`` False)."""
+    tl = (report.stated.timeline or {}).get(arm)
+    if tl is not None and tl.ranks:
+        spans = []
+        for lane in tl.ranks:
+            name = str(lane.lane or f"rank {lane.rank}")
+            spans += [Span(name, str(s.stage), s.start_ms, s.end_ms) for s in lane.spans or []
+                      if s.start_ms is not None and s.end_ms is not None]  # fmt: skip
+        return spans, True
+    reps = sorted(report.raw.repeats.get(arm) or [] if report.raw else [], key=lambda r: r.total_ms)
+    if not reps:
+        return [], False
+    t, spans = 0.0, []
+    for stage, ms in reps[len(reps) // 2].stage_ms.items():
+        spans.append(Span("stages in sequence", stage, t, t + ms))
+        t += ms
+    return spans, False
+
+
 def timeline_figure(report: Dict) -> Any:
     """Lanes of one repeat per arm. With per-rank spans in the report, one lane per rank
     and the critical-path rank (the last to finish) marked; otherwise the median repeat's
     stages laid end to end on one lane, and the caption says per-rank data is missing."""
-    d = derived(report)
-    arms = list(d.arms) if d else []
+    m = micro_of(report)
+    d = m.derived
     title = "timeline of one repeat"
-    lanes = {arm: access.micro_timeline(report, arm) for arm in arms}
+    lanes = {arm: micro_timeline(m, arm) for arm in (d.arms if d else [])}
     lanes = {a: v for a, v in lanes.items() if v[0]}
     if not lanes:
         return empty_figure(report, title, "the report has no per-repeat stage times")
@@ -264,18 +280,18 @@ def timeline_figure(report: Dict) -> Any:
 def payload_figure(report: Dict) -> Any:
     """Per arm: the total split into its control plane (emulation-only stages hatched) and
     its payload cost with the payload interval, against the control + data floor."""
-    ctl = report.get("control")
+    ctl = micro_of(report).typed.control
     title = "control plane and payload cost"
-    if not isinstance(ctl, dict) or not ctl.get("payload"):
+    if ctl is None or not ctl.payload:
         return empty_figure(report, title, "the report has no control rounds")
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10, 2.4 + 0.9 * len(ctl["payload"])))
-    only = [e["stage"] for e in ctl.get("emulation_only") or [] if e["kind"] == "emulation_only"]
-    arms = list(ctl["payload"])
+    fig, ax = plt.subplots(figsize=(10, 2.4 + 0.9 * len(ctl.payload)))
+    only = [e.stage for e in ctl.emulation_only if e.kind == "emulation_only"]
+    arms = list(ctl.payload)
     right = 0.0
     for y, arm in enumerate(arms):
-        right = max(right, _payload_bar(ax, y, arm, ctl["payload"][arm], only))
-    floor = (ctl.get("floor") or {}).get("floor_ms")
+        right = max(right, _payload_bar(ax, y, arm, ctl.payload[arm], only))
+    floor = ctl.floor.floor_ms
     if floor:
         ax.axvline(floor, color="crimson", ls="--", lw=1.2,
                    label=f"control + data floor {fmt_ms(floor, significant=True)}")  # fmt: skip
@@ -292,25 +308,24 @@ def payload_figure(report: Dict) -> Any:
     return decorate(fig, report, title, note)
 
 
-def _payload_bar(ax: Any, y: int, arm: str, p: Dict, only: list[str]) -> float:
+def _payload_bar(ax: Any, y: int, arm: str, p: PayloadCost, only: list[str]) -> float:
     """One arm's bar (control plane, its emulation-only part hatched, payload cost with
     its interval) and its label above the bar; returns the bar's right end (ms)."""
-    emu = sum(p["stages"][s]["control_ms"] for s in only if s in p["stages"])
-    ctl_ms = p["total"]["control_ms"]
+    emu = sum(p.stages[s].control_ms or 0.0 for s in only if s in p.stages)
+    ctl_ms, pay, iv = p.total.control_ms or 0.0, p.total.payload_ms or 0.0, p.total.interval
     rest = ctl_ms - emu
-    pay, iv = p["total"]["payload_ms"], p["total"]["interval"]
     ax.barh(y, rest, color="0.7", height=0.55, label="control plane" if y == 0 else None)
     ax.barh(y, emu, left=rest, color="0.85", hatch="//", height=0.55,
             label="emulation-only (control)" if y == 0 and emu else None)  # fmt: skip
     start = rest + emu
     ax.barh(y, max(pay, 0.0), left=start, color=arm_color(arm), height=0.55)
     end = start + max(pay, 0.0)
-    if iv.get("low") is not None and iv.get("high") is not None:
-        err = [[max(pay - iv["low"], 0)], [max(iv["high"] - pay, 0)]]
+    if iv.low is not None and iv.high is not None:
+        err = [[max(pay - iv.low, 0)], [max(iv.high - pay, 0)]]
         ax.errorbar(start + pay, y, xerr=err, color="black", capsize=4, lw=1)
-        end = max(end, start + iv["high"])
+        end = max(end, start + iv.high)
     text = f"payload {fmt_ms(pay, significant=True)} (control {fmt_ms(ctl_ms, significant=True)})"
-    if iv.get("low") is None or iv["low"] <= 0:  # the bar cannot tell a cost from none
+    if iv.low is None or iv.low <= 0:  # the bar cannot tell a cost from none
         text += "; not resolved above zero (the interval reaches 0)"
     box = {"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85}
     ax.text(0, y - 0.34, " " + text, fontsize=7.5, va="bottom", bbox=box)

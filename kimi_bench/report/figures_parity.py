@@ -55,7 +55,7 @@ def _pick(rows: list[ParityRow]) -> tuple[list[ParityRow], int]:
 
 def parity_grid_figure(report: Dict) -> Any:
     typed = ParityReport.model_validate(report)
-    fp32 = has_fp32(report.get("config"))
+    fp32 = has_fp32(typed.config.model_extra)  # its runtime_profile
     runtime = typed.config.runtime
     compared = "eager vs deferred" if fp32 else f"{runtime} through the pipeline vs vLLM's path"
     title = f"per-input grid ({compared}, torch.equal)"

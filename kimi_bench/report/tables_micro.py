@@ -1,12 +1,19 @@
-"""The tables of a micro report (``report.tables``)."""
+"""The tables of a micro report (``report.tables``), and the report as they, its figures
+and its verdict read it (``micro_of``: made once per report)."""
 
 from __future__ import annotations
 
+import marshal
 import math
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from kimi_bench.report import access
+from pydantic import BaseModel
+
 from kimi_bench.report.agree import Disagreement, micro_raw
+from kimi_bench.report.envelope import Loose, Number
+from kimi_bench.report.kinds import Compared, MicroReport
 from kimi_bench.report.table import Span, Table, pointer
 from kimi_bench.report.tables_base import (
     CONTROL_COLUMNS,
@@ -17,44 +24,163 @@ from kimi_bench.report.tables_base import (
     rows_table,
 )
 from kimi_bench.results.base import ResultError
-from kimi_bench.results.micro import MicroDerived, derive_micro
+from kimi_bench.results.micro import MicroDerived, MicroRaw, derive_micro
 from kimi_bench.results.micro_figures import FIGURES
 
-# ------------------------------------------------------------------------------- micro
+# ------------------------------------------------------------------- the report, read once
+
+Ratios = Loose[dict[str, Loose[Compared]]]
+
+
+class TimelineSpan(BaseModel):
+    stage: Any = None
+    start_ms: Loose[Number] = None
+    end_ms: Loose[Number] = None
+
+
+class TimelineLane(BaseModel):
+    """One rank's spans in a repeat (``timeline.<arm>.ranks``)."""
+
+    lane: Any = None
+    rank: Any = "?"
+    spans: Loose[list[TimelineSpan]] = None
+
+
+class ArmTimeline(BaseModel):
+    ranks: Loose[list[TimelineLane]] = None
+
+
+class StatedControl(BaseModel):
+    """``control`` as shown as written: its rows, what its rounds carried and the
+    payload-cost ratios."""
+
+    rows: Loose[list[Any]] = None
+    payload_images: Any = None
+    payload_speedups: Ratios = None
+
+
+class StatedSummary(BaseModel):
+    decisions: Loose[list[Any]] = None  # the deferred arm's decision per image
+
+
+class Stated(BaseModel):
+    """What a micro report states beyond ``kinds.MicroReport`` that its tables and verdict
+    show as written: the ratio blocks (``speedups``; older reports one ``speedup``), the
+    control rows, the decisions and the per-rank timeline. A block of another type reads
+    as absent."""
+
+    speedups: Ratios = None
+    speedup: Loose[Compared] = None
+    control: Loose[StatedControl] = None
+    summary: Loose[StatedSummary] = None
+    timeline: Loose[dict[str, Loose[ArmTimeline]]] = None  # per arm: one repeat's spans
+
+
+@dataclass(frozen=True, eq=False)
+class Micro:
+    """A micro report as its tables, figures and verdict read it: its model, its raw
+    records and the figures derived from them, each made when first read."""
+
+    report: Dict  # as ``Report.to_dict()`` writes it
+
+    @cached_property
+    def typed(self) -> MicroReport:
+        return MicroReport.model_validate(self.report)
+
+    @cached_property
+    def stated(self) -> Stated:
+        return Stated.model_validate(self.report)
+
+    @cached_property
+    def raw(self) -> MicroRaw | None:
+        """The raw records, checked; None for a report without them (an older one: its
+        flat table) or with records that do not check."""
+        try:
+            return micro_raw(self.report) if self.report.get("arms") else None
+        except (Disagreement, ResultError):
+            return None
+
+    @cached_property
+    def derived(self) -> MicroDerived | None:
+        try:
+            return derive_micro(self.raw) if self.raw else None
+        except (Disagreement, ResultError):
+            return None
+
+
+CACHED = 4  # reports kept: a command renders one at a time
+_CACHE: dict[int, tuple[bytes, Micro]] = {}
+
+
+def micro_of(report: Dict) -> Micro:
+    """The report's ``Micro``: made once for all the tables, figures and the verdict of
+    one report (held by identity and content: a report changed since is read anew)."""
+    try:
+        stamp = marshal.dumps(report, 2)
+    except ValueError:  # not plain JSON data: nothing to hold it by
+        return Micro(report)
+    held = _CACHE.pop(id(report), None)
+    if held is None or held[0] != stamp or held[1].report is not report:
+        held = (stamp, Micro(report))
+    _CACHE[id(report)] = held  # the newest last; the report is held, so its id is not reused
+    while len(_CACHE) > CACHED:
+        del _CACHE[next(iter(_CACHE))]
+    return held[1]
 
 
 def derived(report: Dict) -> MicroDerived | None:
     """The report's figures (``results.micro``) from its raw records; None for a report
     without them (an older one: its flat table)."""
-    try:
-        return derive_micro(micro_raw(report)) if report.get("arms") else None
-    except (Disagreement, ResultError):
-        return None
+    return micro_of(report).derived
 
 
-def micro_stages(report: Dict) -> Table:
+def speedup_blocks(stated: Stated) -> dict[str, Compared]:
+    """``<arm>_vs_<base>`` -> the paired per-repeat ratio block as the report states it."""
+    if stated.speedups:
+        return {k: v for k, v in stated.speedups.items() if v is not None}
+    return {"deferred_vs_eager": stated.speedup} if stated.speedup else {}
+
+
+def payload_blocks(stated: Stated) -> dict[str, Compared]:
+    """``<arm>_vs_<base>`` -> its payload-cost ratio block (``control.payload_speedups``)."""
+    ratios = stated.control.payload_speedups if stated.control else None
+    return {k: v for k, v in (ratios or {}).items() if v is not None}
+
+
+def ends(c: Compared) -> tuple[float | None, float | None, str]:
+    """A comparison's interval: its low and high ends and its kind (ci, prediction, range
+    or none); numbers missing, not finite or of the wrong type are None."""
+    iv = c.interval or Compared.Spread()
+    return iv.low, iv.high, iv.kind or "none"
+
+
+# ---------------------------------------------------------------------------- the tables
+
+
+def micro_stages(m: Micro) -> Table:
     """Per arm: each stage's median, p10, p90 (ms) and bytes, then the arm's TOTAL (its
     figures with a ``column``, ``results.micro_figures.FIGURES``)."""
     shown = [f for f in FIGURES if f.column]
     kinds = {f.column or "": "int" if f.column == "bytes" else "num" for f in shown}
     cols = [col("arm"), col("stage"), *(col(c, kind) for c, kind in kinds.items())]
     table = Table("micro.stages", "Stages (ms, bytes)", cols)
-    d = derived(report)
-    if d is None:  # an older report: its flat table
-        for i, r in enumerate(report.get("results") or []):
+    d = m.derived
+    if d is None:  # an older report: its flat table, shown as written
+        for i, r in enumerate(m.typed.results):
             table.add(
                 {c.key: r.get(c.key) for c in cols},
                 {c.key: pointer("results", i, c.key) for c in cols[2:]},
             )
         return table
-    for arm, block in report["arms"].items():
-        for stage, st in (block.get("stages") or {}).items():
-            summ = st.get("summary_ms") if st.get("applicable", True) else None
-            summ = summ if isinstance(summ, dict) else {}
+    for arm, block in m.typed.arms.items():
+        for stage, st in block.stages.items():
+            # the stated summary is the raw samples' (checked on reading): shown from them
+            ran = st.applicable is not False and st.summary_ms is not None
+            ms = d.arms[arm].stages.get(stage) if ran else None
             at = ("arms", arm, "stages", stage)
-            cells = {f"{k}_ms": (summ.get(k), pointer(*at, "summary_ms", k))
+            cells = {f"{k}_ms": (getattr(ms, k) if ms else None, pointer(*at, "summary_ms", k))
                      for k in ("median", "p10", "p90")}  # fmt: skip
-            cells["bytes"] = (st.get("bytes"), pointer(*at, "bytes"))
+            cells["bytes"] = (st.bytes, pointer(*at, "bytes"))
             table.add(
                 {"arm": arm, "stage": stage} | {k: v for k, (v, _) in cells.items()},
                 {k: src for k, (_, src) in cells.items()},
@@ -66,35 +192,7 @@ def micro_stages(report: Dict) -> Table:
     return table
 
 
-def speedup_blocks(report: Dict) -> dict[str, tuple[str, Dict]]:
-    """``<arm>_vs_<base>`` -> (its JSON pointer, the paired per-repeat ratio block)."""
-    speed = report.get("speedups")
-    if isinstance(speed, dict) and speed:
-        return {k: (pointer("speedups", k), v) for k, v in speed.items() if isinstance(v, dict)}
-    one = report.get("speedup")
-    return {"deferred_vs_eager": ("/speedup", one)} if isinstance(one, dict) else {}
-
-
-def payload_blocks(report: Dict) -> dict[str, tuple[str, Dict]]:
-    ctl = report.get("control")
-    ps = ctl.get("payload_speedups") if isinstance(ctl, dict) else None
-    if not isinstance(ps, dict):
-        return {}
-    at = ("control", "payload_speedups")
-    return {k: (pointer(*at, k), v) for k, v in ps.items() if isinstance(v, dict)}
-
-
-def _ratio_cells(at: str, block: Dict) -> tuple[Any, Any, dict[str, Any]]:
-    iv = access.sub(block, "interval")
-    span = Span(iv.get("low"), iv.get("high"), str(iv.get("kind") or "none"), "x")
-    return (
-        block.get("median"),
-        span,
-        {"median": f"{at}/median", "span": (f"{at}/interval/low", f"{at}/interval/high")},
-    )
-
-
-def micro_comparisons(report: Dict) -> Table:
+def micro_comparisons(m: Micro) -> Table:
     """One row per comparison: the per-repeat paired ratio (base total / arm total) with
     its interval (``results.micro``) and, when control rounds ran, the ratio of payload
     costs with its own (the report's ``control.payload_speedups``)."""
@@ -113,8 +211,8 @@ def micro_comparisons(report: Dict) -> Table:
         about="time ratio > 1: the arm is faster than its base; each repeat runs "
         "the arms back to back, so the ratio is taken per repeat (median shown)",
     )
-    payload = payload_blocks(report)
-    d = derived(report)
+    payload = payload_blocks(m.stated)
+    d = m.derived
     for key, sp in d.speedups.items() if d else []:
         arm, _, base = key.partition("_vs_")
         at, iv = pointer("speedups", key), sp.interval
@@ -129,18 +227,18 @@ def micro_comparisons(report: Dict) -> Table:
             "interval": (f"{at}/interval/low", f"{at}/interval/high"),
             "repeats": f"{at}/n_units",
         }
-        if key in payload:
-            pat, pblock = payload[key]
-            pmed, pspan, psrc = _ratio_cells(pat, pblock)
-            row |= {"payload_ratio": pmed, "payload_interval": pspan}
-            srcs |= {"payload_ratio": psrc["median"], "payload_interval": psrc["span"]}
+        if (p := payload.get(key)) is not None:
+            pat = pointer("control", "payload_speedups", key)
+            row |= {"payload_ratio": p.median, "payload_interval": Span(*ends(p), "x")}
+            pend = (f"{pat}/interval/low", f"{pat}/interval/high")
+            srcs |= {"payload_ratio": f"{pat}/median", "payload_interval": pend}
         table.add(row, srcs)
     if not payload:
         table.columns = table.columns[:4]
     return table
 
 
-def micro_copies(report: Dict) -> Table:
+def micro_copies(m: Micro) -> Table:
     table = Table(
         "micro.copies",
         "Copies (ledger per arm and stage, one repeat)",
@@ -149,9 +247,9 @@ def micro_copies(report: Dict) -> Table:
             *(col(c, "int" if c in ("bytes", "count") else "text") for c in COPY_COLUMNS),
         ],
     )
-    for arm, block in (report.get("arms") or {}).items():
-        for i, row in enumerate(block.get("copies") or []):
-            at = ("arms", arm, "copies", i)
+    for arm, block in m.typed.arms.items():
+        for i, copy in enumerate(block.copies or []):
+            row, at = copy.model_dump(), ("arms", arm, "copies", i)  # its columns as written
             table.add(
                 {"arm": arm, **{c: row.get(c) for c in COPY_COLUMNS}},
                 {c: pointer(*at, c) for c in COPY_COLUMNS},
@@ -159,26 +257,26 @@ def micro_copies(report: Dict) -> Table:
     return table
 
 
-def micro_decisions(report: Dict) -> Table:
-    rows = (report.get("summary") or {}).get("decisions") or []
+def micro_decisions(m: Micro) -> Table:
+    s = m.stated.summary
     cols = ["image", "defer", "reason", "raw_bytes", "processed_bytes"]
     return rows_table(
         "micro.decisions",
         "Deferral decision per image (deferred arm)",
-        rows,
+        s.decisions if s else None,
         "/summary/decisions",
         cols,
     )
 
 
-def micro_control(report: Dict) -> Table | None:
-    ctl = report.get("control")
-    if not isinstance(ctl, dict) or not ctl.get("rows"):
+def micro_control(m: Micro) -> Table | None:
+    ctl = m.stated.control
+    if ctl is None or not ctl.rows:
         return None
     table = rows_table(
         "micro.control",
         "Control plane and payload cost",
-        ctl["rows"],
+        ctl.rows,
         "/control/rows",
         list(CONTROL_COLUMNS),
     )
@@ -186,19 +284,19 @@ def micro_control(report: Dict) -> Table | None:
         col(c, "text" if c in ("arm", "stage", "emulation") else "num") for c in CONTROL_COLUMNS
     ]
     table.about = (
-        f"control: every arm with {ctl.get('payload_images')}; payload cost = arm "
+        f"control: every arm with {ctl.payload_images}; payload cost = arm "
         "minus its control (ms), interval over both sides"
     )
     return table
 
 
-def micro_apart(report: Dict) -> Table | None:
+def micro_apart(m: Micro) -> Table | None:
     """The stages whose cost is the emulation's (the metadata gather) or a stand-in's (a
     host copy for a device copy on CPU), shown apart in the payload cost."""
-    ctl = report.get("control")
-    rows = ctl.get("emulation_only") if isinstance(ctl, dict) else None
-    if not rows:
+    ctl = m.typed.control
+    if ctl is None or not ctl.emulation_only:
         return None
+    rows = [r.model_dump() for r in ctl.emulation_only]
     title = "Emulation-only stages and stand-ins (shown apart)"
     table = rows_table("micro.apart", title, rows, "/control/emulation_only",
                        ["stage", "kind", "arms", "why"])  # fmt: skip
@@ -208,11 +306,10 @@ def micro_apart(report: Dict) -> Table | None:
     return table
 
 
-def noisy_stages(report: Dict) -> dict[str, list[tuple[str, float]]]:
+def noisy_stages(d: MicroDerived | None) -> dict[str, list[tuple[str, float]]]:
     """Per arm: (stage or "total", IQR / median) of every measured quantity whose spread
     torch.utils.benchmark would warn about (stages under 1 ms are not counted)."""
     out: dict[str, list[tuple[str, float]]] = {}
-    d = derived(report)
     for arm, f in d.arms.items() if d else []:
         for name, m in [*f.stages.items(), ("total", f.total)]:
             if not m.n or not m.warnings or not math.isfinite(m.noise):
@@ -222,8 +319,8 @@ def noisy_stages(report: Dict) -> dict[str, list[tuple[str, float]]]:
     return out
 
 
-def micro_noise(report: Dict) -> Table | None:
-    noisy = noisy_stages(report)
+def micro_noise(m: Micro) -> Table | None:
+    noisy = noisy_stages(m.derived)
     if not noisy:
         return None
     table = Table(
@@ -240,13 +337,14 @@ def micro_noise(report: Dict) -> Table | None:
 
 
 def micro_tables(report: Dict) -> list[Table]:
+    m = micro_of(report)
     out = [
-        micro_stages(report),
-        micro_comparisons(report),
-        micro_copies(report),
-        micro_decisions(report),
-        micro_control(report),
-        micro_apart(report),
-        micro_noise(report),
+        micro_stages(m),
+        micro_comparisons(m),
+        micro_copies(m),
+        micro_decisions(m),
+        micro_control(m),
+        micro_apart(m),
+        micro_noise(m),
     ]
     return [t for t in out if t is not None]

@@ -24,7 +24,8 @@ from kimi_bench.infra.stats.format import fmt_pct, fmt_speedup, fmt_speedup_rang
 from kimi_bench.report import access
 from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
 from kimi_bench.report.schema import parse_report
-from kimi_bench.report.tables import ab_entries, comparison_name, payload_blocks, speedup_blocks
+from kimi_bench.report.tables_micro import Stated, ends, micro_of, payload_blocks, speedup_blocks
+from kimi_bench.report.tables_serve import ab_entries, comparison_name
 
 Dict = dict[str, Any]
 Tone = Literal["good", "bad", "unresolved", "info"]
@@ -48,68 +49,41 @@ def text(lines: list[Line]) -> str:
     return "; ".join(ln.text for ln in lines)
 
 
-@dataclass(frozen=True)
-class Block:
-    """What a verdict reads of one comparison block (a speedup ratio or a percent delta),
-    read once: numbers that are missing, not finite or of the wrong type are None."""
-
-    median: float | None
-    delta_pct: float | None
-    low: float | None
-    high: float | None
-    kind: str  # ci, prediction, range or none
-    n: Any  # n_units (or n) as recorded
-    launches: Any  # a re-run interval's launches (its n_units)
-    b_units: Any
-    significant: Any
-    verdict: str
-
-    @classmethod
-    def of(cls, block: object) -> Block:
-        c = Compared.model_validate(block if isinstance(block, dict) else {})
-        iv = c.interval or Compared.Spread()
-        return cls(
-            median=c.median,
-            delta_pct=c.delta_pct,
-            low=iv.low,
-            high=iv.high,
-            kind=iv.kind or "none",
-            n=c.n_units or c.n,
-            launches=iv.n_units,
-            b_units=c.b_units,
-            significant=c.significant,
-            verdict=c.verdict or "",
-        )
+def _compared(block: object) -> Compared:
+    """A comparison block of a JSON report (``ab``) as ``kinds.Compared`` reads it."""
+    return Compared.model_validate(block if isinstance(block, dict) else {})
 
 
 # -------------------------------------------------------------------------------- micro
 
 
-def _direction(b: Block) -> int:
+def _direction(c: Compared) -> int:
     """+1 resolved faster (the whole CI, or re-run interval, above 1), -1 resolved slower,
     0 not resolved."""
-    if b.kind not in ("ci", "prediction") or b.low is None or b.high is None:
+    lo, hi, kind = ends(c)
+    if kind not in ("ci", "prediction") or lo is None or hi is None:
         return 0
-    return 1 if b.low > 1 else -1 if b.high < 1 else 0
+    return 1 if lo > 1 else -1 if hi < 1 else 0
 
 
-def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
+def _ratio_line(key: str, c: Compared, what: str = "") -> Line | None:
     """One comparison of ``<arm>_vs_<base>``; None without a ratio."""
-    med = b.median
+    med = c.median
     if med is None or med <= 0:
         return None
     arm, _, base = key.partition("_vs_")
-    lo, hi, kind, n = b.low, b.high, b.kind, b.n
+    (lo, hi, kind), n = ends(c), c.n_units or c.n
     reps = f", {n} repeats" if isinstance(n, int) and what == "" else ""
     if kind == "prediction" and lo is not None and hi is not None:
-        spread = f"95% re-run interval {fmt_speedup_range(lo, hi)}, {b.launches} launches"
+        launches = c.interval.n_units if c.interval else None
+        spread = f"95% re-run interval {fmt_speedup_range(lo, hi)}, {launches} launches"
     elif kind == "ci" and lo is not None and hi is not None:
         spread = f"95% CI {fmt_speedup_range(lo, hi)}{reps}"
     elif kind == "range" and lo is not None and hi is not None:
         spread = f"range {fmt_speedup_range(lo, hi)}: too few repeats for a CI"
     else:
         spread = "no interval"
-    direction = _direction(b)
+    direction = _direction(c)
     head = f"{what}: " if what else ""
     if direction == 0:
         return Line(
@@ -121,26 +95,25 @@ def _ratio_line(key: str, b: Block, what: str = "") -> Line | None:
     return Line(f"{head}{arm} {fmt_speedup(med, base)} ({spread})", tone)
 
 
-def micro_lines(typed: MicroReport, report: Dict) -> list[Line]:
+def micro_lines(typed: MicroReport, stated: Stated) -> list[Line]:
     s = typed.summary
     recorded = access.verdict(typed)
     if s.error or recorded.startswith(("INCOMPLETE", "MISMATCH")):
         return [Line(recorded or f"INCOMPLETE: {s.error}", "bad")]
     if s.bit_exact_all_repeats is False:
         return [Line(recorded or "MISMATCH: the owner's BF16 outputs differ between arms", "bad")]
-    totals = {k: Block.of(b) for k, (_, b) in speedup_blocks(report).items()}
-    payload = {k: Block.of(b) for k, (_, b) in payload_blocks(report).items()}
+    totals, payload = speedup_blocks(stated), payload_blocks(stated)
     lines = [ln for k, b in totals.items() if (ln := _ratio_line(k, b))]
     reps = s.repeats_completed
     if s.bit_exact_all_repeats:
         lines.append(Line(f"owner BF16 outputs identical in {reps} repeats", "good"))
     for key, block in payload.items():
-        if block.kind == "none":
+        if ends(block)[2] == "none":
             continue  # a payload ratio without its own interval is no headline
         line = _ratio_line(key, block, "payload cost (arm minus control)")
         if line is None:
             continue
-        total = totals.get(key) or Block.of({})
+        total = totals.get(key) or Compared()
         if _direction(total) * _direction(block) < 0:
             line = Line(
                 line.text + "; the total says the opposite: the arms' control planes, not "
@@ -154,39 +127,38 @@ def micro_lines(typed: MicroReport, report: Dict) -> list[Line]:
 # ----------------------------------------------------------------------------- serve-ab
 
 
-def _pct_interval(b: Block) -> str:
-    lo, hi = b.low, b.high
+def _pct_interval(c: Compared) -> str:
+    lo, hi, kind = ends(c)
     if lo is None or hi is None:
-        return b.verdict or "no interval"
-    if b.kind == "ci":
+        return c.verdict or "no interval"
+    if kind == "ci":
         return f"95% CI {fmt_pct(lo)} .. {fmt_pct(hi)}"
-    return f"range {fmt_pct(lo)} .. {fmt_pct(hi)}: {b.verdict or 'no CI'}"
+    return f"range {fmt_pct(lo)} .. {fmt_pct(hi)}: {c.verdict or 'no CI'}"
 
 
-def _resolved(b: Block) -> int:
+def _resolved(c: Compared) -> int:
     """+1 resolved increase, -1 resolved decrease, 0 not resolved (percent deltas)."""
-    lo, hi = b.low, b.high
-    if b.kind != "ci" or lo is None or hi is None or b.significant is False:
+    lo, hi, kind = ends(c)
+    if kind != "ci" or lo is None or hi is None or c.significant is False:
         return 0
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
-def _throughput(block: Block) -> tuple[str, int]:
+def _throughput(block: Compared) -> tuple[str, int]:
     """The throughput part of a line and its resolved direction (+1 higher)."""
     d = block.delta_pct
     if d is None:
         return "", 0
     direction = _resolved(block)
     if direction == 0:
-        kind = block.kind
         n = block.b_units
         reps = f"{n} repeat" + ("" if n == 1 else "s")
-        why = f"{reps}: no interval" if kind != "ci" else UNRESOLVED
+        why = f"{reps}: no interval" if ends(block)[2] != "ci" else UNRESOLVED
         return f"; throughput {fmt_pct(d)} ({why})", 0
     return f"; throughput {fmt_pct(d)} ({_pct_interval(block)})", direction
 
 
-def _ab_line(rate: str, name: str, med: Block, thr_block: Block) -> Line | None:
+def _ab_line(rate: str, name: str, med: Compared, thr_block: Compared) -> Line | None:
     """One A/B comparison's line: its median TTFT and throughput blocks."""
     d = med.delta_pct
     if d is None or med.b_units == 0:
@@ -235,7 +207,7 @@ def serve_lines(typed: ServeReport, report: Dict) -> list[Line]:
     # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
     compared = [
         (rate, comparison_name(arm, metrics, base),
-         Block.of(metrics.get("median_ttft")), Block.of(metrics.get("throughput")))
+         _compared(metrics.get("median_ttft")), _compared(metrics.get("throughput")))
         for rate, arm, _, metrics in ab_entries(report)
     ]  # fmt: skip
     lines = []
@@ -278,7 +250,7 @@ def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
     if isinstance(typed, ParityReport):
         return parity_lines(typed)
     if isinstance(typed, MicroReport):
-        return micro_lines(typed, report)
+        return micro_lines(typed, micro_of(report).stated)
     if isinstance(typed, ServeReport):
         return serve_lines(typed, report)
     return [Line(access.verdict(typed) or "no verdict", "info")]

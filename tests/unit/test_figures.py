@@ -21,7 +21,12 @@ from kimi_bench.cli.main import app
 from kimi_bench.infra.stats.format import fmt_ms
 from kimi_bench.report import access, figbase, figures
 from kimi_bench.report.figbase import human_bytes
-from kimi_bench.report.figures_micro import stage_stats, stages_figure, timeline_figure
+from kimi_bench.report.figures_micro import (
+    micro_timeline,
+    stage_stats,
+    stages_figure,
+    timeline_figure,
+)
 from kimi_bench.report.figures_parity import parity_grid_figure
 from kimi_bench.report.figures_serve import (
     ServeFigures,
@@ -29,7 +34,7 @@ from kimi_bench.report.figures_serve import (
     ttft_vs_rate_figure,
 )
 from kimi_bench.report.schema import parse_report
-from kimi_bench.report.tables_micro import derived
+from kimi_bench.report.tables_micro import derived, micro_of
 from kimi_bench.results.serve_rows import bootstrap_interval, readable_requests
 from tests.committed import raw_report
 
@@ -94,7 +99,7 @@ def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
 
 def test_timeline_fallback_is_the_median_repeat_end_to_end() -> None:
     rep = load(EXAMPLE / "micro")
-    spans, per_rank = access.micro_timeline(rep, "deferred")
+    spans, per_rank = micro_timeline(micro_of(rep), "deferred")
     assert not per_rank
     totals = sorted(rep["repeats"]["deferred"], key=lambda r: r["total_ms"])
     median_rep = totals[len(totals) // 2]
@@ -306,7 +311,7 @@ def test_payload_figure_says_when_a_payload_is_not_resolved_above_zero() -> None
     rep = load(H200 / "micro" / "sglang-0.5.23" / "r8-shm")
     arm = next(iter(rep["control"]["payload"]))
     total = rep["control"]["payload"][arm]["total"]
-    total["interval"] = {"low": 1.0, "high": 2.0 * max(total["payload_ms"], 1.0)}
+    total["interval"] = {"low": 1.0, "high": 2.0 * max(total["payload_ms"], 1.0), "kind": "ci"}
     assert "not resolved above zero" not in all_text(payload_figure(rep))
     total["interval"]["low"] = -1.0  # the interval reaches zero: the bar may be noise
     assert "not resolved above zero" in all_text(payload_figure(rep))
