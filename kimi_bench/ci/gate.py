@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kimi_bench.ci.baseline import (
     Allow,
@@ -167,10 +166,6 @@ class GateOutcome:
     @property
     def inconclusive(self) -> list[RuleResult]:
         return [r for r in self.results if r.verdict == INCONCLUSIVE]
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        return [r.as_dict() for r in self.results]
 
     @property
     def empty(self) -> bool:
