@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.agree import micro_raw
 from kimi_bench.report.agree_serve import derive_report
-from kimi_bench.report.envelope import Loose, RunConfig
+from kimi_bench.report.envelope import Flag, Loose, RunConfig
 from kimi_bench.report.model import Report, ReportError, validate_report
 from kimi_bench.report.roles import baseline_arm
 from kimi_bench.results import derive_parity, has_fp32, parity_rows
@@ -70,7 +70,7 @@ class Derived:
     @cached_property
     def serve(self) -> ServeDerived:
         rep = self.report
-        return derive_report(rep.config, rep.summary, rep.data.get("requests") or [])
+        return derive_report(rep.config, rep.summary, rep.data["requests"])
 
     @cached_property
     def parity(self) -> ParityDerived:
@@ -80,6 +80,12 @@ class Derived:
     @property
     def fp32(self) -> bool:
         return has_fp32(self.report.config)
+
+
+class RunEnd(BaseModel):
+    """Whether the writer marked the run final (reports from before the flag lack it)."""
+
+    final: Flag | None = None
 
 
 @dataclass
@@ -174,6 +180,5 @@ def stopped(report: Report, ev: Evidence) -> None:
         ev.missing(s.error)
     elif (s.verdict or "").upper().startswith("INCOMPLETE"):
         ev.missing(str(s.verdict))
-    final = report.data.get("final")
-    if final is not None and final is not True:
+    if RunEnd.model_validate(report.data).final is False:
         ev.missing("the report was not marked final (the run did not reach its end)")
