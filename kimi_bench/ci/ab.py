@@ -29,7 +29,6 @@ from pydantic import BaseModel
 from kimi_bench.ci.ab_report import (
     AbDoc,
     AbSettings,
-    ChangeDoc,
     HostLoad,
     Launch,
     LoadSnapshot,
@@ -223,7 +222,7 @@ def run_ab(
         schema_version=SCHEMA, created=start.at, wall_s=round(time.monotonic() - t0, 1),
         base=_commit(base, launches), candidate=_commit(cand, launches), machine=machine,
         host_load=HostLoad(start=start, end=load_snapshot()), settings=settings,
-        launches=launches, metrics=[ChangeDoc.of(m) for m in metrics],
+        launches=launches, metrics=metrics,
         verdict="FAIL" if failed else "PASS", exit_code=1 if failed else 0,
         failed_metrics=[m.metric for m in failed],
     )  # fmt: skip

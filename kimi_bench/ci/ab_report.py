@@ -73,8 +73,8 @@ class Machine(BaseModel):
 
 class AbSettings(BaseModel):
     launches_per_revision: int
-    launches_asked: int | None = None
-    max_launches: int | None = None
+    launches_asked: int
+    max_launches: int
     order: str
     micro: list[str]
     max_regression: float
@@ -82,28 +82,6 @@ class AbSettings(BaseModel):
     method: str
     figure: str
     figure_means: str
-
-
-class ChangeDoc(BaseModel):
-    """A metric's paired change (``ab_stats.PairedChange``) and its sentence."""
-
-    metric: str
-    better: str
-    n_pairs: int
-    estimate: float
-    low: float
-    high: float
-    p_value: float | None
-    confidence: float
-    threshold: float
-    verdict: str
-    pair_changes: list[float]
-    method: str
-    sentence: str
-
-    @classmethod
-    def of(cls, m: PairedChange) -> ChangeDoc:
-        return cls.model_validate(m.as_dict() | {"sentence": m.sentence()})
 
 
 class AbDoc(BaseModel):
@@ -119,7 +97,7 @@ class AbDoc(BaseModel):
     host_load: HostLoad
     settings: AbSettings
     launches: list[Launch]
-    metrics: list[ChangeDoc]
+    metrics: list[PairedChange]
     verdict: str
     exit_code: int
     failed_metrics: list[str]
@@ -188,7 +166,7 @@ def write(doc: AbDoc, out: Path) -> list[Path]:
 def _extended(s: AbSettings) -> str:
     """`` (asked 6; pairs added while a metric was inconclusive, up to 12)`` or ""."""
     asked, cap = s.launches_asked, s.max_launches
-    if asked is None or cap is None or cap == asked:
+    if cap == asked:
         return ""
     if s.launches_per_revision == asked:
         return f" (up to {cap} had a metric stayed inconclusive)"

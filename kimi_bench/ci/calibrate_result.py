@@ -90,11 +90,6 @@ class Written(BaseModel):
     out_of_sample: Scores
 
 
-class PairRows(BaseModel):
-    in_sample: list[PairRow]
-    out_of_sample: list[PairRow]
-
-
 class MetricDoc(BaseModel):
     """One metric's figures in ``calibration.json``."""
 
@@ -103,12 +98,7 @@ class MetricDoc(BaseModel):
     in_sample: Scores
     out_of_sample: Scores
     as_written: Written
-    pairs: PairRows
-
-
-class WrittenGate(BaseModel):
-    in_sample: GateCounts
-    out_of_sample: GateCounts
+    pairs: dict[str, list[PairRow]]  # in_sample, out_of_sample
 
 
 class GateDoc(BaseModel):
@@ -116,7 +106,7 @@ class GateDoc(BaseModel):
 
     in_sample: GateCounts
     out_of_sample: GateCounts
-    as_written: WrittenGate
+    as_written: dict[str, GateCounts]  # in_sample, out_of_sample
 
 
 @dataclass
@@ -195,9 +185,10 @@ class MetricResult:
                 in_sample=rates(self.in_sample, self.written, st.level),
                 out_of_sample=self._oos_per_carrier(self.written, st),
             ),
-            pairs=PairRows(
-                in_sample=_pair_rows(self.in_sample), out_of_sample=_pair_rows(self.out_of_sample)
-            ),
+            pairs={
+                "in_sample": _pair_rows(self.in_sample),
+                "out_of_sample": _pair_rows(self.out_of_sample),
+            },
         )
 
 
@@ -256,10 +247,10 @@ class Calibration:
         return GateDoc(
             in_sample=gate_counts(ins, chosen, st.level, self.failed_runs),
             out_of_sample=gate_counts(oos, chosen, st.level, set()),
-            as_written=WrittenGate(
-                in_sample=gate_counts(ins, as_written, st.level, self.failed_runs),
-                out_of_sample=gate_counts(oos, as_written, st.level, set()),
-            ),
+            as_written={
+                "in_sample": gate_counts(ins, as_written, st.level, self.failed_runs),
+                "out_of_sample": gate_counts(oos, as_written, st.level, set()),
+            },
         )
 
     def document(self) -> CalibrationDoc:

@@ -190,7 +190,7 @@ def calibration_markdown(cal: Calibration) -> str:
     for rule, c in cal.absolute.items():
         abs_rows.append(f"| {rule} | {c.runs} | {c.fail} | {c.inconclusive} |")
     gi, go = gate.in_sample, gate.out_of_sample
-    wi, wo = gate.as_written.in_sample, gate.as_written.out_of_sample
+    wi, wo = gate.as_written["in_sample"], gate.as_written["out_of_sample"]
     return "\n".join([
         "# kimi-bench gate calibration", "",
         f"Injected slowdown of the deferred arm: +{st.slowdown:.0%}; in-sample target "
