@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from kimi_bench.ci.calibrate_pairs import Pair, Run, cross_machine_pairs, in_sample_pairs
+from kimi_bench.ci.evidence import Derived
 from kimi_bench.ci.gate import evaluate
 from kimi_bench.ci.metrics import (
     KIND_TABLE,
@@ -131,11 +132,11 @@ def outcome_of(
 
 
 def own_samples(
-    metric: str, candidate: Report, reference: Report
+    metric: str, candidate: Derived, reference: Derived
 ) -> tuple[Samples, Samples] | None:
     """The eager arm's and the measured arm's own totals of a pair, for a metric that moves
     with both (``metrics.own_time_metric``), else None."""
-    own, eager = own_time_metric(candidate, metric), eager_time_metric(candidate)
+    own, eager = own_time_metric(candidate.report, metric), eager_time_metric(candidate.report)
     if own is None or eager is None:
         return None
     try:
@@ -145,17 +146,6 @@ def own_samples(
         )
     except KeyError:
         return None
-
-
-def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | None:
-    """The baseline rule's two numbers for one pair (None: a side lacks the metric)."""
-    try:
-        xs, bs = metric_samples(candidate, metric), metric_samples(reference, metric)
-    except KeyError:
-        return None
-    return (
-        outcome_of(metric, xs, bs, own_samples(metric, candidate, reference)) if xs and bs else None
-    )
 
 
 @dataclass
@@ -197,8 +187,8 @@ def score(metric: str, pairs: Sequence[Pair], slowdown: float) -> Scored:
     kind = "serve-ab" if metric.startswith("serve_ab.") else metric.split(".")[0]
     out = Scored(metric)
     for p in pairs:
-        ref, cand = p.reference.report, p.candidate.report
-        if ref.kind != kind:
+        ref, cand = p.reference.derived, p.candidate.derived
+        if ref.report.kind != kind:
             continue
         try:
             xs, bs = metric_samples(cand, metric), metric_samples(ref, metric)

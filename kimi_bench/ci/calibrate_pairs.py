@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kimi_bench.ci.comparable import SETUP_KEYS
+from kimi_bench.ci.evidence import Derived
 from kimi_bench.report.envelope import Loose, Open, RunConfig
 from kimi_bench.report.model import Report
 
@@ -28,6 +30,11 @@ class Run:
     report: Report
     machine: str
     index: int  # order within its machine (the order the runs were given)
+
+    @cached_property
+    def derived(self) -> Derived:
+        """Its figures, derived once for every metric and pair it is in."""
+        return Derived(self.report)
 
     @property
     def carrier(self) -> str:
