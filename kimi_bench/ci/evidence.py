@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.report.agree import micro_raw
 from kimi_bench.report.agree_serve import derive_report
-from kimi_bench.report.envelope import Flag, Loose, RunConfig
+from kimi_bench.report.envelope import Count, Flag, Loose, RunConfig
 from kimi_bench.report.model import Report, ReportError, validate_report
 from kimi_bench.report.roles import baseline_arm
 from kimi_bench.results import derive_parity, has_fp32, parity_rows
@@ -30,8 +30,6 @@ from kimi_bench.results.micro import MicroDerived, derive_micro
 from kimi_bench.results.parity import ParityDerived
 from kimi_bench.results.serve import ServeDerived
 
-Int = Annotated[int, Field(strict=True)]
-Bool = Annotated[bool, Field(strict=True)]
 # per rate, each arm against the base arm: its comparisons by name (median_ttft, ...)
 AB = dict[str, dict[str, dict[str, Comparison | None]]]
 
@@ -44,20 +42,20 @@ class GateConfig(RunConfig):
     """The run's config as the evidence reads it: what was planned (a value of another
     type reads as not planned)."""
 
-    requests: Loose[Int] = None
-    repeats: Loose[Int] = None
-    launches: Loose[Int] = None
-    seed: Loose[Int] = None
-    per_request: Loose[Bool] = None  # false: a peer's summary-only file
+    requests: Loose[Count] = None
+    repeats: Loose[Count] = None
+    launches: Loose[Count] = None
+    seed: Loose[Count] = None
+    per_request: Loose[Flag] = None  # false: a peer's summary-only file
     capacity: Any = None  # a --capacity search (truthy)
 
 
+@dataclass
 class Derived:
     """One checked report and what its raw data gives, each derived at most once: the
     gate's evidence, its baseline metrics (``ci.metrics``) and ``calibrate`` share it."""
 
-    def __init__(self, report: Report) -> None:
-        self.report = report
+    report: Report
 
     @cached_property
     def config(self) -> GateConfig:
@@ -121,11 +119,7 @@ class Evidence:
         return self.derived.micro
 
     @property
-    def parity(self) -> ParityDerived:
-        return self.derived.parity
-
-    @property
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> dict[str, AB]:
         """The serve-ab figures as the earlier dict (``peers.report`` reads ``ab``)."""
         return {"ab": self.serve.ab} if self.serve is not None else {}
 

@@ -42,7 +42,7 @@ def summary_only_evidence(
     w, cfg = where_of(report), derived.config
     ev = Evidence("serve-ab", derived)
     planned, repeats = cfg.requests, cfg.repeats or 1
-    if planned is None or planned < 0:
+    if planned is None:
         got = report.config.get("requests")  # as written: it may be of another type
         raise EvidenceError(f"{w}: config.requests must be an integer, got {got!r}")
     rows = stated_rows(report)

@@ -35,7 +35,7 @@ def parity_rules(ev: Evidence, rules: ParityRules | None) -> list[RuleResult]:
     ``max_rejected`` allows that many."""
     if rules is None or not rules.all_bit_exact:
         return []
-    d = ev.parity
+    d = ev.derived.parity
     bad, accepted, rejected = sorted(d.exactness_differing), d.accepted, list(d.rejected)
     allowed = rules.max_rejected or 0
     dtypes = "FP32 and BF16" if ev.derived.fp32 else "BF16 (no FP32 features)"
