@@ -15,7 +15,6 @@ Exit codes: 0 no regression, 1 a regression (or a candidate launch that failed),
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
 import platform
@@ -23,10 +22,19 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
+from pydantic import BaseModel
+
+from kimi_bench.ci.ab_report import (
+    AbDoc,
+    AbSettings,
+    HostLoad,
+    Launch,
+    LoadSnapshot,
+    Machine,
+    RevisionDoc,
+)
 from kimi_bench.ci.ab_stats import (
     METHOD,
     PairedChange,
@@ -37,6 +45,7 @@ from kimi_bench.ci.ab_stats import (
 from kimi_bench.ci.revisions import Revision, ask_version, resolve
 from kimi_bench.options.ab import AbOptions
 from kimi_bench.report.envelope import Header
+from kimi_bench.report.kinds import MicroArm
 
 SCHEMA = 1
 METRICS = (("deferred_ms", "lower"), ("speedup", "higher"))
@@ -55,7 +64,7 @@ class LaunchFailed(RuntimeError):
         self.side = side
 
 
-def load_snapshot() -> dict[str, Any]:
+def load_snapshot() -> LoadSnapshot:
     """The host's load averages now (NaN where the OS has none) and its usable CPUs."""
     try:
         one, five, fifteen = os.getloadavg()
@@ -63,34 +72,31 @@ def load_snapshot() -> dict[str, Any]:
         one = five = fifteen = math.nan
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return {"load_1m": one, "load_5m": five, "load_15m": fifteen, "cpus": cpus, "at": now}
+    return LoadSnapshot(load_1m=one, load_5m=five, load_15m=fifteen, cpus=cpus, at=now)
 
 
-@dataclass(frozen=True)
-class Launch:
-    """One process launch of one revision's micro and its figures (medians of its repeats)."""
-
-    position: int  # in run order, from 0
-    pair: int
-    side: str
-    folder: str
-    wall_s: float
-    deferred_ms: float
-    eager_ms: float
-    speedup: float
-    repeats: int
-    bit_exact: bool
-    load_1m: float | None  # at the launch's start, from its report
-    commit: str | None
-    version: str | None
+class LaunchSummary(BaseModel):
+    repeats_completed: int
+    bit_exact_all_repeats: bool | None = None
+    eager_median_ms: float | None = None
+    deferred_median_ms: float | None = None
 
 
-def arm_figure(doc: dict[str, Any], arm: str, figure: str) -> float:
-    """One arm's figure in a micro report: the fastest of its measured repeats (``min``)
-    or the median the report gives (``median``)."""
-    if figure == "median":
-        return float(doc["summary"][f"{arm}_median_ms"])
-    return float(min(doc["arms"][arm]["total_ms"]["samples"]))
+class LaunchReport(Header):
+    """What the A/B reads of a launch's micro report."""
+
+    summary: LaunchSummary  # type: ignore[assignment]
+    arms: dict[str, MicroArm]
+
+    def figure(self, arm: str, figure: str) -> float:
+        """One arm's figure: the fastest of its measured repeats (``min``) or the median
+        the report gives (``median``)."""
+        if figure == "median":
+            v = getattr(self.summary, f"{arm}_median_ms")
+            if v is None:
+                raise KeyError(f"{arm}_median_ms")
+            return float(v)
+        return float(min(self.arms[arm].total_ms.samples))
 
 
 def _figures(
@@ -99,18 +105,16 @@ def _figures(
     """The launch's figures from its report.json (``where``: pair, position)."""
     pair, position = where
     try:
-        doc = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-        s, env = doc["summary"], Header.model_validate(doc).environment
+        doc = LaunchReport.model_validate_json((folder / "report.json").read_bytes())
+        s, env = doc.summary, doc.environment
         start = env.host_load.start if env.host_load else None
-        load = (start or {}).get("load_1m")
-        deferred, eager = arm_figure(doc, "deferred", figure), arm_figure(doc, "eager", figure)
+        deferred, eager = doc.figure("deferred", figure), doc.figure("eager", figure)
         return Launch(
             position=position, pair=pair, side=rev.label, folder=str(folder),
             wall_s=round(wall, 2), deferred_ms=deferred, eager_ms=eager,
-            speedup=eager / deferred,
-            repeats=int(s["repeats_completed"]), bit_exact=bool(s.get("bit_exact_all_repeats")),
-            load_1m=load, commit=env.git.commit if env.git else None,
-            version=env.package_version,
+            speedup=eager / deferred, repeats=s.repeats_completed,
+            bit_exact=bool(s.bit_exact_all_repeats), load_1m=(start or {}).get("load_1m"),
+            commit=env.git.commit if env.git else None, version=env.package_version,
         )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LaunchFailed(rev.label, f"{rev.label} launch {position + 1}: no usable "
@@ -154,9 +158,11 @@ def resolve_both(opts: AbOptions) -> tuple[Revision, Revision]:
     return ask_version(base), ask_version(cand)
 
 
-def _commit(rev: Revision, launches: list[Launch]) -> dict[str, Any]:
+def _commit(rev: Revision, launches: list[Launch]) -> RevisionDoc:
     seen = sorted({la.commit or "unknown" for la in launches if la.side == rev.label})
-    return rev.as_dict() | {"commit": rev.commit or (seen[0] if len(seen) == 1 else seen)}
+    commit = rev.commit or (seen[0] if len(seen) == 1 else seen)
+    return RevisionDoc(label=rev.label, given=rev.given, source=rev.source,
+                       command=list(rev.command), commit=commit, version=rev.version)  # fmt: skip
 
 
 def _metrics(launches: list[Launch], opts: AbOptions) -> list[PairedChange]:
@@ -183,7 +189,7 @@ def run_ab(
     cand: Revision,
     out: Path,
     progress: Callable[[Launch, int], None] | None = None,
-) -> dict[str, Any]:
+) -> AbDoc:
     """Every launch in A B, B A order, then the report's document (``exit_code`` in it)."""
     start = load_snapshot()
     t0 = time.monotonic()
@@ -201,40 +207,22 @@ def run_ab(
             planned += 1  # one more pair while a metric is undecided
     metrics = _metrics(launches, opts)
     failed = [m for m in metrics if m.verdict == "regression"]
-    first = json.loads(Path(launches[0].folder, "report.json").read_text(encoding="utf-8"))
-    env = Header.model_validate(first).environment
-    return {
-        "kind": "revision-ab",
-        "schema_version": SCHEMA,
-        "created": start["at"],
-        "wall_s": round(time.monotonic() - t0, 1),
-        "base": _commit(base, launches),
-        "candidate": _commit(cand, launches),
-        "machine": {
-            "host": socket.gethostname(),
-            "platform": platform.platform(),
-            "device": env.device,
-            "device_name": env.device_name,
-            "cpu_count": env.cpu_count,
-            "torch": env.torch,
-            "python": env.python,
-        },
-        "host_load": {"start": start, "end": load_snapshot()},
-        "settings": {
-            "launches_per_revision": planned,
-            "launches_asked": opts.launches,
-            "max_launches": opts.launch_cap,
-            "order": "A B, B A, A B, ...",
-            "micro": opts.micro_command(),
-            "max_regression": opts.max_regression,
-            "confidence": opts.confidence,
-            "method": METHOD,
-            "figure": opts.figure,
-            "figure_means": FIGURES[opts.figure],
-        },
-        "launches": [asdict(la) for la in launches],
-        "metrics": [m.as_dict() | {"sentence": m.sentence()} for m in metrics],
-        "verdict": "FAIL" if failed else "PASS",
-        "exit_code": 1 if failed else 0,
-        "failed_metrics": [m.metric for m in failed],
-    }
+    first = Path(launches[0].folder, "report.json").read_bytes()
+    env = LaunchReport.model_validate_json(first).environment
+    machine = Machine(host=socket.gethostname(), platform=platform.platform(),
+                      device=env.device, device_name=env.device_name, cpu_count=env.cpu_count,
+                      torch=env.torch, python=env.python)  # fmt: skip
+    settings = AbSettings(
+        launches_per_revision=planned, launches_asked=opts.launches,
+        max_launches=opts.launch_cap, order="A B, B A, A B, ...", micro=opts.micro_command(),
+        max_regression=opts.max_regression, confidence=opts.confidence, method=METHOD,
+        figure=opts.figure, figure_means=FIGURES[opts.figure],
+    )  # fmt: skip
+    return AbDoc(
+        schema_version=SCHEMA, created=start.at, wall_s=round(time.monotonic() - t0, 1),
+        base=_commit(base, launches), candidate=_commit(cand, launches), machine=machine,
+        host_load=HostLoad(start=start, end=load_snapshot()), settings=settings,
+        launches=launches, metrics=metrics,
+        verdict="FAIL" if failed else "PASS", exit_code=1 if failed else 0,
+        failed_metrics=[m.metric for m in failed],
+    )  # fmt: skip

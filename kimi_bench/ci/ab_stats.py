@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
 from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
 
 METHOD = "paired t interval over launch pairs (scipy.stats.ttest_1samp on log ratios)"
 
 Verdict = Literal["regression", "inconclusive", "improvement", "ok", "eager moved"]
 
 
-@dataclass(frozen=True)
-class PairedChange:
-    """One metric's change, candidate vs base (``+0.2``: 20% worse)."""
+class PairedChange(BaseModel):
+    """One metric's change, candidate vs base (``+0.2``: 20% worse); as the A/B's
+    report.json holds it, with its method and sentence."""
+
+    model_config = ConfigDict(frozen=True)
 
     metric: str
     better: Literal["lower", "higher"]
@@ -46,10 +49,10 @@ class PairedChange:
     threshold: float
     verdict: Verdict
     pair_changes: tuple[float, ...]  # each pair's change, same sign convention
+    method: str = METHOD
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self) | {"method": METHOD, "pair_changes": list(self.pair_changes)}
-
+    @computed_field  # type: ignore[prop-decorator]
+    @property
     def sentence(self) -> str:
         """One line: the metric, its change with the interval and what it means."""
         ci = f"{self.confidence:.0%} CI {self.low:+.1%} .. {self.high:+.1%}"
@@ -102,9 +105,18 @@ def paired_change(
     elif est < -threshold and hi < 0:
         verdict = "improvement"
     return PairedChange(
-        metric, better, len(logs), est, math.expm1(lo), math.expm1(hi), p, confidence,
-        threshold, verdict, tuple(math.expm1(v) for v in logs),
-    )  # fmt: skip
+        metric=metric,
+        better=better,
+        n_pairs=len(logs),
+        estimate=est,
+        low=math.expm1(lo),
+        high=math.expm1(hi),
+        p_value=p,
+        confidence=confidence,
+        threshold=threshold,
+        verdict=verdict,
+        pair_changes=tuple(math.expm1(v) for v in logs),
+    )
 
 
 def deferred_bound(speedup: PairedChange, deferred: PairedChange) -> PairedChange:
@@ -116,7 +128,7 @@ def deferred_bound(speedup: PairedChange, deferred: PairedChange) -> PairedChang
     stands = {"regression": deferred.low > 0, "inconclusive": deferred.estimate > 0}
     if stands.get(speedup.verdict, True):
         return speedup
-    return replace(speedup, verdict="eager moved")
+    return speedup.model_copy(update={"verdict": "eager moved"})
 
 
 def launch_order(launches: int) -> list[tuple[int, str]]:

@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kimi_bench.ci.comparable import EAGER_BASELINE, Difference, comparable, describe
+from kimi_bench.ci.evidence import Derived
 from kimi_bench.ci.metrics import (
     GATED_KINDS,
     KIND_TABLE,
@@ -58,7 +59,7 @@ def mann_whitney_greater(new: list[float], base: list[float]) -> float:
     return mann_whitney(new, base, alternative="greater").p_value
 
 
-def _moved(new: Report, base: Report, metric: str | None, alpha: float) -> tuple[int, str]:
+def _moved(new: Derived, base: Derived, metric: str | None, alpha: float) -> tuple[int, str]:
     """Did ``metric`` (a time) move between the runs? +1 significantly slower, -1
     significantly faster (one-sided Mann-Whitney p < alpha, median that way), 0 neither;
     with the words."""
@@ -79,14 +80,14 @@ def _moved(new: Report, base: Report, metric: str | None, alpha: float) -> tuple
     return way, f"the {arm} arm's own total {m_base:.4g} -> {m_new:.4g} ms (p = {p:.3g})"
 
 
-def _eager_moved(metric: str, new: Report, base: Report, alpha: float) -> str | None:
+def _eager_moved(metric: str, new: Derived, base: Derived, alpha: float) -> str | None:
     """For a metric that moves with the eager arm too (``metrics.own_time_metric``): why its
     regression is the eager arm's, not the measured arm's (the eager arm got significantly
     faster and the arm itself did not get significantly slower), or None."""
-    own = own_time_metric(new, metric)
+    own = own_time_metric(new.report, metric)
     if own is None:
         return None
-    eager, eager_why = _moved(new, base, eager_time_metric(new), alpha)
+    eager, eager_why = _moved(new, base, eager_time_metric(new.report), alpha)
     arm, arm_why = _moved(new, base, own, alpha)
     if eager < 0 and arm <= 0:
         return (
@@ -114,17 +115,18 @@ def _notes(base: Report, diffs: list[Difference]) -> str:
 
 
 def _compare(
-    metric: str, new: Report, base: Report, rules: BaselineRules, notes: str = ""
+    metric: str, new: Derived, base: Derived, rules: BaselineRules, notes: str = ""
 ) -> RuleResult:
-    threshold = rules.threshold(metric, new.header.config.transport)
+    threshold = rules.threshold(metric, new.config.transport)
+    source = base.report.source
     name, alpha = f"baseline.{metric}", rules.alpha
     xs = metric_samples(new, metric)
     try:
         bs = metric_samples(base, metric)
     except KeyError:
-        return RuleResult(name, None, threshold, FAIL, f"baseline {base.source} has no {metric}")
+        return RuleResult(name, None, threshold, FAIL, f"baseline {source} has no {metric}")
     if not xs or not bs:
-        which = "this report" if not xs else f"baseline {base.source}"
+        which = "this report" if not xs else f"baseline {source}"
         return RuleResult(name, None, threshold, FAIL, f"no samples of {metric} in {which}")
     m_new, m_base = median(xs), median(bs)
     change = (m_new - m_base) / m_base if m_base else math.nan
@@ -137,20 +139,20 @@ def _compare(
     fail = fail and eager_moved is None
     unless = (
         " (unless the eager arm got faster while the arm itself did not get slower)"
-        if own_time_metric(new, metric)
+        if own_time_metric(new.report, metric)
         else ""
     )
     why = (
         f"median {m_base:.4g} -> {m_new:.4g} ({change:+.1%}); Mann-Whitney one-sided "
         f"p = {test.p_value:.3g} ({test.method}); fails if worse by > {threshold:.1%} and "
-        f"p < {alpha}{unless}{eager_moved or ''}; baseline {base.source}{notes}"
+        f"p < {alpha}{unless}{eager_moved or ''}; baseline {source}{notes}"
     )
     return RuleResult(name, change, threshold, FAIL if fail else PASS, why)
 
 
 def relative_rules(
-    new: Report,
-    base: Report | None,
+    new: Derived,
+    base: Derived | None,
     rules: BaselineRules,
     *,
     required: bool = False,
@@ -161,7 +163,7 @@ def relative_rules(
     reason of each rule skipped for want of one), ``notes``: what to say about the
     baseline (``_notes``)."""
     out = []
-    prefix = KIND_TABLE[new.kind] + "."
+    prefix = KIND_TABLE[new.report.kind] + "."
     for metric in (m for m in rules.metrics if m.startswith(prefix)):
         name = f"baseline.{metric}"
         try:
@@ -188,18 +190,19 @@ def is_self(report: Report, path: Path) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _load_version(path: str, mtime_ns: int, size: int) -> Report:
-    """One version of a candidate file, read once per process (a gate over a folder of
-    reports searches the same folder for every report it gates)."""
+def _load_version(path: str, mtime_ns: int, size: int) -> Derived:
+    """One version of a candidate file, read (and checked) once per process, its figures
+    derived at most once (a gate over a folder of reports searches the same folder for
+    every report it gates)."""
     del mtime_ns, size  # the cache key: an edited file is read again
-    return load_report(path, kinds=GATED_KINDS)
+    return Derived(load_report(path, kinds=GATED_KINDS))
 
 
-def _load_candidate(path: Path) -> Report:
+def _load_candidate(path: Path) -> Derived:
     try:
         st = path.stat()
     except OSError:
-        return load_report(path, kinds=GATED_KINDS)  # names the problem
+        return Derived(load_report(path, kinds=GATED_KINDS))  # names the problem
     return _load_version(str(path), st.st_mtime_ns, st.st_size)
 
 
@@ -234,9 +237,13 @@ class Found:
     """A baseline search's answer: the report (None: none found), why none was found (the
     reason of each skipped rule) and what the verdict must say about the one found."""
 
-    report: Report | None
+    derived: Derived | None
     why: str = NO_BASELINE
     notes: str = ""
+
+    @property
+    def report(self) -> Report | None:
+        return None if self.derived is None else self.derived.report
 
 
 def find_baseline(
@@ -275,15 +282,16 @@ def search_baseline(
         if is_self(report, c):
             continue
         try:
-            base = _load_candidate(c)
+            found = _load_candidate(c)
         except ReportError as exc:
             raise BaselineError(f"unusable baseline: {exc}") from None
+        base = found.report
         if base.kind != report.kind:
             closest.append((1 << 30, f"{c}: a {base.kind} report"))
             continue
         ok, diffs = comparable(report, base, allow)
         if ok:
-            return Found(base, notes=_notes(base, diffs))
+            return Found(found, notes=_notes(base, diffs))
         hard = [d for d in diffs if d.hard]
         closest.append((len(hard), f"{c}: not comparable ({describe(hard)})"))
     detail = "; ".join(w for _, w in sorted(closest, key=lambda x: x[0])[:3]) or "no other report"

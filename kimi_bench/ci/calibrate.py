@@ -26,7 +26,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from kimi_bench.ci.calibrate_pairs import Pair, Run, cross_machine_pairs, in_sample_pairs
+from kimi_bench.ci.evidence import Derived
 from kimi_bench.ci.gate import evaluate
 from kimi_bench.ci.metrics import (
     KIND_TABLE,
@@ -87,7 +90,7 @@ def inject(report: Report, slowdown: float) -> Report:
     serve-ab: deferred TTFTs). ``effect_factor`` gives what it does to each metric."""
     out = copy.deepcopy(report)
     k = 1.0 + slowdown
-    change = change_arm(report.config, [str(a) for a in report.config.get("arms") or []])
+    change = change_arm(report.config, [str(a) for a in report.header.config.arms])
     if report.kind == "micro":
         for rec in out.data["repeats"].get(change, []):
             rec["total_ms"] *= k
@@ -129,11 +132,11 @@ def outcome_of(
 
 
 def own_samples(
-    metric: str, candidate: Report, reference: Report
+    metric: str, candidate: Derived, reference: Derived
 ) -> tuple[Samples, Samples] | None:
     """The eager arm's and the measured arm's own totals of a pair, for a metric that moves
     with both (``metrics.own_time_metric``), else None."""
-    own, eager = own_time_metric(candidate, metric), eager_time_metric(candidate)
+    own, eager = own_time_metric(candidate.report, metric), eager_time_metric(candidate.report)
     if own is None or eager is None:
         return None
     try:
@@ -143,17 +146,6 @@ def own_samples(
         )
     except KeyError:
         return None
-
-
-def outcome(metric: str, candidate: Report, reference: Report) -> PairOutcome | None:
-    """The baseline rule's two numbers for one pair (None: a side lacks the metric)."""
-    try:
-        xs, bs = metric_samples(candidate, metric), metric_samples(reference, metric)
-    except KeyError:
-        return None
-    return (
-        outcome_of(metric, xs, bs, own_samples(metric, candidate, reference)) if xs and bs else None
-    )
 
 
 @dataclass
@@ -195,8 +187,8 @@ def score(metric: str, pairs: Sequence[Pair], slowdown: float) -> Scored:
     kind = "serve-ab" if metric.startswith("serve_ab.") else metric.split(".")[0]
     out = Scored(metric)
     for p in pairs:
-        ref, cand = p.reference.report, p.candidate.report
-        if ref.kind != kind:
+        ref, cand = p.reference.derived, p.candidate.derived
+        if ref.report.kind != kind:
             continue
         try:
             xs, bs = metric_samples(cand, metric), metric_samples(ref, metric)
@@ -243,20 +235,27 @@ def smallest_effect(s: Scored, threshold: float, alpha: float, power: float) -> 
     return EFFECTS[lo]
 
 
-def absolute_rates(
-    runs: Sequence[Run], rules: GateRules
-) -> tuple[dict[str, dict[str, int]], set[str]]:
+@dataclass
+class RuleCount:
+    """How often one absolute rule failed or was inconclusive, over how many runs."""
+
+    fail: int = 0
+    inconclusive: int = 0
+    runs: int = 0
+
+
+def absolute_rates(runs: Sequence[Run], rules: GateRules) -> tuple[dict[str, RuleCount], set[str]]:
     """How often each absolute rule fails or is inconclusive on unchanged runs, and which
     runs (label) an absolute rule failed."""
     plain = rules.model_copy(update={"baseline": None})
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, RuleCount] = {}
     failed: set[str] = set()
     for run in runs:
         for r in evaluate([run.report], plain, None, baseline_required=False):
-            row = out.setdefault(r.rule, {"fail": 0, "inconclusive": 0, "runs": 0})
-            row["runs"] += 1
-            row["fail"] += r.verdict == FAIL
-            row["inconclusive"] += INCONCLUSIVE in r.reason
+            row = out.setdefault(r.rule, RuleCount())
+            row.runs += 1
+            row.fail += r.verdict == FAIL
+            row.inconclusive += INCONCLUSIVE in r.reason
             if r.verdict == FAIL:
                 failed.add(run.label)
     return out, failed
@@ -273,12 +272,20 @@ def pairs_for(runs: Sequence[Run], holdout: Sequence[Run]) -> tuple[list[Pair], 
     return in_sample_pairs(runs), cross_machine_pairs([*runs, *holdout])
 
 
+class GateCounts(BaseModel):
+    """The whole gate over a set of pairs: A/A pairs failed, injected pairs caught."""
+
+    pairs: int
+    aa_failures: int
+    injected_detected: int
+
+
 def gate_counts(
     per_metric: dict[str, Scored],
     limit: Callable[[str, str], float | None],
     alpha: float,
     failed: set[str],
-) -> dict[str, int]:
+) -> GateCounts:
     """The whole gate over the pairs, each metric at ``limit(metric, carrier)`` (None: not
     gated): an A/A pair fails when any metric fails it (or an absolute rule failed its
     candidate run); an injected pair is caught when any metric catches it."""
@@ -292,8 +299,6 @@ def gate_counts(
             bad = a.fails(t, alpha) or p.candidate.label in failed
             aa[name] = aa.get(name, False) or bad
             inj[name] = inj.get(name, False) or i.fails(t, alpha)
-    return {
-        "pairs": len(aa),
-        "aa_failures": sum(aa.values()),
-        "injected_detected": sum(inj.values()),
-    }
+    return GateCounts(
+        pairs=len(aa), aa_failures=sum(aa.values()), injected_detected=sum(inj.values())
+    )

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kimi_bench.ci.comparable import SETUP_KEYS
+from kimi_bench.ci.evidence import Derived
+from kimi_bench.report.envelope import Loose, Open, RunConfig
 from kimi_bench.report.model import Report
 
 CALIBRATION = "calibration"  # the machine label of the runs the thresholds are chosen on
@@ -27,6 +30,11 @@ class Run:
     report: Report
     machine: str
     index: int  # order within its machine (the order the runs were given)
+
+    @cached_property
+    def derived(self) -> Derived:
+        """Its figures, derived once for every metric and pair it is in."""
+        return Derived(self.report)
 
     @property
     def carrier(self) -> str:
@@ -41,25 +49,38 @@ class Run:
         return f"{self.machine}#{self.index}"
 
 
+class Profile(Open):
+    name: Any = None
+
+
+class SetupConfig(RunConfig):
+    """What a run's setup is named by, beyond ``RunConfig``."""
+
+    runtime_profile: Loose[Profile | str] = None
+    content: Any = None
+
+    @property
+    def profile(self) -> object:
+        p = self.runtime_profile
+        return p.name if isinstance(p, Profile) else p
+
+
 def setup_key(report: Report) -> str:
     """What two runs must share to be an A/A pair (kind, device, setup keys)."""
-    env = report.environment
-    cfg = report.config
-    parts: list[Any] = [report.kind, env.get("device"), env.get("device_name")]
-    parts += [cfg.get(k) for k in SETUP_KEYS.get(report.kind, ())]
-    profile = cfg.get("runtime_profile")
-    parts.append(profile.get("name") if isinstance(profile, dict) else profile)
+    env, cfg = report.header.environment, SetupConfig.model_validate(report.config)
+    parts: list[Any] = [report.kind, env.device, env.device_name]
+    parts += [report.config.get(k) for k in SETUP_KEYS.get(report.kind, ())]  # as written
+    parts.append(cfg.profile)
     return json.dumps(parts, sort_keys=True, default=str)
 
 
 def setup_text(report: Report) -> str:
     """A short name of a run's setup: ``micro 8 ranks shm sglang-0.5.23 random``."""
-    cfg = report.config
-    profile = cfg.get("runtime_profile")
-    name = profile.get("name") if isinstance(profile, dict) else cfg.get("runtime")
-    bits = [report.kind, f"{cfg.get('ranks')} ranks", str(cfg.get("transport")), str(name)]
-    if cfg.get("content"):
-        bits.append(str(cfg["content"]))
+    cfg = SetupConfig.model_validate(report.config)
+    name = cfg.profile if isinstance(cfg.runtime_profile, Profile) else cfg.runtime
+    bits = [report.kind, f"{cfg.ranks} ranks", str(cfg.transport), str(name)]
+    if cfg.content:
+        bits.append(str(cfg.content))
     return " ".join(bits)
 
 

@@ -9,9 +9,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import BaseModel
 from scipy.stats import beta
 
 from kimi_bench.ci.calibrate import (
+    GateCounts,
+    PairOutcome,
+    RuleCount,
     Scored,
     absolute_rates,
     gate_counts,
@@ -27,6 +31,25 @@ from kimi_bench.ci.rules import BaselineRules, GateRules
 Limit = Callable[[str], float]  # carrier -> threshold
 
 
+class Scores(BaseModel):
+    """One set of pairs scored (``calibration.json``): the rates at a threshold (absent
+    without one), whether both out-of-sample targets hold, the smallest slowdown caught,
+    the smallest threshold that holds and the rates there, and the same per carrier. Only
+    the fields given are written (``model_dump(exclude_unset=True)``)."""
+
+    pairs: int | None = None
+    aa_failures: int | None = None
+    aa_failure_rate: float | None = None
+    aa_failure_rate_upper_95: float | None = None
+    detected: int | None = None
+    detection_rate: float | None = None
+    holds: bool | None = None
+    smallest_effect: float | None = None
+    smallest_holding_threshold: float | None = None
+    at_smallest_holding: Scores | None = None
+    per_carrier: dict[str, Scores] | None = None
+
+
 def upper_bound(k: int, n: int, confidence: float = 0.95) -> float | None:
     """One-sided Clopper-Pearson upper bound of a rate seen as ``k`` of ``n``: how high the
     true A/A failure rate may still be (0 of 12 leaves up to 22%)."""
@@ -35,25 +58,66 @@ def upper_bound(k: int, n: int, confidence: float = 0.95) -> float | None:
     return 1.0 if k >= n else float(beta.ppf(confidence, k + 1, n - k))
 
 
-def rates(s: Scored, limit: Limit, alpha: float) -> dict[str, Any]:
+def rates(s: Scored, limit: Limit, alpha: float) -> Scores:
     n = len(s.aa)
     false = sum(o.fails(limit(c), alpha) for o, c in zip(s.aa, s.carriers, strict=True))
     caught = sum(o.fails(limit(c), alpha) for o, c in zip(s.injected, s.carriers, strict=True))
-    return {
-        "pairs": n,
-        "aa_failures": false,
-        "aa_failure_rate": false / n if n else None,
-        "aa_failure_rate_upper_95": upper_bound(false, n),
-        "detected": caught,
-        "detection_rate": caught / n if n else None,
-    }
+    return Scores(pairs=n, aa_failures=false, aa_failure_rate=false / n if n else None,
+                  aa_failure_rate_upper_95=upper_bound(false, n), detected=caught,
+                  detection_rate=caught / n if n else None)  # fmt: skip
 
 
-def holds(r: dict[str, Any], oos_target: float, power: float) -> bool:
+def holds(r: Scores, oos_target: float, power: float) -> bool:
     """Both out-of-sample targets: A/A failures <= oos_target, detection >= power."""
-    n = r["pairs"]
-    return bool(n) and r["aa_failures"] <= math.floor(oos_target * n + 1e-9) and r[
-        "detected"] >= math.ceil(power * n - 1e-9)  # fmt: skip
+    n, failed, caught = r.pairs or 0, r.aa_failures or 0, r.detected or 0
+    return bool(n) and failed <= math.floor(oos_target * n + 1e-9) and caught >= math.ceil(
+        power * n - 1e-9)  # fmt: skip
+
+
+class PairRow(BaseModel):
+    pair: str
+    carrier: str
+    setup: str
+    aa: PairOutcome
+    injected: PairOutcome
+
+
+class Written(BaseModel):
+    """The rules file's own thresholds (per carrier) and their rates."""
+
+    thresholds: dict[str, float]
+    in_sample: Scores
+    out_of_sample: Scores
+
+
+class MetricDoc(BaseModel):
+    """One metric's figures in ``calibration.json``."""
+
+    metric: str
+    threshold: float | None
+    in_sample: Scores
+    out_of_sample: Scores
+    as_written: Written
+    pairs: dict[str, list[PairRow]]  # in_sample, out_of_sample
+
+
+class GateDoc(BaseModel):
+    """The whole gate at the in-sample thresholds and at the rules file's own."""
+
+    in_sample: GateCounts
+    out_of_sample: GateCounts
+    as_written: dict[str, GateCounts]  # in_sample, out_of_sample
+
+
+@dataclass
+class Machine:
+    """One machine's runs and what their reports say of where they ran."""
+
+    runs: int = 0
+    commits: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    platform: list[str] = field(default_factory=list)
+    setups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -85,54 +149,47 @@ class MetricResult:
     threshold: float | None  # chosen in sample
     written: Limit  # the rules file's threshold for a carrier
 
-    def _oos(self, s: Scored, limit: Limit | None, st: Settings) -> dict[str, Any]:
+    def _oos(self, s: Scored, limit: Limit | None, st: Settings) -> Scores:
         """Out-of-sample figures of ``s`` at ``limit`` and the smallest holding threshold."""
-        out: dict[str, Any] = {}
+        out = Scores()
         if limit is not None:
-            out = rates(s, limit, st.level) | {"holds": False}
-            out["holds"] = holds(out, st.oos_target, st.power)
-            out["smallest_effect"] = _effect(self.metric, s, limit, st)
+            out = rates(s, limit, st.level)
+            out.holds = holds(out, st.oos_target, st.power)
+            out.smallest_effect = _effect(self.metric, s, limit, st)
         best = smallest_threshold(s, st.oos_target, st.level)
-        out["smallest_holding_threshold"] = best
+        out.smallest_holding_threshold = best
         if best is not None:
             at_best = rates(s, lambda c: best, st.level)
-            out["at_smallest_holding"] = at_best | {
-                "smallest_effect": _effect(self.metric, s, lambda c: best, st)
-            }
+            at_best.smallest_effect = _effect(self.metric, s, lambda c: best, st)
+            out.at_smallest_holding = at_best
         return out
 
-    def as_dict(self, st: Settings) -> dict[str, Any]:
+    def _oos_per_carrier(self, limit: Limit | None, st: Settings) -> Scores:
+        out = self._oos(self.out_of_sample, limit, st)
+        carriers = sorted(set(self.out_of_sample.carriers))
+        out.per_carrier = {c: self._oos(self.out_of_sample.subset(c), limit, st) for c in carriers}
+        return out
+
+    def doc(self, st: Settings) -> MetricDoc:
         t = self.threshold
         chosen: Limit | None = None if t is None else (lambda c: t)
         carriers = sorted(set(self.out_of_sample.carriers))
-        return {
-            "metric": self.metric,
-            "threshold": t,
-            "in_sample": rates(self.in_sample, chosen, st.level)
-            if chosen
-            else {"pairs": len(self.in_sample.aa)},
-            "out_of_sample": self._oos(self.out_of_sample, chosen, st)
-            | {
-                "per_carrier": {
-                    c: self._oos(self.out_of_sample.subset(c), chosen, st) for c in carriers
-                },
-            },
-            "as_written": {
-                "thresholds": {c: self.written(c) for c in carriers},
-                "in_sample": rates(self.in_sample, self.written, st.level),
-                "out_of_sample": self._oos(self.out_of_sample, self.written, st)
-                | {
-                    "per_carrier": {
-                        c: self._oos(self.out_of_sample.subset(c), self.written, st)
-                        for c in carriers
-                    }
-                },
-            },
-            "pairs": {
+        ins = Scores(pairs=len(self.in_sample.aa))
+        return MetricDoc(
+            metric=self.metric,
+            threshold=t,
+            in_sample=rates(self.in_sample, chosen, st.level) if chosen else ins,
+            out_of_sample=self._oos_per_carrier(chosen, st),
+            as_written=Written(
+                thresholds={c: self.written(c) for c in carriers},
+                in_sample=rates(self.in_sample, self.written, st.level),
+                out_of_sample=self._oos_per_carrier(self.written, st),
+            ),
+            pairs={
                 "in_sample": _pair_rows(self.in_sample),
                 "out_of_sample": _pair_rows(self.out_of_sample),
             },
-        }
+        )
 
 
 def _effect(metric: str, s: Scored, limit: Limit, st: Settings) -> float | None:
@@ -144,15 +201,9 @@ def _effect(metric: str, s: Scored, limit: Limit, st: Settings) -> float | None:
     return None if not found or None in found else max(f for f in found if f is not None)
 
 
-def _pair_rows(s: Scored) -> list[dict[str, Any]]:
+def _pair_rows(s: Scored) -> list[PairRow]:
     return [
-        {
-            "pair": n,
-            "carrier": c,
-            "setup": setup_text(p.candidate.report),
-            "aa": vars(a),
-            "injected": vars(i),
-        }
+        PairRow(pair=n, carrier=c, setup=setup_text(p.candidate.report), aa=a, injected=i)
         for n, c, p, a, i in zip(s.names, s.carriers, s.pairs, s.aa, s.injected, strict=True)
     ]
 
@@ -161,15 +212,15 @@ def _pair_rows(s: Scored) -> list[dict[str, Any]]:
 class Calibration:
     settings: Settings
     metrics: list[MetricResult]
-    absolute: dict[str, dict[str, int]]
-    machines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    absolute: dict[str, RuleCount]
+    machines: dict[str, Machine] = field(default_factory=dict)
     failed_runs: set[str] = field(default_factory=set)
-    _docs: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _docs: list[MetricDoc] | None = field(default=None, repr=False)
 
-    def metric_docs(self) -> list[dict[str, Any]]:
-        """Each metric's figures (``MetricResult.as_dict``), computed once."""
+    def metric_docs(self) -> list[MetricDoc]:
+        """Each metric's figures (``MetricResult.doc``), computed once."""
         if self._docs is None:
-            self._docs = [m.as_dict(self.settings) for m in self.metrics]
+            self._docs = [m.doc(self.settings) for m in self.metrics]
         return self._docs
 
     def thresholds(self) -> dict[str, float]:
@@ -179,7 +230,7 @@ class Calibration:
     def max_regression(self) -> float | None:
         return max(self.thresholds().values(), default=None)
 
-    def gate(self) -> dict[str, Any]:
+    def gate(self) -> GateDoc:
         """The whole gate (any metric fails the pair) at the in-sample thresholds and at the
         rules file's own, in and out of sample."""
         st, lim = self.settings, self.thresholds()
@@ -193,47 +244,63 @@ class Calibration:
         def as_written(metric: str, carrier: str) -> float | None:
             return written[metric](carrier)
 
-        return {
-            "in_sample": gate_counts(ins, chosen, st.level, self.failed_runs),
-            "out_of_sample": gate_counts(oos, chosen, st.level, set()),
-            "as_written": {
+        return GateDoc(
+            in_sample=gate_counts(ins, chosen, st.level, self.failed_runs),
+            out_of_sample=gate_counts(oos, chosen, st.level, set()),
+            as_written={
                 "in_sample": gate_counts(ins, as_written, st.level, self.failed_runs),
                 "out_of_sample": gate_counts(oos, as_written, st.level, set()),
             },
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        st = self.settings
-        return {
-            "slowdown": st.slowdown,
-            "target_false_failure_rate": st.target,
-            "out_of_sample_target": st.oos_target,
-            "power_target": st.power,
-            "alpha": st.alpha,
-            "max_regression": self.max_regression(),
-            "thresholds": self.thresholds(),
-            "machines": self.machines,
-            "metrics": self.metric_docs(),
-            "absolute_rules": self.absolute,
-            "gate": self.gate(),
-        }
-
-
-def machine_info(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
-    """Per machine: how many runs, and what their reports say of where they ran."""
-    out: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        env = run.report.environment
-        row = out.setdefault(
-            run.machine, {"runs": 0, "commits": [], "created": [], "platform": [], "setups": []}
         )
-        row["runs"] += 1
-        for key, value in (("commits", str((env.get("git") or {}).get("commit") or "?")[:12]),
-                           ("created", str(env.get("created") or "?")[:16]),
-                           ("platform", str(env.get("platform") or "?")),
-                           ("setups", setup_text(run.report))):  # fmt: skip
-            if value not in row[key]:
-                row[key].append(value)
+
+    def document(self) -> CalibrationDoc:
+        """``calibration.json``'s figures (the CLI adds the scenario, rules and environment)."""
+        st = self.settings
+        return CalibrationDoc(
+            slowdown=st.slowdown,
+            target_false_failure_rate=st.target,
+            out_of_sample_target=st.oos_target,
+            power_target=st.power,
+            alpha=st.alpha,
+            max_regression=self.max_regression(),
+            thresholds=self.thresholds(),
+            machines=self.machines,
+            metrics=self.metric_docs(),
+            absolute_rules=self.absolute,
+            gate=self.gate(),
+        )
+
+
+class CalibrationDoc(BaseModel):
+    """``calibration.json`` as ``calibrate`` writes it (``Calibration.document``)."""
+
+    slowdown: float
+    target_false_failure_rate: float
+    out_of_sample_target: float
+    power_target: float
+    alpha: float | None
+    max_regression: float | None
+    thresholds: dict[str, float]
+    machines: dict[str, Machine]
+    metrics: list[MetricDoc]
+    absolute_rules: dict[str, RuleCount]
+    gate: GateDoc
+
+
+def machine_info(runs: Sequence[Run]) -> dict[str, Machine]:
+    """Per machine: how many runs, and what their reports say of where they ran."""
+    out: dict[str, Machine] = {}
+    for run in runs:
+        env = run.report.header.environment
+        row = out.setdefault(run.machine, Machine())
+        row.runs += 1
+        commit = env.git.commit if env.git else None
+        for seen, value in ((row.commits, str(commit or "?")[:12]),
+                            (row.created, str(env.created or "?")[:16]),
+                            (row.platform, str(env.platform or "?")),
+                            (row.setups, setup_text(run.report))):  # fmt: skip
+            if value not in seen:
+                seen.append(value)
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimi_bench.ci.calibrate_result import Calibration
+from kimi_bench.ci.calibrate_result import Calibration, MetricDoc, Scores
 from kimi_bench.ci.rules import BaselineRules, GateRules
 
 
@@ -53,14 +53,21 @@ def rules_toml(rules: GateRules, cal: Calibration, header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _n(r: dict[str, Any], key: str) -> str:
-    n = r.get("pairs") or 0
+def _n(r: Scores, k: int | None, upper: float | None = None) -> str:
+    """``k`` of the pairs (a count of A/A failures, with its 95% upper bound, or of catches)."""
+    n = r.pairs or 0
     if not n:
         return "no pairs"
-    text = f"{r[key]} of {n} ({r[key] / n:.0%})"
-    if key == "aa_failures" and r.get("aa_failure_rate_upper_95") is not None:
-        text += f", <= {r['aa_failure_rate_upper_95']:.0%} at 95%"
-    return text
+    text = f"{k} of {n} ({(k or 0) / n:.0%})"
+    return text if upper is None else text + f", <= {upper:.0%} at 95%"
+
+
+def _failed(r: Scores) -> str:
+    return _n(r, r.aa_failures, r.aa_failure_rate_upper_95)
+
+
+def _caught(r: Scores) -> str:
+    return _n(r, r.detected)
 
 
 def _pct(v: float | None) -> str:
@@ -71,80 +78,84 @@ def _machines(cal: Calibration) -> list[str]:
     rows = ["| machine | runs | commits | created | setups |", "|---|---|---|---|---|"]
     for name, m in cal.machines.items():
         rows.append(
-            f"| {name} | {m['runs']} | {', '.join(m['commits'])} | "
-            f"{', '.join(m['created'][:2])}{' ...' if len(m['created']) > 2 else ''} | "
-            f"{'; '.join(m['setups'])} |"
+            f"| {name} | {m.runs} | {', '.join(m.commits)} | "
+            f"{', '.join(m.created[:2])}{' ...' if len(m.created) > 2 else ''} | "
+            f"{'; '.join(m.setups)} |"
         )
     return rows
 
 
-def _in_sample(docs: list[dict[str, Any]], slow: str) -> list[str]:
+def _in_sample(docs: list[MetricDoc], slow: str) -> list[str]:
     rows = [f"| metric | threshold | A/A failures | {slow} caught |", "|---|---|---|---|"]
     for d in docs:
-        r = d["in_sample"]
-        t = "none on the grid" if d["threshold"] is None else f"{d['threshold']:g}"
-        failed = _n(r, "aa_failures") if "aa_failures" in r else f"{r['pairs']} pairs"
-        caught = _n(r, "detected") if "detected" in r else "-"
-        rows.append(f"| {d['metric']} | {t} | {failed} | {caught} |")
+        r = d.in_sample
+        t = "none on the grid" if d.threshold is None else f"{d.threshold:g}"
+        failed = _failed(r) if r.aa_failures is not None else f"{r.pairs} pairs"
+        caught = _caught(r) if r.detected is not None else "-"
+        rows.append(f"| {d.metric} | {t} | {failed} | {caught} |")
     return rows
 
 
-def _out_of_sample(docs: list[dict[str, Any]], slow: str) -> list[str]:
+def _carriers(r: Scores) -> list[tuple[str, Scores]]:
+    """All pairs, then each carrier's."""
+    return [("all", r), *(r.per_carrier or {}).items()]
+
+
+def _out_of_sample(docs: list[MetricDoc], slow: str) -> list[str]:
     rows = [
         f"| metric | carrier | threshold | A/A failures | {slow} caught | both targets | "
         "smallest slowdown caught in 95% |",
         "|---|---|---|---|---|---|---|",
     ]
     for d in docs:
-        oos = d["out_of_sample"]
-        if d["threshold"] is None or not oos.get("pairs"):
-            rows.append(f"| {d['metric']} | all | - | {oos.get('pairs', 0)} pairs | - | - | - |")
+        oos = d.out_of_sample
+        if d.threshold is None or not oos.pairs:
+            rows.append(f"| {d.metric} | all | - | {oos.pairs or 0} pairs | - | - | - |")
             continue
-        for carrier, r in [("all", oos), *oos["per_carrier"].items()]:
+        for carrier, r in _carriers(oos):
             rows.append(
-                f"| {d['metric']} | {carrier} | {d['threshold']:g} | {_n(r, 'aa_failures')} | "
-                f"{_n(r, 'detected')} | {'yes' if r['holds'] else 'NO'} | "
-                f"{_pct(r['smallest_effect'])} |"
+                f"| {d.metric} | {carrier} | {d.threshold:g} | {_failed(r)} | "
+                f"{_caught(r)} | {'yes' if r.holds else 'NO'} | "
+                f"{_pct(r.smallest_effect)} |"
             )
     return rows
 
 
-def _allowed(docs: list[dict[str, Any]], slow: str) -> list[str]:
+def _allowed(docs: list[MetricDoc], slow: str) -> list[str]:
     rows = [
         f"| metric | carrier | smallest threshold (<= 1 in 20 A/A) | {slow} caught at it | "
         "smallest slowdown caught in 95% at it |",
         "|---|---|---|---|---|",
     ]
     for d in docs:
-        oos = d["out_of_sample"]
-        for carrier, r in [("all", oos), *oos.get("per_carrier", {}).items()]:
-            best, at = r.get("smallest_holding_threshold"), r.get("at_smallest_holding")
+        for carrier, r in _carriers(d.out_of_sample):
+            best, at = r.smallest_holding_threshold, r.at_smallest_holding
             if best is None or at is None:
-                rows.append(f"| {d['metric']} | {carrier} | none on the grid | - | - |")
+                rows.append(f"| {d.metric} | {carrier} | none on the grid | - | - |")
                 continue
             rows.append(
-                f"| {d['metric']} | {carrier} | {best:g} | {_n(at, 'detected')} | "
-                f"{_pct(at['smallest_effect'])} |"
+                f"| {d.metric} | {carrier} | {best:g} | {_caught(at)} | "
+                f"{_pct(at.smallest_effect)} |"
             )
     return rows
 
 
-def _written(docs: list[dict[str, Any]], slow: str) -> list[str]:
+def _written(docs: list[MetricDoc], slow: str) -> list[str]:
     rows = [
         f"| metric | carrier | threshold | out-of-sample A/A failures | out-of-sample {slow} "
         "caught | both targets | smallest slowdown caught in 95% |",
         "|---|---|---|---|---|---|---|",
     ]
     for d in docs:
-        w = d["as_written"]
-        for carrier, limit in w["thresholds"].items():
-            oos = w["out_of_sample"]["per_carrier"].get(carrier, {})
-            if not oos.get("pairs"):
+        w = d.as_written
+        for carrier, limit in w.thresholds.items():
+            oos = (w.out_of_sample.per_carrier or {}).get(carrier, Scores())
+            if not oos.pairs:
                 continue
             rows.append(
-                f"| {d['metric']} | {carrier} | {limit:g} | {_n(oos, 'aa_failures')} | "
-                f"{_n(oos, 'detected')} | {'yes' if oos.get('holds') else 'NO'} | "
-                f"{_pct(oos.get('smallest_effect'))} |"
+                f"| {d.metric} | {carrier} | {limit:g} | {_failed(oos)} | "
+                f"{_caught(oos)} | {'yes' if oos.holds else 'NO'} | "
+                f"{_pct(oos.smallest_effect)} |"
             )
     return rows
 
@@ -153,8 +164,8 @@ def verdict(cal: Calibration) -> str:
     """One paragraph: which metrics hold both targets out of sample, and what can be
     detected where they do not."""
     docs = cal.metric_docs()
-    good = [d["metric"] for d in docs if d["out_of_sample"].get("holds")]
-    tested = [d for d in docs if d["out_of_sample"].get("pairs")]
+    good = [d.metric for d in docs if d.out_of_sample.holds]
+    tested = [d for d in docs if d.out_of_sample.pairs]
     if not tested:
         return (
             "No out-of-sample pairs (give --holdout runs of the same setups from other "
@@ -163,7 +174,7 @@ def verdict(cal: Calibration) -> str:
         )
     if good:
         return f"Out of sample, both targets hold for: {', '.join(good)}."
-    effects = [f"{d['metric']}: {_pct(d['out_of_sample'].get('smallest_effect'))}" for d in tested]
+    effects = [f"{d.metric}: {_pct(d.out_of_sample.smallest_effect)}" for d in tested]
     return (
         "Out of sample, no metric holds both targets at its in-sample threshold; the smallest "
         "slowdown each catches in 95% of the cross-machine pairs: " + "; ".join(effects) + "."
@@ -177,9 +188,9 @@ def calibration_markdown(cal: Calibration) -> str:
     gate = cal.gate()
     abs_rows = ["| rule | runs | failed | inconclusive |", "|---|---|---|---|"]
     for rule, c in cal.absolute.items():
-        abs_rows.append(f"| {rule} | {c['runs']} | {c['fail']} | {c['inconclusive']} |")
-    gi, go = gate["in_sample"], gate["out_of_sample"]
-    wi, wo = gate["as_written"]["in_sample"], gate["as_written"]["out_of_sample"]
+        abs_rows.append(f"| {rule} | {c.runs} | {c.fail} | {c.inconclusive} |")
+    gi, go = gate.in_sample, gate.out_of_sample
+    wi, wo = gate.as_written["in_sample"], gate.as_written["out_of_sample"]
     return "\n".join([
         "# kimi-bench gate calibration", "",
         f"Injected slowdown of the deferred arm: +{st.slowdown:.0%}; in-sample target "
@@ -198,14 +209,14 @@ def calibration_markdown(cal: Calibration) -> str:
         "cross-machine pairs.", "", *_written(docs, slow), "",
         "## The whole gate (a pair fails when any metric fails it)", "",
         "At the in-sample thresholds:", "",
-        f"In sample: fails {gi['aa_failures']} of {gi['pairs']} A/A pairs, catches the "
-        f"{slow} arm in {gi['injected_detected']} of {gi['pairs']}. Out of sample: fails "
-        f"{go['aa_failures']} of {go['pairs']} A/A pairs, catches it in "
-        f"{go['injected_detected']} of {go['pairs']}.", "",
-        f"At the rules file's own thresholds: in sample fails {wi['aa_failures']} of "
-        f"{wi['pairs']}, catches {wi['injected_detected']} of {wi['pairs']}; out of sample "
-        f"fails {wo['aa_failures']} of {wo['pairs']}, catches {wo['injected_detected']} of "
-        f"{wo['pairs']}.", "",
+        f"In sample: fails {gi.aa_failures} of {gi.pairs} A/A pairs, catches the "
+        f"{slow} arm in {gi.injected_detected} of {gi.pairs}. Out of sample: fails "
+        f"{go.aa_failures} of {go.pairs} A/A pairs, catches it in "
+        f"{go.injected_detected} of {go.pairs}.", "",
+        f"At the rules file's own thresholds: in sample fails {wi.aa_failures} of "
+        f"{wi.pairs}, catches {wi.injected_detected} of {wi.pairs}; out of sample "
+        f"fails {wo.aa_failures} of {wo.pairs}, catches {wo.injected_detected} of "
+        f"{wo.pairs}.", "",
         verdict(cal), "",
         "## Absolute rules on the calibration machine's runs", "", *abs_rows, "",
     ])  # fmt: skip

@@ -10,12 +10,18 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from pydantic import BaseModel
+
 from kimi_bench.ci.comparable import Difference, comparable
-from kimi_bench.ci.evidence_rows import evidence, request_ok
+from kimi_bench.ci.evidence import Derived
+from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.infra.stats import Measurement, median, percentile
 from kimi_bench.infra.stats.compare import SIGNIFICANT, STRADDLES_ZERO, Comparison, compare
+from kimi_bench.report.envelope import Loose
 from kimi_bench.report.kinds import MicroReport, ParityReport, ParityRow
 from kimi_bench.report.model import Report, ReportError
+from kimi_bench.results.base import typed_records
+from kimi_bench.results.serve_rows import RateRow
 
 Units = list[Hashable] | None
 
@@ -76,10 +82,9 @@ def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Di
     by_kind = {"micro": _micro, "serve-ab": _serve, "parity": _parity}
     if a.kind not in by_kind:
         raise ReportError(f"compare does not handle {a.kind!r} reports")
-    evidence(a)
-    evidence(b)
+    ea, eb = evidence(a), evidence(b)
     _not_one_file(a, b)
-    rows = by_kind[a.kind](a, b)
+    rows = by_kind[a.kind](ea.derived, eb.derived)
     ok, diffs = comparable(a, b)
     if not ok:
         why = "not comparable: " + "; ".join(str(d) for d in diffs if d.hard)
@@ -89,17 +94,19 @@ def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Di
     return rows, diffs
 
 
+class SourceFile(BaseModel):
+    """One arm's result file of an imported report (``config.source.arms.<arm>``)."""
+
+    sha256: Loose[str] = None
+    file: Any = None
+
+
 def _sources(rep: Report) -> dict[str, str]:
     """An imported report's result files by their sha256 (``config.source.arms``)."""
     cfg = rep.header.config
     arms = cfg.source.arms if cfg.imported and cfg.source else None
-    if arms is None:
-        return {}
-    return {
-        str(s["sha256"]): str(s.get("file"))
-        for s in arms.values()
-        if isinstance(s, dict) and s.get("sha256")
-    }
+    files = [SourceFile.model_validate(s) for s in (arms or {}).values() if isinstance(s, dict)]
+    return {f.sha256: str(f.file) for f in files if f.sha256}
 
 
 def _not_one_file(a: Report, b: Report) -> None:
@@ -113,9 +120,9 @@ def _not_one_file(a: Report, b: Report) -> None:
         )
 
 
-def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
+def _micro(a: Derived, b: Derived) -> list[dict[str, Any]]:
     rows = []
-    arms_a, arms_b = a.typed(MicroReport).arms, b.typed(MicroReport).arms
+    arms_a, arms_b = a.report.typed(MicroReport).arms, b.report.typed(MicroReport).arms
     for arm in [x for x in arms_a if x in arms_b]:
         sa, sb = arms_a[arm], arms_b[arm]
         pairs = [
@@ -138,23 +145,19 @@ def _micro(a: Report, b: Report) -> list[dict[str, Any]]:
     return rows
 
 
-def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
-    def samples(rep: Report, rate: str, arm: str) -> tuple[list[float], Units]:
+def _serve(a: Derived, b: Derived) -> list[dict[str, Any]]:
+    def samples(d: Derived, rate: str, arm: str) -> tuple[list[float], Units]:
         """TTFTs and their units: requests served in one forward batch (``repeat``,
         ``batch_id``) are one unit when the report records batches."""
-        rows = [
-            r
-            for r in rep.data["requests"]
-            if r["rate"] == rate and r["arm"] == arm and request_ok(r)
-        ]
-        batched = all(r.get("batch_id") is not None for r in rows)
-        units: Units = [(r.get("repeat"), r["batch_id"]) for r in rows] if batched else None
-        return [r["ttft_ms"] for r in rows], units
+        served = d.serve.cell(rate, arm).served
+        batched = all(r.batch_id is not None for r in served)
+        units: Units = [(r.repeat, r.batch_id) for r in served] if batched else None
+        return [r.ttft_ms for r in served if r.ttft_ms is not None], units
 
     rows = []
-    thr_b = {(r["rate"], r["arm"]): r.get("req_per_s") for r in b.results}
-    for r in a.results:
-        key = (r["rate"], r["arm"])
+    thr_b = {(r.rate, r.arm): r.req_per_s for r in _rate_rows(b)}
+    for r in _rate_rows(a):
+        key = (r.rate, r.arm)
         (xa, ua), (xb, ub) = samples(a, *key), samples(b, *key)
         rows.append(
             {
@@ -165,17 +168,22 @@ def _serve(a: Report, b: Report) -> list[dict[str, Any]]:
                 **_stats(xa, xb, ua, ub),
                 "A_p90_ms": percentile(xa, 90) if xa else None,
                 "B_p90_ms": percentile(xb, 90) if xb else None,
-                "A_req_per_s": r.get("req_per_s"),
+                "A_req_per_s": r.req_per_s,
                 "B_req_per_s": thr_b.get(key),
             }
         )
     return rows
 
 
-def _parity(a: Report, b: Report) -> list[dict[str, Any]]:
-    rb = {r.name: r for r in b.typed(ParityReport).results}
+def _rate_rows(d: Derived) -> list[RateRow]:
+    """Every per-rate row, in order (checked by the evidence: they read)."""
+    return typed_records(d.report.results, RateRow, "results")
+
+
+def _parity(a: Derived, b: Derived) -> list[dict[str, Any]]:
+    rb = {r.name: r for r in b.report.typed(ParityReport).results}
     rows = []
-    for r in a.typed(ParityReport).results:
+    for r in a.report.typed(ParityReport).results:
         # an image B lacks compares with nothing: every flag None
         other = rb.get(r.name) or ParityRow(name=r.name)
         same = (r.bit_exact_fp32, r.bit_exact_bf16) == (other.bit_exact_fp32, other.bit_exact_bf16)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kimi_bench.ci.baseline import (
     Allow,
@@ -109,13 +108,13 @@ def rules_for(
     elif rep.kind == "micro":
         out += micro_rules(ev, rules.micro, rules.inconclusive)
     else:
-        out += serve_rules(ev, rules.serve_ab, rules.inconclusive, rep)
+        out += serve_rules(ev, rules.serve_ab, rules.inconclusive)
     if rules.baseline is not None and any(
         m.startswith(table + ".") for m in rules.baseline.metrics
     ):
         required = required and baseline is not None
         found = search_baseline(rep, baseline, required=required, allow=allow.differences)
-        rel = relative_rules(rep, found.report, rules.baseline, required=required,
+        rel = relative_rules(ev.derived, found.derived, rules.baseline, required=required,
                              none_why=found.why, notes=found.notes)  # fmt: skip
         for r in rel:
             if allow.no_baseline and r.verdict == SKIP:
@@ -167,10 +166,6 @@ class GateOutcome:
     @property
     def inconclusive(self) -> list[RuleResult]:
         return [r for r in self.results if r.verdict == INCONCLUSIVE]
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        return [r.as_dict() for r in self.results]
 
     @property
     def empty(self) -> bool:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kimi_bench.ci.comparable import UNRECORDED
-from kimi_bench.ci.evidence import Evidence
-from kimi_bench.ci.rules import MicroRules, ServeRules
+from kimi_bench.ci.evidence import Evidence, ServeFigures
+from kimi_bench.ci.rules import MicroRules, ParityRules, ServeRules
 from kimi_bench.ci.serving_rules import ABSOLUTE, serving_rules
 from kimi_bench.ci.verdicts import (
     FAIL,
@@ -22,8 +22,6 @@ from kimi_bench.ci.verdicts import (
 )
 from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_speedup
-from kimi_bench.report.model import Report
-from kimi_bench.results.micro import MicroDerived
 from kimi_bench.results.micro_figures import all_figures
 
 
@@ -31,16 +29,16 @@ def _rule(name: str, ok: bool, measured: Any, limit: Any, why: str) -> RuleResul
     return RuleResult(name, measured, limit, PASS if ok else FAIL, why)
 
 
-def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
+def parity_rules(ev: Evidence, rules: ParityRules | None) -> list[RuleResult]:
     """``all_bit_exact``: every input identical in FP32 and BF16. An input that was rejected
     (unreadable, refused by a limit) was never compared: it counts against the rule unless
     ``max_rejected`` allows that many."""
     if rules is None or not rules.all_bit_exact:
         return []
-    f = ev.figures
-    bad, accepted, rejected = f["differing"], f["accepted"], f["rejected"]
+    d = ev.derived.parity
+    bad, accepted, rejected = sorted(d.exactness_differing), d.accepted, list(d.rejected)
     allowed = rules.max_rejected or 0
-    dtypes = "FP32 and BF16" if f.get("fp32_checked", True) else "BF16 (no FP32 features)"
+    dtypes = "FP32 and BF16" if ev.derived.fp32 else "BF16 (no FP32 features)"
     why = (
         f"{accepted} accepted inputs identical in {dtypes}"
         if not bad
@@ -48,7 +46,7 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     )
     if not accepted:
         why = "no accepted input: nothing was compared"
-    ok = f["all_bit_exact"] and len(rejected) <= allowed
+    ok = d.all_bit_exact and len(rejected) <= allowed
     if rejected:
         shown = ", ".join(rejected[:5]) + (", ..." if len(rejected) > 5 else "")
         why += (
@@ -58,13 +56,8 @@ def parity_rules(ev: Evidence, rules: Any) -> list[RuleResult]:
     return [_rule("parity.all_bit_exact", ok, accepted - len(bad), accepted + len(rejected), why)]
 
 
-def _micro(ev: Evidence) -> MicroDerived:
-    assert ev.micro is not None, "micro rules read a micro report's evidence"
-    return ev.micro
-
-
 def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    head = _micro(ev).headline
+    head = ev.micro.headline
     if head is None or not head.ratio.n:
         return _rule("micro.min_speedup", False, None, lim, "no paired speedup")
     m, iv = head.ratio, head.interval  # the re-run interval
@@ -75,19 +68,19 @@ def _min_speedup(ev: Evidence, lim: float, policy: str) -> RuleResult:
 
 
 def _max_floor_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    v = _micro(ev).over_floor
+    v = ev.micro.over_floor
     ok = v is not None and 1.0 <= v <= lim  # below the floor: a measurement problem
     return _rule("micro.max_floor_ratio", ok, v, lim, floor_reason(v, lim))
 
 
 def _min_bytes_ratio(ev: Evidence, lim: float, policy: str) -> RuleResult:
-    v = _micro(ev).bytes_ratio
+    v = ev.micro.bytes_ratio
     why = f"eager moves {v:.2f}x the deferred bytes vs >= {lim}x" if v else "no bytes"
     return _rule("micro.min_bytes_ratio", v is not None and v >= lim, v, lim, why)
 
 
 def _bit_exact(ev: Evidence, lim: bool, policy: str) -> RuleResult:
-    d = _micro(ev)
+    d = ev.micro
     exact = d.bit_exact_all_repeats is True
     why = (
         f"owner BF16 identical in all {d.repeats_completed} repeats" if exact else "outputs differ"
@@ -98,7 +91,7 @@ def _bit_exact(ev: Evidence, lim: bool, policy: str) -> RuleResult:
 def _figure_limits(ev: Evidence, rules: MicroRules) -> list[RuleResult]:
     """``[micro.min]`` / ``[micro.max]``: a figure by its name (``results.micro_figures.
     FIGURES``), at least / at most its limit; a figure the run did not give fails."""
-    figures, out = all_figures(_micro(ev)), []
+    figures, out = all_figures(ev.micro), []
     for bound, limits in (("min", rules.min), ("max", rules.max)):
         for name, lim in (limits or {}).items():
             v = figures.get(name)
@@ -162,46 +155,28 @@ def _delta_rule(name: str, c: Comparison | None, key: str, lim: float, policy: s
     return with_policy(RuleResult(name, v, lim, verdict, why), policy)
 
 
-def serve_rules(
-    ev: Evidence, rules: ServeRules | None, policy: str, report: Report | None = None
-) -> list[RuleResult]:
+def serve_rules(ev: Evidence, rules: ServeRules | None, policy: str) -> list[RuleResult]:
     if rules is None:
         return []
-    out = []
-    if rules.max_failed is not None:
-        out.append(_max_failed(ev, rules.max_failed))
-    ab = ev.figures.get("ab") or {}
-    planned = ev.figures.get("rates") or []
+    f = _serve(ev)
+    out = [] if rules.max_failed is None else [_max_failed(f, rules.max_failed)]
     for rate, body in rules.rates.items():
-        if UNRECORDED in planned and rate not in planned:  # it may have run that load
-            for key, lim in body.model_dump(exclude_none=True).items():
-                why = (
-                    f"the report does not record its load (an imported file without its rate "
-                    f"or concurrency limit): it cannot be shown to have run rate {rate}, nor not"
-                )
-                out.append(RuleResult(f"serve_ab.{rate}.{key}", None, lim, FAIL, why))
-            continue
-        if planned and rate not in planned:  # a rule for a rate this run did not plan
-            for key, lim in body.model_dump(exclude_none=True).items():
-                why = f"rate {rate} was not run (this run's rates: {', '.join(planned)})"
-                out.append(RuleResult(f"serve_ab.{rate}.{key}", None, lim, SKIP, why))
-            continue
-        per_arm = ab.get(rate)
-        change = ev.figures.get("change_arm")
-        arm = change if per_arm and change in per_arm else next(iter(per_arm or {}), None)
-        arms = ev.figures.get("arms") or []
         limits = body.model_dump(exclude_none=True)
-        if report is not None:
-            out += serving_rules(report, rate, list(arms), limits)
+        if f.rates and rate not in f.rates:
+            out += _not_run(rate, limits, f.rates)
+            continue
+        per_arm = f.ab.get(rate) or {}
+        arm = f.change_arm if f.change_arm in per_arm else next(iter(per_arm), None)
+        out += serving_rules(ev, rate, f.arms, body)
         for key, lim in limits.items():
             if key in ABSOLUTE:
                 continue
             name = f"serve_ab.{rate}.{key}"
-            if not per_arm or arm is None:
+            if arm is None:
                 why = (
-                    f"rate {rate} has one arm ({', '.join(arms)}): no A/B delta to check "
+                    f"rate {rate} has one arm ({', '.join(f.arms)}): no A/B delta to check "
                     "(import or run a second arm)"
-                    if len(arms) == 1
+                    if len(f.arms) == 1
                     else f"rate {rate} not in the report"
                 )
                 out.append(RuleResult(name, None, lim, FAIL, why))
@@ -210,18 +185,39 @@ def serve_rules(
     return out
 
 
-def _max_failed(ev: Evidence, lim: int) -> RuleResult:
+def _serve(ev: Evidence) -> ServeFigures:
+    assert ev.serve is not None, "serve-ab rules read a serve-ab report's evidence"
+    return ev.serve
+
+
+def _not_run(rate: str, limits: dict[str, float], planned: list[str]) -> list[RuleResult]:
+    """A rule for a rate this run did not plan (skipped), or may have run without recording
+    its load (an imported file: failed, as it cannot be shown either way)."""
+    if UNRECORDED in planned:
+        why = (
+            "the report does not record its load (an imported file without its rate or "
+            f"concurrency limit): it cannot be shown to have run rate {rate}, nor not"
+        )
+        verdict = FAIL
+    else:
+        why, verdict = f"rate {rate} was not run (this run's rates: {', '.join(planned)})", SKIP
+    return [
+        RuleResult(f"serve_ab.{rate}.{key}", None, lim, verdict, why) for key, lim in limits.items()
+    ]
+
+
+def _max_failed(f: ServeFigures, lim: int) -> RuleResult:
     """Failed requests counted from the request rows. A summary-only report (a peer's file
     without per-request data) has no rows to count them from, and a file that does not say
     how many failed cannot be counted at all: both fail by name rather than pass."""
-    v = ev.figures["failed"]
-    if ev.figures.get("summary_only"):
+    v = f.failed
+    if f.summary_only:
         why = (
             "summary only: no request rows to count failures from (the tool's own count "
             f"says {v}); import a file with per-request data"
         )
         return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
-    if ev.figures.get("failed_unknown"):
+    if f.failed_unknown:
         why = "the file does not count failed requests: they cannot be shown to be <= " + str(lim)
         return RuleResult("serve_ab.max_failed", None, lim, FAIL, why)
     return _rule("serve_ab.max_failed", v <= lim, v, lim, f"{v} failed requests")

@@ -28,13 +28,12 @@ import math
 import re
 import typing
 
+from kimi_bench.ci.evidence import Derived
 from kimi_bench.domain.stages import STAGES
 from kimi_bench.options import Arm
-from kimi_bench.report.agree import micro_raw
-from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.model import Report
 from kimi_bench.report.roles import DEFAULT_ROLES, baseline_arm, change_arm
-from kimi_bench.results.micro import MicroDerived, derive_micro
+from kimi_bench.results.micro import MicroDerived
 from kimi_bench.results.micro_figures import FIGURES, figure_named
 from kimi_bench.results.serve import SAMPLED
 
@@ -91,10 +90,14 @@ def higher_is_better(metric: str) -> bool:
     )
 
 
+def _arms(report: Report) -> list[str]:
+    arms = report.header.config.arms or list(report.data.get("repeats") or {})
+    return [str(a) for a in arms]
+
+
 def eager_time_metric(report: Report) -> str | None:
     """The baseline (eager) arm's own total, ``micro.<eager>.total_ms``."""
-    arms = [str(a) for a in report.config.get("arms") or report.data.get("repeats") or {}]
-    base = baseline_arm(report.config, arms)
+    base = baseline_arm(report.config, _arms(report))
     return f"micro.{base}.total_ms" if base else None
 
 
@@ -108,30 +111,29 @@ def own_time_metric(report: Report, metric: str) -> str | None:
     if report.kind != "micro" or parts[0] != "micro":
         return None
     if parts[1:] == ["speedup"]:
-        arms = [str(a) for a in report.config.get("arms") or report.data.get("repeats") or {}]
-        arm = change_arm(report.config, arms)
+        arm = change_arm(report.config, _arms(report))
         return f"micro.{arm}.total_ms" if arm else None
     if len(parts) == 3 and parts[2] == "over_yardstick":
         return f"micro.{parts[1]}.total_ms"
     return None
 
 
-def metric_samples(report: Report, metric: str) -> list[float]:
+def metric_samples(source: Report | Derived, metric: str) -> list[float]:
     """Raw samples of a named metric (KeyError when the report does not hold it): a micro
     report's per-repeat figures (``results.micro``), a serve-ab report's request rows;
-    never the summary."""
-    parts = metric.split(".")
-    if parts[0] == "micro" and report.kind == "micro":
-        d = derive_micro(micro_raw(report.to_dict()))
+    never the summary. ``source``: a report, or one whose figures were derived already."""
+    derived = source if isinstance(source, Derived) else Derived(source)
+    parts, kind = metric.split("."), derived.report.kind
+    if parts[0] == "micro" and kind == "micro":
+        d = derived.micro
         if parts[1:] == ["speedup"]:
             if d.headline is None:
                 raise KeyError(metric)
             return list(d.headline.ratio.samples)
         if len(parts) == 3:
             return _micro_samples(d, parts[1], parts[2])
-    if parts[0] == "serve_ab" and report.kind == "serve-ab" and len(parts) == 4:
-        derived = derive_report(report.config, report.summary, report.data["requests"])
-        return derived.cell(parts[1], parts[2]).samples(SAMPLED[parts[3]])
+    if parts[0] == "serve_ab" and kind == "serve-ab" and len(parts) == 4:
+        return derived.serve.cell(parts[1], parts[2]).samples(SAMPLED[parts[3]])
     raise KeyError(metric)
 
 

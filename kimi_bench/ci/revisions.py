@@ -45,16 +45,6 @@ class Revision:
     commit: str | None = None  # known up front for a ref; else read from its reports
     version: str = ""  # what `kimi-bench --version` printed
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "label": self.label,
-            "given": self.given,
-            "source": self.source,
-            "command": list(self.command),
-            "commit": self.commit,
-            "version": self.version,
-        }
-
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)

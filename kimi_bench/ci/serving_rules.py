@@ -10,13 +10,14 @@ says so."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kimi_bench.ci.evidence import EvidenceError
+from kimi_bench.ci.evidence import Derived, Evidence, EvidenceError
+from kimi_bench.ci.rules import RateRules
 from kimi_bench.ci.verdicts import FAIL, PASS, RuleResult
-from kimi_bench.report.agree_serve import derive_report, slos
-from kimi_bench.report.model import Report
-from kimi_bench.results.serve import LIMITS, ServeDerived
+from kimi_bench.report.agree_serve import slos
+from kimi_bench.report.envelope import Loose, Number
+from kimi_bench.results.base import typed_records
+from kimi_bench.results.serve import LIMITS
+from kimi_bench.results.serve_rows import RateRow
 
 ABSOLUTE = tuple(LIMITS)
 _WHY_NONE = {
@@ -27,73 +28,76 @@ _WHY_NONE = {
 }
 
 
-def _tool_figure(report: Report, rate: str, arm: str, metric: str) -> float | None:
+class ToolRow(RateRow):
+    """A per-rate row of an imported report with the peer tool's own p99s."""
+
+    tool_ttft_p99_ms: Loose[Number] = None
+    tool_itl_p99_ms: Loose[Number] = None
+    tool_tpot_p99_ms: Loose[Number] = None
+    tool_e2e_p99_ms: Loose[Number] = None
+
+    def p99(self, metric: str) -> float | None:
+        return {"ttft": self.tool_ttft_p99_ms, "itl": self.tool_itl_p99_ms,
+                "tpot": self.tool_tpot_p99_ms, "e2e": self.tool_e2e_p99_ms}[metric]  # fmt: skip
+
+
+def _tool_figure(derived: Derived, rate: str, arm: str, metric: str) -> float | None:
     """An imported report's own p99 of ``metric`` where its rows cannot give it (a
     summary-only file; sglang's E2E and TPOT, which it writes no per-request E2E for;
     GuideLLM's ITL): the tool's figure, checked on import against what the rows bound."""
-    if not report.config.get("imported"):
+    if not derived.config.imported:
         return None
-    for row in report.results:
-        if str(row.get("rate")) == rate and str(row.get("arm")) == arm:
-            v = row.get(f"tool_{metric}_p99_ms")
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-    return None
+    rows = typed_records(derived.report.results, ToolRow, "results")
+    return next((r.p99(metric) for r in rows if (r.rate, r.arm) == (rate, arm)), None)
 
 
-def _figure(
-    report: Report, derived: ServeDerived, rate: str, arm: str, key: str, rule: str
-) -> tuple[float, str]:
-    cell, limit = derived.cell(rate, arm), LIMITS[key]
+def _figure(ev: Evidence, rate: str, arm: str, key: str, rule: str) -> tuple[float, str]:
+    where = ev.derived.report.source or "report"
+    cell, limit = ev.derived.serve.cell(rate, arm), LIMITS[key]
     v = limit.value(cell)
     if limit.metric is None:  # goodput
-        if not derived.slo:
+        if not ev.derived.serve.slo:
             raise EvidenceError(
-                f"{report.source or 'report'}: rule {rule}: the report has no goodput SLOs "
+                f"{where}: rule {rule}: the report has no goodput SLOs "
                 "(run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
             )
         if v is None:
             raise EvidenceError(
-                f"{report.source or 'report'}: rule {rule}: no client times to measure the "
+                f"{where}: rule {rule}: no client times to measure the "
                 "duration goodput is counted over (an in-process or older report)"
             )
         return v, ""
     metric = limit.metric
     if v is None:
-        tool = _tool_figure(report, rate, arm, metric)
+        tool = _tool_figure(ev.derived, rate, arm, metric)
         if tool is not None:
             return tool, " (the tool's own figure: its file has no per-request " + (
                 f"{metric.upper()})")  # fmt: skip
         why = _WHY_NONE[metric]
-        if report.config.get("imported"):
+        if ev.derived.config.imported:
             why = "the imported file states none and has no per-request data for it"
         raise EvidenceError(
-            f"{report.source or 'report'}: rule {rule}: the report has no {metric.upper()} "
+            f"{where}: rule {rule}: the report has no {metric.upper()} "
             f"data at rate {rate} for {arm}: {why}"
         )
     return v, ""
 
 
-def serving_rules(
-    report: Report, rate: str, arms: list[str], body: dict[str, Any]
-) -> list[RuleResult]:
+def serving_rules(ev: Evidence, rate: str, arms: list[str], body: RateRules) -> list[RuleResult]:
     """The absolute rules of one rate table, one result per arm."""
     out: list[RuleResult] = []
-    if body.get("min_goodput_delta") is not None and not slos(report.config):
+    if body.min_goodput_delta is not None and not slos(ev.derived.report.config):
         raise EvidenceError(
-            f"{report.source or 'report'}: rule [serve_ab.{rate}] min_goodput_delta: the report "
-            "has no goodput SLOs (run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
+            f"{ev.derived.report.source or 'report'}: rule [serve_ab.{rate}] min_goodput_delta: "
+            "the report has no goodput SLOs (run serve-ab with --goodput ttft:MS tpot:MS e2el:MS)"
         )
-    if not any(body.get(key) is not None for key in ABSOLUTE):
-        return out
-    derived = derive_report(report.config, report.summary, report.data.get("requests") or [])
     for key in ABSOLUTE:
-        lim = body.get(key)
+        lim = getattr(body, key)
         if lim is None:
             continue
         for arm in arms:
             rule = f"serve_ab.{rate}.{arm}.{key}"
-            v, source = _figure(report, derived, rate, arm, key, f"[serve_ab.{rate}] {key}")
+            v, source = _figure(ev, rate, arm, key, f"[serve_ab.{rate}] {key}")
             if key == "min_goodput":
                 ok, why = v >= lim, f"goodput {v:.3g} req/s vs >= {lim:g}"
             else:

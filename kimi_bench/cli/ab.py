@@ -80,17 +80,17 @@ def _ab(opts: AbOptions, values: dict[str, Any]) -> None:
         fail_line(str(exc), label="launch failed:")
         raise typer.Exit(code=1 if exc.side == "candidate" else 2) from None
     ab_report.write(doc, out)
-    for m in doc["metrics"]:
-        say(m["sentence"], err=True)
+    for m in doc.metrics:
+        say(m.sentence, err=True)
     say(f"report: {out / 'report.md'}", err=True)
-    failed = ", ".join(doc["failed_metrics"])
-    open_ = ", ".join(m["metric"] for m in doc["metrics"] if m["verdict"] == "inconclusive")
+    failed = ", ".join(doc.failed_metrics)
+    open_ = ", ".join(m.metric for m in doc.metrics if m.verdict == "inconclusive")
     tail = f": regression in {failed}" if failed else ""
     if open_ and not failed:
-        tail = f" (inconclusive: {open_} after {len(doc['launches']) // 2} launch pairs; more "
+        tail = f" (inconclusive: {open_} after {len(doc.launches) // 2} launch pairs; more "
         "--max-launches would decide)"
-    verdict_line(f"ab {doc['verdict']}{tail}", not doc["exit_code"])
-    raise typer.Exit(code=doc["exit_code"])
+    verdict_line(f"ab {doc.verdict}{tail}", not doc.exit_code)
+    raise typer.Exit(code=doc.exit_code)
 
 
 ab = model_command(AbOptions, _ab, DOC)

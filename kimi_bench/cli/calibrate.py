@@ -172,8 +172,8 @@ def _calibrate(opts: CalibrateOptions, _: dict[str, Any]) -> None:
     try:
         rules, runs, holdout = _inputs(opts, folder)
         cal = calibrate(runs, holdout, rules, st)
-        doc = cal.as_dict() | {"scenario": None if opts.runs else opts.scenario,
-                               "rules": opts.rules}  # fmt: skip
+        doc = cal.document().model_dump(exclude_unset=True)
+        doc |= {"scenario": None if opts.runs else opts.scenario, "rules": opts.rules}
     except (RulesError, ReportError, ScenarioError, ValueError) as exc:
         raise usage_error(str(exc)) from None
     doc["environment"] = runs[0].report.environment
@@ -191,15 +191,15 @@ def _calibrate(opts: CalibrateOptions, _: dict[str, Any]) -> None:
         say(f"error: could not write the calibration to {folder}: {exc}", err=True)
         raise typer.Exit(code=EXIT_OUTPUT_INCOMPLETE) from None
     for m, d in zip(cal.metrics, cal.metric_docs(), strict=True):
-        ins, oos = d["in_sample"], d["out_of_sample"]
+        ins, oos = d.in_sample, d.out_of_sample
+        failed, caught = ("-" if n is None else n for n in (ins.aa_failures, ins.detected))
         line = (
-            f"{m.metric}: threshold {m.threshold}; in sample {ins.get('aa_failures', '-')} of "
-            f"{ins['pairs']} A/A pairs fail, the slower arm caught in {ins.get('detected', '-')}"
+            f"{m.metric}: threshold {m.threshold}; in sample {failed} of "
+            f"{ins.pairs} A/A pairs fail, the slower arm caught in {caught}"
         )
-        if oos.get("pairs"):
+        if oos.pairs:
             line += (
-                f"; out of sample {oos['aa_failures']} of {oos['pairs']} fail, caught in "
-                f"{oos['detected']}"
+                f"; out of sample {oos.aa_failures} of {oos.pairs} fail, caught in {oos.detected}"
             )
         say(line)
     say(f"calibration: {folder / 'calibration.md'}; rules: {folder / 'rules.toml'}", err=True)

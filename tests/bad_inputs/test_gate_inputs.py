@@ -283,7 +283,7 @@ def _inside_the_interval() -> float:
     """A threshold inside the 95% interval of the deferred median TTFT delta."""
     from kimi_bench.ci.evidence_rows import evidence
 
-    c = evidence(Report.from_dict(reports.serve())).figures["ab"]["inf"]["deferred"]["median_ttft"]
+    c = evidence(Report.from_dict(reports.serve())).serve.ab["inf"]["deferred"]["median_ttft"]
     assert c.interval.low < c.interval.high < 0
     return round((c.interval.low + c.interval.high) / 200.0, 4)
 

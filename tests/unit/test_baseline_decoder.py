@@ -52,7 +52,7 @@ def test_a_capacity_search_is_complete_with_only_the_rates_each_arm_probed() -> 
     capacity = load_report(H200 / "mixed-workload" / "capacity" / "pr-33921")
     ev = serve_evidence(capacity)
     assert ev.complete, ev.incomplete_why
-    assert ev.figures["failed"] == 0
+    assert ev.serve is not None and ev.serve.failed == 0
 
 
 def test_another_image_content_is_a_hard_difference() -> None:

@@ -46,7 +46,7 @@ def _rules(**baseline: object) -> GateRules:
 def test_in_sample_thresholds_are_the_smallest_without_aa_failures_with_their_power() -> None:
     # one machine drifts +-25% run to run; the paired speedup only +-3% per repeat
     cal = calibrate(_machine(_reports(20, 20.0, 0.25, 0.03, 0)), [], _rules(), SETTINGS)
-    by = {d["metric"]: d for d in cal.metric_docs()}
+    by = {d.metric: d.model_dump(exclude_unset=True) for d in cal.metric_docs()}
     total, speedup = by["micro.deferred.total_ms"], by["micro.speedup"]
     assert total["in_sample"]["pairs"] == speedup["in_sample"]["pairs"] == 10
     assert total["in_sample"]["aa_failures"] == speedup["in_sample"]["aa_failures"] == 0
@@ -74,7 +74,7 @@ def test_out_of_sample_rates_are_apart_and_catch_a_machine_the_thresholds_never_
     here = _machine(_reports(8, 20.0, 0.02, 0.03, 1))
     there = _machine(_reports(4, 26.0, 0.02, 0.03, 2), "other")
     cal = calibrate(here, there, _rules(), SETTINGS)
-    by = {d["metric"]: d for d in cal.metric_docs()}
+    by = {d.metric: d.model_dump(exclude_unset=True) for d in cal.metric_docs()}
     total, speedup = by["micro.deferred.total_ms"], by["micro.speedup"]
     assert total["in_sample"]["aa_failures"] == 0 and total["in_sample"]["pairs"] == 4
     oos = total["out_of_sample"]

@@ -11,6 +11,7 @@ import pytest
 
 from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.metrics import metric_samples
+from kimi_bench.ci.rules import RateRules
 from kimi_bench.ci.serving_rules import serving_rules
 from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.model import Report
@@ -133,9 +134,9 @@ def test_the_gate_reads_the_same_figures() -> None:
     d = derive_serve(ServeRaw(tuple(serve_requests(raw["requests"])), {}, (), "eager"))
     ttfts = d.cell("4", "deferred").samples("ttft")
     assert metric_samples(rep, "serve_ab.4.deferred.ttft_ms") == ttfts
-    (res,) = serving_rules(rep, "4", ["deferred"], {"max_p99_ttft_ms": 1e9})
+    (res,) = serving_rules(evidence(rep), "4", ["deferred"], RateRules(max_p99_ttft_ms=1e7))
     assert res.measured == pytest.approx(np.percentile(ttfts, 99)) and not res.failed
-    ab = evidence(rep).figures["ab"]["4"]["deferred"]["median_ttft"]
+    ab = evidence(rep).serve.ab["4"]["deferred"]["median_ttft"]
     assert ab.b_value == pytest.approx(np.percentile(ttfts, 50))
     assert raw["ab"]["4"]["deferred"]["median_ttft"]["b_value"] == pytest.approx(ab.b_value)
 

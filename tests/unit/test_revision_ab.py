@@ -41,7 +41,7 @@ def test_higher_is_better_metrics_count_a_smaller_candidate_as_worse():
     got = paired_change("speedup", [2.0, 2.1, 1.9], [1.6, 1.7, 1.5], better="higher",
                         threshold=0.10)  # fmt: skip
     assert got.estimate > 0.2 and got.verdict == "regression"
-    assert "speedup: +" in got.sentence() and "REGRESSION" in got.sentence()
+    assert "speedup: +" in got.sentence and "REGRESSION" in got.sentence
 
 
 def test_verdicts_need_size_and_significance():
