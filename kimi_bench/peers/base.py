@@ -1,11 +1,12 @@
-"""What every peer reader shares: the error, the run and repeat records, the loose
-pydantic base, JSON (Lines) reading and the request-rate value."""
+"""What every peer reader shares: the error, the run, repeat, row and stated-figure
+records, the loose pydantic base, JSON (Lines) reading and the request-rate value."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +19,57 @@ from kimi_bench.peers.load import Load
 if TYPE_CHECKING:
     from kimi_bench.peers.figures import Figure
 
-__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRun", "Repeat"]
+__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRow", "PeerRun", "Repeat", "Stated"]
 
 MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
+
+
+class PeerRow(BaseModel):
+    """One request as a peer's file records it; the fields its reader set (and only those)
+    are the imported report's request row (``columns``)."""
+
+    rid: int  # its place in the file
+    request_id: Any = None  # the tool's own identity (AIPerf, GuideLLM), as written
+    error: str | None = None
+    ttft_ms: float | None = None
+    itl_mean_ms: float | None = None
+    itl_ms: list[float] | None = None
+    input_tokens: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def columns(self) -> dict[str, object]:
+        return self.model_dump(exclude_unset=True)
+
+
+@dataclass(frozen=True)
+class Stated:
+    """The tool's own summary figures the report re-checks (``report.agree_rows``); the
+    ITL ones only where the rows' gaps check them (``itl_held``)."""
+
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    p90_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    req_per_s: float | None
+    completed: float | None
+    mean_itl_ms: float | None = None
+    median_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    itl_held: bool = False
+
+    @classmethod
+    def of(cls, figs: Sequence[Figure], req_per_s: float | None, completed: float | None) -> Stated:
+        """The TTFT figures of ``figs`` (the ITL ones are added with ``replace``)."""
+        by = {(f.metric, f.stat): f.stated for f in figs}
+        t = {s: by.get(("ttft", s)) for s in ("mean", "median", "p90", "p99")}
+        return cls(t["mean"], t["median"], t["p90"], t["p99"], req_per_s, completed)
+
+    def as_dict(self) -> dict[str, float | None]:
+        out = {k: v for k, v in asdict(self).items() if k != "itl_held"}
+        return out if self.itl_held else {k: v for k, v in out.items() if "_itl_" not in k}
 
 
 @dataclass
@@ -28,13 +77,11 @@ class Repeat:
     """One benchmark run of a peer tool: per-request rows when the file has them, and the
     numbers the tool itself states."""
 
-    rows: list[dict[str, Any]] | None
+    rows: list[PeerRow] | None
     completed: int
     failed: int | None
     duration_s: float | None
-    # the tool's own summary figures the report re-checks (``report.agree_rows``):
-    # mean/median/p90/p99_ttft_ms, mean/median/p99_itl_ms, req_per_s, completed
-    stated: dict[str, float | None] = field(default_factory=dict)
+    stated: Stated | None = None  # None: the file states no summary (AIPerf's records alone)
     # every figure the tool states, beside what its rows give by its method
     figures: list[Figure] = field(default_factory=list)
 
@@ -79,7 +126,7 @@ def field_error(exc: ValidationError, where: str) -> PeerFormatError:
     """The first validation problem, naming the field (``ttfts.3``) and the file."""
     first = exc.errors()[0]
     loc = ".".join(str(x) for x in first["loc"]) or "(top level)"
-    return PeerFormatError(f"{where}: field {loc}: {first['msg']} (got {first.get('input')!r:.80})")
+    return PeerFormatError(f"{where}: field {loc}: {first['msg']} (got {first['input']!r:.80})")
 
 
 def json_objects(text: str, where: str) -> list[dict[str, Any]]:

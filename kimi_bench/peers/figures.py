@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kimi_bench.peers.base import PeerRow
 from kimi_bench.peers.errors import PeerFormatError
 from kimi_bench.results.peer_stats import numpy_stat
 
@@ -161,25 +162,24 @@ def check_order(figs: Sequence[Figure], where: str, file: str) -> None:
 
 
 def check_rows_physical(
-    rows: Sequence[dict[str, object]], duration_s: float | None, where: str, file: str
+    rows: Sequence[PeerRow], duration_s: float | None, where: str, file: str
 ) -> None:
     """Each served row: E2E >= TTFT (+ its gaps, when it has them) and E2E within the
     benchmark's duration (a request cannot outlast the run that measured it)."""
     for r in rows:
-        e2e, ttft = r.get("e2e_ms"), r.get("ttft_ms")
-        if r.get("error") is not None or not isinstance(e2e, float) or not isinstance(ttft, float):
+        e2e, ttft = r.e2e_ms, r.ttft_ms
+        if r.error is not None or e2e is None or ttft is None:
             continue
-        gaps = r.get("itl_ms")
-        floor = ttft + (sum(float(x) for x in gaps) if isinstance(gaps, list) else 0.0)
+        floor = ttft + sum(r.itl_ms or [])
         if e2e < floor and not close(e2e, floor, 1e-4):
             raise PeerFormatError(
-                f"{where}: request {r.get('rid')!r} in {file}: E2E {e2e:.6g} ms is below its "
+                f"{where}: request {r.rid!r} in {file}: E2E {e2e:.6g} ms is below its "
                 f"TTFT plus its gaps ({floor:.6g} ms): a request ends after its last token "
                 "(an edited file or a unit mislabelled?)"
             )
         if duration_s is not None and e2e > duration_s * 1e3 * 1.01 + 1.0:
             raise PeerFormatError(
-                f"{where}: request {r.get('rid')!r} in {file}: E2E {e2e:.6g} ms is longer "
+                f"{where}: request {r.rid!r} in {file}: E2E {e2e:.6g} ms is longer "
                 f"than the whole benchmark ({duration_s:.6g} s): no request outlasts the run "
                 "that measured it (E2E in the wrong unit, or the duration edited?)"
             )
