@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
 
 from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration, ProjectionError
 from kimi_bench.project.model import ArmPrediction, Fitted, Host, Topology, predict_arm
@@ -74,7 +73,7 @@ class ErrorRecord:
     note: str | None
     within_target: bool | None = None  # TOTAL rows of ``total_errors`` only
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The JSON row (``within_target`` only on the totals)."""
         out = asdict(self)
         if self.within_target is None:
