@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kimi_bench.infra.jsonio import InputError, parse_json, parse_json_lines
 from kimi_bench.peers.errors import PeerFormatError
 from kimi_bench.peers.load import Load
+from kimi_bench.peers.row import PeerRow
 
 if TYPE_CHECKING:
     from kimi_bench.peers.figures import Figure
@@ -22,26 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_BYTES", "PeerFormatError", "PeerRow", "PeerRun", "Repeat", "Stated"]
 
 MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
-
-
-class PeerRow(BaseModel):
-    """One request as a peer's file records it; the fields its reader set (and only those)
-    are the imported report's request row (``columns``)."""
-
-    rid: int  # its place in the file
-    request_id: Any = None  # the tool's own identity (AIPerf, GuideLLM), as written
-    error: str | None = None
-    ttft_ms: float | None = None
-    itl_mean_ms: float | None = None
-    itl_ms: list[float] | None = None
-    input_tokens: int | None = None
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    e2e_ms: float | None = None
-    tpot_ms: float | None = None
-
-    def columns(self) -> dict[str, object]:
-        return self.model_dump(exclude_unset=True)
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kimi_bench.peers.base import PeerRow
 from kimi_bench.peers.errors import PeerFormatError
+from kimi_bench.peers.row import PeerRow
 from kimi_bench.results.peer_stats import numpy_stat
 
 # the tools write full float64 figures: beyond this, the figure was edited (only the order
