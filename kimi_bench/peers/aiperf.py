@@ -28,7 +28,6 @@ from kimi_bench.infra.limits import read_text_bounded
 from kimi_bench.peers.base import (
     MAX_BYTES,
     PeerFormatError,
-    PeerRow,
     PeerRun,
     Repeat,
     Stated,
@@ -38,6 +37,7 @@ from kimi_bench.peers.base import (
 )
 from kimi_bench.peers.figures import (
     Figure,
+    PeerRow,
     check_figures,
     check_rows_physical,
     peak_in_flight,
@@ -206,7 +206,7 @@ def read_export(ex_obj: dict[str, Any], where: str, file: str) -> tuple[Repeat, 
                 f"longer than the whole benchmark ({dur_s:.6g} s) in {file}: a unit "
                 "mislabelled or a figure edited"
             )
-    stated = Stated.of(figs, thr, float(done))
+    stated = Stated.of(figs, thr, float(done), False)
     rep = Repeat(None, done, _failed(ex_obj, done, where), dur_s, stated, figs)
     load = _load(ex.input_config)
     conc = ex_obj.get("effective_concurrency")

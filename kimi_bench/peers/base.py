@@ -15,12 +15,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kimi_bench.infra.jsonio import InputError, parse_json, parse_json_lines
 from kimi_bench.peers.errors import PeerFormatError
 from kimi_bench.peers.load import Load
-from kimi_bench.peers.row import PeerRow
 
 if TYPE_CHECKING:
-    from kimi_bench.peers.figures import Figure
+    from kimi_bench.peers.figures import Figure, PeerRow
 
-__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRow", "PeerRun", "Repeat", "Stated"]
+__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRun", "Repeat", "Stated"]
 
 MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
 
@@ -42,11 +41,15 @@ class Stated:
     itl_held: bool = False
 
     @classmethod
-    def of(cls, figs: Sequence[Figure], req_per_s: float | None, completed: float | None) -> Stated:
-        """The TTFT figures of ``figs`` (the ITL ones are added with ``replace``)."""
+    def of(
+        cls, figs: Sequence[Figure], req_per_s: float | None, completed: float | None, itl: bool
+    ) -> Stated:
+        """The TTFT figures of ``figs``, and with ``itl`` its ITL figures."""
         by = {(f.metric, f.stat): f.stated for f in figs}
         t = {s: by.get(("ttft", s)) for s in ("mean", "median", "p90", "p99")}
-        return cls(t["mean"], t["median"], t["p90"], t["p99"], req_per_s, completed)
+        i = {s: by.get(("itl", s)) if itl else None for s in ("mean", "median", "p99")}
+        ttft = (t["mean"], t["median"], t["p90"], t["p99"])
+        return cls(*ttft, req_per_s, completed, i["mean"], i["median"], i["p99"], itl)
 
     def as_dict(self) -> dict[str, float | None]:
         out = {k: v for k, v in asdict(self).items() if k != "itl_held"}

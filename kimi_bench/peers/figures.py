@@ -1,6 +1,6 @@
-"""Every figure a peer's file states, beside the same figure recomputed from its
-per-request rows by **the tool's own method**, and the checks that refuse a file that
-disagrees with itself (exit 2, naming both figures).
+"""Every figure a peer's file states (and each request it records, ``PeerRow``), beside
+the same figure recomputed from its per-request rows by **the tool's own method**, and the
+checks that refuse a file that disagrees with itself (exit 2, naming both figures).
 
 Methods, as each tool computes its summary (read from its source):
 
@@ -28,9 +28,11 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
 
 from kimi_bench.peers.errors import PeerFormatError
-from kimi_bench.peers.row import PeerRow
 from kimi_bench.results.peer_stats import numpy_stat
 
 # the tools write full float64 figures: beyond this, the figure was edited (only the order
@@ -39,6 +41,26 @@ REL_TOL = 1e-6
 ABS_TOL = 1e-6
 STATS = ("mean", "median", "p90", "p95", "p99")
 METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+class PeerRow(BaseModel):
+    """One request as a peer's file records it; the fields its reader set (and only those)
+    are the imported report's request row (``columns``)."""
+
+    rid: int  # its place in the file
+    request_id: Any = None  # the tool's own identity (AIPerf, GuideLLM), as written
+    error: str | None = None
+    ttft_ms: float | None = None
+    itl_mean_ms: float | None = None
+    itl_ms: list[float] | None = None
+    input_tokens: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def columns(self) -> dict[str, object]:
+        return self.model_dump(exclude_unset=True)
 
 
 @dataclass

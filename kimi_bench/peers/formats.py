@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from pydantic import ValidationError
 from kimi_bench.peers.base import (
     MAX_BYTES,
     PeerFormatError,
-    PeerRow,
     PeerRun,
     Repeat,
     Stated,
@@ -42,6 +40,7 @@ from kimi_bench.peers.base import (
 )
 from kimi_bench.peers.figures import (
     Figure,
+    PeerRow,
     bucket_peak,
     check_figures,
     check_rows_physical,
@@ -314,13 +313,7 @@ def _repeat(
             )
     if rows is not None:
         check_rows_physical(rows, res.duration, where, file)
-    stated = Stated.of(figs, res.request_throughput, float(res.completed))
-    if itl_checked:
-        by = {(f.metric, f.stat): f.stated for f in figs}
-        itl = [by.get(("itl", s)) for s in ("mean", "median", "p99")]
-        stated = replace(
-            stated, mean_itl_ms=itl[0], median_itl_ms=itl[1], p99_itl_ms=itl[2], itl_held=True
-        )
+    stated = Stated.of(figs, res.request_throughput, float(res.completed), itl_checked)
     if res.request_goodput is not None:
         figs.append(
             Figure(

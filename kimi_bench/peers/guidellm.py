@@ -23,7 +23,6 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, ValidationError
 
 from kimi_bench.peers.base import (
     PeerFormatError,
-    PeerRow,
     PeerRun,
     Repeat,
     Stated,
@@ -33,6 +32,7 @@ from kimi_bench.peers.base import (
 )
 from kimi_bench.peers.figures import (
     Figure,
+    PeerRow,
     check_figures,
     check_rows_physical,
     peak_in_flight,
@@ -308,7 +308,7 @@ def _repeat(b: _GlBenchmark, load: Load, where: str, file: str) -> Repeat:
     check_rows_physical(rows, b.duration, where, file)
     _concurrency(b, every, load, where, file)
     by = {(f.metric, f.stat): f.stated for f in figs}
-    stated = Stated.of(figs, by.get(("req_per_s", "value")), by.get(("successful", "value")))
+    stated = Stated.of(figs, by.get(("req_per_s", "value")), by.get(("successful", "value")), False)
     return Repeat(rows, len(ok), len(rows) - len(ok), b.duration, stated, figs)
 
 

@@ -106,13 +106,8 @@ def _request_rows(label: str, arm: str, run: PeerRun) -> list[dict[str, object]]
 
 def _planned(run: PeerRun) -> int:
     """Requests the tool sent per repeat: the rows, else completed + failed."""
-    counts = []
-    for rep in run.repeats:
-        if rep.rows is not None:
-            counts.append(len(rep.rows))
-        else:
-            counts.append(rep.completed + (rep.failed or 0))
-    return max(counts)
+    reps = run.repeats
+    return max(len(r.rows) if r.rows is not None else r.completed + (r.failed or 0) for r in reps)
 
 
 def source_of(run: PeerRun, version: str | None) -> dict[str, object]:
@@ -149,7 +144,7 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         "were checked against every figure the tool states that rows can give (counts, "
         f"throughput, {what}, by the tool's own method{itl}). No "
         "stage times or copy ledger (the server's internals are not in the file).",
-        f"Load: {_load_text(next(iter(runs.values())))}.",
+        f"Load: {next(iter(runs.values())).load.text()}.",
     ]
     notes += [_figures_note(arm, run) for arm, run in runs.items()]
     if per_request:
@@ -207,10 +202,6 @@ def _figures_note(arm: str, run: PeerRun) -> str:
             "tool_* are the tool's own.")  # fmt: skip
 
 
-def _load_text(run: PeerRun) -> str:
-    return run.load.text()
-
-
 def _one_load(runs: dict[str, PeerRun]) -> PeerRun:
     """The arms must be distinct files at one load, compared by what the loads mean
     (burstiness only at a paced rate); a load a file does not record cannot be shown
@@ -234,7 +225,7 @@ def _one_load(runs: dict[str, PeerRun]) -> PeerRun:
                 )
     meanings = {r.load.meaning() for r in runs.values()}
     if len(meanings) != 1:
-        shown = "; ".join(f"{a}: {_load_text(r)}" for a, r in runs.items())
+        shown = "; ".join(f"{a}: {r.load.text()}" for a, r in runs.items())
         raise PeerFormatError(
             f"the files ran at different loads ({shown}): import each load separately"
         )

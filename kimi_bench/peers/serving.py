@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt
 
-from kimi_bench.peers.base import PeerRow, _Loose
+from kimi_bench.peers.base import _Loose
 from kimi_bench.peers.errors import PeerFormatError
+from kimi_bench.peers.figures import PeerRow
 
 
 class _Serving(_Loose):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 
 from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration
 from kimi_bench.project.model import Fitted, Host, Topology, fit, predict_arm
@@ -74,11 +75,9 @@ class Projection:
     """Predicted rows for one calibration (one carrier)."""
 
     calibration: Calibration
-    host: Host
     fitted: Fitted
     rows: list[ProjectedRow] = field(default_factory=list)  # one per stage and TOTAL
     skipped: list[str] = field(default_factory=list)
-    skipped_ranks: list[int] = field(default_factory=list)  # the rank counts of ``skipped``
 
 
 def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
@@ -87,40 +86,30 @@ def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
     pickles tensors inline, so multi-node points of an shm calibration are skipped."""
     scale.validate()
     fitted = fit(cal, host)
-    proj = Projection(cal, host, fitted)
+    proj = Projection(cal, fitted)
     for n in curve_points(cal.ranks, scale.ranks):
-        topo = topology(n, scale.gpus_per_node)
-        if topo.nodes > 1 and cal.uses_segments:
+        t = topology(n, scale.gpus_per_node)
+        if t.nodes > 1 and cal.uses_segments:
             proj.skipped.append(
-                f"{cal.transport} at {n} ranks ({topo.nodes} nodes): shared memory does not cross "
+                f"{cal.transport} at {n} ranks ({t.nodes} nodes): shared memory does not cross "
                 "nodes; the runtime pickles inline there (see the pickle projection)"
             )
-            proj.skipped_ranks.append(n)
             continue
-        for link in scale.link_gbps if topo.nodes > 1 else (None,):
+        at = partial(ProjectedRow, cal.transport, n, t.nodes, t.ranks_per_node, t.gpus_per_node)
+        for link in scale.link_gbps if t.nodes > 1 else (None,):
             h = replace(host, link_gbps=link or scale.link_gbps[0])
             for name, arm in (cal.arms | cal.control).items():
-                pred = predict_arm(arm, cal, topo, h, fitted)
-                at = (
-                    cal.transport,
-                    n,
-                    topo.nodes,
-                    topo.ranks_per_node,
-                    topo.gpus_per_node,
-                    topo.threads(host.cores),
-                    link,
-                    name,
-                )
-                proj.rows += [ProjectedRow(*at, s, p.kind, p.ms) for s, p in pred.stages.items()]
-                proj.rows.append(ProjectedRow(*at, "TOTAL", "-", pred.total_ms))
+                pred = predict_arm(arm, cal, t, h, fitted)
+                row = partial(at, t.threads(host.cores), link, name)
+                proj.rows += [row(s, p.kind, p.ms) for s, p in pred.stages.items()]
+                proj.rows.append(row("TOTAL", "-", pred.total_ms))
     return proj
 
 
 @dataclass
 class Total:
     """One (carrier, link, ranks) point: each arm's predicted total (ms), the validated
-    arms' intervals, the speedup (eager over deferred) and each arm's payload cost (its
-    total minus its control plane's)."""
+    arms' intervals and the speedup (eager over deferred)."""
 
     transport: str
     ranks: int
@@ -133,15 +122,6 @@ class Total:
     def speedup(self) -> float | None:
         e, d = _eager_deferred(self.arm_ms)
         return e / d if e and d else None
-
-    def payload_ms(self) -> dict[str, float]:
-        out = {}
-        for arm, control in self.arm_ms.items():
-            base = arm.removesuffix(CONTROL_SUFFIX)
-            total = self.arm_ms.get(base) if base != arm else None
-            if total is not None and control is not None:
-                out[base] = total - control
-        return out
 
     def as_dict(self) -> dict[str, object]:
         """The row of ``data.totals``: ``ARM_ms`` (with ``ARM_interval_ms``), ``speedup``,
@@ -157,7 +137,11 @@ class Total:
             if arm in self.interval_ms:
                 out[f"{arm}_interval_ms"] = self.interval_ms[arm]
         out["speedup"] = self.speedup
-        payload = self.payload_ms()
+        payload = {}  # each arm's total minus its control plane's
+        for arm, control in self.arm_ms.items():
+            total = self.arm_ms.get(base := arm.removesuffix(CONTROL_SUFFIX))
+            if base != arm and total is not None and control is not None:
+                payload[base] = total - control
         out |= {f"{arm}_payload_ms": ms for arm, ms in payload.items()}
         e, d = _eager_deferred(payload)
         if e is not None and d is not None:
