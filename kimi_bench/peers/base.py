@@ -135,8 +135,8 @@ def json_objects(text: str, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def once_each(objs: list[dict[str, Any]], where: str, what: str) -> None:
-    """Each run line once: the same line twice would count as two repeats."""
+def once_each(objs: Sequence[object], where: str, what: str) -> None:
+    """Each run line (any JSON value) once: the same line twice would count as two repeats."""
     seen: dict[str, int] = {}
     for k, obj in enumerate(objs):
         key = json.dumps(obj, sort_keys=True)
