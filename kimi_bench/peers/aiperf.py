@@ -30,12 +30,14 @@ from kimi_bench.peers.base import (
     PeerFormatError,
     PeerRun,
     Repeat,
+    Stated,
     _Loose,
     field_error,
     json_objects,
 )
 from kimi_bench.peers.figures import (
     Figure,
+    PeerRow,
     check_figures,
     check_rows_physical,
     peak_in_flight,
@@ -204,15 +206,7 @@ def read_export(ex_obj: dict[str, Any], where: str, file: str) -> tuple[Repeat, 
                 f"longer than the whole benchmark ({dur_s:.6g} s) in {file}: a unit "
                 "mislabelled or a figure edited"
             )
-    by = {(f.metric, f.stat): f.stated for f in figs}
-    stated = {
-        "mean_ttft_ms": by.get(("ttft", "mean")),
-        "median_ttft_ms": by.get(("ttft", "median")),
-        "p90_ttft_ms": by.get(("ttft", "p90")),
-        "p99_ttft_ms": by.get(("ttft", "p99")),
-        "req_per_s": thr,
-        "completed": float(done),
-    }
+    stated = Stated.of(figs, thr, float(done), False)
     rep = Repeat(None, done, _failed(ex_obj, done, where), dur_s, stated, figs)
     load = _load(ex.input_config)
     conc = ex_obj.get("effective_concurrency")
@@ -251,36 +245,35 @@ def _value(rec: AiperfRecord, name: str, where: str) -> Any:
     return to_ms(v, m.get("unit"), f"{where}: {name}")
 
 
-def _record_row(rec: AiperfRecord, rid: int, where: str) -> tuple[dict[str, Any], float | None]:
+def _record_row(rec: AiperfRecord, rid: int, where: str) -> tuple[PeerRow, float | None]:
     ttft = _value(rec, "time_to_first_token", where)
     err = None if rec.error is None and ttft is not None else str(rec.error or "no TTFT")
     n = (rec.metrics.get("output_sequence_length") or {}).get("value")
     n = n if isinstance(n, int) and not isinstance(n, bool) else None
     isl = (rec.metrics.get("input_sequence_length") or {}).get("value")
-    row: dict[str, Any] = {
-        "rid": rid,
-        "request_id": rec.metadata.get("x_request_id"),
-        "error": err,
-        "ttft_ms": None if err else ttft,
-        "input_tokens": isl if isinstance(isl, int) else None,
-        "prompt_tokens": isl if isinstance(isl, int) else None,
-        "output_tokens": n,
-    }
+    row = PeerRow(
+        rid=rid,
+        request_id=rec.metadata.get("x_request_id"),
+        error=err,
+        ttft_ms=None if err else ttft,
+        input_tokens=isl if isinstance(isl, int) else None,
+        prompt_tokens=isl if isinstance(isl, int) else None,
+        output_tokens=n,
+    )
     if err is None:
         gaps = _value(rec, "inter_chunk_latency", where)
-        row["itl_ms"] = gaps if isinstance(gaps, list) else None
-        e2e = _value(rec, "request_latency", where)
-        row["e2e_ms"] = e2e
+        row.itl_ms = gaps if isinstance(gaps, list) else None
+        row.e2e_ms = e2e = _value(rec, "request_latency", where)
         if e2e is not None and ttft is not None and n is not None and n > 1:
-            row["tpot_ms"] = (e2e - ttft) / (n - 1)
+            row.tpot_ms = (e2e - ttft) / (n - 1)
     aiperf_itl = _value(rec, "inter_token_latency", where) if err is None else None
     return row, aiperf_itl if isinstance(aiperf_itl, float) else None
 
 
 def _records(
     objs: list[dict[str, Any]], path: Path
-) -> tuple[list[dict[str, Any]], list[float], list[tuple[float, float]]]:
-    rows: list[dict[str, Any]] = []
+) -> tuple[list[PeerRow], list[float], list[tuple[float, float]]]:
+    rows: list[PeerRow] = []
     own_itl: list[float] = []
     spans: list[tuple[float, float]] = []
     seen: dict[Any, int] = {}
@@ -293,7 +286,7 @@ def _records(
         if rec.metadata.get("benchmark_phase", "profiling") != "profiling":
             continue  # warm-up records are not measured
         row, itl = _record_row(rec, len(rows), where)
-        ident = row["request_id"]
+        ident = row.request_id
         if ident is not None and ident in seen:
             raise PeerFormatError(
                 f"{where}: x_request_id {ident} is record {seen[ident]} again: each request "
@@ -313,14 +306,14 @@ def _records(
     return rows, own_itl, spans
 
 
-def _against_rows(rep: Repeat, rows: list[dict[str, Any]], own_itl: list[float]) -> None:
-    ok = [r for r in rows if r["error"] is None]
+def _against_rows(rep: Repeat, rows: list[PeerRow], own_itl: list[float]) -> None:
+    ok = [r for r in rows if r.error is None]
     samples = {
-        "ttft": [r["ttft_ms"] for r in ok],
-        "e2e": [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None],
+        "ttft": [r.ttft_ms for r in ok if r.ttft_ms is not None],
+        "e2e": [r.e2e_ms for r in ok if r.e2e_ms is not None],
         "tpot": own_itl,
     }
-    gaps = [x for r in ok for x in r.get("itl_ms") or []]
+    gaps = [x for r in ok for x in r.itl_ms or []]
     for f in rep.figures:
         if samples.get(f.metric):
             f.rows = numpy_stat(samples[f.metric], f.stat)
@@ -371,10 +364,10 @@ def read_aiperf(objs: list[dict[str, Any]], path: Path) -> PeerRun:
     rows, own_itl, spans = _records(objs, path)
     ex = sibling_export(path)
     span = (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else None
-    served = sum(1 for r in rows if r["error"] is None)
+    served = sum(1 for r in rows if r.error is None)
     version: str | None = None
     if ex is None:
-        rep = Repeat(rows, served, len(rows) - served, span, {}, [])
+        rep = Repeat(rows, served, len(rows) - served, span)
         load = Load(None, unrecorded=frozenset(FIELDS))
     else:
         beside = f"{path.parent / 'profile_export_aiperf.json'}"

@@ -1,11 +1,12 @@
-"""What every peer reader shares: the error, the run and repeat records, the loose
-pydantic base, JSON (Lines) reading and the request-rate value."""
+"""What every peer reader shares: the error, the run, repeat, row and stated-figure
+records, the loose pydantic base, JSON (Lines) reading and the request-rate value."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,43 @@ from kimi_bench.peers.errors import PeerFormatError
 from kimi_bench.peers.load import Load
 
 if TYPE_CHECKING:
-    from kimi_bench.peers.figures import Figure
+    from kimi_bench.peers.figures import Figure, PeerRow
 
-__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRun", "Repeat"]
+__all__ = ["MAX_BYTES", "PeerFormatError", "PeerRun", "Repeat", "Stated"]
 
 MAX_BYTES = 256 * 1024 * 1024  # the largest result file read
+
+
+@dataclass(frozen=True)
+class Stated:
+    """The tool's own summary figures the report re-checks (``report.agree_rows``); the
+    ITL ones only where the rows' gaps check them (``itl_held``)."""
+
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    p90_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    req_per_s: float | None
+    completed: float | None
+    mean_itl_ms: float | None = None
+    median_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    itl_held: bool = False
+
+    @classmethod
+    def of(
+        cls, figs: Sequence[Figure], req_per_s: float | None, completed: float | None, itl: bool
+    ) -> Stated:
+        """The TTFT figures of ``figs``, and with ``itl`` its ITL figures."""
+        by = {(f.metric, f.stat): f.stated for f in figs}
+        t = {s: by.get(("ttft", s)) for s in ("mean", "median", "p90", "p99")}
+        i = {s: by.get(("itl", s)) if itl else None for s in ("mean", "median", "p99")}
+        ttft = (t["mean"], t["median"], t["p90"], t["p99"])
+        return cls(*ttft, req_per_s, completed, i["mean"], i["median"], i["p99"], itl)
+
+    def as_dict(self) -> dict[str, float | None]:
+        out = {k: v for k, v in asdict(self).items() if k != "itl_held"}
+        return out if self.itl_held else {k: v for k, v in out.items() if "_itl_" not in k}
 
 
 @dataclass
@@ -28,13 +61,11 @@ class Repeat:
     """One benchmark run of a peer tool: per-request rows when the file has them, and the
     numbers the tool itself states."""
 
-    rows: list[dict[str, Any]] | None
+    rows: list[PeerRow] | None
     completed: int
     failed: int | None
     duration_s: float | None
-    # the tool's own summary figures the report re-checks (``report.agree_rows``):
-    # mean/median/p90/p99_ttft_ms, mean/median/p99_itl_ms, req_per_s, completed
-    stated: dict[str, float | None] = field(default_factory=dict)
+    stated: Stated | None = None  # None: the file states no summary (AIPerf's records alone)
     # every figure the tool states, beside what its rows give by its method
     figures: list[Figure] = field(default_factory=list)
 
@@ -79,7 +110,7 @@ def field_error(exc: ValidationError, where: str) -> PeerFormatError:
     """The first validation problem, naming the field (``ttfts.3``) and the file."""
     first = exc.errors()[0]
     loc = ".".join(str(x) for x in first["loc"]) or "(top level)"
-    return PeerFormatError(f"{where}: field {loc}: {first['msg']} (got {first.get('input')!r:.80})")
+    return PeerFormatError(f"{where}: field {loc}: {first['msg']} (got {first['input']!r:.80})")
 
 
 def json_objects(text: str, where: str) -> list[dict[str, Any]]:
@@ -104,8 +135,8 @@ def json_objects(text: str, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def once_each(objs: list[dict[str, Any]], where: str, what: str) -> None:
-    """Each run line once: the same line twice would count as two repeats."""
+def once_each(objs: Sequence[object], where: str, what: str) -> None:
+    """Each run line (any JSON value) once: the same line twice would count as two repeats."""
     seen: dict[str, int] = {}
     for k, obj in enumerate(objs):
         key = json.dumps(obj, sort_keys=True)

@@ -1,6 +1,6 @@
-"""Every figure a peer's file states, beside the same figure recomputed from its
-per-request rows by **the tool's own method**, and the checks that refuse a file that
-disagrees with itself (exit 2, naming both figures).
+"""Every figure a peer's file states (and each request it records, ``PeerRow``), beside
+the same figure recomputed from its per-request rows by **the tool's own method**, and the
+checks that refuse a file that disagrees with itself (exit 2, naming both figures).
 
 Methods, as each tool computes its summary (read from its source):
 
@@ -28,6 +28,9 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
 
 from kimi_bench.peers.errors import PeerFormatError
 from kimi_bench.results.peer_stats import numpy_stat
@@ -38,6 +41,26 @@ REL_TOL = 1e-6
 ABS_TOL = 1e-6
 STATS = ("mean", "median", "p90", "p95", "p99")
 METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+class PeerRow(BaseModel):
+    """One request as a peer's file records it; the fields its reader set (and only those)
+    are the imported report's request row (``columns``)."""
+
+    rid: int  # its place in the file
+    request_id: Any = None  # the tool's own identity (AIPerf, GuideLLM), as written
+    error: str | None = None
+    ttft_ms: float | None = None
+    itl_mean_ms: float | None = None
+    itl_ms: list[float] | None = None
+    input_tokens: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def columns(self) -> dict[str, object]:
+        return self.model_dump(exclude_unset=True)
 
 
 @dataclass
@@ -161,25 +184,24 @@ def check_order(figs: Sequence[Figure], where: str, file: str) -> None:
 
 
 def check_rows_physical(
-    rows: Sequence[dict[str, object]], duration_s: float | None, where: str, file: str
+    rows: Sequence[PeerRow], duration_s: float | None, where: str, file: str
 ) -> None:
     """Each served row: E2E >= TTFT (+ its gaps, when it has them) and E2E within the
     benchmark's duration (a request cannot outlast the run that measured it)."""
     for r in rows:
-        e2e, ttft = r.get("e2e_ms"), r.get("ttft_ms")
-        if r.get("error") is not None or not isinstance(e2e, float) or not isinstance(ttft, float):
+        e2e, ttft = r.e2e_ms, r.ttft_ms
+        if r.error is not None or e2e is None or ttft is None:
             continue
-        gaps = r.get("itl_ms")
-        floor = ttft + (sum(float(x) for x in gaps) if isinstance(gaps, list) else 0.0)
+        floor = ttft + sum(r.itl_ms or [])
         if e2e < floor and not close(e2e, floor, 1e-4):
             raise PeerFormatError(
-                f"{where}: request {r.get('rid')!r} in {file}: E2E {e2e:.6g} ms is below its "
+                f"{where}: request {r.rid!r} in {file}: E2E {e2e:.6g} ms is below its "
                 f"TTFT plus its gaps ({floor:.6g} ms): a request ends after its last token "
                 "(an edited file or a unit mislabelled?)"
             )
         if duration_s is not None and e2e > duration_s * 1e3 * 1.01 + 1.0:
             raise PeerFormatError(
-                f"{where}: request {r.get('rid')!r} in {file}: E2E {e2e:.6g} ms is longer "
+                f"{where}: request {r.rid!r} in {file}: E2E {e2e:.6g} ms is longer "
                 f"than the whole benchmark ({duration_s:.6g} s): no request outlasts the run "
                 "that measured it (E2E in the wrong unit, or the duration edited?)"
             )

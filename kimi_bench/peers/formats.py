@@ -32,6 +32,7 @@ from kimi_bench.peers.base import (
     PeerFormatError,
     PeerRun,
     Repeat,
+    Stated,
     field_error,
     json_objects,
     once_each,
@@ -39,6 +40,7 @@ from kimi_bench.peers.base import (
 )
 from kimi_bench.peers.figures import (
     Figure,
+    PeerRow,
     bucket_peak,
     check_figures,
     check_rows_physical,
@@ -81,27 +83,27 @@ def _latency_figures(obj: dict[str, Any], pattern: re.Pattern[str], tool: str) -
 
 def _recompute(
     figs: list[Figure],
-    rows: list[dict[str, Any]],
+    rows: list[PeerRow],
     res: _Serving,
     exact_e2e: bool,
     itl_checked: bool,
 ) -> None:
     """Each latency figure recomputed from the served rows by numpy, as the tools do.
     Without per-request E2E (sglang) TTFT + the gaps bound E2E and TPOT from below."""
-    ok = [r for r in rows if r["error"] is None]
-    samples: dict[str, list[float]] = {"ttft": [r["ttft_ms"] for r in ok]}
+    ok = [r for r in rows if r.error is None and r.ttft_ms is not None]
+    samples: dict[str, list[float]] = {"ttft": [r.ttft_ms for r in ok if r.ttft_ms is not None]}
     if itl_checked:
-        samples["itl"] = [x for r in ok for x in r["itl_ms"] or []]
+        samples["itl"] = [x for r in ok for x in r.itl_ms or []]
     lower: dict[str, list[float]] = {}
     if exact_e2e:
-        samples["e2e"] = [r["e2e_ms"] for r in ok]
-        samples["tpot"] = [r["tpot_ms"] for r in ok if "tpot_ms" in r]
+        samples["e2e"] = [r.e2e_ms for r in ok if r.e2e_ms is not None]
+        samples["tpot"] = [r.tpot_ms for r in ok if r.tpot_ms is not None]
     elif res.itls is not None:
-        lower["e2e"] = [r["ttft_ms"] + sum(r["itl_ms"] or []) for r in ok]
+        lower["e2e"] = [(r.ttft_ms or 0.0) + sum(r.itl_ms or []) for r in ok]
         lower["tpot"] = [
-            sum(r["itl_ms"] or []) / (r["output_tokens"] - 1)
+            sum(r.itl_ms or []) / (r.output_tokens - 1)
             for r in ok
-            if isinstance(r["output_tokens"], int) and r["output_tokens"] > 1
+            if r.output_tokens is not None and r.output_tokens > 1
         ]
     for f in figs:
         if samples.get(f.metric):
@@ -112,12 +114,12 @@ def _recompute(
 
 
 def _counts(
-    res: _Serving, rows: list[dict[str, Any]] | None, failed: int | None, where: str
+    res: _Serving, rows: list[PeerRow] | None, failed: int | None, where: str
 ) -> tuple[int | None, list[Figure]]:
     """Completed, failed, throughputs and output tokens against the rows and duration."""
     figs = [Figure("completed", "completed", "value", float(res.completed), unit="requests")]
     if rows is not None:
-        served = [r for r in rows if r["error"] is None]
+        served = [r for r in rows if r.error is None]
         figs[0].rows = float(len(served))
         if failed is not None:
             figs.append(
@@ -138,7 +140,7 @@ def _counts(
                     "output_tokens",
                     "value",
                     float(res.total_output_tokens),
-                    float(sum(r["output_tokens"] or 0 for r in served)),
+                    float(sum(r.output_tokens or 0 for r in served)),
                     unit="tokens",
                 )
             )
@@ -185,7 +187,7 @@ def _load(res: _Serving, obj: dict[str, Any], where: str, tool: str) -> Load:
 
 def _concurrency(
     res: _Serving,
-    rows: list[dict[str, Any]] | None,
+    rows: list[PeerRow] | None,
     stated: list[Figure],
     where: str,
     file: str,
@@ -197,9 +199,9 @@ def _concurrency(
     spans = None
     if rows is not None and res.start_times is not None and res.latencies is not None:
         spans = [
-            (res.start_times[r["rid"]], res.start_times[r["rid"]] + res.latencies[r["rid"]])
+            (res.start_times[r.rid], res.start_times[r.rid] + res.latencies[r.rid])
             for r in rows
-            if r["error"] is None
+            if r.error is None
         ]
         figs.append(
             Figure(
@@ -311,13 +313,7 @@ def _repeat(
             )
     if rows is not None:
         check_rows_physical(rows, res.duration, where, file)
-    by_key = {f.key: f.stated for f in figs}
-    stated = {
-        k: by_key.get(k) for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
-    }
-    stated |= {"req_per_s": res.request_throughput, "completed": float(res.completed)}
-    if itl_checked:
-        stated |= {k: by_key.get(k) for k in ("mean_itl_ms", "median_itl_ms", "p99_itl_ms")}
+    stated = Stated.of(figs, res.request_throughput, float(res.completed), itl_checked)
     if res.request_goodput is not None:
         figs.append(
             Figure(

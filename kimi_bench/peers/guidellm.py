@@ -25,12 +25,14 @@ from kimi_bench.peers.base import (
     PeerFormatError,
     PeerRun,
     Repeat,
+    Stated,
     _Loose,
     field_error,
     once_each,
 )
 from kimi_bench.peers.figures import (
     Figure,
+    PeerRow,
     check_figures,
     check_rows_physical,
     peak_in_flight,
@@ -142,23 +144,23 @@ def _load(b: _GlBenchmark) -> Load:
     raise PeerFormatError(f"GuideLLM strategy {s.type_!r} is not one kimi-bench can label")
 
 
-def _row(rid: int, r: _GlRequest, error: str | None) -> dict[str, Any]:
+def _row(rid: int, r: _GlRequest, error: str | None) -> PeerRow:
     ok = error is None and r.time_to_first_token_ms is not None
     e2e = r.request_latency * 1e3 if ok and r.request_latency is not None else None
-    n = r.output_tokens
-    row: dict[str, Any] = {
-        "rid": rid,
-        "request_id": r.request_id or r.info.request_id,
-        "error": None if ok else (error or "no first token"),
-        "ttft_ms": r.time_to_first_token_ms if ok else None,
-        "itl_mean_ms": r.inter_token_latency_ms if ok else None,
-        "input_tokens": r.prompt_tokens,
-        "prompt_tokens": r.prompt_tokens,
-        "output_tokens": n,
-        "e2e_ms": e2e,
-    }
-    if e2e is not None and isinstance(n, int) and n > 1:
-        row["tpot_ms"] = (e2e - row["ttft_ms"]) / (n - 1)
+    ttft, n = r.time_to_first_token_ms if ok else None, r.output_tokens
+    row = PeerRow(
+        rid=rid,
+        request_id=r.request_id or r.info.request_id,
+        error=None if ok else (error or "no first token"),
+        ttft_ms=ttft,
+        itl_mean_ms=r.inter_token_latency_ms if ok else None,
+        input_tokens=r.prompt_tokens,
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=n,
+        e2e_ms=e2e,
+    )
+    if e2e is not None and ttft is not None and n is not None and n > 1:
+        row.tpot_ms = (e2e - ttft) / (n - 1)
     return row
 
 
@@ -293,27 +295,20 @@ def _repeat(b: _GlBenchmark, load: Load, where: str, file: str) -> Repeat:
     ]
     seen: dict[str, int] = {}
     for row in rows:
-        rid = row["request_id"]
+        rid = row.request_id
         if rid is not None and rid in seen:
             raise PeerFormatError(
                 f"{where}: request_id {rid} appears twice (records {seen[rid]} and "
-                f"{row['rid']}): each request is recorded once; a duplicate would count twice"
+                f"{row.rid}): each request is recorded once; a duplicate would count twice"
             )
-        seen[rid] = row["rid"]
-    ok = [r for r, row in zip(every, rows, strict=True) if row["error"] is None]
+        seen[rid] = row.rid
+    ok = [r for r, row in zip(every, rows, strict=True) if row.error is None]
     figs = _figures(b, ok) + _counts(b, len(ok), where)
     check_figures(figs, where, file)
     check_rows_physical(rows, b.duration, where, file)
     _concurrency(b, every, load, where, file)
     by = {(f.metric, f.stat): f.stated for f in figs}
-    stated = {
-        "mean_ttft_ms": by.get(("ttft", "mean")),
-        "median_ttft_ms": by.get(("ttft", "median")),
-        "p90_ttft_ms": by.get(("ttft", "p90")),
-        "p99_ttft_ms": by.get(("ttft", "p99")),
-        "req_per_s": by.get(("req_per_s", "value")),
-        "completed": by.get(("successful", "value")),
-    }
+    stated = Stated.of(figs, by.get(("req_per_s", "value")), by.get(("successful", "value")), False)
     return Repeat(rows, len(ok), len(rows) - len(ok), b.duration, stated, figs)
 
 

@@ -70,7 +70,8 @@ class Load:
         """A field's value, or the words "not recorded"."""
         return "not recorded" if name in self.unrecorded else getattr(self, name)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
+        """The load as the report's ``config.load`` holds it (JSON)."""
         rate = self.request_rate
         known = "request_rate" not in self.unrecorded
         return {

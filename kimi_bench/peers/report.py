@@ -16,31 +16,34 @@ such a report and fail by name.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kimi_bench import __version__
 from kimi_bench.ci.evidence_rows import evidence
+from kimi_bench.infra.stats.compare import Comparison
 from kimi_bench.infra.stats.format import fmt_pct
-from kimi_bench.peers.base import PeerFormatError, PeerRun
+from kimi_bench.peers.base import PeerFormatError, PeerRun, Stated
 from kimi_bench.peers.figures import METRICS
 from kimi_bench.report.model import Report, ReportError
 from kimi_bench.results.serve import ArmCell, ServeRaw, derive_serve
 from kimi_bench.results.serve_rows import serve_requests
 
+Ab = dict[str, dict[str, dict[str, Comparison | None]]]  # rate -> arm -> metric (``evidence``)
 
-def _tool_mean(run: PeerRun, key: str) -> float | None:
+
+def _tool_mean(run: PeerRun, pick: Callable[[Stated], float | None]) -> float | None:
     """The tool's own figure over the file's repeats (None when a repeat lacks it)."""
-    values = [r.stated.get(key) for r in run.repeats]
+    values = [pick(r.stated) if r.stated is not None else None for r in run.repeats]
     if not values or any(v is None for v in values):
         return None
     return sum(float(v) for v in values if v is not None) / len(values)
 
 
-def _tool_figures(run: PeerRun) -> dict[str, Any]:
+def _tool_figures(run: PeerRun) -> dict[str, float | str]:
     """``tool_<metric>_<stat>_ms`` (the tool's own, mean over repeats) and the method it
     computes them by (``tool_method``)."""
-    out: dict[str, Any] = {}
+    out: dict[str, float | str] = {}
     methods = set()
     for metric in METRICS:
         for stat in ("mean", "median", "p90", "p99"):
@@ -58,63 +61,57 @@ def _tool_figures(run: PeerRun) -> dict[str, Any]:
     return out
 
 
-def _arm_row(label: str, arm: str, run: PeerRun, cell: ArmCell) -> dict[str, Any]:
+def _failed(run: PeerRun, cell: ArmCell) -> int | None:
+    """Failed requests: the rows', else the tool's count (None where a repeat has none)."""
+    if run.per_request:
+        return len(cell.rows) - cell.completed
+    failed = [r.failed for r in run.repeats]
+    return None if None in failed else sum(f or 0 for f in failed)
+
+
+def _arm_row(label: str, arm: str, run: PeerRun, cell: ArmCell) -> dict[str, float | str | None]:
     reps = run.repeats
     spans = [r.duration_s for r in reps if r.duration_s]
-    completed = sum(r.completed for r in reps)
     thr = [r.completed / r.duration_s for r in reps if r.duration_s]
     tool = _tool_figures(run)
-    out: dict[str, Any] = {"rate": label, "arm": arm, "tool": run.tool}
+    out: dict[str, float | str | None] = {"rate": label, "arm": arm, "tool": run.tool}
     if run.per_request:
         out |= cell.latency_figures((50, 90, 99))
-        out |= {
-            "ttft_median_ms": cell.stat("ttft", "median"),
-            "ttft_p90_ms": cell.stat("ttft", "p90"),
-            "ttft_p99_ms": cell.stat("ttft", "p99"),
-            "failed": len(cell.rows) - cell.completed,
-        }
+        out |= {f"ttft_{s}_ms": cell.stat("ttft", s) for s in ("median", "p90", "p99")}
     else:  # the tool's own numbers: there are no rows to derive them from
-        failed = [r.failed for r in reps]
         out |= {k.removeprefix("tool_"): v for k, v in tool.items() if k.endswith("_ms")}
-        out |= {
-            "ttft_median_ms": tool.get("tool_ttft_median_ms"),
-            "ttft_p90_ms": tool.get("tool_ttft_p90_ms"),
-            "ttft_p99_ms": tool.get("tool_ttft_p99_ms"),
-            "failed": None if None in failed else sum(f or 0 for f in failed),
-        }
+        for s in ("median", "p90", "p99"):
+            out.setdefault(f"ttft_{s}_ms", None)
+    out["failed"] = _failed(run, cell)
     out |= tool
     out |= {
-        "tool_ttft_median_ms": _tool_mean(run, "median_ttft_ms"),
-        "tool_ttft_mean_ms": _tool_mean(run, "mean_ttft_ms"),
+        "tool_ttft_median_ms": _tool_mean(run, lambda s: s.median_ttft_ms),
+        "tool_ttft_mean_ms": _tool_mean(run, lambda s: s.mean_ttft_ms),
         "req_per_s": sum(thr) / len(thr) if thr else None,
-        "tool_req_per_s": _tool_mean(run, "req_per_s"),
-        "completed": completed,
+        "tool_req_per_s": _tool_mean(run, lambda s: s.req_per_s),
+        "completed": sum(r.completed for r in reps),
         "duration_s": sum(spans) if spans else None,
     }
     return out
 
 
-def _request_rows(label: str, arm: str, run: PeerRun) -> list[dict[str, Any]]:
-    out = []
-    for k, rep in enumerate(run.repeats):
-        for row in rep.rows or []:
-            out.append({"rate": label, "arm": arm, "repeat": k, "status": None,
-                        "batch_id": None, **row})  # fmt: skip
-    return out
+def _request_rows(label: str, arm: str, run: PeerRun) -> list[dict[str, object]]:
+    head = {"rate": label, "arm": arm}
+    return [
+        {**head, "repeat": k, "status": None, "batch_id": None, **row.columns()}
+        for k, rep in enumerate(run.repeats)
+        for row in rep.rows or []
+    ]
 
 
 def _planned(run: PeerRun) -> int:
     """Requests the tool sent per repeat: the rows, else completed + failed."""
-    counts = []
-    for rep in run.repeats:
-        if rep.rows is not None:
-            counts.append(len(rep.rows))
-        else:
-            counts.append(rep.completed + (rep.failed or 0))
-    return max(counts)
+    reps = run.repeats
+    return max(len(r.rows) if r.rows is not None else r.completed + (r.failed or 0) for r in reps)
 
 
-def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
+def source_of(run: PeerRun, version: str | None) -> dict[str, object]:
+    """The file an arm was read from (``config.source.arms``), as JSON."""
     return {
         "tool": run.tool,
         "version": version or run.version,
@@ -123,7 +120,7 @@ def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
         "per_request": run.per_request,
         "repeats": len(run.repeats),
         "load": run.load.as_dict(),
-        "stated": [dict(r.stated) for r in run.repeats],
+        "stated": [r.stated.as_dict() if r.stated else {} for r in run.repeats],
         "figures": [[f.as_dict() for f in r.figures] for r in run.repeats],
         "sha256": run.digest or None,
         **{k: v for k, v in run.details.items() if v is not None},
@@ -132,7 +129,7 @@ def source_of(run: PeerRun, version: str | None) -> dict[str, Any]:
 
 def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> list[str]:
     tools = sorted({r.tool for r in runs.values()})
-    held = any("mean_itl_ms" in rep.stated for r in runs.values() for rep in r.repeats)
+    held = any(rep.stated and rep.stated.itl_held for r in runs.values() for rep in r.repeats)
     itl = "; mean, median and p99 ITL over every gap pooled" if held else ""
     figs = [f for r in runs.values() for rep in r.repeats for f in rep.figures]
     checked = sorted({f.metric.upper() for f in figs if f.metric in METRICS and f.rows is not None})
@@ -147,7 +144,7 @@ def _notes(runs: dict[str, PeerRun], per_request: bool, version: str | None) -> 
         "were checked against every figure the tool states that rows can give (counts, "
         f"throughput, {what}, by the tool's own method{itl}). No "
         "stage times or copy ledger (the server's internals are not in the file).",
-        f"Load: {_load_text(next(iter(runs.values())))}.",
+        f"Load: {next(iter(runs.values())).load.text()}.",
     ]
     notes += [_figures_note(arm, run) for arm, run in runs.items()]
     if per_request:
@@ -205,10 +202,6 @@ def _figures_note(arm: str, run: PeerRun) -> str:
             "tool_* are the tool's own.")  # fmt: skip
 
 
-def _load_text(run: PeerRun) -> str:
-    return run.load.text()
-
-
 def _one_load(runs: dict[str, PeerRun]) -> PeerRun:
     """The arms must be distinct files at one load, compared by what the loads mean
     (burstiness only at a paced rate); a load a file does not record cannot be shown
@@ -232,7 +225,7 @@ def _one_load(runs: dict[str, PeerRun]) -> PeerRun:
                 )
     meanings = {r.load.meaning() for r in runs.values()}
     if len(meanings) != 1:
-        shown = "; ".join(f"{a}: {_load_text(r)}" for a, r in runs.items())
+        shown = "; ".join(f"{a}: {r.load.text()}" for a, r in runs.items())
         raise PeerFormatError(
             f"the files ran at different loads ({shown}): import each load separately"
         )
@@ -255,10 +248,11 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
         )
     reqs = [row for arm, run in runs.items() for row in _request_rows(label, arm, run)]
     derived = derive_serve(ServeRaw(tuple(serve_requests(reqs))))  # the rows' figures, typed
-    results = [_arm_row(label, arm, run, derived.cell(label, arm)) for arm, run in runs.items()]
+    cells = {arm: derived.cell(label, arm) for arm in runs}
+    results = [_arm_row(label, arm, run, cells[arm]) for arm, run in runs.items()]
     arms = list(runs)
     sources = {arm: source_of(run, version) for arm, run in runs.items()}
-    tools = sorted({s["tool"] for s in sources.values()})
+    tools = sorted({r.tool for r in runs.values()})
     config = {
         "rates": [load.as_dict()["request_rate"]],
         "rate_labels": [label], "load": load.as_dict(), "arms": arms,
@@ -271,25 +265,25 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
     env = {
         "device": None,
         "device_name": None,
-        "source": {"tools": tools, "versions": {a: s["version"] for a, s in sources.items()}},
+        "source": {"tools": tools, "versions": {a: version or r.version for a, r in runs.items()}},
         "kimi_bench_version": __version__,
         "imported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    failed = [r["failed"] for r in results]
+    failed = [_failed(run, cells[arm]) for arm, run in runs.items()]
     summary = {
         "verdict": "",
-        "failed_requests": None if None in failed else sum(failed),
+        "failed_requests": None if None in failed else sum(f or 0 for f in failed),
         "error": None,
         "rates": [label],
         "arms": arms,
         "tools": tools,
     }
-    data: dict[str, Any] = {"ab": {}, "requests": reqs, "copies": [], "final": True}
+    data: dict[str, object] = {"ab": {}, "requests": reqs, "copies": [], "final": True}
     rep = Report(
         "serve-ab", env, config, results, summary, _notes(runs, per_request, version), data
     )
     try:
-        ab = evidence(rep).figures["ab"]
+        ab: Ab = evidence(rep).figures["ab"]
     except ReportError as exc:
         raise PeerFormatError(str(exc).removeprefix("serve-ab report: ")) from None
     data["ab"] = {
@@ -297,27 +291,25 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
               for arm, v in per_arm.items()}
         for lab, per_arm in ab.items()
     }  # fmt: skip
-    summary["verdict"] = _verdict(results, data["ab"], tools)
+    summary["verdict"] = _verdict(ab, tools, arms[0], results[0])
     return rep
 
 
-def _verdict(results: list[dict[str, Any]], ab: dict[str, Any], tools: list[str]) -> str:
-    base = results[0]["arm"]
+def _verdict(ab: Ab, tools: list[str], base: str, first: dict[str, float | str | None]) -> str:
     head = f"imported from {', '.join(tools)}"
     parts = []
     for label, per_arm in ab.items():
         for arm, v in per_arm.items():
-            med = v.get("median_ttft")
+            med = v["median_ttft"]
             if med is None:
                 parts.append(f"{label}: {arm} median TTFT not comparable (summary only)")
                 continue
-            sig = "" if med["significant"] else f" ({med['verdict']})"
-            parts.append(f"{label}: {arm} median TTFT {fmt_pct(med['delta_pct'])}{sig}")
+            sig = "" if med.significant else f" ({med.verdict})"
+            parts.append(f"{label}: {arm} median TTFT {fmt_pct(med.delta_pct)}{sig}")
     if not parts:
-        r = results[0]
-        med = r["ttft_median_ms"]
-        text = f"{med:.1f} ms" if isinstance(med, (int, float)) else "n/a"
-        return f"{head}: one arm ({base}), median TTFT {text}, {r['completed']} completed"
+        ttft = first["ttft_median_ms"]
+        text = f"{ttft:.1f} ms" if isinstance(ttft, (int, float)) else "n/a"
+        return f"{head}: one arm ({base}), median TTFT {text}, {first['completed']} completed"
     return f"{head}: vs {base}: " + "; ".join(parts)
 
 

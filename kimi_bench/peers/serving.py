@@ -9,6 +9,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt
 
 from kimi_bench.peers.base import _Loose
 from kimi_bench.peers.errors import PeerFormatError
+from kimi_bench.peers.figures import PeerRow
 
 
 class _Serving(_Loose):
@@ -52,7 +53,7 @@ class VllmResult(_Serving):
     date: str | None = None
 
 
-def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
+def _rows(res: _Serving, where: str) -> list[PeerRow] | None:
     """Per-request rows from the detail lists (None when the file has none). A request
     counts as failed when its error is non-empty; its times are then not used."""
     if res.ttfts is None:
@@ -74,22 +75,22 @@ def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
         err = (res.errors[i] if res.errors is not None else None) or None
         itl = res.itls[i] if res.itls is not None else []
         out = res.output_lens[i] if res.output_lens is not None else None
-        row: dict[str, Any] = {
-            "rid": i,
-            "error": err,
-            "ttft_ms": None if err else ttft * 1e3,
-            "itl_mean_ms": sum(itl) / len(itl) * 1e3 if itl and not err else None,
-            "itl_ms": [x * 1e3 for x in itl] if res.itls is not None and not err else None,
-            "input_tokens": res.input_lens[i] if res.input_lens is not None else None,
-            "prompt_tokens": res.input_lens[i] if res.input_lens is not None else None,
-            "output_tokens": out,
-        }
+        row = PeerRow(
+            rid=i,
+            error=err,
+            ttft_ms=None if err else ttft * 1e3,
+            itl_mean_ms=sum(itl) / len(itl) * 1e3 if itl and not err else None,
+            itl_ms=[x * 1e3 for x in itl] if res.itls is not None and not err else None,
+            input_tokens=res.input_lens[i] if res.input_lens is not None else None,
+            prompt_tokens=res.input_lens[i] if res.input_lens is not None else None,
+            output_tokens=out,
+        )
         if res.latencies is not None and not err:
-            row["e2e_ms"] = res.latencies[i] * 1e3
-            if isinstance(out, int) and out > 1:
-                row["tpot_ms"] = (row["e2e_ms"] - row["ttft_ms"]) / (out - 1)
+            row.e2e_ms = e2e = res.latencies[i] * 1e3
+            if out is not None and out > 1:
+                row.tpot_ms = (e2e - ttft * 1e3) / (out - 1)
         rows.append(row)
-    served = sum(1 for r in rows if r["error"] is None)
+    served = sum(1 for r in rows if r.error is None)
     if served != res.completed:
         raise PeerFormatError(
             f"{where}: completed says {res.completed} but the per-request lists show "
@@ -99,16 +100,16 @@ def _rows(res: _Serving, where: str) -> list[dict[str, Any]] | None:
     return rows
 
 
-def _unique(res: _Serving, rows: list[dict[str, Any]], where: str) -> None:
+def _unique(res: _Serving, rows: list[PeerRow], where: str) -> None:
     """The files name no request: a request is its own start, TTFT, gaps and latency; two
     rows with all of them equal are one request written twice."""
     seen: dict[tuple[Any, ...], int] = {}
     for i, row in enumerate(rows):
-        if row["error"] is not None:
+        if row.error is not None:
             continue
         key = (
-            row["ttft_ms"],
-            tuple(row["itl_ms"] or ()),
+            row.ttft_ms,
+            tuple(row.itl_ms or ()),
             res.latencies[i] if res.latencies is not None else None,
             res.start_times[i] if res.start_times is not None else None,
         )

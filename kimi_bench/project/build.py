@@ -8,17 +8,17 @@ import platform
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import kimi_bench
 from kimi_bench.infra.environment import git_commit
 from kimi_bench.project.calibration import Calibration, ProjectionError
 from kimi_bench.project.model import Host, calibration_topology
-from kimi_bench.project.projection import Projection, Scale, project, totals
+from kimi_bench.project.projection import Projection, Scale, Total, project, totals
 from kimi_bench.project.validate import TARGET_PCT, ErrorRecord, total_errors, validate
 from kimi_bench.project.validation_notes import validation_notes, widen
 from kimi_bench.report.figures import figures_png
 from kimi_bench.report.html import write_html
+from kimi_bench.report.kinds import ProjectReport
 from kimi_bench.report.model import Report
 from kimi_bench.report.view import view_of
 from kimi_bench.report.writers import write_csv, write_json, write_markdown
@@ -52,7 +52,7 @@ MODEL = [
 ]
 
 
-def _environment(cals: list[Calibration]) -> dict[str, Any]:
+def _environment(cals: list[Calibration]) -> dict[str, object]:
     first = cals[0].env
     return {
         "package": "kimi-bench",
@@ -72,35 +72,24 @@ def _environment(cals: list[Calibration]) -> dict[str, Any]:
     }
 
 
-def _fitted_rows(projs: list[Projection], host: Host) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _fitted_rows(projs: list[Projection], host: Host) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
     for p in projs:
         cal, f = p.calibration, p.fitted
-        rows += [
-            {"carrier": cal.transport, "what": "calibration report", "value": cal.source},
-            {"carrier": cal.transport, "what": "ranks (one host)", "value": cal.ranks},
-            {"carrier": cal.transport, "what": "GPUs shared by the ranks", "value": cal.gpus},
-            {
-                "carrier": cal.transport,
-                "what": "torch threads per process (micro's split)",
-                "value": calibration_topology(cal).threads(host.cores),
-            },
-            {"carrier": cal.transport, "what": "pinned H2D link GB/s", "value": cal.h2d_gbps},
-            {
-                "carrier": cal.transport,
-                "what": f"one gloo transfer GB/s ({f.loopback_source})",
-                "value": f.loopback_gbps,
-            },
+        fitted: list[tuple[str, object]] = [
+            ("calibration report", cal.source),
+            ("ranks (one host)", cal.ranks),
+            ("GPUs shared by the ranks", cal.gpus),
+            (
+                "torch threads per process (micro's split)",
+                calibration_topology(cal).threads(host.cores),
+            ),
+            ("pinned H2D link GB/s", cal.h2d_gbps),
+            (f"one gloo transfer GB/s ({f.loopback_source})", f.loopback_gbps),
         ]
-        rows += [
-            {"carrier": cal.transport, "what": f"{k} pageable H2D GB/s per rank", "value": v}
-            for k, v in f.pageable_gbps.items()
-        ]
-        rows += [
-            {"carrier": cal.transport, "what": f"{s} fixed latency ms", "value": v}
-            for s, v in f.intercepts_ms.items()
-            if v > 0
-        ]
+        fitted += [(f"{k} pageable H2D GB/s per rank", v) for k, v in f.pageable_gbps.items()]
+        fitted += [(f"{s} fixed latency ms", v) for s, v in f.intercepts_ms.items() if v > 0]
+        rows += [{"carrier": cal.transport, "what": what, "value": v} for what, v in fitted]
     return rows
 
 
@@ -142,22 +131,22 @@ def _host_notes(host: Host, scale: Scale) -> list[str]:
     ]
 
 
-def _speedups(scale: Scale, tots: list[dict[str, Any]]) -> str:
+def _speedups(scale: Scale, tots: list[Total]) -> str:
     """Each carrier's speedup at the largest asked rank count it was projected to."""
-    asked = [t for t in tots if t["ranks"] in scale.ranks and t["speedup"]]
-    top = {t["transport"]: t["ranks"] for t in sorted(asked, key=lambda t: t["ranks"])}
+    asked = [t for t in tots if t.ranks in scale.ranks and t.speedup]
+    top = {t.transport: t.ranks for t in sorted(asked, key=lambda t: t.ranks)}
     return "; ".join(
-        t["transport"]
-        + (f" @ {t['link_gbps']:g} Gb/s" if t["link_gbps"] else "")
-        + f": {t['speedup']:.2f}x at {t['ranks']} ranks"
+        t.transport
+        + (f" @ {t.link_gbps:g} Gb/s" if t.link_gbps else "")
+        + f": {t.speedup:.2f}x at {t.ranks} ranks"
         for t in asked
-        if t["ranks"] == top[t["transport"]]
+        if t.ranks == top[t.transport]
     )
 
 
 def unprojected(projs: list[Projection], scale: Scale) -> str | None:
     """Why none of the asked rank counts was projected (None when some were)."""
-    done = {r["ranks"] for p in projs for r in p.rows}
+    done = {r.ranks for p in projs for r in p.rows}
     if done & set(scale.ranks):
         return None
     asked = ", ".join(str(r) for r in sorted(set(scale.ranks)))
@@ -174,8 +163,8 @@ def unprojected(projs: list[Projection], scale: Scale) -> str | None:
 
 
 def _summary(
-    projs: list[Projection], scale: Scale, tots: list[dict[str, Any]], tot_err: list[ErrorRecord]
-) -> dict[str, Any]:
+    projs: list[Projection], scale: Scale, tots: list[Total], tot_err: list[ErrorRecord]
+) -> dict[str, object]:
     cals = [p.calibration for p in projs]
     verdict = _speedups(scale, tots)
     errs = [t.error_pct for t in tot_err if t.error_pct is not None]
@@ -233,13 +222,13 @@ def build_projection(
         kind="project",
         environment=_environment(cals),
         config=config,
-        results=rows,
+        results=[r.as_dict() for r in rows],
         summary=_summary(projs, scale, tots, tot_err),
         notes=notes,
         data={
             "model": MODEL,
             "fitted": fitted_rows,
-            "totals": tots,
+            "totals": [t.as_dict() for t in tots],
             "validation": {
                 "stages": [e.as_dict() for e in errors],
                 "totals": [t.as_dict() for t in tot_err],
@@ -256,7 +245,8 @@ def emit_projection(report: Report, out: Path) -> list[Path]:
         write_markdown(view, out / "report.md", "kimi-bench projection"),
         write_csv(report.results, out / "projection.csv"),
     ]
-    val = report.data.get("validation", {}).get("stages") or []
+    validation = report.typed(ProjectReport).validation
+    val = validation.stages if validation is not None else None
     if val:
         files.append(write_csv(val, out / "validation.csv"))
     figs = figures_png(report)  # [] without matplotlib

@@ -20,7 +20,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from kimi_bench.infra.jsonio import parse_json
 from kimi_bench.infra.limits import MAX_CONFIG_BYTES, read_text_bounded
@@ -69,26 +70,25 @@ class CopyProbe:
         return change
 
 
-def parse_probe(raw: dict[str, Any], source: str) -> CopyProbe:
-    """The probe's JSON (see copy_probe.py); ValueError names what is wrong."""
+class _ProbeFile(BaseModel):
+    """The probe's JSON (see copy_probe.py): ``cores`` and ``ops`` as ``CopyProbe.ops``."""
+
+    cores: int
+    ops: dict[str, dict[int, dict[str, dict[int, float]]]]
+
+
+def parse_probe(raw: object, source: str) -> CopyProbe:
+    """The probe's JSON, validated; ValueError names what is wrong."""
     try:
-        ops = {
-            op: {
-                int(size): {
-                    side: {int(r): float(ms) for r, ms in by_rank.items()}
-                    for side, by_rank in sides.items()
-                }
-                for size, sides in sizes.items()
-            }
-            for op, sizes in raw["ops"].items()
-        }
-        for sizes in ops.values():
-            for sides in sizes.values():
-                if set(sides) != {"alone", "together"}:
-                    raise ValueError("every size needs 'alone' and 'together'")
-        return CopyProbe(source, int(raw["cores"]), ops)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{source}: not a host-copy probe ({exc})") from None
+        probe = _ProbeFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
+        raise ValueError(f"{source}: not a host-copy probe ({where}: {first['msg']})") from None
+    if any(set(s) != {"alone", "together"} for by in probe.ops.values() for s in by.values()):
+        why = "every size needs 'alone' and 'together'"
+        raise ValueError(f"{source}: not a host-copy probe ({why})")
+    return CopyProbe(source, probe.cores, probe.ops)
 
 
 def load_probe(path: Path | None) -> CopyProbe:

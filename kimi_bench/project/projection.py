@@ -3,8 +3,9 @@ then whole nodes, ranks spread as torchrun places them (rank r on node r // rank
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 
 from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration
 from kimi_bench.project.model import Fitted, Host, Topology, fit, predict_arm
@@ -45,15 +46,38 @@ def topology(ranks: int, gpus_per_node: int) -> Topology:
 
 
 @dataclass
+class ProjectedRow:
+    """One projected stage of one arm (``stage`` TOTAL: the arm's total) at one point."""
+
+    transport: str
+    ranks: int
+    nodes: int
+    ranks_per_node: int
+    gpus_per_node: int
+    threads_per_process: int | None
+    link_gbps: float | None
+    arm: str
+    stage: str
+    kind: str
+    predicted_ms: float | None
+    low_ms: float | None = None  # TOTAL rows: the validation's interval (``widen``)
+    high_ms: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        if self.low_ms is None:  # not widened: no interval columns
+            del out["low_ms"], out["high_ms"]
+        return out
+
+
+@dataclass
 class Projection:
     """Predicted rows for one calibration (one carrier)."""
 
     calibration: Calibration
-    host: Host
     fitted: Fitted
-    rows: list[dict[str, Any]] = field(default_factory=list)  # one per stage and TOTAL
+    rows: list[ProjectedRow] = field(default_factory=list)  # one per stage and TOTAL
     skipped: list[str] = field(default_factory=list)
-    skipped_ranks: list[int] = field(default_factory=list)  # the rank counts of ``skipped``
 
 
 def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
@@ -62,73 +86,83 @@ def project(cal: Calibration, host: Host, scale: Scale) -> Projection:
     pickles tensors inline, so multi-node points of an shm calibration are skipped."""
     scale.validate()
     fitted = fit(cal, host)
-    proj = Projection(cal, host, fitted)
+    proj = Projection(cal, fitted)
     for n in curve_points(cal.ranks, scale.ranks):
-        topo = topology(n, scale.gpus_per_node)
-        if topo.nodes > 1 and cal.uses_segments:
+        t = topology(n, scale.gpus_per_node)
+        if t.nodes > 1 and cal.uses_segments:
             proj.skipped.append(
-                f"{cal.transport} at {n} ranks ({topo.nodes} nodes): shared memory does not cross "
+                f"{cal.transport} at {n} ranks ({t.nodes} nodes): shared memory does not cross "
                 "nodes; the runtime pickles inline there (see the pickle projection)"
             )
-            proj.skipped_ranks.append(n)
             continue
-        for link in scale.link_gbps if topo.nodes > 1 else (None,):
+        at = partial(ProjectedRow, cal.transport, n, t.nodes, t.ranks_per_node, t.gpus_per_node)
+        for link in scale.link_gbps if t.nodes > 1 else (None,):
             h = replace(host, link_gbps=link or scale.link_gbps[0])
             for name, arm in (cal.arms | cal.control).items():
-                pred = predict_arm(arm, cal, topo, h, fitted)
-                base = {
-                    "transport": cal.transport,
-                    "ranks": n,
-                    "nodes": topo.nodes,
-                    "ranks_per_node": topo.ranks_per_node,
-                    "gpus_per_node": topo.gpus_per_node,
-                    "threads_per_process": topo.threads(host.cores),
-                    "link_gbps": link,
-                    "arm": name,
-                }
-                for s, p in pred.stages.items():
-                    proj.rows.append(base | {"stage": s, "kind": p.kind, "predicted_ms": p.ms})
-                proj.rows.append(
-                    base | {"stage": "TOTAL", "kind": "-", "predicted_ms": pred.total_ms}
-                )
+                pred = predict_arm(arm, cal, t, h, fitted)
+                row = partial(at, t.threads(host.cores), link, name)
+                proj.rows += [row(s, p.kind, p.ms) for s, p in pred.stages.items()]
+                proj.rows.append(row("TOTAL", "-", pred.total_ms))
     return proj
 
 
-def totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (carrier, link, ranks): each arm's predicted total and the speedup
-    (first arm over each other arm; eager / deferred for micro's two arms)."""
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+@dataclass
+class Total:
+    """One (carrier, link, ranks) point: each arm's predicted total (ms), the validated
+    arms' intervals and the speedup (eager over deferred)."""
+
+    transport: str
+    ranks: int
+    nodes: int
+    link_gbps: float | None
+    arm_ms: dict[str, float | None] = field(default_factory=dict)
+    interval_ms: dict[str, str] = field(default_factory=dict)  # "low..high"
+
+    @property
+    def speedup(self) -> float | None:
+        e, d = _eager_deferred(self.arm_ms)
+        return e / d if e and d else None
+
+    def as_dict(self) -> dict[str, object]:
+        """The row of ``data.totals``: ``ARM_ms`` (with ``ARM_interval_ms``), ``speedup``,
+        ``ARM_payload_ms`` and ``payload_speedup`` (deferred's on payload cost)."""
+        out: dict[str, object] = {
+            "transport": self.transport,
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+            "link_gbps": self.link_gbps,
+        }
+        for arm, ms in self.arm_ms.items():
+            out[f"{arm}_ms"] = ms
+            if arm in self.interval_ms:
+                out[f"{arm}_interval_ms"] = self.interval_ms[arm]
+        out["speedup"] = self.speedup
+        payload = {}  # each arm's total minus its control plane's
+        for arm, control in self.arm_ms.items():
+            total = self.arm_ms.get(base := arm.removesuffix(CONTROL_SUFFIX))
+            if base != arm and total is not None and control is not None:
+                payload[base] = total - control
+        out |= {f"{arm}_payload_ms": ms for arm, ms in payload.items()}
+        e, d = _eager_deferred(payload)
+        if e is not None and d is not None:
+            out["payload_speedup"] = e / d if d > 0 else None
+        return out
+
+
+def _eager_deferred(ms: Mapping[str, float | None]) -> tuple[float | None, float | None]:
+    """micro's two arms (the speedup is eager's time over deferred's)."""
+    return ms.get("eager"), ms.get("deferred")
+
+
+def totals(rows: list[ProjectedRow]) -> list[Total]:
+    """One per (carrier, link, ranks), sorted by carrier, ranks and link."""
+    out: dict[tuple[str, float | None, int], Total] = {}
     for r in rows:
-        if r["stage"] != "TOTAL":
+        if r.stage != "TOTAL":
             continue
-        key = (r["transport"], r["link_gbps"], r["ranks"])
-        row = out.setdefault(
-            key,
-            {
-                "transport": r["transport"],
-                "ranks": r["ranks"],
-                "nodes": r["nodes"],
-                "link_gbps": r["link_gbps"],
-            },
-        )
-        row[f"{r['arm']}_ms"] = r["predicted_ms"]
-        if "low_ms" in r and not r["arm"].endswith(CONTROL_SUFFIX):
-            row[f"{r['arm']}_interval_ms"] = f"{r['low_ms']:.4g}..{r['high_ms']:.4g}"
-    for row in out.values():
-        e, d = row.get("eager_ms"), row.get("deferred_ms")
-        row["speedup"] = e / d if e and d else None
-        _payload_columns(row)
-    return sorted(out.values(), key=lambda r: (r["transport"], r["ranks"], r["link_gbps"] or 0))
-
-
-def _payload_columns(row: dict[str, Any]) -> None:
-    """Each arm's payload cost (its total minus its control plane) and the deferred
-    speedup on payload cost, where the calibration had control rounds."""
-    for key in [k for k in row if k.endswith(f"{CONTROL_SUFFIX}_ms")]:
-        arm = key.removesuffix(f"{CONTROL_SUFFIX}_ms")
-        total, control = row.get(f"{arm}_ms"), row[key]
-        if total is not None and control is not None:
-            row[f"{arm}_payload_ms"] = total - control
-    e, d = row.get("eager_payload_ms"), row.get("deferred_payload_ms")
-    if e is not None and d is not None:
-        row["payload_speedup"] = e / d if d > 0 else None
+        key = (r.transport, r.link_gbps, r.ranks)
+        row = out.setdefault(key, Total(r.transport, r.ranks, r.nodes, r.link_gbps))
+        row.arm_ms[r.arm] = r.predicted_ms
+        if r.low_ms is not None and r.high_ms is not None and not r.arm.endswith(CONTROL_SUFFIX):
+            row.interval_ms[r.arm] = f"{r.low_ms:.4g}..{r.high_ms:.4g}"
+    return sorted(out.values(), key=lambda t: (t.transport, t.ranks, t.link_gbps or 0))

@@ -4,8 +4,7 @@ another on the same host, compare stage by stage and in total."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, replace
 
 from kimi_bench.project.calibration import CONTROL_SUFFIX, Calibration, ProjectionError
 from kimi_bench.project.model import ArmPrediction, Fitted, Host, Topology, predict_arm
@@ -15,7 +14,10 @@ SMALL_SHARE = 0.02  # stages under 2% of the measured total: relative error is n
 
 
 @dataclass(frozen=True)
-class ErrorRow:
+class ErrorRecord:
+    """One row of the validation's error table (``validation.stages``; its TOTAL rows with
+    ``within_target`` are ``validation.totals``)."""
+
     transport: str
     ranks: int
     arm: str
@@ -24,6 +26,8 @@ class ErrorRow:
     calibration_ms: float | None
     predicted_ms: float | None
     measured_ms: float | None
+    share_of_total: float | None = None  # a stage's share of the measured total
+    within_target: bool | None = None  # TOTAL rows of ``total_errors`` only
 
     @property
     def error_ms(self) -> float | None:
@@ -38,48 +42,18 @@ class ErrorRow:
             return None
         return 100.0 * err / self.measured_ms
 
-    def record(self, total_ms: float | None = None) -> ErrorRecord:
-        """The row as the report writes it, its share of the measured ``total_ms``."""
-        share = (
-            self.measured_ms / total_ms
-            if total_ms and self.measured_ms is not None and self.stage != "TOTAL"
-            else None
-        )
-        small = share is not None and share < SMALL_SHARE
-        return ErrorRecord(
-            **{f.name: getattr(self, f.name) for f in fields(ErrorRow)},
-            error_ms=self.error_ms,
-            error_pct=self.error_pct,
-            share_of_total=share,
-            note=f"small (< {SMALL_SHARE:.0%} of the total)" if small else None,
-        )
+    @property
+    def note(self) -> str | None:
+        small = self.share_of_total is not None and self.share_of_total < SMALL_SHARE
+        return f"small (< {SMALL_SHARE:.0%} of the total)" if small else None
 
-
-@dataclass(frozen=True)
-class ErrorRecord:
-    """One row of the validation's error table (``validation.stages``; its TOTAL rows with
-    ``within_target`` are ``validation.totals``)."""
-
-    transport: str
-    ranks: int
-    arm: str
-    stage: str
-    kind: str
-    calibration_ms: float | None
-    predicted_ms: float | None
-    measured_ms: float | None
-    error_ms: float | None
-    error_pct: float | None
-    share_of_total: float | None
-    note: str | None
-    within_target: bool | None = None  # TOTAL rows of ``total_errors`` only
-
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The JSON row (``within_target`` only on the totals)."""
         out = asdict(self)
-        if self.within_target is None:
-            del out["within_target"]
-        return out
+        share, within = out.pop("share_of_total"), out.pop("within_target")
+        out |= {"error_ms": self.error_ms, "error_pct": self.error_pct}
+        out |= {"share_of_total": share, "note": self.note}
+        return out if within is None else out | {"within_target": within}
 
 
 def same_host_topology(cal: Calibration, ranks: int, nodes: int = 1) -> Topology:
@@ -109,27 +83,18 @@ def check_comparable(cal: Calibration, measured: Calibration) -> None:
 
 def error_rows(
     pred: ArmPrediction, calibration_total_ms: float, measured: Calibration, transport: str
-) -> tuple[list[ErrorRow], float]:
-    """Per stage and TOTAL; returns the rows and the measured total (ms)."""
+) -> list[ErrorRecord]:
+    """Per stage (with its share of the measured total) and TOTAL."""
     arm = measured.arm(pred.arm)
-    ranks = pred.topology.ranks
-    rows = [
-        ErrorRow(transport, ranks, pred.arm, s, p.kind, p.measured_ms, p.ms, arm.stage_ms(s))
-        for s, p in pred.stages.items()
-    ]
-    rows.append(
-        ErrorRow(
-            transport,
-            ranks,
-            pred.arm,
-            "TOTAL",
-            "-",
-            calibration_total_ms,
-            pred.total_ms,
-            arm.total_ms,
-        )
-    )
-    return rows, arm.total_ms
+    at = (transport, pred.topology.ranks, pred.arm)
+    total = arm.total_ms
+    rows = []
+    for s, p in pred.stages.items():
+        got = arm.stage_ms(s)
+        share = got / total if total and got is not None else None
+        rows.append(ErrorRecord(*at, s, p.kind, p.measured_ms, p.ms, got, share))
+    total_row = ErrorRecord(*at, "TOTAL", "-", calibration_total_ms, pred.total_ms, total)
+    return [*rows, total_row]
 
 
 def validate(
@@ -144,8 +109,7 @@ def validate(
             if name not in m.arms and name not in m.control:
                 continue
             pred = predict_arm(arm, cal, topo, host, fitted)
-            rows, total = error_rows(pred, arm.total_ms, m, cal.transport)
-            out += [r.record(total) for r in rows]
+            out += error_rows(pred, arm.total_ms, m, cal.transport)
     return out
 
 

@@ -9,9 +9,8 @@ relative error says little, and arms never validated add nothing)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kimi_bench.project.calibration import CONTROL_SUFFIX
+from kimi_bench.project.projection import ProjectedRow
 from kimi_bench.project.validate import TARGET_PCT, ErrorRecord, biggest_misses, total_errors
 
 _WHY = {
@@ -133,20 +132,20 @@ def stage_uncertainty(errors: list[ErrorRecord]) -> dict[tuple[str, str, str], f
     return out
 
 
-def widen(rows: list[dict[str, Any]], errors: list[ErrorRecord]) -> None:
+def widen(rows: list[ProjectedRow], errors: list[ErrorRecord]) -> None:
     """Give every projected TOTAL row ``low_ms``/``high_ms`` (see the module doc)."""
     unc = stage_uncertainty(errors)
     if not unc:
         return
-    width: dict[tuple[Any, ...], float] = {}
+    width: dict[tuple[str, int, float | None, str], float] = {}
     for r in rows:
-        if r["stage"] == "TOTAL" or r["predicted_ms"] is None:
+        if r.stage == "TOTAL" or r.predicted_ms is None:
             continue
-        key = (r["transport"], r["ranks"], r["link_gbps"], r["arm"])
-        u = unc.get((r["transport"], r["arm"], r["stage"]), 0.0)
-        width[key] = width.get(key, 0.0) + abs(r["predicted_ms"]) * u
+        key = (r.transport, r.ranks, r.link_gbps, r.arm)
+        u = unc.get((r.transport, r.arm, r.stage), 0.0)
+        width[key] = width.get(key, 0.0) + abs(r.predicted_ms) * u
     for r in rows:
-        key = (r["transport"], r["ranks"], r["link_gbps"], r["arm"])
-        if r["stage"] == "TOTAL" and r["predicted_ms"] is not None and key in width:
-            r["low_ms"] = max(0.0, r["predicted_ms"] - width[key])
-            r["high_ms"] = r["predicted_ms"] + width[key]
+        key = (r.transport, r.ranks, r.link_gbps, r.arm)
+        if r.stage == "TOTAL" and r.predicted_ms is not None and key in width:
+            r.low_ms = max(0.0, r.predicted_ms - width[key])
+            r.high_ms = r.predicted_ms + width[key]

@@ -300,11 +300,11 @@ def test_curve_points_and_shm_stays_on_one_node() -> None:
     assert curve_points(2, (16, 32, 64)) == [2, 4, 8, 16, 32, 64]
     assert curve_points(2, (12,)) == [2, 4, 8, 12]
     proj = project(cal_of(shm_report()), Host(cores=16), Scale((16,), 8, (100.0,)))
-    assert {r["ranks"] for r in proj.rows} == {2, 4, 8}
+    assert {r.ranks for r in proj.rows} == {2, 4, 8}
     assert any("16 ranks (2 nodes)" in s for s in proj.skipped)
     pk = project(cal_of(pickle_report()), Host(cores=16), Scale((16,), 8, (100.0, 400.0)))
-    assert {r["link_gbps"] for r in pk.rows if r["ranks"] == 16} == {100.0, 400.0}
-    assert {r["link_gbps"] for r in pk.rows if r["ranks"] == 8} == {None}
+    assert {r.link_gbps for r in pk.rows if r.ranks == 16} == {100.0, 400.0}
+    assert {r.link_gbps for r in pk.rows if r.ranks == 8} == {None}
 
 
 def test_error_table_against_measured_reports() -> None:
