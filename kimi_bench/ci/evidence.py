@@ -118,11 +118,6 @@ class Evidence:
     def micro(self) -> MicroDerived:
         return self.derived.micro
 
-    @property
-    def figures(self) -> dict[str, AB]:
-        """The serve-ab figures as the earlier dict (``peers.report`` reads ``ab``)."""
-        return {"ab": self.serve.ab} if self.serve is not None else {}
-
 
 def where_of(report: Report) -> str:
     return str(report.source or f"{report.kind} report")

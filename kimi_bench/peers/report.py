@@ -283,7 +283,8 @@ def build_import_report(runs: dict[str, PeerRun], version: str | None = None) ->
         "serve-ab", env, config, results, summary, _notes(runs, per_request, version), data
     )
     try:
-        ab: Ab = evidence(rep).figures["ab"]
+        serve = evidence(rep).serve
+        ab: Ab = serve.ab if serve is not None else {}
     except ReportError as exc:
         raise PeerFormatError(str(exc).removeprefix("serve-ab report: ")) from None
     data["ab"] = {
