@@ -28,10 +28,12 @@ from kimi_bench.report.envelope import (
     Number,
     Open,
     Percent,
+    Real,
     Samples,
     Summary,
     Text,
 )
+from kimi_bench.results.serve_rows import ServeRequest as RequestRow
 
 __all__ = ["MODELS", "Envelope", "model_for"]
 
@@ -77,11 +79,30 @@ class ParityReport(Envelope):
 # --------------------------------------------------------------------------------- micro
 
 
+class StatedInterval(Open):
+    """An interval as written (the read check compares it with the one derived)."""
+
+    low: Loose[Real] = None
+    high: Loose[Real] = None
+    kind: Any = None
+
+
 class SampleBlock(Open):
-    """A measured quantity: its raw samples (and, as written, their summary)."""
+    """A measured quantity: its raw samples (and, as written, their summary; a statistic
+    of another type reads as absent, an infinite one is refused by the read check)."""
 
     samples: Samples = Field(default_factory=list)
     median: Loose[Number] = None
+    n: Loose[Real] = None
+    mean: Loose[Real] = None
+    p10: Loose[Real] = None
+    p25: Loose[Real] = None
+    p75: Loose[Real] = None
+    p90: Loose[Real] = None
+    iqr: Loose[Real] = None
+    min: Loose[Real] = None
+    max: Loose[Real] = None
+    interval: Loose[StatedInterval] = None
 
 
 class StageBlock(Open):
@@ -115,6 +136,7 @@ class MicroArm(Open):
     )
     stages: dict[str, StageBlock] = Field(default_factory=dict)
     copies: Loose[list[CopyRow]] = None
+    moved_bytes: Any = None  # checked against the ledger by the read check
 
 
 class Floor(Open):
@@ -132,6 +154,7 @@ class MicroSummary(Summary):
     control_rounds: Count = 0
     floor_with_control_ms: NonNeg | None = None
     emulation_only_stages: list[Text] = Field(default_factory=list)
+    speedup_interval: Loose[StatedInterval] = None
 
 
 # Control plane and payload cost (micro reports since issue 23; optional, so older reports
@@ -209,13 +232,25 @@ class ControlRepeat(Open):
     stage_ms: dict[str, Any] = Field(default_factory=dict)
 
 
+class Lanes(Open):
+    """``timeline.<arm>``: the lanes of one repeat (``repeat``: its iteration)."""
+
+    repeat: Any = None
+    ranks: Any = None
+
+
 class MicroReport(Envelope):
     summary: MicroSummary = Field(default_factory=MicroSummary)
     arms: dict[str, MicroArm]
     speedup: SampleBlock | None = Field(default_factory=SampleBlock)  # None: one arm ran
+    speedups: Loose[dict[str, Loose[SampleBlock]]] = None
     control: Control | None = None
     control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
     floor: Loose[Floor] = None
+    floor_ms: Any = None  # the read check refuses one that is not a positive number
+    # per arm the raw records (JSON, as written: the read check types and checks them)
+    repeats: Loose[dict[str, Any]] = None
+    timeline: Loose[dict[str, Loose[Lanes]]] = None
 
 
 # ------------------------------------------------------------------------------ serve-ab
@@ -231,6 +266,7 @@ class Failures(Open):
 
 
 class ServeSummary(Summary):
+    arms: Loose[list[Any]] = None
     failed_requests: Count | None = None
     failures: Loose[dict[str, Loose[Failures]]] = None
     rates: list[Text] = Field(default_factory=list)
@@ -247,10 +283,19 @@ class ServeRow(Open):
     failed: Count | None = None
 
 
-class ServeRequest(Open):
+class ServeRequest(RequestRow):
+    """A request row, as ``results`` derives the figures from it (the same class), its
+    labels, times and status strict (numbers are numbers, gaps and TTFT never negative)."""
+
     rate: Text
     arm: Text
+    status: Annotated[int, Field(strict=True)] | None = None
     ttft_ms: NonNeg | None = None
+    itl_ms: list[NonNeg] | None = None
+    tpot_ms: Number | None = None
+    e2e_ms: Number | None = None
+    producer_copied_bytes: Count | None = None
+    scheduler_copied_bytes: Count | None = None
 
 
 class ClientOverhead(Open):
@@ -272,6 +317,8 @@ class Comparison(Open):
     """B against eager for one metric: the change in percent with its interval."""
 
     delta_pct: Percent | None = None
+    a_value: Real | None = None
+    b_value: Real | None = None
 
 
 class EarlierComparison(Open):
