@@ -19,15 +19,20 @@ This module holds the shared helpers and the micro checks; ``agree_serve`` serve
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from kimi_bench.infra.stats import Measurement
-from kimi_bench.report.kinds import MicroReport, SampleBlock, StageBlock, StatedInterval
+from kimi_bench.report.kinds import (
+    MicroReport,
+    RepeatRecord,
+    SampleBlock,
+    StageBlock,
+    StatedInterval,
+)
 from kimi_bench.report.roles import baseline_arm, change_arm
-from kimi_bench.results.base import ResultError, typed_records
 from kimi_bench.results.micro import (
     ArmFigures,
     LedgerCopy,
@@ -76,25 +81,8 @@ def agree(stated: object, derived: float | None, where: str) -> None:
         raise Disagreement(f"{where} says {s:.6g} but the raw data gives {derived:.6g}: {EDITED}")
 
 
-def as_list(value: object, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise Disagreement(f"{where} is missing or not a list: no raw data to check")
-    return value
-
-
-# Summary numbers a serialized Measurement carries, and how each is derived from samples.
-_STATS: dict[str, Callable[[Measurement], float]] = {
-    "n": lambda m: float(m.n),
-    "median": lambda m: m.median,
-    "mean": lambda m: m.mean,
-    "p10": lambda m: m.p10,
-    "p25": lambda m: m.p25,
-    "p75": lambda m: m.p75,
-    "p90": lambda m: m.p90,
-    "iqr": lambda m: m.iqr,
-    "min": lambda m: m.min,
-    "max": lambda m: m.max,
-}
+# Summary numbers a serialized Measurement carries (each its attribute of the same name).
+_STATS = ("n", "median", "mean", "p10", "p25", "p75", "p90", "iqr", "min", "max")
 
 
 def same_samples(
@@ -120,51 +108,36 @@ def measurement_agrees(body: SampleBlock | None, m: Measurement, where: str, sou
     if not m.n:
         return
     stated = body.model_dump(include=set(_STATS))
-    for key, derive in _STATS.items():
-        agree(stated[key], derive(m), f"{where}.{key}")
+    for key in _STATS:
+        agree(stated[key], float(getattr(m, key)), f"{where}.{key}")
 
 
 # ------------------------------------------------------------------------------- micro
 
 
-def micro_repeats(records: object, where: str, planned: int | None) -> list[MicroRepeat]:
-    """One arm's raw records (JSON, as written; ``where`` names them): numbers, totals
-    that are the sum of their stages, each repeat once (``iteration`` unique) and no more
-    records than ``planned``."""
-    reps = as_list(records, where)
+def micro_repeats(recs: list[RepeatRecord], where: str, planned: int) -> list[MicroRepeat]:
+    """One arm's records (``where`` names them): totals that are the sum of their stages,
+    each repeat once (``iteration`` unique) and no more records than ``planned``."""
     seen: dict[object, int] = {}
-    for i, rep in enumerate(reps):
-        at = f"{where}[{i}]"
-        if not isinstance(rep, dict):
-            raise Disagreement(f"{at} is not an object")
-        total = number(rep.get("total_ms"), f"{at}.total_ms")
-        stages = rep.get("stage_ms")
-        if not isinstance(stages, dict):
-            raise Disagreement(f"{at}.stage_ms is missing")
-        parts = [number(v, f"{at}.stage_ms.{s}") for s, v in stages.items()]
-        if not math.isclose(sum(parts), total, rel_tol=1e-6, abs_tol=1e-6):
+    for i, rep in enumerate(recs):
+        at, parts = f"{where}[{i}]", sum(rep.stage_ms.values())
+        if not math.isclose(parts, rep.total_ms, rel_tol=1e-6, abs_tol=1e-6):
             raise Disagreement(
-                f"{at}.total_ms {total:.6g} is not the sum of its stages ({sum(parts):.6g})"
+                f"{at}.total_ms {rep.total_ms:.6g} is not the sum of its stages ({parts:.6g})"
             )
-        for s, v in (rep.get("stage_bytes") or {}).items():
-            number(v, f"{at}.stage_bytes.{s}")
-        key = rep.get("iteration")
-        if key is not None:
+        if (key := rep.iteration) is not None:
             if key in seen:
                 raise Disagreement(
                     f"{at} repeats {where}[{seen[key]}] (iteration {key!r}): each "
                     "repeat is recorded once; a duplicated record would count twice"
                 )
             seen[key] = i
-    if planned and len(reps) > planned:
+    if planned and len(recs) > planned:
         raise Disagreement(
-            f"{where} holds {len(reps)} records but the run planned {planned}: "
+            f"{where} holds {len(recs)} records but the run planned {planned}: "
             "a record is duplicated or foreign"
         )
-    try:
-        return typed_records(reps, MicroRepeat, where)
-    except ResultError as exc:
-        raise Disagreement(str(exc)) from None
+    return list(recs)
 
 
 def micro_raw(raw: dict[str, Any]) -> MicroRaw:
@@ -177,12 +150,11 @@ def micro_raw(raw: dict[str, Any]) -> MicroRaw:
 
 
 def micro_raw_of(report: MicroReport) -> MicroRaw:
-    """A micro report's raw records, checked (``micro_repeats``), typed."""
+    """A micro report's raw records, checked (``micro_repeats``)."""
     cfg, repeats, rounds = report.config, report.repeats or {}, report.control_repeats
     arms = [str(a) for a in cfg.arms if str(a) in repeats]
     runs = max(1, cfg.launches or 1)  # each launch runs the repeats (reports before: one)
     planned, planned_rounds = (cfg.repeats or 0) * runs, (cfg.control_repeats or 0) * runs
-    control = {a: [r.model_dump() for r in rounds[a]] for a in arms if a in rounds}
     floor = report.floor_ms
     return MicroRaw(
         arms=tuple(arms),
@@ -190,8 +162,9 @@ def micro_raw_of(report: MicroReport) -> MicroRaw:
         change=change_arm(cfg, arms) or None,
         repeats={a: micro_repeats(repeats[a], f"repeats.{a}", planned) for a in arms},
         control={
-            a: micro_repeats(recs, f"control_repeats.{a}", planned_rounds)
-            for a, recs in control.items()
+            a: micro_repeats(rounds[a], f"control_repeats.{a}", planned_rounds)
+            for a in arms
+            if a in rounds
         },
         ledger={a: _ledger(report, a) for a in arms},
         floor_ms=None if floor is None else number(floor, "floor_ms"),
@@ -202,10 +175,12 @@ def _ledger(report: MicroReport, arm: str) -> list[LedgerCopy]:
     """The arm's copy ledger (one repeat): numbers where numbers belong."""
     where = f"arms.{arm}.copies"
     copies = report.arms[arm].copies if arm in report.arms else None
-    for i, row in enumerate(as_list(copies, where)):
+    if copies is None:
+        raise Disagreement(f"{where} is missing or not a list: no raw data to check")
+    for i, row in enumerate(copies):
         number(row.bytes, f"{where}[{i}].bytes")
         number(row.count or 0, f"{where}[{i}].count")
-    return [LedgerCopy(bytes=r.bytes or 0, copies=r.copies is not False) for r in copies or []]
+    return [LedgerCopy(bytes=r.bytes or 0, copies=r.copies is not False) for r in copies]
 
 
 def arm_block_agrees(
@@ -269,10 +244,9 @@ def _timeline(report: MicroReport) -> None:
     for arm, tl in (report.timeline or {}).items():
         if tl is None or "repeat" not in tl.model_fields_set:
             continue
-        reps = (report.repeats or {}).get(arm)
-        recs = [r for r in reps if isinstance(r, dict)] if isinstance(reps, list) else []
-        rec = next((r for r in recs if r.get("iteration") == tl.repeat), None)
-        if rec is not None and "timeline" in rec and rec["timeline"] != tl.ranks:
+        recs = (report.repeats or {}).get(arm) or []
+        rec = next((r for r in recs if r.iteration == tl.repeat), None)
+        if rec is not None and "timeline" in rec.model_fields_set and rec.timeline != tl.ranks:
             raise Disagreement(
                 f"timeline.{arm} disagrees with repeats.{arm} (iteration {tl.repeat!r}) "
                 f"timeline: {DERIVED}"

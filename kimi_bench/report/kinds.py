@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, ConfigDict, Field
 
 from kimi_bench.report.envelope import (
     Count,
@@ -33,6 +33,7 @@ from kimi_bench.report.envelope import (
     Summary,
     Text,
 )
+from kimi_bench.results.micro import MicroRepeat
 from kimi_bench.results.serve_rows import ServeRequest as RequestRow
 
 __all__ = ["MODELS", "Envelope", "model_for"]
@@ -88,8 +89,7 @@ class StatedInterval(Open):
 
 
 class SampleBlock(Open):
-    """A measured quantity: its raw samples (and, as written, their summary; a statistic
-    of another type reads as absent, an infinite one is refused by the read check)."""
+    """A measured quantity: its raw samples (and, as written, their summary)."""
 
     samples: Samples = Field(default_factory=list)
     median: Loose[Number] = None
@@ -227,9 +227,18 @@ class Control(Open):
     floor: ControlFloor
 
 
-class ControlRepeat(Open):
-    total_ms: NonNeg | None = None
-    stage_ms: dict[str, Any] = Field(default_factory=dict)
+class RepeatRecord(MicroRepeat):
+    """One repeat (or control round) of one arm as written: ``results.micro.MicroRepeat``,
+    its times and bytes strict (finite, never negative), the rest kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    total_ms: NonNeg
+    stage_ms: dict[str, NonNeg]
+    stage_bytes: dict[str, Count | NonNeg] = Field(default_factory=dict)
+    timeline: Any = None  # each rank's lanes (``timeline.<arm>`` shows one repeat's)
+
+
+ControlRepeat = RepeatRecord
 
 
 class Lanes(Open):
@@ -243,13 +252,12 @@ class MicroReport(Envelope):
     summary: MicroSummary = Field(default_factory=MicroSummary)
     arms: dict[str, MicroArm]
     speedup: SampleBlock | None = Field(default_factory=SampleBlock)  # None: one arm ran
-    speedups: Loose[dict[str, Loose[SampleBlock]]] = None
+    speedups: dict[str, SampleBlock | None] | None = None
     control: Control | None = None
-    control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
+    control_repeats: dict[str, list[RepeatRecord]] = Field(default_factory=dict)
     floor: Loose[Floor] = None
     floor_ms: Any = None  # the read check refuses one that is not a positive number
-    # per arm the raw records (JSON, as written: the read check types and checks them)
-    repeats: Loose[dict[str, Any]] = None
+    repeats: dict[str, list[RepeatRecord]] | None = None
     timeline: Loose[dict[str, Loose[Lanes]]] = None
 
 
@@ -284,8 +292,7 @@ class ServeRow(Open):
 
 
 class ServeRequest(RequestRow):
-    """A request row, as ``results`` derives the figures from it (the same class), its
-    labels, times and status strict (numbers are numbers, gaps and TTFT never negative)."""
+    """A request row as ``results`` derives from it, its labels and numbers strict."""
 
     rate: Text
     arm: Text

@@ -68,8 +68,3 @@ def carrier_traits(config: Config) -> dict[str, Any]:
         "spans_nodes": not segments,
         "serialize_op": "shm_copy_in" if segments else "pickle",
     }
-
-
-def uses_segments(config: Config) -> bool:
-    """The run's carrier put features in shared-memory segments."""
-    return bool(carrier_traits(config)["uses_segments"])
