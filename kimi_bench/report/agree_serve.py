@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from kimi_bench.options.parse import parse_goodput
 from kimi_bench.report.agree import Disagreement, agree, number
+from kimi_bench.report.envelope import RunConfig
 from kimi_bench.report.kinds import EarlierServeReport, ServeReport, ServeRow
 from kimi_bench.report.roles import Config, baseline_arm, typed_config
 from kimi_bench.results.peer_stats import rows_summary
@@ -42,22 +43,19 @@ def slos(config: Config) -> dict[str, float]:
 def serve_arms(config: Config, summary: Mapping[str, object]) -> list[str]:
     """The report's arms, in order (``summary.arms``, else ``config.arms``)."""
     stated = summary.get("arms")
-    return [
-        str(a)
-        for a in (stated if isinstance(stated, list) and stated else typed_config(config).arms)
-    ]
-
-
-def serve_raw(config: Config, arms: Sequence[str], rows: Sequence[ServeRequest]) -> ServeRaw:
-    """A report's raw data: its typed rows, SLOs, arms and base arm (the baseline arm,
-    else the first)."""
-    base = (baseline_arm(config, arms) or arms[0]) if arms else None
-    return ServeRaw(tuple(rows), slos(config), tuple(arms), base)
+    arms = stated if isinstance(stated, list) and stated else typed_config(config).arms
+    return [str(a) for a in arms]
 
 
 def derive_report(config: Config, summary: Mapping[str, object], rows: object) -> ServeDerived:
     """``derive_serve`` of a report's blocks (rows already checked by the report model)."""
-    return derive_serve(serve_raw(config, serve_arms(config, summary), serve_requests(rows)))
+    return _derive(typed_config(config), serve_arms(config, summary), serve_requests(rows))
+
+
+def _derive(config: RunConfig, arms: Sequence[str], rows: Sequence[ServeRequest]) -> ServeDerived:
+    """The rows' figures, each arm against the baseline arm (else the first)."""
+    base = (baseline_arm(config, arms) or arms[0]) if arms else None
+    return derive_serve(ServeRaw(tuple(rows), slos(config), tuple(arms), base))
 
 
 def check_rows(rows: Sequence[ServeRequest]) -> None:
@@ -222,8 +220,7 @@ def serve_disagreement(report: ServeReport) -> None:
         raise Disagreement("config.per_request is false but the report has request rows")
     check_rows(rows)
     _planned_rows(cfg.requests, rows)
-    arms = [str(a) for a in report.summary.arms or cfg.arms]
-    derived = derive_serve(serve_raw(cfg, arms, rows))
+    derived = _derive(cfg, [str(a) for a in report.summary.arms or cfg.arms], rows)
     for i, res in enumerate(report.results):
         if per_request:
             _row_agrees(i, res, derived)
