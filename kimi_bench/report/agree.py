@@ -26,11 +26,11 @@ from pydantic import ValidationError
 
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.report.kinds import (
+    Compared,
     MicroReport,
     RepeatRecord,
     SampleBlock,
     StageBlock,
-    StatedInterval,
 )
 from kimi_bench.report.roles import baseline_arm, change_arm
 from kimi_bench.results.micro import (
@@ -201,7 +201,7 @@ def arm_block_agrees(
         measurement_agrees(body.summary_ms, m, f"{at}.summary_ms", src)
 
 
-def interval_agrees(stated: StatedInterval | None, sp: Speedup, where: str) -> None:
+def interval_agrees(stated: Compared.Spread | None, sp: Speedup, where: str) -> None:
     """A speedup's stated interval against the one its per-repeat values and their launches
     give (``stats.launches.speedup_interval``: the same function made it)."""
     if stated is None or not sp.ratio.n:

@@ -80,12 +80,24 @@ class ParityReport(Envelope):
 # --------------------------------------------------------------------------------- micro
 
 
-class StatedInterval(Open):
-    """An interval as written (the read check compares it with the one derived)."""
+class Compared(Open):
+    """A comparison block as a verdict reads it (a micro speedup ratio, a serve-ab percent
+    delta): numbers of another type or not finite read as missing."""
 
-    low: Loose[Real] = None
-    high: Loose[Real] = None
-    kind: Any = None
+    class Spread(Open):
+        low: Loose[Number] = None
+        high: Loose[Number] = None
+        kind: Loose[str] = None
+        n_units: Any = None
+
+    median: Loose[Number] = None
+    delta_pct: Loose[Number] = None
+    interval: Loose[Spread] = None
+    n_units: Any = None
+    n: Any = None
+    b_units: Any = None
+    significant: Any = None
+    verdict: Loose[str] = None
 
 
 class SampleBlock(Open):
@@ -102,7 +114,7 @@ class SampleBlock(Open):
     iqr: Loose[Real] = None
     min: Loose[Real] = None
     max: Loose[Real] = None
-    interval: Loose[StatedInterval] = None
+    interval: Loose[Compared.Spread] = None
 
 
 class StageBlock(Open):
@@ -154,7 +166,7 @@ class MicroSummary(Summary):
     control_rounds: Count = 0
     floor_with_control_ms: NonNeg | None = None
     emulation_only_stages: list[Text] = Field(default_factory=list)
-    speedup_interval: Loose[StatedInterval] = None
+    speedup_interval: Loose[Compared.Spread] = None
 
 
 # Control plane and payload cost (micro reports since issue 23; optional, so older reports
@@ -164,26 +176,6 @@ class Interval(Open):
     low: Number | None
     high: Number | None
     kind: Literal["ci", "prediction", "range", "none"]
-
-
-class Compared(Open):
-    """A comparison block as a verdict reads it (a micro speedup ratio, a serve-ab percent
-    delta): numbers of another type or not finite read as missing."""
-
-    class Spread(Open):
-        low: Loose[Number] = None
-        high: Loose[Number] = None
-        kind: Loose[str] = None
-        n_units: Any = None
-
-    median: Loose[Number] = None
-    delta_pct: Loose[Number] = None
-    interval: Loose[Spread] = None
-    n_units: Any = None
-    n: Any = None
-    b_units: Any = None
-    significant: Any = None
-    verdict: Loose[str] = None
 
 
 class Cost(Open):
@@ -228,8 +220,7 @@ class Control(Open):
 
 
 class RepeatRecord(MicroRepeat):
-    """One repeat (or control round) of one arm as written: ``results.micro.MicroRepeat``,
-    its times and bytes strict (finite, never negative), the rest kept."""
+    """A repeat (or control round) as written: ``results.micro.MicroRepeat``, strict."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     total_ms: NonNeg
