@@ -13,8 +13,8 @@ from kimi_bench.ci.evidence_rows import evidence
 from kimi_bench.ci.metrics import metric_samples
 from kimi_bench.ci.serving_rules import serving_rules
 from kimi_bench.report.agree_rows import disagreement
-from kimi_bench.report.schema import parse_report
 from kimi_bench.report.model import Report
+from kimi_bench.report.schema import parse_report
 from kimi_bench.results import ResultError
 from kimi_bench.results.serve import COMPARED, LIMITS, ServeRaw, StatedComparison, derive_serve
 from kimi_bench.results.serve_rows import readable_requests, serve_requests
