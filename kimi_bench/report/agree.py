@@ -1,19 +1,15 @@
 """Derived blocks against the raw data they came from, checked when a report is read.
 
 A report carries raw data (micro: one record per arm and repeat; serve-ab: one row per
-request; parity: one row per input) and blocks derived from it (per-stage samples and
-their summaries, totals, speedups, medians, byte counts, per-rate rows, A/B deltas, the
-summary). Every consumer reads the derived blocks (figures, HTML, ``compare``, the gate),
-so a report whose derived blocks disagree with its raw data (a hand-edited number, a
-partial rewrite, a writer bug) is refused here, once, for every reader, with the field
-named: ``check_envelope`` (``report.model``) parses the report into its kind's model
-(``report.kinds``) and hands it to :func:`disagreement`, which compares the figures the
-model states with those ``results`` derives from the raw records. Raw records are also
-unique by their identity (a micro repeat by its index, a request by rate, arm, repeat and
-id): a duplicated row would count twice.
-
-This module holds the shared helpers and the micro checks; ``agree_serve`` serve-ab's and
-``agree_rows`` parity's and the entry point.
+request; parity: one row per input) and blocks derived from it (samples and their
+summaries, totals, speedups, byte counts, per-rate rows, A/B deltas, the summary), which
+every consumer reads. ``check_envelope`` (``report.model``) parses a report once into its
+kind's model (``report.kinds``, which types the raw records too) and hands it to
+:func:`disagreement` (``agree_rows``): each figure the model states is held against the
+one ``results`` derives from the raw records, and raw records are unique by their
+identity (a duplicated row would count twice). A report that disagrees is refused, once,
+for every reader, with the field named. This module holds the shared helpers and micro's
+checks; ``agree_serve`` serve-ab's, ``agree_rows`` parity's and the entry point.
 """
 
 from __future__ import annotations
@@ -155,7 +151,6 @@ def micro_raw_of(report: MicroReport) -> MicroRaw:
     arms = [str(a) for a in cfg.arms if str(a) in repeats]
     runs = max(1, cfg.launches or 1)  # each launch runs the repeats (reports before: one)
     planned, planned_rounds = (cfg.repeats or 0) * runs, (cfg.control_repeats or 0) * runs
-    floor = report.floor_ms
     return MicroRaw(
         arms=tuple(arms),
         baseline=baseline_arm(cfg, arms) or None,
@@ -167,7 +162,7 @@ def micro_raw_of(report: MicroReport) -> MicroRaw:
             if a in rounds
         },
         ledger={a: _ledger(report, a) for a in arms},
-        floor_ms=None if floor is None else number(floor, "floor_ms"),
+        floor_ms=None if report.floor_ms is None else number(report.floor_ms, "floor_ms"),
     )
 
 
@@ -212,10 +207,8 @@ def interval_agrees(stated: Compared.Spread | None, sp: Speedup, where: str) -> 
             f"{where}.kind is {stated.kind!r} but the repeats' values over "
             f"{len(set(sp.launches))} launch(es) give {derived.kind!r}: {DERIVED}"
         )
-    for key, given, value in (
-        ("low", stated.low, derived.low),
-        ("high", stated.high, derived.high),
-    ):
+    ends = {"low": (stated.low, derived.low), "high": (stated.high, derived.high)}
+    for key, (given, value) in ends.items():
         if math.isfinite(value):
             agree(given, value, f"{where}.{key}")
 
@@ -275,9 +268,7 @@ def micro_disagreement(report: MicroReport) -> None:
     d = derive_micro(mraw)
     control = report.control.arms if report.control else {}
     for arm, figures in d.arms.items():
-        body = report.arms.get(arm)
-        if body is None:
-            raise Disagreement(f"arms.{arm} is missing")
+        body = report.arms[arm]  # there: its ledger was read (``micro_raw_of``)
         arm_block_agrees(body.total_ms, body.stages, figures, f"arms.{arm}", f"repeats.{arm}")
         if figures.moved_bytes is not None:
             agree(body.moved_bytes, figures.moved_bytes, f"arms.{arm}.moved_bytes")

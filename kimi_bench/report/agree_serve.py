@@ -65,11 +65,9 @@ def check_rows(rows: Sequence[ServeRequest]) -> None:
     seen: dict[tuple[object, ...], int] = {}
     for i, row in enumerate(rows):
         at = f"requests[{i}]"
-        for key, v in (row.model_extra or {}).items():
-            if key.endswith("_ms") and v is not None:
-                number(v, f"{at}.{key}", minimum=None)
-            if key.endswith("_bytes") and v is not None:
-                number(v, f"{at}.{key}")
+        for key, v in (row.model_extra or {}).items():  # times of any sign, bytes >= 0
+            if v is not None and key.endswith(("_ms", "_bytes")):
+                number(v, f"{at}.{key}", minimum=0.0 if key.endswith("_bytes") else None)
         if row.rid is None:
             continue
         ident = (row.rate, row.arm, row.repeat, row.rid)

@@ -147,11 +147,8 @@ def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KIN
         )
     kind = raw.get("kind")
     if kind not in kinds:
-        hint = (
-            "; a run's folder holds one report per scenario: give those instead"
-            if kind == "run"
-            else ""
-        )
+        hint = "; a run's folder holds one report per scenario: give those instead"
+        hint = hint if kind == "run" else ""
         raise ReportError(f"{where} has kind {kind!r}, expected one of {', '.join(kinds)}{hint}")
     try:
         report = parse_report(raw)

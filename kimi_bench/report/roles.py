@@ -27,11 +27,8 @@ def typed_config(config: Config) -> RunConfig:
 
 
 def _recorded(config: RunConfig, role: str) -> str | None:
-    roles = config.arm_roles
-    if roles is not None and role in roles:
-        value = roles[role]
-        return str(value) if value is not None else None
-    return None
+    value = (config.arm_roles or {}).get(role)
+    return None if value is None else str(value)
 
 
 def baseline_arm(config: Config, arms: Sequence[str]) -> str | None:
