@@ -233,9 +233,7 @@ ControlRepeat = RepeatRecord
 
 
 class Lanes(Open):
-    """``timeline.<arm>``: the lanes of one repeat (``repeat``: its iteration)."""
-
-    repeat: Any = None
+    repeat: Any = None  # ``timeline.<arm>``: the iteration whose lanes ``ranks`` shows
     ranks: Any = None
 
 
