@@ -1,20 +1,22 @@
 """A serve-ab report's stated figures against what its request rows give (see ``agree``),
-in one place: the rows are read as typed rows (``results.serve``) and every figure is
-``derive_serve``'s. Each row's TPOT against its own E2E, TTFT and output tokens; each per-rate
-row's completed requests, latency statistics, throughputs and goodput; the A/B block's
-values and deltas; an imported report's rows against the figures the peer tool itself wrote
-in the same file. An edited figure is refused on read."""
+in one place: the rows are the report model's typed rows (``report.kinds.ServeRequest``,
+a ``results.serve_rows.ServeRequest``) and every figure is ``derive_serve``'s. Each row's
+TPOT against its own E2E, TTFT and output tokens; each per-rate row's completed requests,
+latency statistics, throughputs and goodput; the A/B block's values and deltas; an
+imported report's rows against the figures the peer tool itself wrote in the same file.
+An edited figure is refused on read."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from kimi_bench.options.parse import parse_goodput
-from kimi_bench.report.agree import Disagreement, agree, as_list, block, number
-from kimi_bench.report.roles import baseline_arm
-from kimi_bench.results import ResultError
+from kimi_bench.report.agree import Disagreement, agree, number
+from kimi_bench.report.envelope import RunConfig
+from kimi_bench.report.kinds import EarlierServeReport, ServeReport, ServeRow
+from kimi_bench.report.roles import Config, baseline_arm, typed_config
 from kimi_bench.results.peer_stats import rows_summary
 from kimi_bench.results.serve import COMPARED, ServeDerived, ServeRaw, derive_serve
 from kimi_bench.results.serve_rows import (
@@ -25,7 +27,6 @@ from kimi_bench.results.serve_rows import (
     serve_requests,
 )
 
-Dict = dict[str, Any]
 # A peer tool's own summary against its rows: beyond this the file was edited (the tools
 # compute their figures from the same per-request numbers; only rounding may differ).
 TOOL_REL_TOL = 1e-3
@@ -33,59 +34,43 @@ TOOL_ABS_TOL_MS = 1e-3
 _FIGURE_PREFIXES = tuple(f"{m}_" for m in LATENCIES)
 
 
-def slos(config: Dict) -> dict[str, float]:
+def slos(config: Config) -> dict[str, float]:
     """The report's goodput SLOs (``config.goodput``), {} when none were given."""
-    given = config.get("goodput")
+    given = typed_config(config).goodput
     return parse_goodput(given) if given else {}
 
 
-def serve_arms(config: Dict, summary: Dict) -> list[str]:
-    return [str(a) for a in summary.get("arms") or config.get("arms") or []]
+def serve_arms(config: Config, summary: Mapping[str, object]) -> list[str]:
+    """The report's arms, in order (``summary.arms``, else ``config.arms``)."""
+    stated = summary.get("arms")
+    arms = stated if isinstance(stated, list) and stated else typed_config(config).arms
+    return [str(a) for a in arms]
 
 
-def serve_raw(config: Dict, summary: Dict, rows: list[ServeRequest]) -> ServeRaw:
-    """A report's raw data: its typed rows, SLOs, arms and base arm (the baseline arm,
-    else the first)."""
-    arms = serve_arms(config, summary)
-    base = (baseline_arm(config, arms) or arms[0]) if arms else None
-    return ServeRaw(tuple(rows), slos(config), tuple(arms), base)
-
-
-def derive_report(config: Dict, summary: Dict, rows: Any) -> ServeDerived:
+def derive_report(config: Config, summary: Mapping[str, object], rows: object) -> ServeDerived:
     """``derive_serve`` of a report's blocks (rows already checked by the report model)."""
-    return derive_serve(serve_raw(config, summary, serve_requests(rows)))
+    return _derive(typed_config(config), serve_arms(config, summary), serve_requests(rows))
 
 
-def check_rows(rows: list[Any]) -> None:
-    """Each request row: an object with its rate and arm, numbers where numbers belong,
-    and unique by (rate, arm, repeat, rid)."""
-    seen: dict[tuple[Any, ...], int] = {}
+def _derive(config: RunConfig, arms: Sequence[str], rows: Sequence[ServeRequest]) -> ServeDerived:
+    """The rows' figures, each arm against the baseline arm (else the first)."""
+    base = (baseline_arm(config, arms) or arms[0]) if arms else None
+    return derive_serve(ServeRaw(tuple(rows), slos(config), tuple(arms), base))
+
+
+def check_rows(rows: Sequence[ServeRequest]) -> None:
+    """Each request row (typed by the report model): numbers where numbers belong (its
+    other columns as written), unique by (rate, arm, repeat, rid), and its TPOT the one
+    its own E2E, TTFT and output tokens give."""
+    seen: dict[tuple[object, ...], int] = {}
     for i, row in enumerate(rows):
         at = f"requests[{i}]"
-        if not isinstance(row, dict):
-            raise Disagreement(f"{at} is not an object")
-        for key in ("rate", "arm"):
-            if not isinstance(row.get(key), str):
-                raise Disagreement(f"{at}.{key} is missing")
-        if row.get("ttft_ms") is not None:
-            number(row["ttft_ms"], f"{at}.ttft_ms")
-        for key, v in row.items():
-            if key.endswith("_ms") and v is not None and key not in ("ttft_ms", "itl_ms"):
-                number(v, f"{at}.{key}", minimum=None)
-            if key.endswith("_bytes") and v is not None:
-                number(v, f"{at}.{key}")
-        status = row.get("status")
-        if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
-            raise Disagreement(f"{at}.status must be an integer, got {status!r}")
-        itl = row.get("itl_ms")
-        if itl is not None:
-            if not isinstance(itl, list):
-                raise Disagreement(f"{at}.itl_ms must be a list of gaps in ms")
-            for k, x in enumerate(itl):
-                number(x, f"{at}.itl_ms[{k}]")
-        if row.get("rid") is None:
+        for key, v in (row.model_extra or {}).items():  # times of any sign, bytes >= 0
+            if v is not None and key.endswith(("_ms", "_bytes")):
+                number(v, f"{at}.{key}", minimum=0.0 if key.endswith("_bytes") else None)
+        if row.rid is None:
             continue
-        ident = (row["rate"], row["arm"], row.get("repeat", 0), row["rid"])
+        ident = (row.rate, row.arm, row.repeat, row.rid)
         if ident in seen:
             raise Disagreement(
                 f"{at} repeats requests[{seen[ident]}] (rate {ident[0]}, arm {ident[1]}, "
@@ -93,12 +78,14 @@ def check_rows(rows: list[Any]) -> None:
                 "duplicated row would count twice"
             )
         seen[ident] = i
+    for i, row in enumerate(rows):
+        if row.tpot_ms is not None:
+            agree(row.tpot_ms, row.own_tpot, f"requests[{i}].tpot_ms")
 
 
-def _planned_rows(raw: Dict, rows: list[ServeRequest]) -> None:
+def _planned_rows(planned: int | None, rows: Sequence[ServeRequest]) -> None:
     """No (rate, arm, repeat) holds more rows than the requests the run planned."""
-    planned = block(raw, "config").get("requests")
-    if not isinstance(planned, int) or isinstance(planned, bool) or planned < 1:
+    if not planned:
         return
     for (rate, arm, rep), n in Counter((r.rate, r.arm, r.repeat) for r in rows).items():
         if n > planned:
@@ -108,56 +95,46 @@ def _planned_rows(raw: Dict, rows: list[ServeRequest]) -> None:
             )
 
 
-def _row_figures(res: Dict, derived: ServeDerived) -> dict[str, float | None]:
-    """What the rows give for the figures a per-rate row states (a latency statistic
+def _row_agrees(i: int, res: ServeRow, derived: ServeDerived) -> None:
+    """A per-rate row's stated figures against what the rows give (a latency statistic
     without samples: nothing to check)."""
-    cell = derived.cell(str(res.get("rate")), str(res.get("arm")))
-    out: dict[str, float | None] = {"completed": float(cell.completed)}
-    for key in res:
+    cell = derived.cell(res.rate, res.arm)
+    stated = res.model_dump(exclude_unset=True)
+    given: dict[str, float | None] = {"completed": float(cell.completed)}
+    for key in stated:
         if key.startswith(_FIGURE_PREFIXES) and key.endswith("_ms"):
             metric, _, stat = key.removesuffix("_ms").partition("_")
             if (v := cell.stat(metric, stat)) is not None:  # a mean or a percentile
-                out[key] = v
+                given[key] = v
     for key in THROUGHPUTS:
-        out[key] = cell.throughput(key)
+        given[key] = cell.throughput(key)
     good = cell.good_requests
-    out["good_requests"] = None if good is None else float(good)
-    return out
+    given["good_requests"] = None if good is None else float(good)
+    for key, value in given.items():
+        if key in stated:
+            agree(stated[key], value, f"results[{i}].{key}")
 
 
-def _results_agree(raw: Dict, derived: ServeDerived, per_request: bool) -> None:
-    for i, res in enumerate(raw.get("results") or []):
-        if not isinstance(res, dict):
-            continue
-        if res.get("failed") is not None:
-            number(res["failed"], f"results[{i}].failed")
-        if not per_request:
-            continue
-        for key, value in _row_figures(res, derived).items():
-            if key in res:
-                agree(res[key], value, f"results[{i}].{key}")
-
-
-def _ab_agrees(raw: Dict, derived: ServeDerived) -> None:
+def _ab_agrees(report: ServeReport, derived: ServeDerived) -> None:
     """``ab.<rate>.<arm>.<figure>``: the values and delta the rows give (base: the
     baseline arm, else the first)."""
     if derived.base is None:
         return
-    for rate, per_arm in block(raw, "ab").items():
+    for rate, per_arm in report.ab.items():
         for arm, metrics in (per_arm or {}).items():
-            if not isinstance(metrics, dict) or arm == derived.base or "_vs_" in arm:
+            if metrics is None or arm == derived.base or "_vs_" in arm:
                 continue
             for figure in COMPARED:
                 got = metrics.get(figure.key)
-                if not isinstance(got, dict) or got.get("delta_pct") is None:
+                if got is None or got.delta_pct is None:
                     continue
                 point = derived.point(rate, arm, figure)
                 if point is None:
                     continue
                 at = f"ab.{rate}.{arm}.{figure.key}"
-                agree(got["delta_pct"], point.delta_pct, f"{at}.delta_pct")
-                agree(got.get("a_value"), point.a_value, f"{at}.a_value")
-                agree(got.get("b_value"), point.b_value, f"{at}.b_value")
+                agree(got.delta_pct, point.delta_pct, f"{at}.delta_pct")
+                agree(got.a_value, point.a_value, f"{at}.a_value")
+                agree(got.b_value, point.b_value, f"{at}.b_value")
 
 
 def _near(stated: float, derived: float) -> bool:
@@ -175,11 +152,13 @@ def _median_fits(stated: float, xs: list[float]) -> bool:
     )
 
 
-def _tool_agrees(raw: Dict, rows: list[ServeRequest]) -> None:
+def _tool_agrees(report: ServeReport, rows: Sequence[ServeRequest]) -> None:
     """An imported report: the rows of each arm and repeat against the figures the peer
-    tool itself wrote in the same file (``config.source.arms.<arm>.stated``)."""
-    label = (block(raw, "config").get("rate_labels") or [None])[0]
-    for arm, src in block(raw, "config", "source", "arms").items():
+    tool itself wrote in the same file (``config.source.arms.<arm>.stated``: the peer's
+    figures as written, read as JSON)."""
+    cfg = report.config
+    label = (cfg.rate_labels or [None])[0]
+    for arm, src in ((cfg.source and cfg.source.arms) or {}).items():
         if not isinstance(src, dict) or src.get("per_request") is False:
             continue  # a summary-only file: no rows to check its figures against
         stated = src.get("stated")
@@ -208,7 +187,12 @@ def _refuse(where: str, file: str, key: str, tool: float, rows_value: float, uni
 
 
 def _stated_agrees(
-    figures: Dict, metric: str, xs: list[float], which: tuple[str, ...], where: str, file: str
+    figures: Mapping[str, object],
+    metric: str,
+    xs: list[float],
+    which: tuple[str, ...],
+    where: str,
+    file: str,
 ) -> None:
     """The tool's own ``<mean|median|p99>_<metric>_ms`` against the rows' samples (numpy's
     percentile, as the tools compute them; a median of any middle-value convention)."""
@@ -225,26 +209,20 @@ def _stated_agrees(
             _refuse(where, file, key, value, derived[q], " ms")
 
 
-def serve_disagreement(raw: Dict) -> None:
+def serve_disagreement(report: ServeReport) -> None:
     """The read check of a serve-ab report (Disagreement naming the first field that
     disagrees with the rows)."""
-    cfg = block(raw, "config")
-    per_request = cfg.get("per_request") is not False
-    rows = as_list(raw.get("requests"), "requests")
+    cfg, rows = report.config, report.requests
+    per_request = cfg.per_request is not False
     if not per_request and rows:
         raise Disagreement("config.per_request is false but the report has request rows")
     check_rows(rows)
-    try:
-        typed = serve_requests(rows)
-    except ResultError as exc:
-        raise Disagreement(str(exc)) from None
-    for i, r in enumerate(typed):
-        if r.tpot_ms is not None:
-            agree(r.tpot_ms, r.own_tpot, f"requests[{i}].tpot_ms")
-    _planned_rows(raw, typed)
-    derived = derive_serve(serve_raw(cfg, block(raw, "summary"), typed))
-    _results_agree(raw, derived, per_request)
-    if per_request:
-        _ab_agrees(raw, derived)
-    if cfg.get("imported"):
-        _tool_agrees(raw, typed)
+    _planned_rows(cfg.requests, rows)
+    derived = _derive(cfg, [str(a) for a in report.summary.arms or cfg.arms], rows)
+    for i, res in enumerate(report.results):
+        if per_request:
+            _row_agrees(i, res, derived)
+    if per_request and not isinstance(report, EarlierServeReport):
+        _ab_agrees(report, derived)
+    if cfg.imported:
+        _tool_agrees(report, rows)

@@ -30,6 +30,8 @@ NonNeg = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 Percent = Annotated[float, Field(strict=True, ge=-100, allow_inf_nan=False)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Flag = Annotated[bool, Field(strict=True)]
+# a number as written (infinity too): a statistic the read check compares, naming it
+Real = Annotated[float, Field(strict=True)]
 Text = Annotated[str, Field(strict=True)]
 # raw samples (ms): every entry a number, none missing
 Samples = list[NonNeg]
@@ -137,11 +139,19 @@ class RunConfig(Open):
     rate_labels: Loose[list[Any]] = None
     load: Loose[Load] = None
     arm_roles: Loose[dict[str, Any]] = None
+    carrier_traits: Loose[dict[str, Any]] = None
     runtime: Loose[str] = None
     device: Loose[str] = None
     nodes: Loose[int] = None
     nnodes: Loose[int] = None
     groups: Loose[list[Any]] = None
+    # what the run planned (the read check refuses more raw records than these)
+    repeats: Loose[Count] = None
+    control_repeats: Loose[Count] = None
+    launches: Loose[Count] = None
+    requests: Loose[Count] = None
+    per_request: Loose[Flag] = None
+    goodput: Loose[str | list[Any]] = None
 
 
 class Summary(Open):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, ConfigDict, Field
 
 from kimi_bench.report.envelope import (
     Count,
@@ -28,10 +28,13 @@ from kimi_bench.report.envelope import (
     Number,
     Open,
     Percent,
+    Real,
     Samples,
     Summary,
     Text,
 )
+from kimi_bench.results.micro import MicroRepeat
+from kimi_bench.results.serve_rows import ServeRequest as RequestRow
 
 __all__ = ["MODELS", "Envelope", "model_for"]
 
@@ -77,11 +80,41 @@ class ParityReport(Envelope):
 # --------------------------------------------------------------------------------- micro
 
 
+class Compared(Open):
+    """A comparison block as a verdict reads it (a micro speedup ratio, a serve-ab percent
+    delta): numbers of another type or not finite read as missing."""
+
+    class Spread(Open):
+        low: Loose[Number] = None
+        high: Loose[Number] = None
+        kind: Loose[str] = None
+        n_units: Any = None
+
+    median: Loose[Number] = None
+    delta_pct: Loose[Number] = None
+    interval: Loose[Spread] = None
+    n_units: Any = None
+    n: Any = None
+    b_units: Any = None
+    significant: Any = None
+    verdict: Loose[str] = None
+
+
 class SampleBlock(Open):
     """A measured quantity: its raw samples (and, as written, their summary)."""
 
     samples: Samples = Field(default_factory=list)
     median: Loose[Number] = None
+    n: Loose[Real] = None
+    mean: Loose[Real] = None
+    p10: Loose[Real] = None
+    p25: Loose[Real] = None
+    p75: Loose[Real] = None
+    p90: Loose[Real] = None
+    iqr: Loose[Real] = None
+    min: Loose[Real] = None
+    max: Loose[Real] = None
+    interval: Loose[Compared.Spread] = None
 
 
 class StageBlock(Open):
@@ -115,6 +148,7 @@ class MicroArm(Open):
     )
     stages: dict[str, StageBlock] = Field(default_factory=dict)
     copies: Loose[list[CopyRow]] = None
+    moved_bytes: Any = None  # checked against the ledger by the read check
 
 
 class Floor(Open):
@@ -132,6 +166,7 @@ class MicroSummary(Summary):
     control_rounds: Count = 0
     floor_with_control_ms: NonNeg | None = None
     emulation_only_stages: list[Text] = Field(default_factory=list)
+    speedup_interval: Loose[Compared.Spread] = None
 
 
 # Control plane and payload cost (micro reports since issue 23; optional, so older reports
@@ -141,26 +176,6 @@ class Interval(Open):
     low: Number | None
     high: Number | None
     kind: Literal["ci", "prediction", "range", "none"]
-
-
-class Compared(Open):
-    """A comparison block as a verdict reads it (a micro speedup ratio, a serve-ab percent
-    delta): numbers of another type or not finite read as missing."""
-
-    class Spread(Open):
-        low: Loose[Number] = None
-        high: Loose[Number] = None
-        kind: Loose[str] = None
-        n_units: Any = None
-
-    median: Loose[Number] = None
-    delta_pct: Loose[Number] = None
-    interval: Loose[Spread] = None
-    n_units: Any = None
-    n: Any = None
-    b_units: Any = None
-    significant: Any = None
-    verdict: Loose[str] = None
 
 
 class Cost(Open):
@@ -204,18 +219,35 @@ class Control(Open):
     floor: ControlFloor
 
 
-class ControlRepeat(Open):
-    total_ms: NonNeg | None = None
-    stage_ms: dict[str, Any] = Field(default_factory=dict)
+class RepeatRecord(MicroRepeat):
+    """A repeat (or control round) as written: ``results.micro.MicroRepeat``, strict."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    total_ms: NonNeg
+    stage_ms: dict[str, NonNeg]
+    stage_bytes: dict[str, Count | NonNeg] = Field(default_factory=dict)
+    timeline: Any = None  # each rank's lanes (``timeline.<arm>`` shows one repeat's)
+
+
+ControlRepeat = RepeatRecord
+
+
+class Lanes(Open):
+    repeat: Any = None  # ``timeline.<arm>``: the iteration whose lanes ``ranks`` shows
+    ranks: Any = None
 
 
 class MicroReport(Envelope):
     summary: MicroSummary = Field(default_factory=MicroSummary)
     arms: dict[str, MicroArm]
     speedup: SampleBlock | None = Field(default_factory=SampleBlock)  # None: one arm ran
+    speedups: dict[str, SampleBlock | None] | None = None
     control: Control | None = None
-    control_repeats: dict[str, list[ControlRepeat]] = Field(default_factory=dict)
+    control_repeats: dict[str, list[RepeatRecord]] = Field(default_factory=dict)
     floor: Loose[Floor] = None
+    floor_ms: Any = None  # the read check refuses one that is not a positive number
+    repeats: dict[str, list[RepeatRecord]] | None = None
+    timeline: Loose[dict[str, Loose[Lanes]]] = None
 
 
 # ------------------------------------------------------------------------------ serve-ab
@@ -231,6 +263,7 @@ class Failures(Open):
 
 
 class ServeSummary(Summary):
+    arms: Loose[list[Any]] = None
     failed_requests: Count | None = None
     failures: Loose[dict[str, Loose[Failures]]] = None
     rates: list[Text] = Field(default_factory=list)
@@ -247,10 +280,18 @@ class ServeRow(Open):
     failed: Count | None = None
 
 
-class ServeRequest(Open):
+class ServeRequest(RequestRow):
+    """A request row as ``results`` derives from it, its labels and numbers strict."""
+
     rate: Text
     arm: Text
+    status: Annotated[int, Field(strict=True)] | None = None
     ttft_ms: NonNeg | None = None
+    itl_ms: list[NonNeg] | None = None
+    tpot_ms: Number | None = None
+    e2e_ms: Number | None = None
+    producer_copied_bytes: Count | None = None
+    scheduler_copied_bytes: Count | None = None
 
 
 class ClientOverhead(Open):
@@ -272,6 +313,8 @@ class Comparison(Open):
     """B against eager for one metric: the change in percent with its interval."""
 
     delta_pct: Percent | None = None
+    a_value: Real | None = None
+    b_value: Real | None = None
 
 
 class EarlierComparison(Open):

@@ -23,7 +23,7 @@ from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.envelope import Envelope, Header
 from kimi_bench.report.files import REPORT_NAMES, is_gzipped, one_per_folder, report_file
 from kimi_bench.report.migrate import migrate
-from kimi_bench.report.schema import ReportProblem, parse_report, report_problem
+from kimi_bench.report.schema import ReportProblem, parse_report
 
 KINDS = ("parity", "micro", "serve-ab", "run", "project")
 # A search for report files (report.json, report.json.gz) visits at most this many folder
@@ -147,14 +147,16 @@ def check_envelope(raw: dict[str, Any], where: str, kinds: tuple[str, ...] = KIN
         )
     kind = raw.get("kind")
     if kind not in kinds:
-        hint = (
-            "; a run's folder holds one report per scenario: give those instead"
-            if kind == "run"
-            else ""
-        )
+        hint = "; a run's folder holds one report per scenario: give those instead"
+        hint = hint if kind == "run" else ""
         raise ReportError(f"{where} has kind {kind!r}, expected one of {', '.join(kinds)}{hint}")
-    problem = report_problem(raw) or disagreement(migrate(raw))
-    if problem:
+    try:
+        report = parse_report(raw)
+        if (current := migrate(raw)) != raw:  # an older layout: read as the current one
+            report = parse_report(current)
+    except ReportProblem as exc:
+        raise ReportError(f"{where}: {exc}") from None
+    if problem := disagreement(report):
         raise ReportError(f"{where}: {problem}")
 
 

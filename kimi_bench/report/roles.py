@@ -12,52 +12,56 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kimi_bench.report.envelope import RunConfig
+
 # the roles and the carriers' traits of reports written before they were recorded
 DEFAULT_ROLES: dict[str, str] = {"baseline": "eager", "change": "deferred"}
 EARLIER_SEGMENT_CARRIERS = ("shm", "sglang-shm")
+# a report's config: typed, or as written (a JSON object, read as ``RunConfig``)
+Config = RunConfig | Mapping[str, object]
 
 
-def _recorded(config: Mapping[str, Any], role: str) -> str | None:
-    roles = config.get("arm_roles")
-    if isinstance(roles, Mapping) and role in roles:
-        value = roles[role]
-        return str(value) if value is not None else None
-    return None
+def typed_config(config: Config) -> RunConfig:
+    """``config`` as ``RunConfig`` (validated when given as written)."""
+    return config if isinstance(config, RunConfig) else RunConfig.model_validate(config)
 
 
-def baseline_arm(config: Mapping[str, Any], arms: Sequence[str]) -> str | None:
+def _recorded(config: RunConfig, role: str) -> str | None:
+    value = (config.arm_roles or {}).get(role)
+    return None if value is None else str(value)
+
+
+def baseline_arm(config: Config, arms: Sequence[str]) -> str | None:
     """The arm every other arm is compared with (None: no arm)."""
-    recorded = _recorded(config, "baseline")
-    if recorded is not None or "arm_roles" in config:
+    cfg = typed_config(config)
+    recorded = _recorded(cfg, "baseline")
+    if recorded is not None or "arm_roles" in cfg.model_fields_set:
         return recorded
     earlier = DEFAULT_ROLES["baseline"]
-    emulated = not (config.get("endpoints") or config.get("imported"))
+    emulated = not (cfg.endpoints or cfg.imported)
     return earlier if earlier in arms and emulated else next(iter(arms), None)
 
 
-def change_arm(config: Mapping[str, Any], arms: Sequence[str]) -> str | None:
+def change_arm(config: Config, arms: Sequence[str]) -> str | None:
     """The arm the gate's headline figures follow (None: the run had none)."""
-    if "arm_roles" in config:
-        return _recorded(config, "change")
+    cfg = typed_config(config)
+    if "arm_roles" in cfg.model_fields_set:
+        return _recorded(cfg, "change")
     earlier = DEFAULT_ROLES["change"]
     return earlier if earlier in arms else None
 
 
-def carrier_traits(config: Mapping[str, Any]) -> dict[str, Any]:
+def carrier_traits(config: Config) -> dict[str, Any]:
     """What the run's carrier does: ``uses_segments`` (shared memory), ``spans_nodes``,
     ``serialize_op`` (the ledger op that moves a feature at the producer)."""
-    traits = config.get("carrier_traits")
-    if isinstance(traits, Mapping) and "uses_segments" in traits:
+    cfg = typed_config(config)
+    traits = cfg.carrier_traits
+    if traits is not None and "uses_segments" in traits:
         return dict(traits)
-    segments = str(config.get("transport")) in EARLIER_SEGMENT_CARRIERS
+    segments = str(cfg.transport) in EARLIER_SEGMENT_CARRIERS
     return {
-        "name": config.get("transport"),
+        "name": cfg.transport,
         "uses_segments": segments,
         "spans_nodes": not segments,
         "serialize_op": "shm_copy_in" if segments else "pickle",
     }
-
-
-def uses_segments(config: Mapping[str, Any]) -> bool:
-    """The run's carrier put features in shared-memory segments."""
-    return bool(carrier_traits(config)["uses_segments"])

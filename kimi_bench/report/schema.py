@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from kimi_bench.report.kinds import Envelope, model_for
 
@@ -22,9 +23,9 @@ def where(loc: tuple[Any, ...] | list[Any]) -> str:
     return "".join(parts).lstrip(".") or "(top level)"
 
 
-def _message(err: Any) -> str:
+def _message(err: ErrorDetails) -> str:
     """One pydantic error in the words the gate has always used for these cases."""
-    value, ctx = err.get("input"), err.get("ctx") or {}
+    value, ctx = err["input"], err.get("ctx") or {}
     if err["type"] == "greater_than_equal":
         return f"{value!r} is less than the minimum of {ctx.get('ge')}"
     if err["type"] == "finite_number":

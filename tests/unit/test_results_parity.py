@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kimi_bench.report.agree_rows import disagreement
+from kimi_bench.report.schema import parse_report
 from kimi_bench.results import ResultError, derive_parity, has_fp32, parity_rows
 
 
@@ -100,13 +101,18 @@ def test_a_stated_figure_that_disagrees_with_the_rows_is_named():
     assert "summary.differing" in str(d.disagreement(summary | {"differing": ["b"]}))
 
 
+def _read(raw: dict[str, Any]) -> str | None:
+    """The read check of a report dict, parsed as ``check_envelope`` parses it."""
+    return disagreement(parse_report(raw | {"schema_version": 1}))
+
+
 def test_the_read_check_uses_the_same_derivation():
     d = derive_parity(parity_rows(VLLM_ROWS, fp32=False), fp32=False)
     vllm = {"runtime_profile": {"name": "vllm-0.33", "runtime": "vllm"}}
     raw = {"kind": "parity", "config": vllm, "results": VLLM_ROWS, "summary": d.summary_fields()}
-    assert disagreement(raw) is None  # a vLLM report (no FP32 verdicts) reads back
+    assert _read(raw) is None  # a vLLM report (no FP32 verdicts) reads back
     sglang = raw | {"config": {"runtime_profile": {"runtime": "sglang"}}}
-    assert "results[0].bit_exact_fp32 is None" in str(disagreement(sglang))
-    assert disagreement(raw | {"summary": d.summary_fields() | {"inputs": 3.0}}) is None
+    assert "results[0].bit_exact_fp32 is None" in str(_read(sglang))
+    assert _read(raw | {"summary": d.summary_fields() | {"inputs": 3.0}}) is None
     edited = raw | {"summary": d.summary_fields() | {"errors": 0}}
-    assert "summary.errors says 0 but the rows give 1" in str(disagreement(edited))
+    assert "summary.errors says 0 but the rows give 1" in str(_read(edited))

@@ -15,6 +15,7 @@ from kimi_bench.ci.rules import RateRules
 from kimi_bench.ci.serving_rules import serving_rules
 from kimi_bench.report.agree_rows import disagreement
 from kimi_bench.report.model import Report
+from kimi_bench.report.schema import parse_report
 from kimi_bench.results import ResultError
 from kimi_bench.results.serve import COMPARED, LIMITS, ServeRaw, StatedComparison, derive_serve
 from kimi_bench.results.serve_rows import readable_requests, serve_requests
@@ -122,10 +123,10 @@ def _report(rel: str) -> dict[str, Any]:
 )
 def test_an_edited_figure_is_refused_on_read(where: str, edit: Any) -> None:
     raw = _report("examples/cpu-run/serve-ab/report.json")
-    assert disagreement(raw) is None
+    assert disagreement(parse_report(raw)) is None
     edited = copy.deepcopy(raw)
     edit(edited)
-    assert where in (disagreement(edited) or "")
+    assert where in (disagreement(parse_report(edited)) or "")
 
 
 def test_the_gate_reads_the_same_figures() -> None:
