@@ -24,6 +24,8 @@ from kimi_bench.results.base import typed_records
 from kimi_bench.results.serve_rows import RateRow
 
 Units = list[Hashable] | None
+Cell = str | float | bool | None
+Row = dict[str, Cell]  # one row of the comparison table, column -> cell
 
 
 ALPHA = 0.05  # the rank test's level, as the gate's baseline rules use it
@@ -52,7 +54,7 @@ def answer(c: Comparison) -> str:
     return c.verdict
 
 
-def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None) -> dict[str, Any]:
+def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None) -> Row:
     """delta_pct / ci95 / verdict / p_value of B vs A (None where a side has no samples);
     ``ua``/``ub``: the independent unit of each sample (None: every sample is one)."""
     if not xa or not xb:
@@ -72,7 +74,7 @@ def _stats(xa: list[float], xb: list[float], ua: Units = None, ub: Units = None)
     }
 
 
-def compare_reports(a: Report, b: Report) -> tuple[list[dict[str, Any]], list[Difference]]:
+def compare_reports(a: Report, b: Report) -> tuple[list[Row], list[Difference]]:
     """Rows of B vs A and what differs between the two runs. Both reports' raw data is
     checked first (EvidenceError when a summary disagrees with it). Across devices or
     setups (a hard difference) no row is called significant: its verdict says
@@ -120,8 +122,8 @@ def _not_one_file(a: Report, b: Report) -> None:
         )
 
 
-def _micro(a: Derived, b: Derived) -> list[dict[str, Any]]:
-    rows = []
+def _micro(a: Derived, b: Derived) -> list[Row]:
+    rows: list[Row] = []
     arms_a, arms_b = a.report.typed(MicroReport).arms, b.report.typed(MicroReport).arms
     for arm in [x for x in arms_a if x in arms_b]:
         sa, sb = arms_a[arm], arms_b[arm]
@@ -145,7 +147,7 @@ def _micro(a: Derived, b: Derived) -> list[dict[str, Any]]:
     return rows
 
 
-def _serve(a: Derived, b: Derived) -> list[dict[str, Any]]:
+def _serve(a: Derived, b: Derived) -> list[Row]:
     def samples(d: Derived, rate: str, arm: str) -> tuple[list[float], Units]:
         """TTFTs and their units: requests served in one forward batch (``repeat``,
         ``batch_id``) are one unit when the report records batches."""
@@ -154,7 +156,7 @@ def _serve(a: Derived, b: Derived) -> list[dict[str, Any]]:
         units: Units = [(r.repeat, r.batch_id) for r in served] if batched else None
         return [r.ttft_ms for r in served if r.ttft_ms is not None], units
 
-    rows = []
+    rows: list[Row] = []
     thr_b = {(r.rate, r.arm): r.req_per_s for r in _rate_rows(b)}
     for r in _rate_rows(a):
         key = (r.rate, r.arm)
@@ -180,9 +182,9 @@ def _rate_rows(d: Derived) -> list[RateRow]:
     return typed_records(d.report.results, RateRow, "results")
 
 
-def _parity(a: Derived, b: Derived) -> list[dict[str, Any]]:
+def _parity(a: Derived, b: Derived) -> list[Row]:
     rb = {r.name: r for r in b.report.typed(ParityReport).results}
-    rows = []
+    rows: list[Row] = []
     for r in a.report.typed(ParityReport).results:
         # an image B lacks compares with nothing: every flag None
         other = rb.get(r.name) or ParityRow(name=r.name)
