@@ -202,7 +202,7 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
     traits = carrier_traits(report.config)
     try:
         arms = {
-            a: _arm(a, arm, str(traits["serialize_op"]), ranks) for a, arm in typed.arms.items()
+            a: _arm(a, arm, traits.serialize_op, ranks) for a, arm in typed.arms.items()
         }
     except ProjectionError as exc:
         raise ProjectionError(f"{where}: {exc}") from None
@@ -212,8 +212,8 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         source=source,
         ranks=ranks,
         transport=transport,
-        uses_segments=bool(traits["uses_segments"]),
-        serialize_op=str(traits["serialize_op"]),
+        uses_segments=traits.uses_segments,
+        serialize_op=traits.serialize_op,
         device=device,
         nodes=_nodes(cfg),
         gpus=(env.gpu_count or 0) if device == "cuda" else 0,

@@ -10,9 +10,8 @@ memory segments when it was shm (kimi-bench's or the runtime's)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from kimi_bench.report.envelope import RunConfig
+from kimi_bench.report.envelope import Open, RunConfig
 
 # the roles and the carriers' traits of reports written before they were recorded
 DEFAULT_ROLES: dict[str, str] = {"baseline": "eager", "change": "deferred"}
@@ -51,17 +50,26 @@ def change_arm(config: Config, arms: Sequence[str]) -> str | None:
     return earlier if earlier in arms else None
 
 
-def carrier_traits(config: Config) -> dict[str, Any]:
-    """What the run's carrier does: ``uses_segments`` (shared memory), ``spans_nodes``,
-    ``serialize_op`` (the ledger op that moves a feature at the producer)."""
+class Traits(Open):
+    """What a run's carrier does (``config.carrier_traits``)."""
+
+    name: str | None = None
+    uses_segments: bool  # features cross in shared-memory segments
+    spans_nodes: bool = False
+    serialize_op: str = "pickle"  # the ledger op that moves a feature at the producer
+
+
+def carrier_traits(config: Config) -> Traits:
+    """What the run's carrier does: recorded by the run, or (an earlier report) what its
+    carrier did then."""
     cfg = typed_config(config)
     traits = cfg.carrier_traits
     if traits is not None and "uses_segments" in traits:
-        return dict(traits)
+        return Traits.model_validate(traits)
     segments = str(cfg.transport) in EARLIER_SEGMENT_CARRIERS
-    return {
-        "name": cfg.transport,
-        "uses_segments": segments,
-        "spans_nodes": not segments,
-        "serialize_op": "shm_copy_in" if segments else "pickle",
-    }
+    return Traits(
+        name=None if cfg.transport is None else str(cfg.transport),
+        uses_segments=segments,
+        spans_nodes=not segments,
+        serialize_op="shm_copy_in" if segments else "pickle",
+    )
