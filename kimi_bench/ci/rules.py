@@ -269,7 +269,8 @@ def _message(exc: ValidationError, path: Path) -> str:
     return "; ".join(lines)
 
 
-def parse_rules(raw: dict[str, Any], path: Path) -> GateRules:
+def parse_rules(raw: object, path: Path) -> GateRules:
+    """Rules read from a file (any parsed TOML), validated into ``GateRules``."""
     try:
         return GateRules.model_validate(raw)
     except ValidationError as exc:
