@@ -336,8 +336,7 @@ def micro_noise(m: Micro) -> Table | None:
     return table
 
 
-def micro_tables(report: Dict) -> list[Table]:
-    m = micro_of(report)
+def micro_tables(m: Micro) -> list[Table]:
     out = [
         micro_stages(m),
         micro_comparisons(m),

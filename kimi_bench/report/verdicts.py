@@ -25,7 +25,7 @@ from kimi_bench.report import access
 from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
 from kimi_bench.report.schema import parse_report
 from kimi_bench.report.tables_micro import Stated, ends, micro_of, payload_blocks, speedup_blocks
-from kimi_bench.report.tables_serve import ab_entries, comparison_name
+from kimi_bench.report.tables_serve import Serve
 
 Dict = dict[str, Any]
 Tone = Literal["good", "bad", "unresolved", "info"]
@@ -47,11 +47,6 @@ def worst(lines: list[Line]) -> Tone:
 def text(lines: list[Line]) -> str:
     """The lines as one verdict string (``summary.verdict`` of new reports)."""
     return "; ".join(ln.text for ln in lines)
-
-
-def _compared(block: object) -> Compared:
-    """A comparison block of a JSON report (``ab``) as ``kinds.Compared`` reads it."""
-    return Compared.model_validate(block if isinstance(block, dict) else {})
 
 
 # -------------------------------------------------------------------------------- micro
@@ -201,15 +196,14 @@ def _failures(report: ServeReport) -> list[str]:
     return rows or [f"{s.failed_requests} request(s) failed"]
 
 
-def serve_lines(typed: ServeReport, report: Dict) -> list[Line]:
-    failed = _failures(typed)
-    recorded, base = access.verdict(typed), access.base_arm(report)
+def serve_lines(s: Serve) -> list[Line]:
+    typed = s.typed
+    failed, recorded = _failures(typed), access.verdict(typed)
     # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
     compared = [
-        (rate, comparison_name(arm, metrics, base),
-         _compared(metrics.get("median_ttft")), _compared(metrics.get("throughput")))
-        for rate, arm, _, metrics in ab_entries(report)
-    ]  # fmt: skip
+        (e.rate, e.name(s.base), e.compared("median_ttft"), e.compared("throughput"))
+        for e in s.entries
+    ]
     lines = []
     if typed.summary.error:
         lines.append(Line(f"INCOMPLETE: {typed.summary.error}", "bad"))
@@ -252,7 +246,7 @@ def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
     if isinstance(typed, MicroReport):
         return micro_lines(typed, micro_of(report).stated)
     if isinstance(typed, ServeReport):
-        return serve_lines(typed, report)
+        return serve_lines(Serve.of(typed, report))
     return [Line(access.verdict(typed) or "no verdict", "info")]
 
 
