@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kimi_bench.report.agree import Disagreement, micro_raw
-from kimi_bench.report.envelope import Loose, Number
+from kimi_bench.report.envelope import Header, Loose, Number
 from kimi_bench.report.kinds import Compared, MicroReport
 from kimi_bench.report.table import Span, Table, pointer
 from kimi_bench.report.tables_base import (
@@ -82,6 +82,11 @@ class Micro:
     records and the figures derived from them, each made when first read."""
 
     report: Dict  # as ``Report.to_dict()`` writes it
+
+    @cached_property
+    def header(self) -> Header:
+        """The title and caption's reading (drawable for a partial report too)."""
+        return Header.model_validate(self.report)
 
     @cached_property
     def typed(self) -> MicroReport:
