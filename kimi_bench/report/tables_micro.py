@@ -133,12 +133,6 @@ def micro_of(report: Dict) -> Micro:
     return held[1]
 
 
-def derived(report: Dict) -> MicroDerived | None:
-    """The report's figures (``results.micro``) from its raw records; None for a report
-    without them (an older one: its flat table)."""
-    return micro_of(report).derived
-
-
 def speedup_blocks(stated: Stated) -> dict[str, Compared]:
     """``<arm>_vs_<base>`` -> the paired per-repeat ratio block as the report states it."""
     if stated.speedups:

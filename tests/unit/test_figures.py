@@ -35,7 +35,7 @@ from kimi_bench.report.figures_serve import (
 )
 from kimi_bench.report.kinds import ParityReport
 from kimi_bench.report.schema import parse_report
-from kimi_bench.report.tables_micro import derived, micro_of
+from kimi_bench.report.tables_micro import micro_of
 from kimi_bench.results.serve_rows import bootstrap_interval, readable_requests
 from tests.committed import raw_report
 
@@ -82,7 +82,7 @@ def test_caption_names_device_preset_ranks_carrier_commit() -> None:
 
 def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
     rep = load(EXAMPLE / "micro")
-    stats = stage_stats(derived(rep))
+    stats = stage_stats(micro_of(rep).derived)
     stated = [
         (arm, stage, st) for arm, b in rep["arms"].items() for stage, st in b["stages"].items()
     ]
@@ -95,7 +95,7 @@ def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
             assert getattr(s.spread, key) == pytest.approx(st["summary_ms"][key])
     flat = copy.deepcopy(rep)
     del flat["arms"]  # a report without its arms' blocks: nothing to draw
-    assert stage_stats(derived(flat)) == []
+    assert stage_stats(micro_of(flat).derived) == []
 
 
 def test_timeline_fallback_is_the_median_repeat_end_to_end() -> None:
