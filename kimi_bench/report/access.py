@@ -20,12 +20,6 @@ from kimi_bench.report.roles import baseline_arm
 Dict = dict[str, Any]
 
 
-def sub(block: Any, key: str) -> Dict:
-    """``block[key]`` when it is a dict, else an empty dict (a missing or odd block)."""
-    value = block.get(key) if isinstance(block, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
 def number(v: Any) -> float | None:
     """A finite float, or None for null / NaN / non-numbers (a hostile report stays drawable)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
