@@ -106,23 +106,19 @@ def project_stages(report: ProjectReport) -> Table:
     return table
 
 
-def kind_tables(typed: Envelope, report: Dict) -> list[Table]:
-    """The tables of the report's kind: each kind's read of ``report`` (``typed`` as its
-    JSON dict), made here once; a parity report's rows are shown as stored."""
-    if isinstance(typed, ProjectReport):
-        return project_tables(typed)
-    if isinstance(typed, MicroReport):
-        return micro_tables(micro_of(report))
-    if isinstance(typed, ServeReport):
-        return serve_tables(Serve.of(typed, report))
-    if isinstance(typed, ParityReport):
-        rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
-        return [rows_table("parity.inputs", "Per input", rows, "/results",
-                           present(rows, PARITY_COLUMNS))]  # fmt: skip
-    return []
-
-
 def tables(typed: Envelope, report: Dict) -> list[Table]:
     """The report's tables in the order every format shows them: the summary (as stored,
-    free-form), then the kind's own; ``report`` is ``typed`` as its JSON dict."""
-    return [summary_table(report), *kind_tables(typed, report)]
+    free-form), then the kind's own, each kind reading ``report`` (``typed`` as its JSON
+    dict) once here; a parity report's rows are shown as stored."""
+    out = [summary_table(report)]
+    if isinstance(typed, ProjectReport):
+        out += project_tables(typed)
+    elif isinstance(typed, MicroReport):
+        out += micro_tables(micro_of(report))
+    elif isinstance(typed, ServeReport):
+        out += serve_tables(Serve(typed, report))
+    elif isinstance(typed, ParityReport):
+        rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
+        cols = present(rows, PARITY_COLUMNS)
+        out.append(rows_table("parity.inputs", "Per input", rows, "/results", cols))
+    return out

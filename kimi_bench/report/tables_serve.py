@@ -41,13 +41,11 @@ class Entry:
     rate: str
     arm: str
     at: str
-    stated: dict[str, StatedComparison]
     blocks: dict[str, object]
 
-    @classmethod
-    def read(cls, rate: str, arm: str, at: str, blocks: Dict) -> Entry:
-        stated = {k: StatedComparison.read(v) for k, v in blocks.items() if isinstance(v, dict)}
-        return cls(rate, arm, at, stated, blocks)
+    @cached_property
+    def stated(self) -> dict[str, StatedComparison]:
+        return {k: StatedComparison.read(v) for k, v in self.blocks.items() if isinstance(v, dict)}
 
     def metric(self, key: str) -> StatedComparison:
         return self.stated[key] if key in self.stated else StatedComparison()
@@ -86,7 +84,7 @@ def _earlier(rate: str, metrics: Dict) -> Entry:
             "significant": m.get("significant"),
             "verdict": m.get("method"),
         }
-    return Entry.read(rate, "deferred", "", out)
+    return Entry(rate, "deferred", "", out)
 
 
 @dataclass(frozen=True)
@@ -96,12 +94,11 @@ class Serve:
     with their JSON pointers (free-form rows: every column a writer added is shown)."""
 
     typed: ServeReport
-    base: str
     data: Dict
 
-    @classmethod
-    def of(cls, typed: ServeReport, data: Dict) -> Serve:
-        return cls(typed, access.base_arm(data), data)
+    @cached_property
+    def base(self) -> str:
+        return access.base_arm(self.data)
 
     @cached_property
     def entries(self) -> list[Entry]:
@@ -115,7 +112,7 @@ class Serve:
                 continue
             for arm, metrics in blocks.items():
                 if isinstance(metrics, dict):
-                    out.append(Entry.read(str(rate), str(arm), pointer("ab", rate, arm), metrics))
+                    out.append(Entry(str(rate), str(arm), pointer("ab", rate, arm), metrics))
         return out
 
     def rows(self, block: str) -> Any:

@@ -246,7 +246,7 @@ def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
     if isinstance(typed, MicroReport):
         return micro_lines(typed, micro_of(report).stated)
     if isinstance(typed, ServeReport):
-        return serve_lines(Serve.of(typed, report))
+        return serve_lines(Serve(typed, report))
     return [Line(access.verdict(typed) or "no verdict", "info")]
 
 
