@@ -33,10 +33,8 @@ AB_MORE = tuple((c.key, c.label) for c in COMPARED[2:])
 
 @dataclass(frozen=True)
 class Entry:
-    """One A/B comparison: its rate, its key under ``ab[rate]`` (``<arm>`` or
-    ``<arm>_vs_<base>``; ``deferred`` for an earlier one-arm report), the JSON pointer of
-    its block ("" when converted from the earlier layout) and each metric as stated.
-    ``blocks`` are the metric blocks as written (raw JSON: the verdict validates its two)."""
+    """One A/B comparison: its rate, its key under ``ab[rate]`` (``deferred`` in an earlier
+    one-arm report), its block's JSON pointer ("" when converted) and its metric blocks."""
 
     rate: str
     arm: str
@@ -48,10 +46,10 @@ class Entry:
         return {k: StatedComparison.read(v) for k, v in self.blocks.items() if isinstance(v, dict)}
 
     def metric(self, key: str) -> StatedComparison:
-        return self.stated[key] if key in self.stated else StatedComparison()
+        return self.stated.get(key) or StatedComparison()
 
     def compared(self, key: str) -> Compared:
-        """A metric's block as ``kinds.Compared`` (the verdict's reading of it)."""
+        """A metric's block as the verdict reads it."""
         block = self.blocks.get(key)
         return Compared.model_validate(block if isinstance(block, dict) else {})
 
@@ -89,9 +87,8 @@ def _earlier(rate: str, metrics: Dict) -> Entry:
 
 @dataclass(frozen=True)
 class Serve:
-    """What a serve-ab report's tables and verdict read: its model, the arm every arm is
-    compared with, and the report's dict, whose stored rows the tables show as written
-    with their JSON pointers (free-form rows: every column a writer added is shown)."""
+    """What a serve-ab report's tables and verdict read: its model and its dict, whose
+    stored rows the tables show as written, with their JSON pointers (free-form)."""
 
     typed: ServeReport
     data: Dict
@@ -102,8 +99,7 @@ class Serve:
 
     @cached_property
     def entries(self) -> list[Entry]:
-        """The A/B comparisons in report order; an earlier layout (``ab[rate][metric].delta``,
-        one arm) is converted, without pointers."""
+        """The A/B comparisons in report order (an earlier layout converted)."""
         out = []
         for rate, per_arm in (self.data.get("ab") or {}).items():
             blocks = per_arm if isinstance(per_arm, dict) else {}
@@ -116,7 +112,6 @@ class Serve:
         return out
 
     def rows(self, block: str) -> Any:
-        """Block ``block`` of stored rows as written (free-form JSON)."""
         return self.data.get(block)
 
 
@@ -133,11 +128,8 @@ def serve_per_rate(s: Serve) -> Table:
 
 
 def serve_ab(s: Serve) -> Table:
-    base, entries = s.base, s.entries
-    cols = [col("rate"), col("comparison")]
-    shown = AB_METRICS + tuple(
-        (k, label) for k, label in AB_MORE if any(k in e.stated for e in entries)
-    )
+    base, cols = s.base, [col("rate"), col("comparison")]
+    shown = AB_METRICS + tuple((k, n) for k, n in AB_MORE if any(k in e.stated for e in s.entries))
     for key, label in shown:
         cols += [
             col(f"{key}_delta", "pct", f"{label} Δ"),
@@ -145,10 +137,9 @@ def serve_ab(s: Serve) -> Table:
         ]
     cols.append(col("median_ttft_verdict", "text", "median TTFT verdict"))
     table = Table("serve.ab", f"A/B (each arm vs {base}; signed %, arm minus {base})", cols)
-    for e in entries:
-        at = e.at
+    for e in s.entries:
+        at, src = e.at, dict[str, Any]()
         row: dict[str, Any] = {"rate": e.rate, "comparison": e.name(base)}
-        src: dict[str, Any] = {}
         for key, _label in shown:
             m = e.metric(key)
             iv = m.interval or StatedInterval()
