@@ -16,6 +16,7 @@ from kimi_bench.report import figures_micro, figures_parity, figures_project, fi
 from kimi_bench.report.figbase import PLOT_HINT, FigureSpec, RenderedFigure, png_bytes, pyplot
 from kimi_bench.report.files import REPORT_NAMES, one_per_folder
 from kimi_bench.report.kinds import ParityReport
+from kimi_bench.report.model import Report
 from kimi_bench.report.tables_micro import micro_of
 
 __all__ = [
@@ -43,7 +44,7 @@ READ: dict[str, Callable[[dict[str, Any]], object]] = {
 }
 
 
-def figure_input(report: Any) -> object:
+def figure_input(report: Report | dict[str, Any]) -> object:
     """What the figures of a report's kind are built from (``FigureSpec.build``); None for
     a kind without figures."""
     rep = _as_dict(report)
@@ -51,19 +52,15 @@ def figure_input(report: Any) -> object:
     return read(rep) if read else None
 
 
-def _as_dict(report: Any) -> dict[str, Any]:
-    if isinstance(report, dict):
-        return report
-    if hasattr(report, "to_dict"):
-        return dict(report.to_dict())
-    raise TypeError(f"expected a report dict or Report, got {type(report).__name__}")
+def _as_dict(report: Report | dict[str, Any]) -> dict[str, Any]:
+    return report.to_dict() if isinstance(report, Report) else report
 
 
 def plot_available() -> bool:
     return pyplot() is not None
 
 
-def figures_png(report: Any) -> list[RenderedFigure]:
+def figures_png(report: Report | dict[str, Any]) -> list[RenderedFigure]:
     """Every figure of the report's kind as PNG bytes; [] without matplotlib or for a kind
     that has no figures (``run``)."""
     rep = _as_dict(report)
