@@ -25,7 +25,7 @@ from kimi_bench.report import access
 from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
 from kimi_bench.report.schema import parse_report
 from kimi_bench.report.tables_micro import Stated, ends, micro_of, payload_blocks, speedup_blocks
-from kimi_bench.report.tables_serve import Serve
+from kimi_bench.report.tables_serve import Entry, Serve
 
 Dict = dict[str, Any]
 Tone = Literal["good", "bad", "unresolved", "info"]
@@ -153,13 +153,14 @@ def _throughput(block: Compared) -> tuple[str, int]:
     return f"; throughput {fmt_pct(d)} ({_pct_interval(block)})", direction
 
 
-def _ab_line(rate: str, name: str, med: Compared, thr_block: Compared) -> Line | None:
+def _ab_line(e: Entry, against: str) -> Line | None:
     """One A/B comparison's line: its median TTFT and throughput blocks."""
+    med, rate = e.compared("median_ttft"), e.rate
     d = med.delta_pct
     if d is None or med.b_units == 0:
         return None  # an arm with no completed request is named among the failures
-    arm, _, base = name.partition(" vs ")
-    thr, thr_dir = _throughput(thr_block)
+    arm, _, base = e.name(against).partition(" vs ")
+    thr, thr_dir = _throughput(e.compared("throughput"))
     direction = _resolved(med)
     if direction == 0:
         return Line(
@@ -199,17 +200,12 @@ def _failures(report: ServeReport) -> list[str]:
 def serve_lines(s: Serve) -> list[Line]:
     typed = s.typed
     failed, recorded = _failures(typed), access.verdict(typed)
-    # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
-    compared = [
-        (e.rate, e.name(s.base), e.compared("median_ttft"), e.compared("throughput"))
-        for e in s.entries
-    ]
     lines = []
     if typed.summary.error:
         lines.append(Line(f"INCOMPLETE: {typed.summary.error}", "bad"))
     if failed:
         lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
-    lines += [line for args in compared if (line := _ab_line(*args))]
+    lines += [line for e in s.entries if (line := _ab_line(e, s.base))]
     if not typed.ab:
         lines.append(Line(recorded or "no A/B (one arm)", "info"))
     external = typed.config.endpoints or typed.config.imported
