@@ -234,9 +234,10 @@ def parity_lines(report: ParityReport) -> list[Line]:
     return [Line(text, "good" if good else "bad")]
 
 
-def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
-    """The verdict lines of one report, by kind (a kind without rules: its recorded
-    verdict, as information); ``report`` is ``typed`` as its JSON dict."""
+def lines(report: Dict, typed: Envelope | None = None) -> list[Line]:
+    """The verdict lines of a report's JSON dict by kind (a kind without rules: its
+    recorded verdict, as information); ``typed``: the report as its kind's model."""
+    typed = parse_report(report) if typed is None else typed
     if isinstance(typed, ParityReport):
         return parity_lines(typed)
     if isinstance(typed, MicroReport):
@@ -244,8 +245,3 @@ def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
     if isinstance(typed, ServeReport):
         return serve_lines(Serve(typed, report))
     return [Line(access.verdict(typed) or "no verdict", "info")]
-
-
-def lines(report: Dict) -> list[Line]:
-    """The verdict lines of a report's JSON dict (``typed_lines``)."""
-    return typed_lines(parse_report(report), report)
