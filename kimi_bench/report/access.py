@@ -1,11 +1,7 @@
-"""Read what the figures and the HTML page need out of a report dict.
-
-Every figure reads the report through these functions only. They take the plain dict of
-``Report.to_dict()`` in the current layout: a report read from a file was brought to it
-by ``report.migrate`` (older key names are handled there, once, not here). None of them
-raises on a missing block: they return empty lists or ``None`` and the figure says
-"no data".
-"""
+"""What the figures and the pages say of any report: the caption and notes, read from
+its typed header, and a serve-ab report's rates and arms, read from its dict (in the
+current layout: ``report.migrate`` brought older ones to it). Nothing here raises on a
+missing block: a figure of a partial report says "no data"."""
 
 from __future__ import annotations
 
@@ -18,12 +14,6 @@ from kimi_bench.report.migrate import rate_label as _rate_label
 from kimi_bench.report.roles import baseline_arm
 
 Dict = dict[str, Any]
-
-
-def sub(block: Any, key: str) -> Dict:
-    """``block[key]`` when it is a dict, else an empty dict (a missing or odd block)."""
-    value = block.get(key) if isinstance(block, dict) else None
-    return value if isinstance(value, dict) else {}
 
 
 def number(v: Any) -> float | None:

@@ -56,12 +56,10 @@ def stage_colors(stages: list[str]) -> dict[str, object]:
     return {s: (cmap(i % 20) if cmap else "grey") for i, s in enumerate(stages)}
 
 
-def decorate(fig: Any, report: Header | dict[str, Any], title: str, note: str = "") -> Any:
-    """Title naming kind and what is drawn, caption line naming the machine and commit
-    (``report``: the typed header, or the report's JSON dict)."""
+def decorate(fig: Any, header: Header, title: str, note: str = "") -> Any:
+    """Title naming kind and what is drawn, caption line naming the machine and commit."""
     import textwrap
 
-    header = Header.model_validate(report)
     fig.suptitle(f"{header.kind}: {title}", fontsize=12, fontweight="bold")
     per_line = int(fig.get_figwidth() * 16)  # 7.5 pt characters per inch, about
     line = "\n".join(textwrap.wrap(access.caption(header), per_line))
@@ -130,7 +128,7 @@ def png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def empty_figure(report: Header | dict[str, Any], title: str, why: str) -> Any:
+def empty_figure(header: Header, title: str, why: str) -> Any:
     """A small figure that says why there is nothing to draw (kept, so a reader is not
     left guessing why a chart is missing)."""
     plt = pyplot()
@@ -138,7 +136,7 @@ def empty_figure(report: Header | dict[str, Any], title: str, why: str) -> Any:
     ax.axis("off")
     ax.text(0.5, 0.5, f"no data: {why}", ha="center", va="center", fontsize=11)
     fig.subplots_adjust(top=0.78, bottom=0.22)
-    return decorate(fig, report, title)
+    return decorate(fig, header, title)
 
 
 T = TypeVar("T")

@@ -15,6 +15,9 @@ from typing import Any
 from kimi_bench.report import figures_micro, figures_parity, figures_project, figures_serve
 from kimi_bench.report.figbase import PLOT_HINT, FigureSpec, RenderedFigure, png_bytes, pyplot
 from kimi_bench.report.files import REPORT_NAMES, one_per_folder
+from kimi_bench.report.kinds import ParityReport
+from kimi_bench.report.model import Report
+from kimi_bench.report.tables_micro import micro_of
 
 __all__ = [
     "FIGURES",
@@ -32,33 +35,32 @@ FIGURES: dict[str, tuple[FigureSpec[Any], ...]] = {
     "parity": figures_parity.FIGURES,
     "project": figures_project.FIGURES,
 }
-# What a kind's figures draw from, read once per drawing (the others: the JSON dict).
+# What a kind's figures draw from, read once per drawing out of the report's JSON dict.
 READ: dict[str, Callable[[dict[str, Any]], object]] = {
+    "micro": micro_of,
     "serve-ab": figures_serve.ServeFigures.of,
+    "parity": ParityReport.model_validate,
     "project": figures_project.Projection.model_validate,
 }
 
 
-def figure_input(report: Any) -> object:
-    """What the figures of a report's kind are built from (``FigureSpec.build``)."""
+def figure_input(report: Report | dict[str, Any]) -> object:
+    """What the figures of a report's kind are built from (``FigureSpec.build``); None for
+    a kind without figures."""
     rep = _as_dict(report)
     read = READ.get(str(rep.get("kind")))
-    return read(rep) if read else rep
+    return read(rep) if read else None
 
 
-def _as_dict(report: Any) -> dict[str, Any]:
-    if isinstance(report, dict):
-        return report
-    if hasattr(report, "to_dict"):
-        return dict(report.to_dict())
-    raise TypeError(f"expected a report dict or Report, got {type(report).__name__}")
+def _as_dict(report: Report | dict[str, Any]) -> dict[str, Any]:
+    return report.to_dict() if isinstance(report, Report) else report
 
 
 def plot_available() -> bool:
     return pyplot() is not None
 
 
-def figures_png(report: Any) -> list[RenderedFigure]:
+def figures_png(report: Report | dict[str, Any]) -> list[RenderedFigure]:
     """Every figure of the report's kind as PNG bytes; [] without matplotlib or for a kind
     that has no figures (``run``)."""
     rep = _as_dict(report)

@@ -19,8 +19,7 @@ from kimi_bench.report.figbase import (
     stage_colors,
 )
 from kimi_bench.report.kinds import PayloadCost
-from kimi_bench.report.tables_base import Dict
-from kimi_bench.report.tables_micro import Micro, micro_of
+from kimi_bench.report.tables_micro import Micro
 from kimi_bench.results.micro import MicroDerived
 
 
@@ -143,8 +142,8 @@ def _per_stage(ax: Any, stats: list[StageStat], value: str) -> None:
     ax.grid(axis="x", alpha=0.3, which="both" if value == "ms" else "major")
 
 
-def stages_figure(report: Dict) -> Any:
-    d = micro_of(report).derived
+def stages_figure(m: Micro) -> Any:
+    d, report = m.derived, m.header
     stats = stage_stats(d)
     title = "stage medians and bytes moved"
     if d is None or not stats:
@@ -219,12 +218,11 @@ def micro_timeline(report: Micro, arm: str) -> tuple[list[Span], bool]:
     return spans, False
 
 
-def timeline_figure(report: Dict) -> Any:
+def timeline_figure(m: Micro) -> Any:
     """Lanes of one repeat per arm. With per-rank spans in the report, one lane per rank
     and the critical-path rank (the last to finish) marked; otherwise the median repeat's
     stages laid end to end on one lane, and the caption says per-rank data is missing."""
-    m = micro_of(report)
-    d = m.derived
+    d, report = m.derived, m.header
     title = "timeline of one repeat"
     lanes = {arm: micro_timeline(m, arm) for arm in (d.arms if d else [])}
     lanes = {a: v for a, v in lanes.items() if v[0]}
@@ -277,10 +275,10 @@ def timeline_figure(report: Dict) -> Any:
     return decorate(fig, report, title, note)
 
 
-def payload_figure(report: Dict) -> Any:
+def payload_figure(m: Micro) -> Any:
     """Per arm: the total split into its control plane (emulation-only stages hatched) and
     its payload cost with the payload interval, against the control + data floor."""
-    ctl = micro_of(report).typed.control
+    ctl, report = m.typed.control, m.header
     title = "control plane and payload cost"
     if ctl is None or not ctl.payload:
         return empty_figure(report, title, "the report has no control rounds")

@@ -8,8 +8,6 @@ from kimi_bench.report.figbase import FigureSpec, decorate, empty_figure, pyplot
 from kimi_bench.report.kinds import ParityReport, ParityRow
 from kimi_bench.results import has_fp32
 
-Dict = dict[str, Any]
-
 MAX_ROWS = 60  # beyond this, failing rows first, then the rest up to the cap
 _GOOD, _BAD, _NA, _INFO, _WARN = "#b7e4c7", "#f4a3a3", "#e0e0e0", "#cfe2f3", "#ffe699"
 # One 8-bit level after normalization by std 0.5 is 1/127.5: a difference vs PIL up to one
@@ -53,15 +51,14 @@ def _pick(rows: list[ParityRow]) -> tuple[list[ParityRow], int]:
     return sorted(keep, key=lambda r: order[id(r)]), len(rows) - len(keep)
 
 
-def parity_grid_figure(report: Dict) -> Any:
-    typed = ParityReport.model_validate(report)
+def parity_grid_figure(typed: ParityReport) -> Any:
     fp32 = has_fp32(typed.config.model_extra)  # its runtime_profile
     runtime = typed.config.runtime
     compared = "eager vs deferred" if fp32 else f"{runtime} through the pipeline vs vLLM's path"
     title = f"per-input grid ({compared}, torch.equal)"
     rows = typed.results
     if not rows:
-        return empty_figure(report, title, "the report has no inputs")
+        return empty_figure(typed, title, "the report has no inputs")
     shown, hidden = _pick(rows)
     plt = pyplot()
     row_in = 0.25  # inches per table row at font size 8, scale 1.25
@@ -101,7 +98,7 @@ def parity_grid_figure(report: Dict) -> Any:
     )
     if hidden:
         note += f"\n{hidden} more inputs not drawn (all equal); see report.json"
-    return decorate(fig, report, title, note)
+    return decorate(fig, typed, title, note)
 
 
 FIGURES = (

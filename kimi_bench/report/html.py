@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,13 +120,12 @@ def render_table(t: Table, limit: int = MAX_ROWS) -> str:
     )
 
 
-def table(
-    rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, limit: int = MAX_ROWS
-) -> str:
-    """Plain rows (the gate's, the overview) as a table."""
-    cols = list(columns) if columns else list(dict.fromkeys(k for r in rows for k in r))
-    t = Table.of_rows("", rows, cols, lambda c: Column(c, fold=c in ("reason", "verdict")))
-    return render_table(t, limit)
+def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Plain rows of cells (the environment's, the gate's) as a table."""
+    t = Table("rows", "", [Column(c, fold=c in ("reason", "verdict")) for c in columns])
+    for r in rows:
+        t.add(dict(zip(columns, r, strict=True)))
+    return render_table(t)
 
 
 def verdict_box(lines: Sequence[verdicts.Line], tone: str | None = None) -> str:
@@ -149,7 +148,7 @@ def _environment(report: Envelope) -> str:
         ("seed", env.seed),
         ("created", env.created),
     ]
-    return table([{"field": k, "value": v} for k, v in rows if v is not None])
+    return table(("field", "value"), [(k, v) for k, v in rows if v is not None])
 
 
 def _figure(fig: RenderedFigure) -> str:
@@ -235,9 +234,9 @@ def render_html(
     figs += [[]] * (len(views) - len(figs))
     body = [section(v, a, f) for v, a, f in zip(views, anchors, figs, strict=False)]
     if gate is not None:
-        cols = ["report", "rule", "measured", "limit", "verdict", "reason"]
-        rows = [g.as_dict() for g in gate]
-        body.append(f'<section id="gate"><h2>gate</h2>{table(rows, cols)}</section>')
+        cols = ("report", "rule", "measured", "limit", "verdict", "reason")
+        rows = [(g.report, g.rule, g.measured, g.limit, g.verdict, g.reason) for g in gate]
+        body.append(f'<section id="gate"><h2>gate</h2>{table(cols, rows)}</section>')
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

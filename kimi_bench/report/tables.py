@@ -9,16 +9,22 @@ The kinds' own tables are in ``tables_micro`` and ``tables_serve``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from kimi_bench.report.kinds import Envelope, ProjectReport, ProjectValidation
+from kimi_bench.report.kinds import (
+    Envelope,
+    MicroReport,
+    ParityReport,
+    ProjectReport,
+    ProjectValidation,
+    ServeReport,
+)
 from kimi_bench.report.table import Table, generic, pointer
 from kimi_bench.report.tables_base import PARITY_COLUMNS, Dict, col, present, rows_table
-from kimi_bench.report.tables_micro import micro_tables, payload_blocks, speedup_blocks
-from kimi_bench.report.tables_serve import ab_entries, comparison_name, serve_tables
+from kimi_bench.report.tables_micro import micro_of, micro_tables
+from kimi_bench.report.tables_serve import Serve, serve_tables
 
-__all__ = ["ab_entries", "comparison_name", "payload_blocks", "speedup_blocks", "tables"]
+__all__ = ["tables"]
 
 
 # -------------------------------------------------------------------------- every kind
@@ -42,15 +48,6 @@ def summary_table(report: Dict) -> Table:
         else:
             table.add({"metric": k, "value": v}, {"value": pointer("summary", k)})
     return table
-
-
-# ------------------------------------------------------------------------------ parity
-
-
-def parity_tables(report: Dict) -> list[Table]:
-    rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
-    cols = present(rows, PARITY_COLUMNS)
-    return [rows_table("parity.inputs", "Per input", rows, "/results", cols)]
 
 
 # ----------------------------------------------------------------------------- project
@@ -109,17 +106,19 @@ def project_stages(report: ProjectReport) -> Table:
     return table
 
 
-BUILDERS: dict[str, Callable[[Dict], list[Table]]] = {
-    "parity": parity_tables,
-    "micro": micro_tables,
-    "serve-ab": serve_tables,
-}
-
-
 def tables(typed: Envelope, report: Dict) -> list[Table]:
-    """The report's tables in the order every format shows them: the summary, then the
-    kind's own; ``report`` is ``typed`` as its JSON dict."""
+    """The report's tables in the order every format shows them: the summary (as stored,
+    free-form), then the kind's own, each kind reading ``report`` (``typed`` as its JSON
+    dict) once here; a parity report's rows are shown as stored."""
+    out = [summary_table(report)]
     if isinstance(typed, ProjectReport):
-        return [summary_table(report), *project_tables(typed)]
-    build = BUILDERS.get(typed.kind)
-    return [summary_table(report), *(build(report) if build else [])]
+        out += project_tables(typed)
+    elif isinstance(typed, MicroReport):
+        out += micro_tables(micro_of(report))
+    elif isinstance(typed, ServeReport):
+        out += serve_tables(Serve(typed, report))
+    elif isinstance(typed, ParityReport):
+        rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
+        cols = present(rows, PARITY_COLUMNS)
+        out.append(rows_table("parity.inputs", "Per input", rows, "/results", cols))
+    return out

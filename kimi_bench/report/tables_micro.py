@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kimi_bench.report.agree import Disagreement, micro_raw
-from kimi_bench.report.envelope import Loose, Number
+from kimi_bench.report.envelope import Header, Loose, Number
 from kimi_bench.report.kinds import Compared, MicroReport
 from kimi_bench.report.table import Span, Table, pointer
 from kimi_bench.report.tables_base import (
@@ -84,6 +84,11 @@ class Micro:
     report: Dict  # as ``Report.to_dict()`` writes it
 
     @cached_property
+    def header(self) -> Header:
+        """The title and caption's reading (drawable for a partial report too)."""
+        return Header.model_validate(self.report)
+
+    @cached_property
     def typed(self) -> MicroReport:
         return MicroReport.model_validate(self.report)
 
@@ -126,12 +131,6 @@ def micro_of(report: Dict) -> Micro:
     while len(_CACHE) > CACHED:
         del _CACHE[next(iter(_CACHE))]
     return held[1]
-
-
-def derived(report: Dict) -> MicroDerived | None:
-    """The report's figures (``results.micro``) from its raw records; None for a report
-    without them (an older one: its flat table)."""
-    return micro_of(report).derived
 
 
 def speedup_blocks(stated: Stated) -> dict[str, Compared]:
@@ -336,8 +335,7 @@ def micro_noise(m: Micro) -> Table | None:
     return table
 
 
-def micro_tables(report: Dict) -> list[Table]:
-    m = micro_of(report)
+def micro_tables(m: Micro) -> list[Table]:
     out = [
         micro_stages(m),
         micro_comparisons(m),

@@ -1,10 +1,14 @@
-"""The tables of a serve-ab report (``report.tables``)."""
+"""The tables of a serve-ab report (``report.tables``), from one ``Serve``: what its tables
+and its verdict read of ``report.json``, read once."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kimi_bench.report import access
+from kimi_bench.report.kinds import Compared, ServeReport
 from kimi_bench.report.table import Column, Span, Table, pointer
 from kimi_bench.report.tables_base import (
     BY_COUNT_COLUMNS,
@@ -21,26 +25,44 @@ from kimi_bench.results.serve import COMPARED, StatedComparison, StatedInterval
 
 # ---------------------------------------------------------------------------- serve-ab
 
-
-def serve_per_rate(report: Dict) -> Table:
-    rows = [r for r in report.get("results") or [] if isinstance(r, dict)]
-    table = rows_table(
-        "serve.per_rate", "Per rate and arm", rows, "/results", present(rows, SERVE_COLUMNS)
-    )
-    # TTFT's independent units: forward batches, or requests where the server reports none
-    if rows and all(r.get("units") == "requests" for r in rows):
-        table.columns = [Column(c.key, "requests", c.fmt, c.fold)
-                         if c.key == "forward_batches" else c for c in table.columns]  # fmt: skip
-    return table
-
-
 # median and p90 TTFT, throughput (over the run's span: the writer's), and the others when
 # a report has them (ITL and TPOT need two tokens, goodput --goodput)
 AB_METRICS = (*((c.key, c.label) for c in COMPARED[:2]), ("throughput", "throughput"))
 AB_MORE = tuple((c.key, c.label) for c in COMPARED[2:])
 
 
-def _earlier(rate: str, metrics: Dict) -> tuple[str, str, str, Dict]:
+@dataclass(frozen=True)
+class Entry:
+    """One A/B comparison: its rate, its key under ``ab[rate]`` (``deferred`` in an earlier
+    one-arm report), its block's JSON pointer ("" when converted) and its metric blocks."""
+
+    rate: str
+    arm: str
+    at: str
+    blocks: dict[str, object]
+
+    @cached_property
+    def stated(self) -> dict[str, StatedComparison]:
+        return {k: StatedComparison.read(v) for k, v in self.blocks.items() if isinstance(v, dict)}
+
+    def metric(self, key: str) -> StatedComparison:
+        return self.stated.get(key) or StatedComparison()
+
+    def compared(self, key: str) -> Compared:
+        """A metric's block as the verdict reads it."""
+        block = self.blocks.get(key)
+        return Compared.model_validate(block if isinstance(block, dict) else {})
+
+    def name(self, base: str) -> str:
+        """``deferred vs eager`` (``zero-copy_vs_deferred`` -> ``zero-copy vs deferred``)."""
+        med = self.metric("median_ttft")
+        if med.a_label and med.b_label:
+            return f"{med.b_label} vs {med.a_label}"
+        head, _, tail = self.arm.partition("_vs_")
+        return f"{head} vs {tail or base}"
+
+
+def _earlier(rate: str, metrics: Dict) -> Entry:
     """An earlier report's one-arm block (``ab[rate][metric]``: ``delta`` a fraction,
     ``ci95`` its interval) in the current shape; no pointer (the values are converted)."""
     out: Dict = {}
@@ -60,40 +82,54 @@ def _earlier(rate: str, metrics: Dict) -> tuple[str, str, str, Dict]:
             "significant": m.get("significant"),
             "verdict": m.get("method"),
         }
-    return rate, "deferred", "", out
+    return Entry(rate, "deferred", "", out)
 
 
-def ab_entries(report: Dict) -> list[tuple[str, str, str, Dict]]:
-    """(rate, comparison key, its JSON pointer, {metric: comparison}) in report order; an
-    earlier layout (``ab[rate][metric].delta``, one arm) is converted, without pointers."""
-    out = []
-    for rate, per_arm in (report.get("ab") or {}).items():
-        blocks = per_arm if isinstance(per_arm, dict) else {}
-        if any(isinstance(v, dict) and "delta" in v for v in blocks.values()):
-            out.append(_earlier(str(rate), blocks))
-            continue
-        for arm, metrics in blocks.items():
-            if isinstance(metrics, dict):
-                out.append((str(rate), str(arm), pointer("ab", rate, arm), metrics))
-    return out
+@dataclass(frozen=True)
+class Serve:
+    """What a serve-ab report's tables and verdict read: its model and its dict, whose
+    stored rows the tables show as written, with their JSON pointers (free-form)."""
+
+    typed: ServeReport
+    data: Dict
+
+    @cached_property
+    def base(self) -> str:
+        return access.base_arm(self.data)
+
+    @cached_property
+    def entries(self) -> list[Entry]:
+        """The A/B comparisons in report order (an earlier layout converted)."""
+        out = []
+        for rate, per_arm in (self.data.get("ab") or {}).items():
+            blocks = per_arm if isinstance(per_arm, dict) else {}
+            if any(isinstance(v, dict) and "delta" in v for v in blocks.values()):
+                out.append(_earlier(str(rate), blocks))
+                continue
+            for arm, metrics in blocks.items():
+                if isinstance(metrics, dict):
+                    out.append(Entry(str(rate), str(arm), pointer("ab", rate, arm), metrics))
+        return out
+
+    def rows(self, block: str) -> Any:
+        return self.data.get(block)
 
 
-def comparison_name(arm: str, metrics: Dict, base: str) -> str:
-    """``deferred vs eager`` (``zero-copy_vs_deferred`` -> ``zero-copy vs deferred``)."""
-    med = StatedComparison.read(metrics.get("median_ttft"))
-    if med.a_label and med.b_label:
-        return f"{med.b_label} vs {med.a_label}"
-    head, _, tail = arm.partition("_vs_")
-    return f"{head} vs {tail or base}"
-
-
-def serve_ab(report: Dict) -> Table:
-    base = access.base_arm(report)
-    cols = [col("rate"), col("comparison")]
-    entries = ab_entries(report)
-    shown = AB_METRICS + tuple(
-        (k, label) for k, label in AB_MORE if any(isinstance(m.get(k), dict) for *_, m in entries)
+def serve_per_rate(s: Serve) -> Table:
+    rows = [r for r in s.rows("results") or [] if isinstance(r, dict)]
+    table = rows_table(
+        "serve.per_rate", "Per rate and arm", rows, "/results", present(rows, SERVE_COLUMNS)
     )
+    # TTFT's independent units: forward batches, or requests where the server reports none
+    if rows and all(r.get("units") == "requests" for r in rows):
+        table.columns = [Column(c.key, "requests", c.fmt, c.fold)
+                         if c.key == "forward_batches" else c for c in table.columns]  # fmt: skip
+    return table
+
+
+def serve_ab(s: Serve) -> Table:
+    base, cols = s.base, [col("rate"), col("comparison")]
+    shown = AB_METRICS + tuple((k, n) for k, n in AB_MORE if any(k in e.stated for e in s.entries))
     for key, label in shown:
         cols += [
             col(f"{key}_delta", "pct", f"{label} Δ"),
@@ -101,18 +137,18 @@ def serve_ab(report: Dict) -> Table:
         ]
     cols.append(col("median_ttft_verdict", "text", "median TTFT verdict"))
     table = Table("serve.ab", f"A/B (each arm vs {base}; signed %, arm minus {base})", cols)
-    for rate, arm, at, metrics in entries:
-        row: dict[str, Any] = {"rate": rate, "comparison": comparison_name(arm, metrics, base)}
-        src: dict[str, Any] = {}
+    for e in s.entries:
+        at, src = e.at, dict[str, Any]()
+        row: dict[str, Any] = {"rate": e.rate, "comparison": e.name(base)}
         for key, _label in shown:
-            m = StatedComparison.read(metrics.get(key))
+            m = e.metric(key)
             iv = m.interval or StatedInterval()
             row[f"{key}_delta"] = m.delta_pct
             row[f"{key}_interval"] = Span(iv.low, iv.high, iv.kind or "none", "pct")
             if at:
                 src[f"{key}_delta"] = f"{at}/{key}/delta_pct"
                 src[f"{key}_interval"] = (f"{at}/{key}/interval/low", f"{at}/{key}/interval/high")
-        row["median_ttft_verdict"] = StatedComparison.read(metrics.get("median_ttft")).verdict
+        row["median_ttft_verdict"] = e.metric("median_ttft").verdict
         if at:
             src["median_ttft_verdict"] = f"{at}/median_ttft/verdict"
         table.add(row, src)
@@ -136,17 +172,17 @@ AFTER_AB = (
 )  # fmt: skip
 
 
-def stored(report: Dict, key: str, title: str, at: str, cols: tuple[str, ...]) -> Table | None:
+def stored(s: Serve, key: str, title: str, at: str, cols: tuple[str, ...]) -> Table | None:
     """The rows of block ``at`` as written (None when the report has none)."""
-    rows = report.get(at)
+    rows = s.rows(at)
     return rows_table(key, title, rows, f"/{at}", list(cols)) if rows else None
 
 
-def serve_tables(report: Dict) -> list[Table]:
+def serve_tables(s: Serve) -> list[Table]:
     out = [
-        stored(report, *CAPACITY),
-        serve_per_rate(report),
-        serve_ab(report) if report.get("ab") else None,
-        *(stored(report, *block) for block in AFTER_AB),
+        stored(s, *CAPACITY),
+        serve_per_rate(s),
+        serve_ab(s) if s.typed.ab else None,
+        *(stored(s, *block) for block in AFTER_AB),
     ]
     return [t for t in out if t is not None]

@@ -25,7 +25,7 @@ from kimi_bench.report import access
 from kimi_bench.report.kinds import Compared, Envelope, MicroReport, ParityReport, ServeReport
 from kimi_bench.report.schema import parse_report
 from kimi_bench.report.tables_micro import Stated, ends, micro_of, payload_blocks, speedup_blocks
-from kimi_bench.report.tables_serve import ab_entries, comparison_name
+from kimi_bench.report.tables_serve import Entry, Serve
 
 Dict = dict[str, Any]
 Tone = Literal["good", "bad", "unresolved", "info"]
@@ -47,11 +47,6 @@ def worst(lines: list[Line]) -> Tone:
 def text(lines: list[Line]) -> str:
     """The lines as one verdict string (``summary.verdict`` of new reports)."""
     return "; ".join(ln.text for ln in lines)
-
-
-def _compared(block: object) -> Compared:
-    """A comparison block of a JSON report (``ab``) as ``kinds.Compared`` reads it."""
-    return Compared.model_validate(block if isinstance(block, dict) else {})
 
 
 # -------------------------------------------------------------------------------- micro
@@ -158,13 +153,14 @@ def _throughput(block: Compared) -> tuple[str, int]:
     return f"; throughput {fmt_pct(d)} ({_pct_interval(block)})", direction
 
 
-def _ab_line(rate: str, name: str, med: Compared, thr_block: Compared) -> Line | None:
+def _ab_line(e: Entry, against: str) -> Line | None:
     """One A/B comparison's line: its median TTFT and throughput blocks."""
+    med, rate = e.compared("median_ttft"), e.rate
     d = med.delta_pct
     if d is None or med.b_units == 0:
         return None  # an arm with no completed request is named among the failures
-    arm, _, base = name.partition(" vs ")
-    thr, thr_dir = _throughput(thr_block)
+    arm, _, base = e.name(against).partition(" vs ")
+    thr, thr_dir = _throughput(e.compared("throughput"))
     direction = _resolved(med)
     if direction == 0:
         return Line(
@@ -201,21 +197,15 @@ def _failures(report: ServeReport) -> list[str]:
     return rows or [f"{s.failed_requests} request(s) failed"]
 
 
-def serve_lines(typed: ServeReport, report: Dict) -> list[Line]:
-    failed = _failures(typed)
-    recorded, base = access.verdict(typed), access.base_arm(report)
-    # (rate, "arm vs base", median TTFT, throughput) of each A/B comparison, read first
-    compared = [
-        (rate, comparison_name(arm, metrics, base),
-         _compared(metrics.get("median_ttft")), _compared(metrics.get("throughput")))
-        for rate, arm, _, metrics in ab_entries(report)
-    ]  # fmt: skip
+def serve_lines(s: Serve) -> list[Line]:
+    typed = s.typed
+    failed, recorded = _failures(typed), access.verdict(typed)
     lines = []
     if typed.summary.error:
         lines.append(Line(f"INCOMPLETE: {typed.summary.error}", "bad"))
     if failed:
         lines.append(Line("FAILED REQUESTS: " + "; ".join(failed), "bad"))
-    lines += [line for args in compared if (line := _ab_line(*args))]
+    lines += [line for e in s.entries if (line := _ab_line(e, s.base))]
     if not typed.ab:
         lines.append(Line(recorded or "no A/B (one arm)", "info"))
     external = typed.config.endpoints or typed.config.imported
@@ -244,18 +234,14 @@ def parity_lines(report: ParityReport) -> list[Line]:
     return [Line(text, "good" if good else "bad")]
 
 
-def typed_lines(typed: Envelope, report: Dict) -> list[Line]:
-    """The verdict lines of one report, by kind (a kind without rules: its recorded
-    verdict, as information); ``report`` is ``typed`` as its JSON dict."""
+def lines(report: Dict, typed: Envelope | None = None) -> list[Line]:
+    """The verdict lines of a report's JSON dict by kind (a kind without rules: its
+    recorded verdict, as information); ``typed``: the report as its kind's model."""
+    typed = parse_report(report) if typed is None else typed
     if isinstance(typed, ParityReport):
         return parity_lines(typed)
     if isinstance(typed, MicroReport):
         return micro_lines(typed, micro_of(report).stated)
     if isinstance(typed, ServeReport):
-        return serve_lines(typed, report)
+        return serve_lines(Serve(typed, report))
     return [Line(access.verdict(typed) or "no verdict", "info")]
-
-
-def lines(report: Dict) -> list[Line]:
-    """The verdict lines of a report's JSON dict (``typed_lines``)."""
-    return typed_lines(parse_report(report), report)

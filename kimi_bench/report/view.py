@@ -32,5 +32,5 @@ def view_of(report: Report | dict[str, Any]) -> View:
     typed = parse_report(data)
     shown = tables(typed, data)
     rendered = [render(t) for t in shown]
-    lines = verdicts.typed_lines(typed, data)
+    lines = verdicts.lines(data, typed)
     return View(data, typed, lines, access.reader_notes(typed), shown, rendered)

@@ -33,8 +33,9 @@ from kimi_bench.report.figures_serve import (
     throughput_figure,
     ttft_vs_rate_figure,
 )
+from kimi_bench.report.kinds import ParityReport
 from kimi_bench.report.schema import parse_report
-from kimi_bench.report.tables_micro import derived, micro_of
+from kimi_bench.report.tables_micro import micro_of
 from kimi_bench.results.serve_rows import bootstrap_interval, readable_requests
 from tests.committed import raw_report
 
@@ -81,7 +82,7 @@ def test_caption_names_device_preset_ranks_carrier_commit() -> None:
 
 def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
     rep = load(EXAMPLE / "micro")
-    stats = stage_stats(derived(rep))
+    stats = stage_stats(micro_of(rep).derived)
     stated = [
         (arm, stage, st) for arm, b in rep["arms"].items() for stage, st in b["stages"].items()
     ]
@@ -94,7 +95,7 @@ def test_stage_stats_are_the_arms_blocks_the_writer_stated() -> None:
             assert getattr(s.spread, key) == pytest.approx(st["summary_ms"][key])
     flat = copy.deepcopy(rep)
     del flat["arms"]  # a report without its arms' blocks: nothing to draw
-    assert stage_stats(derived(flat)) == []
+    assert stage_stats(micro_of(flat).derived) == []
 
 
 def test_timeline_fallback_is_the_median_repeat_end_to_end() -> None:
@@ -148,7 +149,7 @@ def test_hostile_values_are_ignored_not_fatal() -> None:
 
 def test_micro_stages_figure_log_axis_floor_and_bytes() -> None:
     rep = load(H200 / "micro" / "sglang-0.5.23" / "r8-shm")
-    fig = stages_figure(rep)
+    fig = stages_figure(micro_of(rep))
     totals, per_stage, per_bytes = fig.axes[:3]
     floor = rep["floor"]["floor_ms"]
     assert any(list(ln.get_ydata()) == [floor, floor] for ln in totals.lines)
@@ -174,7 +175,7 @@ def test_timeline_marks_the_critical_rank_when_per_rank_spans_exist() -> None:
         ]
         lanes.append({"rank": rank, "spans": spans})
     rep["timeline"] = {"deferred": {"repeat": 0, "ranks": lanes}}  # only one arm has spans
-    fig = timeline_figure(rep)
+    fig = timeline_figure(micro_of(rep))
     text = all_text(fig)
     assert "critical path: rank 1" in text
     ax = next(a for a in fig.axes if "deferred" in a.get_title(loc="left"))
@@ -183,7 +184,7 @@ def test_timeline_marks_the_critical_rank_when_per_rank_spans_exist() -> None:
     assert "no per-rank timestamps for eager" in text  # eager has no timeline block
     for arm in rep["arms"]:
         rep["timeline"][arm] = rep["timeline"]["deferred"]
-    text = all_text(timeline_figure(rep))
+    text = all_text(timeline_figure(micro_of(rep)))
     assert "no per-rank" not in text and "one lane per rank" in text
 
 
@@ -217,7 +218,7 @@ def test_throughput_shows_offered_and_achieved() -> None:
 def test_parity_grid_flags_a_differing_input() -> None:
     rep = load(EXAMPLE / "parity")
     rep["results"][1]["bit_exact_bf16"] = False
-    fig = parity_grid_figure(rep)
+    fig = parity_grid_figure(ParityReport.model_validate(rep))
     tbl = fig.axes[0].tables[0]
     cells = tbl.get_celld()
     row = 2  # header is row 0, the second input row 2
@@ -234,13 +235,13 @@ def test_a_vllm_parity_grid_names_what_it_compared() -> None:
     rep["config"]["runtime_profile"] = {"name": "vllm-0.33", "runtime": "vllm"}
     for row in rep["results"]:
         row["bit_exact_fp32"], row["deferred"] = None, False
-    fig = parity_grid_figure(rep)
+    fig = parity_grid_figure(ParityReport.model_validate(rep))
     assert "vllm-0.33 through the pipeline vs vLLM's path, torch.equal" in all_text(fig)
     assert "eager vs deferred" not in all_text(fig)
     cells = fig.axes[0].tables[0].get_celld()
     assert [cells[(1, c)].get_text().get_text() for c in range(3)] == [
         "n/a", "equal", "uint8 patches"]  # fmt: skip
-    sglang = parity_grid_figure(load(EXAMPLE / "parity"))
+    sglang = parity_grid_figure(ParityReport.model_validate(load(EXAMPLE / "parity")))
     assert "per-input grid (eager vs deferred, torch.equal)" in all_text(sglang)
 
 
@@ -312,6 +313,6 @@ def test_payload_figure_says_when_a_payload_is_not_resolved_above_zero() -> None
     arm = next(iter(rep["control"]["payload"]))
     total = rep["control"]["payload"][arm]["total"]
     total["interval"] = {"low": 1.0, "high": 2.0 * max(total["payload_ms"], 1.0), "kind": "ci"}
-    assert "not resolved above zero" not in all_text(payload_figure(rep))
+    assert "not resolved above zero" not in all_text(payload_figure(micro_of(rep)))
     total["interval"]["low"] = -1.0  # the interval reaches zero: the bar may be noise
-    assert "not resolved above zero" in all_text(payload_figure(rep))
+    assert "not resolved above zero" in all_text(payload_figure(micro_of(rep)))

@@ -18,7 +18,7 @@ from kimi_bench.report.kinds import MODELS, model_for
 from kimi_bench.report.migrate import migrate
 from kimi_bench.report.model import Report
 from kimi_bench.report.schema import parse_report, report_problem
-from kimi_bench.report.tables_micro import derived
+from kimi_bench.report.tables_micro import micro_of
 from tests.committed import committed_reports, raw_report
 
 ROOT = Path(__file__).resolve().parents[2] / "reports"
@@ -60,7 +60,7 @@ def test_an_older_micro_layout_reads_as_the_current_one() -> None:
     current, older = read(MICRO), _older_micro()
     assert report_problem(older) is None
     migrated = Report.from_dict(older).to_dict()
-    assert stage_stats(derived(migrated)) == stage_stats(derived(current))
+    assert stage_stats(micro_of(migrated).derived) == stage_stats(micro_of(current).derived)
     assert access.caption(parse_report(migrated)) == access.caption(parse_report(current))
     assert migrated["floor_ms"] == current["floor_ms"]
     assert migrated["config"]["transport"] == current["config"]["transport"]

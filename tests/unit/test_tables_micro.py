@@ -11,7 +11,7 @@ import pytest
 from kimi_bench.report import tables_micro
 from kimi_bench.report.figures_micro import Span, micro_timeline
 from kimi_bench.report.model import load_report
-from kimi_bench.report.tables_micro import derived, micro_of
+from kimi_bench.report.tables_micro import micro_of
 from kimi_bench.report.view import view_of
 
 MICRO = Path(__file__).resolve().parents[2] / "reports" / "examples" / "cpu-run" / "micro"
@@ -23,13 +23,13 @@ def test_one_report_is_derived_once_for_its_tables_verdict_and_figures(monkeypat
     monkeypatch.setattr(tables_micro, "derive_micro", lambda raw: calls.append(1) or real(raw))
     rep = load_report(MICRO).to_dict()
     view = view_of(rep)
-    stats = derived(rep)
+    stats = micro_of(rep).derived
     assert stats is not None and len(calls) == 1
     assert [micro_timeline(micro_of(view.data), arm)[0] for arm in stats.arms]
     assert len(calls) == 1 and micro_of(rep).derived is stats
     other = load_report(MICRO).to_dict()  # equal content, another report: its own reading
     assert micro_of(other) is not micro_of(rep) and len(calls) == 1
-    assert derived(other) is not stats and len(calls) == 2
+    assert micro_of(other).derived is not stats and len(calls) == 2
 
 
 def copies(rep: dict[str, Any]) -> list[dict[str, Any]]:
@@ -62,4 +62,4 @@ def test_records_that_do_not_check_leave_no_derived_figures(edit: str) -> None:
     arm = next(iter(rep["repeats"]))
     if edit:
         rep["repeats"][arm][0][edit] = None  # a repeat without its stages
-    assert (derived(rep) is None) == bool(edit)
+    assert (micro_of(rep).derived is None) == bool(edit)
