@@ -201,9 +201,7 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
         raise ProjectionError(f"{where} does not say its ranks and transport (config)")
     traits = carrier_traits(report.config)
     try:
-        arms = {
-            a: _arm(a, arm, traits.serialize_op, ranks) for a, arm in typed.arms.items()
-        }
+        arms = {a: _arm(a, arm, traits.serialize_op, ranks) for a, arm in typed.arms.items()}
     except ProjectionError as exc:
         raise ProjectionError(f"{where}: {exc}") from None
     gbps = typed.floor.pinned_h2d_gbps if typed.floor else None
