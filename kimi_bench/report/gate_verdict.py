@@ -21,11 +21,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kimi_bench.report.verdicts import Line, Tone
 
 PASS, FAIL, SKIP, INCONCLUSIVE = "pass", "fail", "skip", "inconclusive"
+
+
+Value = float | bool | str | None  # a measured figure or a limit (a number, a flag, a text)
 
 
 @dataclass
@@ -33,8 +35,8 @@ class RuleResult:
     """One rule's outcome on one report (``ci.verdicts`` decides it); the gate's rows."""
 
     rule: str
-    measured: Any
-    limit: Any
+    measured: Value
+    limit: Value
     verdict: str  # pass, fail, skip or inconclusive
     reason: str
     report: str = ""  # which report the rule was applied to
@@ -43,7 +45,7 @@ class RuleResult:
     def failed(self) -> bool:
         return self.verdict == FAIL
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Value | str]:
         return {
             "report": self.report,
             "rule": self.rule,

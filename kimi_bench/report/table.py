@@ -56,11 +56,11 @@ class Table:
     key: str
     title: str
     columns: list[Column]
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, object]] = field(default_factory=list)  # a cell: any stored value
     sources: list[dict[str, Source]] = field(default_factory=list)
     about: str = ""
 
-    def add(self, values: dict[str, Any], src: dict[str, Source] | None = None) -> None:
+    def add(self, values: dict[str, object], src: dict[str, Source] | None = None) -> None:
         self.rows.append(values)
         self.sources.append(src or {})
 
@@ -68,7 +68,7 @@ class Table:
     def of_rows(
         cls,
         title: str,
-        rows: Iterable[Mapping[str, Any]],
+        rows: Iterable[Mapping[str, object]],
         columns: Sequence[str],
         columns_of: Callable[[str], Column] = Column,
     ) -> Table:
@@ -151,7 +151,7 @@ def _span(s: Span) -> str:
     return f"{write(lo)} .. {write(hi)} ({name})"
 
 
-def show(value: Any, fmt: Fmt = "text") -> str:
+def show(value: object, fmt: Fmt = "text") -> str:
     """One cell's text: ``-`` for a missing or non-finite value; numbers in the column's
     format; booleans ``yes``/``NO`` (a ``choice``: ``yes``/``no``); shapes ``1x36x46``."""
     if value is None:
@@ -181,13 +181,14 @@ def show(value: Any, fmt: Fmt = "text") -> str:
 
 
 def generic(
-    key: str, title: str, rows: list[dict[str, Any]], base: str, columns: list[str] | None = None
+    key: str, title: str, rows: Sequence[object], base: str, columns: list[str] | None = None
 ) -> Table:
     """A table of plain rows stored in the report at ``base`` (a JSON pointer to the
     list): the given columns, else every key in order of first appearance."""
-    cols = columns or list(dict.fromkeys(k for r in rows for k in r))
+    dicts = [r for r in rows if isinstance(r, dict)]
+    cols = columns or list(dict.fromkeys(k for r in dicts for k in r))
     table = Table(key, title, [Column(c) for c in cols])
     for i, r in enumerate(rows):
-        if isinstance(r, dict):
+        if isinstance(r, dict):  # a row that is not an object is not shown
             table.add({c: r.get(c) for c in cols}, {c: f"{base}/{i}{pointer(c)}" for c in cols})
     return table

@@ -299,10 +299,14 @@ def micro_apart(m: Micro) -> Table | None:
     title = "Emulation-only stages and stand-ins (shown apart)"
     table = rows_table("micro.apart", title, rows, "/control/emulation_only",
                        ["stage", "kind", "arms", "why"])  # fmt: skip
-    table.rows = [r | {"arms": ", ".join(map(str, r.get("arms") or []))} for r in table.rows]
+    table.rows = [r | {"arms": _listed(r.get("arms"))} for r in table.rows]
     for src in table.sources:
         src.pop("arms", None)  # a list, written as text here
     return table
+
+
+def _listed(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else ""
 
 
 def noisy_stages(d: MicroDerived | None) -> dict[str, list[tuple[str, float]]]:

@@ -13,9 +13,8 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from kimi_bench.report import quote
 from kimi_bench.report.envelope import Git
@@ -58,17 +57,19 @@ def write_json(report: Report, path: Path) -> Path:
     return write_json_doc(report.to_dict(), path)
 
 
-def write_json_doc(doc: dict[str, Any], path: Path) -> Path:
+def write_json_doc(doc: Mapping[str, object], path: Path) -> Path:
     """``report.json`` of a report's ``to_dict()`` (a View's ``data``)."""
     return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
-def md_text(v: Any) -> str:
+def md_text(v: object) -> str:
     """Text for Markdown (``report.quote.md``): one line, no markup made of it."""
     return quote.md(v)
 
 
-def markdown_table(rows: list[dict[str, Any]], columns: Iterable[str] | None = None) -> str:
+def markdown_table(
+    rows: Sequence[Mapping[str, object]], columns: Iterable[str] | None = None
+) -> str:
     """Plain rows (the gate's, compare's) as a GitHub table."""
     if not rows:
         return "_(none)_\n"
@@ -124,7 +125,9 @@ def write_markdown(view: View, path: Path, title: str | None = None) -> Path:
     return atomic_write_text(path, render_markdown(view, title))
 
 
-def write_csv(rows: list[dict[str, Any]], path: Path, columns: list[str] | None = None) -> Path:
+def write_csv(
+    rows: Sequence[Mapping[str, object]], path: Path, columns: list[str] | None = None
+) -> Path:
     """Rows to CSV through pandas; list cells (grid_thw) become ``1x36x46``; text cells are
     quoted against formula injection (``report.quote.csv_cell``)."""
     import pandas as pd
