@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from kimi_bench.infra.stats.compare import Comparison
-from kimi_bench.report.agree import micro_raw
+from kimi_bench.report.agree import micro_raw_of
 from kimi_bench.report.agree_serve import derive_report
 from kimi_bench.report.envelope import Count, Flag, Loose, RunConfig
+from kimi_bench.report.kinds import MicroReport
 from kimi_bench.report.model import Report, ReportError, validate_report
 from kimi_bench.report.roles import baseline_arm
 from kimi_bench.results import derive_parity, has_fp32, parity_rows
@@ -63,7 +64,7 @@ class Derived:
 
     @cached_property
     def micro(self) -> MicroDerived:
-        return derive_micro(micro_raw(self.report.to_dict()))
+        return derive_micro(micro_raw_of(self.report.typed(MicroReport)))
 
     @cached_property
     def serve(self) -> ServeDerived:

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
-
-from pydantic import ValidationError
 
 from kimi_bench.infra.stats import Measurement
 from kimi_bench.report.kinds import (
@@ -134,15 +131,6 @@ def micro_repeats(recs: list[RepeatRecord], where: str, planned: int) -> list[Mi
             "a record is duplicated or foreign"
         )
     return list(recs)
-
-
-def micro_raw(raw: dict[str, Any]) -> MicroRaw:
-    """A micro report dict's raw records, checked and typed (``micro_raw_of``)."""
-    try:
-        report = MicroReport.model_validate(raw)
-    except ValidationError as exc:
-        raise Disagreement(str(exc)) from None
-    return micro_raw_of(report)
 
 
 def micro_raw_of(report: MicroReport) -> MicroRaw:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from kimi_bench.report.agree import Disagreement, micro_raw
+from kimi_bench.report.agree import Disagreement, micro_raw_of
 from kimi_bench.report.envelope import Header, Loose, Number
 from kimi_bench.report.kinds import Compared, MicroReport
 from kimi_bench.report.table import Span, Table, pointer
@@ -101,8 +101,8 @@ class Micro:
         """The raw records, checked; None for a report without them (an older one: its
         flat table) or with records that do not check."""
         try:
-            return micro_raw(self.report) if self.report.get("arms") else None
-        except (Disagreement, ResultError):
+            return micro_raw_of(self.typed) if self.report.get("arms") else None
+        except (Disagreement, ResultError, ValidationError):
             return None
 
     @cached_property
