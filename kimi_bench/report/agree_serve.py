@@ -95,17 +95,30 @@ def _planned_rows(planned: int | None, rows: Sequence[ServeRequest]) -> None:
             )
 
 
+def _written_order(key: str) -> tuple[int, int, float]:
+    """A per-rate row's latency figures in the order the writers write them (per latency:
+    mean, median, then the percentiles), so the first disagreement named is the same
+    whatever order the typed row keeps its fields in."""
+    metric, _, stat = key.removesuffix("_ms").partition("_")
+    try:
+        q = float(stat.removeprefix("p"))
+    except ValueError:
+        q = -1.0
+    named = ("mean", "median")
+    return LATENCIES.index(metric), named.index(stat) if stat in named else 2, q
+
+
 def _row_agrees(i: int, res: ServeRow, derived: ServeDerived) -> None:
     """A per-rate row's stated figures against what the rows give (a latency statistic
     without samples: nothing to check)."""
     cell = derived.cell(res.rate, res.arm)
     stated = res.model_dump(exclude_unset=True)
     given: dict[str, float | None] = {"completed": float(cell.completed)}
-    for key in stated:
-        if key.startswith(_FIGURE_PREFIXES) and key.endswith("_ms"):
-            metric, _, stat = key.removesuffix("_ms").partition("_")
-            if (v := cell.stat(metric, stat)) is not None:  # a mean or a percentile
-                given[key] = v
+    figures = [k for k in stated if k.startswith(_FIGURE_PREFIXES) and k.endswith("_ms")]
+    for key in sorted(figures, key=_written_order):
+        metric, _, stat = key.removesuffix("_ms").partition("_")
+        if (v := cell.stat(metric, stat)) is not None:  # a mean or a percentile
+            given[key] = v
     for key in THROUGHPUTS:
         given[key] = cell.throughput(key)
     good = cell.good_requests
