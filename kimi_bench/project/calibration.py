@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from pydantic import ValidationError
+
 from kimi_bench.options import Carrier
 from kimi_bench.report.envelope import Environment, RunConfig
 from kimi_bench.report.kinds import ControlRepeat, CopyRow, MicroArm, MicroReport, StageBlock
@@ -199,7 +201,10 @@ def read_calibration(report: Report, source: str = "") -> Calibration:
     ranks, transport = cfg.ranks, str(cfg.transport)
     if not isinstance(ranks, int) or ranks < 1 or transport not in get_args(Carrier):
         raise ProjectionError(f"{where} does not say its ranks and transport (config)")
-    traits = carrier_traits(report.config)
+    try:
+        traits = carrier_traits(report.config)
+    except ValidationError as exc:
+        raise ProjectionError(f"{where}: config.carrier_traits does not read: {exc}") from None
     try:
         arms = {a: _arm(a, arm, traits.serialize_op, ranks) for a, arm in typed.arms.items()}
     except ProjectionError as exc:

@@ -55,8 +55,8 @@ class Traits(Open):
 
     name: str | None = None
     uses_segments: bool  # features cross in shared-memory segments
-    spans_nodes: bool = False
-    serialize_op: str = "pickle"  # the ledger op that moves a feature at the producer
+    spans_nodes: bool
+    serialize_op: str  # the ledger op that moves a feature at the producer
 
 
 def carrier_traits(config: Config) -> Traits:

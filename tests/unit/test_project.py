@@ -190,6 +190,18 @@ def test_not_a_micro_report_is_refused() -> None:
         cal_of(raw)
 
 
+def test_recorded_carrier_traits_are_read_and_a_broken_block_is_named() -> None:
+    raw = shm_report()
+    raw["config"]["carrier_traits"] = {
+        "name": "pickle", "uses_segments": False, "spans_nodes": True, "serialize_op": "pickle",
+    }  # fmt: skip
+    cal = cal_of(raw)
+    assert (cal.uses_segments, cal.serialize_op) == (False, "pickle")
+    raw["config"]["carrier_traits"] = {"uses_segments": "perhaps"}
+    with pytest.raises(ProjectionError, match=r"synthetic: config\.carrier_traits does not read"):
+        cal_of(raw)
+
+
 # ---------------------------------------------------------------- model arithmetic
 
 
